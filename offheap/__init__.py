@@ -1,0 +1,17 @@
+"""offheap: off-heap collections for Python (layer 8, the public API)."""
+
+from offheap.errors import (
+    CapacityError,
+    ClosedError,
+    CodecUnavailableError,
+    CorruptionError,
+    OffheapError,
+)
+
+__all__ = [
+    "CapacityError",
+    "ClosedError",
+    "CodecUnavailableError",
+    "CorruptionError",
+    "OffheapError",
+]

@@ -1,0 +1,25 @@
+"""Exceptions raised by offheap (layer 1: imports nothing from the package).
+
+Each class also inherits the built-in exception a caller would catch for the same failure,
+so ``except MemoryError`` still sees a :class:`CapacityError`.
+"""
+
+
+class OffheapError(Exception):
+    """Base class of every error raised by offheap on purpose."""
+
+
+class CapacityError(OffheapError, MemoryError):
+    """An allocation would cross the arena's ``limit``; nothing was changed."""
+
+
+class ClosedError(OffheapError, ValueError):
+    """The collection, store or arena was closed."""
+
+
+class CorruptionError(OffheapError, ValueError):
+    """A file or page is not what offheap wrote: wrong magic, bad checksum, truncated."""
+
+
+class CodecUnavailableError(OffheapError, ImportError):
+    """An optional compression library is not installed."""
