@@ -1,0 +1,428 @@
+"""The record store (layer 4): variable-size byte records by record id, on an arena.
+
+Layout. Records live in *segments*, arena extents carved by a bump pointer into *chunks*. A chunk
+is the record rounded up to its *size class*: multiples of 8 bytes up to 4 KiB, then steps of
+1/16 of a power of two. Records larger than ``LARGE_RECORD_BYTES`` get an extent of their own.
+
+Indirection. A record id (recid) indexes two numpy arrays in one arena extent, ``addr`` (u64:
+segment number << 32 | position) and ``size`` (u32), so a record can move when it grows without
+its owner noticing. Recid 0 is never handed out (owners use it as "no record"); a free recid has
+``addr == FREE_ADDR``. Index memory is 12 bytes per recid.
+
+Fragmentation. A freed chunk goes on the free list of its size class and is reused by the next
+record of that class. A B-tree leaf that grows by a few bytes per insert frees a chunk of class
+*c* and takes one of class *c+1*; the next leaf that grows through the same sizes takes those chunks
+back, so rewriting a leaf a hundred times leaves no trail of a hundred holes. When the bump
+segment is full, a larger free chunk is split before a new segment is mapped.
+
+Persistence. :meth:`RecordStore.flush` writes the store's metadata (segment table, bump pointer,
+index location, the owner's ``root`` blob) as the arena's root blob. Free lists are not persisted:
+:meth:`RecordStore.open` rebuilds them from the gaps between live records, which also makes them
+immune to a stale free list.
+
+Failure atomicity. Every method that may allocate does so before it changes any state, so a
+:class:`CapacityError` leaves the store exactly as it was.
+
+Thread safety: none; the owning collection serializes access.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+import numpy as np
+
+from offheap.errors import ClosedError, CorruptionError
+from offheap.memory import Arena
+
+FREE_ADDR = 0xFFFF_FFFF_FFFF_FFFF
+EMPTY_ADDR = FREE_ADDR - 1  # the address of every zero-length record: it occupies no chunk
+LARGE_RECORD_BYTES = 256 * 1024
+MIN_SEGMENT_BYTES = 64 * 1024
+MAX_SEGMENT_BYTES = 64 * 1024 * 1024
+_SMALL_CLASS_LIMIT = 4096
+_META_MAGIC = b"OHSTORE1"
+_META = struct.Struct("<8sQQQQQ")  # magic, index extent, index capacity, bump seg, bump pos, n segs
+
+
+def chunk_bytes(size: int) -> int:
+    """The size class of a record of ``size`` bytes: the chunk it occupies in a segment."""
+    if size <= _SMALL_CLASS_LIMIT:
+        return (size + 7) & ~7
+    step = 1 << (size.bit_length() - 5)  # 16 classes per power of two
+    return -(-size // step) * step
+
+
+@dataclass(frozen=True)
+class StoreStats:
+    """Where a store's bytes go. ``reserved_bytes`` is the whole arena, limits included."""
+
+    n_records: int
+    live_bytes: int  # sum of record sizes
+    chunk_bytes: int  # bytes of the chunks holding them (live + rounding)
+    free_bytes: int  # free chunks plus the unused tail of the bump segment
+    index_bytes: int
+    segment_bytes: int  # payload bytes of all segments
+    reserved_bytes: int
+    used_bytes: int
+
+    @property
+    def overhead_bytes(self) -> int:
+        """Bytes spent on anything but record contents and free space."""
+        return self.reserved_bytes - self.live_bytes - self.free_bytes
+
+
+class RecordStore:
+    """Variable-size records by id on an :class:`~offheap.memory.Arena`.
+
+    ``get`` returns a copy; :meth:`view` returns a zero-copy memoryview that is valid only until
+    the next call that writes to this store.
+    """
+
+    def __init__(self, arena: Arena) -> None:
+        """Start an empty store on ``arena`` (use :meth:`open` for an existing one)."""
+        self.arena = arena
+        self._segments: list[int | None] = []  # seg no -> extent offset (None: reusable number)
+        self._views: list[memoryview | None] = []
+        self._large: set[int] = set()  # seg nos that hold one large record
+        self._bump_seg = -1
+        self._bump_pos = 0
+        self._free_chunks: dict[int, list[int]] = {}  # chunk size -> addresses
+        self._free_recids: list[int] = []
+        self._next_recid = 1  # every recid at or above this is free and not in _free_recids
+        self._live_bytes = 0
+        self._chunk_bytes = 0
+        self._n_records = 0
+        self.root = b""
+        self._index_extent = 0
+        self._index_capacity = 0
+        self._addr = np.empty(0, np.uint64)
+        self._size = np.empty(0, np.uint32)
+        self._grow_index(1024)
+
+    @classmethod
+    def open(cls, arena: Arena) -> RecordStore:
+        """Reopen the store whose metadata is ``arena.root``."""
+        store = cls.__new__(cls)
+        store.arena = arena
+        store._load(arena.root)
+        return store
+
+    # -- records ------------------------------------------------------------------------------
+
+    def put(self, data) -> int:
+        """Store ``data`` (bytes-like) as a new record and return its recid."""
+        self._check_open()
+        size = len(data)
+        if not self._free_recids and self._next_recid >= self._index_capacity:
+            self._grow_index(self._index_capacity * 2)
+        addr = self._allocate_chunk(size)
+        if self._free_recids:
+            recid = self._free_recids.pop()
+        else:
+            recid = self._next_recid
+            self._next_recid += 1
+        self._write(addr, data)
+        self._addr[recid] = addr
+        self._size[recid] = size
+        self._n_records += 1
+        self._live_bytes += size
+        return recid
+
+    def get(self, recid: int) -> bytes:
+        """A copy of record ``recid``."""
+        return bytes(self.view(recid))
+
+    def view(self, recid: int) -> memoryview:
+        """Zero-copy view of record ``recid``, valid until the next write to this store."""
+        self._check_open()
+        addr = self._live_addr(recid)
+        if addr == EMPTY_ADDR:
+            return memoryview(b"")
+        pos = addr & 0xFFFF_FFFF
+        return self._views[addr >> 32][pos: pos + int(self._size[recid])]
+
+    def update(self, recid: int, data) -> None:
+        """Replace record ``recid``; it moves to another chunk only if its size class changes."""
+        self._check_open()
+        old_addr = self._live_addr(recid)
+        old_size = int(self._size[recid])
+        size = len(data)
+        if chunk_bytes(size) == chunk_bytes(old_size) and size <= LARGE_RECORD_BYTES:
+            self._write(old_addr, data)
+        else:
+            new_addr = self._allocate_chunk(size)
+            self._write(new_addr, data)
+            self._release_chunk(old_addr, old_size)
+            self._addr[recid] = new_addr
+        self._size[recid] = size
+        self._live_bytes += size - old_size
+
+    def delete(self, recid: int) -> None:
+        """Free record ``recid``; its chunk and its id are reused."""
+        self._check_open()
+        addr = self._live_addr(recid)
+        size = int(self._size[recid])
+        self._release_chunk(addr, size)
+        self._addr[recid] = FREE_ADDR
+        self._size[recid] = 0
+        self._free_recids.append(recid)
+        self._n_records -= 1
+        self._live_bytes -= size
+
+    def __contains__(self, recid: int) -> bool:
+        return 0 < recid < self._index_capacity and int(self._addr[recid]) != FREE_ADDR
+
+    def __len__(self) -> int:
+        return self._n_records
+
+    # -- large arrays -------------------------------------------------------------------------
+
+    def allocate_region(self, nbytes: int) -> int:
+        """A zeroed arena extent of at least ``nbytes`` for an array (a hash table); its offset."""
+        self._check_open()
+        return self.arena.allocate(nbytes)
+
+    def region_array(self, offset: int, dtype, count: int, start: int = 0) -> np.ndarray:
+        """A numpy view into region ``offset``; drop it before :meth:`free_region`."""
+        return self.arena.array(offset, dtype, count, start)
+
+    def free_region(self, offset: int) -> None:
+        self._check_open()
+        self.arena.free(offset)
+
+    # -- accounting and lifetime --------------------------------------------------------------
+
+    def stats(self) -> StoreStats:
+        self._check_open()
+        free = sum(size * len(addrs) for size, addrs in self._free_chunks.items())
+        segment_bytes = 0
+        for seg_no, offset in enumerate(self._segments):
+            if offset is not None:
+                segment_bytes += self.arena.payload_bytes(offset)
+                if seg_no == self._bump_seg:
+                    free += self.arena.payload_bytes(offset) - self._bump_pos
+        return StoreStats(
+            n_records=self._n_records, live_bytes=self._live_bytes,
+            chunk_bytes=self._chunk_bytes, free_bytes=free,
+            index_bytes=self.arena.payload_bytes(self._index_extent),
+            segment_bytes=segment_bytes, reserved_bytes=self.arena.reserved_bytes,
+            used_bytes=self.arena.used_bytes)
+
+    def flush(self) -> None:
+        """Persist the store's metadata into the arena root and flush the arena."""
+        self._check_open()
+        if self.arena.readonly:
+            return
+        self.arena.set_root(self._meta_bytes())
+        self.arena.flush()
+
+    def close(self) -> None:
+        """Flush and close the arena; idempotent."""
+        if self.arena.closed:
+            return
+        try:
+            if self.arena.path is not None and not self.arena.readonly:
+                self.flush()
+        finally:
+            self._addr = self._size = None
+            self._views = []
+            self.arena.close()
+
+    @property
+    def closed(self) -> bool:
+        return self.arena.closed
+
+    def _check(self) -> None:
+        """Assert the invariants: no two chunks overlap, counters match the index."""
+        live = np.flatnonzero(self._addr[1:] != FREE_ADDR) + 1
+        assert len(live) == self._n_records, (len(live), self._n_records)
+        assert int(self._size[live].sum()) == self._live_bytes
+        chunks = [(int(self._addr[r]), chunk_bytes(int(self._size[r])))
+                  for r in live if int(self._addr[r]) != EMPTY_ADDR]
+        chunks += [(a, size) for size, addrs in self._free_chunks.items() for a in addrs]
+        chunks.sort()
+        for (a, size), (b, _) in zip(chunks, chunks[1:]):
+            assert a + size <= b or (a >> 32) != (b >> 32), f"chunks overlap at {a:#x} and {b:#x}"
+
+    # -- internals ----------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self.arena.closed:
+            raise ClosedError("the store is closed")
+
+    def _live_addr(self, recid: int) -> int:
+        if not 0 < recid < self._index_capacity:
+            raise KeyError(f"record id {recid} does not exist")
+        addr = int(self._addr[recid])
+        if addr == FREE_ADDR:
+            raise KeyError(f"record id {recid} does not exist")
+        return addr
+
+    def _write(self, addr: int, data) -> None:
+        if len(data):
+            pos = addr & 0xFFFF_FFFF
+            self._views[addr >> 32][pos: pos + len(data)] = data
+
+    def _allocate_chunk(self, size: int) -> int:
+        """An address with room for ``size`` bytes; allocates before changing any state."""
+        if size == 0:
+            return EMPTY_ADDR
+        if size > LARGE_RECORD_BYTES:
+            offset = self.arena.allocate(size)
+            seg_no = self._add_segment(offset)
+            self._large.add(seg_no)
+            self._chunk_bytes += size
+            return seg_no << 32
+        chunk = chunk_bytes(size)
+        free = self._free_chunks.get(chunk)
+        if free:
+            addr = free.pop()
+        elif self._bump_seg >= 0 and self._bump_pos + chunk <= len(self._views[self._bump_seg]):
+            addr = self._bump_seg << 32 | self._bump_pos
+            self._bump_pos += chunk
+        else:
+            addr = self._split_larger_chunk(chunk)
+            if addr is None:
+                addr = self._new_bump_segment(chunk)
+        self._chunk_bytes += chunk
+        return addr
+
+    def _split_larger_chunk(self, chunk: int) -> int | None:
+        for size in sorted(s for s, addrs in self._free_chunks.items() if addrs and s > chunk):
+            addr = self._free_chunks[size].pop()
+            self._push_free_gap(addr + chunk, size - chunk)
+            return addr
+        return None
+
+    def _new_bump_segment(self, chunk: int) -> int:
+        wanted = min(max(self.arena.reserved_bytes // 32, MIN_SEGMENT_BYTES, chunk),
+                     MAX_SEGMENT_BYTES)
+        offset = self.arena.allocate(wanted)
+        if self._bump_seg >= 0:
+            tail = len(self._views[self._bump_seg]) - self._bump_pos
+            self._push_free_gap(self._bump_seg << 32 | self._bump_pos, tail)
+        self._bump_seg = self._add_segment(offset)
+        self._bump_pos = chunk
+        return self._bump_seg << 32
+
+    def _add_segment(self, offset: int) -> int:
+        view = self.arena.view(offset)
+        if None in self._segments:
+            seg_no = self._segments.index(None)
+            self._segments[seg_no], self._views[seg_no] = offset, view
+        else:
+            seg_no = len(self._segments)
+            self._segments.append(offset)
+            self._views.append(view)
+        return seg_no
+
+    def _release_chunk(self, addr: int, size: int) -> None:
+        if addr == EMPTY_ADDR:
+            return
+        seg_no = addr >> 32
+        if seg_no in self._large:
+            self._large.discard(seg_no)
+            offset = self._segments[seg_no]
+            self._segments[seg_no] = self._views[seg_no] = None
+            self.arena.free(offset)
+            self._chunk_bytes -= size
+            return
+        chunk = chunk_bytes(size)
+        if chunk:
+            self._free_chunks.setdefault(chunk, []).append(addr)
+        self._chunk_bytes -= chunk
+
+    def _push_free_gap(self, addr: int, gap: int) -> None:
+        """Put ``gap`` bytes at ``addr`` on the free lists as chunks of exact size classes."""
+        while gap:
+            piece = gap
+            if gap > _SMALL_CLASS_LIMIT:
+                step = 1 << (gap.bit_length() - 5)
+                piece = gap // step * step  # the largest size class that fits
+            self._free_chunks.setdefault(piece, []).append(addr)
+            addr += piece
+            gap -= piece
+
+    def _grow_index(self, capacity: int) -> None:
+        """Move the recid index into a new extent of ``capacity`` entries."""
+        offset = self.arena.allocate(capacity * 12)
+        addr = self.arena.array(offset, np.uint64, capacity)
+        size = self.arena.array(offset, np.uint32, capacity, start=capacity * 8)
+        old = self._index_capacity
+        addr[:old] = self._addr
+        addr[old:] = FREE_ADDR
+        size[:old] = self._size
+        old_extent = self._index_extent
+        self._addr, self._size = addr, size
+        self._index_extent, self._index_capacity = offset, capacity
+        if old_extent:
+            self.arena.free(old_extent)
+
+    def _meta_bytes(self) -> bytes:
+        segments = np.array([-1 if s is None else s for s in self._segments], np.int64)
+        large = np.zeros(len(self._segments), np.uint8)
+        large[list(self._large)] = 1
+        head = _META.pack(_META_MAGIC, self._index_extent, self._index_capacity,
+                          self._bump_seg & FREE_ADDR, self._bump_pos, len(self._segments))
+        return head + segments.tobytes() + large.tobytes() + self.root
+
+    def _load(self, meta: bytes) -> None:
+        if len(meta) < _META.size or meta[:8] != _META_MAGIC:
+            raise CorruptionError("the file holds no offheap record store (metadata missing)")
+        _, index_extent, capacity, bump_seg, bump_pos, n_segs = _META.unpack_from(meta)
+        end = _META.size + n_segs * 9
+        if len(meta) < end:
+            raise CorruptionError("the record store metadata is truncated")
+        segments = np.frombuffer(meta, np.int64, n_segs, _META.size).tolist()
+        large = np.frombuffer(meta, np.uint8, n_segs, _META.size + n_segs * 8)
+        self.root = meta[end:]
+        arena = self.arena
+        try:
+            self._segments = [None if s < 0 else s for s in segments]
+            self._views = [None if s is None else arena.view(s) for s in self._segments]
+            self._addr = arena.array(index_extent, np.uint64, capacity)
+            self._size = arena.array(index_extent, np.uint32, capacity, start=capacity * 8)
+        except (KeyError, ValueError) as exc:
+            raise CorruptionError(f"the record store refers to a missing extent: {exc}") from None
+        self._large = {i for i in np.flatnonzero(large).tolist()}
+        self._index_extent, self._index_capacity = index_extent, capacity
+        self._bump_seg = -1 if bump_seg == FREE_ADDR else bump_seg
+        self._bump_pos = bump_pos
+        self._free_recids = []
+        self._free_chunks = {}
+        self._rebuild_free_space()
+
+    def _rebuild_free_space(self) -> None:
+        """Recount live records and turn every gap between their chunks into free chunks."""
+        live = np.flatnonzero(self._addr[1:] != FREE_ADDR) + 1
+        self._next_recid = int(live[-1]) + 1 if len(live) else 1
+        free = np.flatnonzero(self._addr[1: self._next_recid] == FREE_ADDR) + 1
+        self._free_recids = free[::-1].tolist()
+        self._n_records = len(live)
+        self._live_bytes = int(self._size[live].sum())
+        live = live[self._addr[live] != EMPTY_ADDR]
+        sizes = self._size[live].astype(np.int64)
+        addrs = self._addr[live]
+        seg_of = (addrs >> np.uint64(32)).astype(np.int64)
+        pos = (addrs & np.uint64(0xFFFF_FFFF)).astype(np.int64)
+        small = np.array([s not in self._large for s in seg_of.tolist()], bool)
+        chunks = np.array([chunk_bytes(s) for s in sizes.tolist()], np.int64)
+        self._chunk_bytes = int(chunks[small].sum() + sizes[~small].sum())
+        for seg_no, view in enumerate(self._views):
+            if view is None or seg_no in self._large:
+                continue
+            mine = small & (seg_of == seg_no)
+            order = np.argsort(pos[mine])
+            starts, lengths = pos[mine][order], chunks[mine][order]
+            end = self._bump_pos if seg_no == self._bump_seg else len(view)
+            cursor = 0
+            for start, length in zip(starts.tolist(), lengths.tolist()):
+                if start < cursor:
+                    raise CorruptionError(f"records overlap in segment {seg_no} at {start}")
+                self._push_free_gap(seg_no << 32 | cursor, start - cursor)
+                cursor = start + length
+            if cursor > end:
+                raise CorruptionError(f"a record in segment {seg_no} lies past its end")
+            self._push_free_gap(seg_no << 32 | cursor, end - cursor)
