@@ -1,0 +1,746 @@
+"""LongHashMap: an int64-keyed hash map whose entries live in an arena (layer 6).
+
+Layout. Three arrays of ``2**bits + SLACK`` slots each, every one an arena region:
+
+    keys   int64   the key
+    dist   uint8   0 = empty, else 1 + the slot's distance from the key's home slot
+    values         typed values or 2/4/8-byte slot words (:mod:`offheap.valueslots`)
+
+A key's *home* is the top ``bits`` bits of ``mix64(key)``. Collisions are resolved by linear
+probing in Robin Hood order: along the table, entries are sorted by home slot, and each sits as
+close to its home as that order allows. Probing never wraps around: the ``SLACK`` extra slots at
+the end take the overflow of the last homes, and a probe distance above ``MAX_DIST`` grows the
+table instead. So a lookup stops at the first slot whose distance is shorter than its own (the key
+would have displaced that entry), and the whole table can be rebuilt with numpy: sort the entries
+by home, then ``slot[i] = i + cummax(home[j] - j for j <= i)``.
+
+Insert (Robin Hood by shifting). Probe to the first slot ``i`` holding an entry richer than the
+new key (a smaller distance), shift the run ``i..j-1`` up to the next empty slot ``j`` one place
+right (each moved entry's distance grows by one), and write the key at ``i``. Example, keys
+A(home 3) B(home 3) C(home 4) and a new D with home 3::
+
+    slot   3   4   5   6           3   4   5   6   7
+    before A:1 B:2 C:2 -     after A:1 B:2 D:3 C:3 -
+
+Delete (backward shift, no tombstones). Remove the entry at ``i`` and move the following entries
+one place left until an empty slot or an entry already at its home.
+
+Growth doubles the slot count (load factor above ``MAX_LOAD``) with the vectorized rebuild. Bulk
+calls (``put_many``, ``get_many``, ``contains_many``, ``delete_many``) probe all keys at once,
+one numpy round per probe distance, and large batches rebuild the table instead of inserting one
+by one.
+
+Failure atomicity: every step that allocates (a value record, a wider or larger table) happens
+before the table changes, and is undone if a later step fails; a :class:`CapacityError` leaves the
+map exactly as it was.
+
+Thread safety: none. Guard a map shared between threads with a lock; reads alone are safe only
+while no thread writes.
+"""
+
+from __future__ import annotations
+
+import operator
+import struct
+from collections.abc import ItemsView, Iterator, KeysView, Mapping, MutableMapping, ValuesView
+from dataclasses import dataclass
+
+import numpy as np
+
+from offheap.errors import ClosedError, CorruptionError
+from offheap.memory import Arena, format_bytes
+from offheap.mix import MASK64, mix64, mix64_array
+from offheap.serializers import get_serializer
+from offheap.store import RecordStore
+from offheap.valueslots import ValueSlots
+
+MAX_LOAD = 0.875
+MAX_DIST = 250
+SLACK = 256
+_MIN_BITS = 4
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+_SCAN_BYTES = 256
+_ITER_CHUNK = 1 << 16
+_INCREMENT = bytes(min(b + 1, 255) for b in range(256))
+_DECREMENT = bytes(max(b - 1, 0) for b in range(256))
+_AT_HOME_OR_EMPTY = bytes(0 if b <= 1 else 1 for b in range(256))
+_META_MAGIC = b"OHLHMAP1"
+_META = struct.Struct("<8s16sBBxxxxxxQQQQ")  # magic, value type, bits, width, n, 3 region offsets
+_WORD_FORMATS = {"uint16": "H", "uint32": "I", "uint64": "Q", "int64": "q", "float64": "d"}
+
+
+def _as_key(key) -> int:
+    """``key`` as a Python int in the int64 range, or TypeError/OverflowError."""
+    if type(key) is not int:
+        try:
+            key = operator.index(key)
+        except TypeError:
+            raise TypeError(f"LongHashMap keys are int64, not {type(key).__name__}") from None
+    if not _INT64_MIN <= key <= _INT64_MAX:
+        raise OverflowError(f"key {key} is outside the int64 range [-2**63, 2**63)")
+    return key
+
+
+def as_key_array(keys) -> np.ndarray:
+    """Keys as an int64 array, or TypeError/OverflowError naming the first bad key."""
+    array = keys if isinstance(keys, np.ndarray) else np.asarray(keys)
+    if array.ndim != 1:
+        array = array.reshape(-1) if array.ndim == 0 or array.size == 0 else array
+        if array.ndim != 1:
+            raise ValueError(f"keys must be one-dimensional, got shape {array.shape}")
+    if array.dtype.kind == "i":
+        return array.astype(np.int64, copy=False)
+    if array.dtype.kind == "u":
+        if array.size and int(array.max()) > _INT64_MAX:
+            raise OverflowError(f"key {int(array.max())} is outside the int64 range")
+        return array.astype(np.int64)
+    if array.dtype.kind == "O" or (array.size == 0 and array.dtype.kind == "f"):
+        return np.fromiter((_as_key(k) for k in array.tolist()), np.int64, len(array))
+    raise TypeError(f"LongHashMap keys are int64, got an array of {array.dtype}")
+
+
+@dataclass(frozen=True)
+class HashMapStats:
+    """Size and memory figures of a :class:`LongHashMap`."""
+
+    n_entries: int
+    n_slots: int
+    load_factor: float
+    value_width_bytes: int
+    external_values: int
+    reserved_bytes: int
+    used_bytes: int
+
+    @property
+    def bytes_per_entry(self) -> float:
+        return self.reserved_bytes / self.n_entries if self.n_entries else float("nan")
+
+
+class LongHashMap(MutableMapping):
+    """A ``MutableMapping[int, V]`` for int64 keys, stored off the Python heap.
+
+    ``value`` names the value serializer: ``"object"`` (any picklable value; small ones inline),
+    ``"int64"``, ``"float64"``, ``"str"`` or ``"bytes"``. ``limit`` caps the memory in bytes
+    (:class:`CapacityError` beyond it). With ``path`` the map lives in that file: :meth:`close`
+    it, and ``LongHashMap(path=...)`` opens it again with the same contents.
+    """
+
+    def __init__(self, value="object", *, limit: int | None = None, path=None) -> None:
+        serializer = get_serializer(value)
+        if path is None:
+            store = RecordStore(Arena.anonymous(limit_bytes=limit))
+            self._setup(store, serializer, meta_recid=None, owns_store=True)
+            return
+        arena = Arena.file(path, limit_bytes=limit)
+        try:
+            if arena.root:
+                store = RecordStore.open(arena)
+                if len(store.root) != 8:
+                    raise CorruptionError(f"{path!r} holds no LongHashMap (root of {len(store.root)} bytes)")
+                (meta_recid,) = struct.unpack("<Q", store.root)
+                self._setup(store, serializer, meta_recid=meta_recid, owns_store=True)
+            else:
+                store = RecordStore(arena)
+                self._setup(store, serializer, meta_recid=None, owns_store=True)
+                store.root = struct.pack("<Q", self._meta_recid)
+                self.flush()
+        except BaseException:
+            arena.close()
+            raise
+
+    @classmethod
+    def in_store(cls, store: RecordStore, value="object", meta_recid: int | None = None) -> LongHashMap:
+        """A map kept in a shared store (a :class:`~offheap.db.DB`); ``meta_recid`` reopens one."""
+        hashmap = cls.__new__(cls)
+        hashmap._setup(store, get_serializer(value), meta_recid=meta_recid, owns_store=False)
+        return hashmap
+
+    def _setup(self, store: RecordStore, serializer, *, meta_recid, owns_store: bool) -> None:
+        self._store = store
+        self._owns_store = owns_store
+        self._values = ValueSlots(serializer, store)
+        self._closed = False
+        self._mods = 0
+        self._keys_off = self._dist_off = self._vals_off = 0
+        if meta_recid is None:
+            self._meta_recid = store.put(b"")
+            bits, width = _MIN_BITS, self._values.initial_width
+            offsets = self._allocate_table(bits, width)
+            self._install(bits, width, 0, *offsets)
+            self._write_meta()
+        else:
+            self._meta_recid = meta_recid
+            self._load_meta(serializer)
+
+    # -- the scalar dict interface ------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, key):
+        slot = self._find(key)
+        if slot < 0:
+            raise KeyError(key)
+        return self._values.decode(self._vm[slot])
+
+    def __contains__(self, key) -> bool:
+        return self._find(key) >= 0
+
+    def get(self, key, default=None):
+        slot = self._find(key)
+        return default if slot < 0 else self._values.decode(self._vm[slot])
+
+    def __setitem__(self, key, value) -> None:
+        if self._closed:
+            raise ClosedError("the LongHashMap is closed")
+        if type(key) is not int or not _INT64_MIN <= key <= _INT64_MAX:
+            key = _as_key(key)
+        word = self._values.encode(value)
+        try:
+            self._insert(key, word)
+        except BaseException:
+            self._values.release(word)
+            raise
+
+    def __delitem__(self, key) -> None:
+        slot = self._find(key)
+        if slot < 0:
+            raise KeyError(key)
+        word = self._vm[slot]
+        self._remove_slot(slot)
+        self._values.release(word)
+
+    def __iter__(self) -> Iterator[int]:
+        for keys, _ in self._chunks(with_values=False):
+            yield from keys
+
+    def keys(self) -> KeysView:
+        return KeysView(self)
+
+    def values(self) -> ValuesView:
+        return _FastValuesView(self)
+
+    def items(self) -> ItemsView:
+        return _FastItemsView(self)
+
+    def popitem(self):
+        """Remove and return some ``(key, value)`` pair; KeyError when empty."""
+        self._check_open()
+        if not self._n:
+            raise KeyError("popitem(): LongHashMap is empty")
+        for end in range(self._slots, 0, -_ITER_CHUNK):
+            occupied = np.flatnonzero(self._d[max(0, end - _ITER_CHUNK): end])
+            if occupied.size:
+                slot = max(0, end - _ITER_CHUNK) + int(occupied[-1])
+                break
+        key, word = self._km[slot], self._vm[slot]
+        value = self._values.decode(word)
+        self._remove_slot(slot)
+        self._values.release(word)
+        return key, value
+
+    def clear(self) -> None:
+        """Remove every entry and shrink the table back to its initial size."""
+        self._check_open()
+        old_words = self._v[self._d != 0].copy()
+        bits, width = _MIN_BITS, self._values.initial_width
+        offsets = self._allocate_table(bits, width)
+        self._replace_table(bits, width, 0, offsets)
+        self._values.release_many(old_words)
+
+    def update(self, other=(), /, **kwargs) -> None:
+        """Like ``dict.update``; a LongHashMap, a Mapping or a ``(keys, values)`` pair of numpy
+        arrays goes through :meth:`put_many` in one vectorized step."""
+        if kwargs:
+            raise TypeError("LongHashMap keys are int64; keyword arguments would be str keys")
+        if isinstance(other, LongHashMap):
+            self.put_many(*other._export())
+        elif isinstance(other, tuple) and len(other) == 2 and all(
+                isinstance(part, np.ndarray) for part in other):
+            self.put_many(*other)
+        elif isinstance(other, Mapping) or hasattr(other, "keys"):
+            keys = list(other.keys())
+            self.put_many(keys, [other[k] for k in keys])
+        else:
+            keys, values = [], []
+            for n, pair in enumerate(other):
+                try:
+                    key, value = pair
+                except (TypeError, ValueError):
+                    raise ValueError(f"update sequence element #{n} is not a (key, value) pair") from None
+                keys.append(key)
+                values.append(value)
+            self.put_many(keys, values)
+
+    def copy(self) -> LongHashMap:
+        """A new anonymous LongHashMap with the same entries, value type and limit."""
+        self._check_open()
+        twin = LongHashMap(self._values.serializer, limit=self._store.arena.limit_bytes)
+        twin.put_many(*self._export())
+        return twin
+
+    # -- bulk numpy interface -----------------------------------------------------------------
+
+    def put_many(self, keys, values) -> None:
+        """Insert or overwrite many entries; for duplicate keys the last one wins."""
+        self._check_open()
+        keys = as_key_array(keys)
+        if len(values) != len(keys):
+            raise ValueError(f"{len(keys)} keys but {len(values)} values")
+        words = self._values.encode_many(values)
+        try:
+            keys, words = self._last_wins(keys, words)
+            slots = self._find_many(keys)
+            found = slots >= 0
+            n_new = int(len(keys) - found.sum())
+            width = max(self._width, self._values.width_of_many(words))
+            if (width > self._width or self._n + n_new > self._max_n
+                    or n_new * 8 >= max(self._n, 1024)):
+                self._rebuild_with(keys, words)
+            else:
+                self._insert_new(keys[~found], words[~found])
+                old = self._v[slots[found]].copy()
+                self._v[slots[found]] = words[found]
+                self._values.release_many(old)
+        except BaseException:
+            self._values.release_many(words)
+            raise
+
+    def get_many(self, keys, default=None):
+        """Values of many keys: an ndarray for typed values, else a list.
+
+        Missing keys give ``default``; a typed map with missing keys and ``default=None`` raises
+        KeyError, since None has no int64/float64 form.
+        """
+        self._check_open()
+        keys = as_key_array(keys)
+        slots = self._find_many(keys)
+        found = slots >= 0
+        values = self._values.decode_many(self._v[slots[found]])
+        if self._values.typed:
+            if found.all():
+                return values
+            if default is None:
+                missing = int(keys[~found][0])
+                raise KeyError(f"{int((~found).sum())} keys are missing (first: {missing}); "
+                               f"pass default= to fill them")
+            out = np.full(len(keys), default, dtype=values.dtype)
+            out[found] = values
+            return out
+        out = [default] * len(keys)
+        for index, value in zip(np.flatnonzero(found).tolist(), values):
+            out[index] = value
+        return out
+
+    def contains_many(self, keys) -> np.ndarray:
+        """A bool array: which keys are in the map."""
+        self._check_open()
+        return self._find_many(as_key_array(keys)) >= 0
+
+    def delete_many(self, keys) -> int:
+        """Remove the keys that are present (absent ones are ignored); return how many went."""
+        self._check_open()
+        keys = np.unique(as_key_array(keys))
+        slots = self._find_many(keys)
+        present = slots >= 0
+        keys, slots = keys[present], slots[present]
+        if not slots.size:
+            return 0
+        removed_words = self._v[slots].copy()
+        if slots.size * 8 >= self._n:
+            keep = np.ones(self._slots, bool)
+            keep[slots] = False
+            keep &= self._d != 0
+            self._rebuild(self._bits, self._width, self._k[keep].copy(), self._v[keep].copy())
+        else:
+            for key in keys.tolist():  # slots move as entries shift: find each one afresh
+                self._remove_slot(self._find(key))
+        self._values.release_many(removed_words)
+        return int(slots.size)
+
+    # -- introspection and lifetime -----------------------------------------------------------
+
+    def stats(self) -> HashMapStats:
+        self._check_open()
+        return HashMapStats(
+            n_entries=self._n, n_slots=self._slots,
+            load_factor=self._n / (1 << self._bits), value_width_bytes=self._width,
+            external_values=self._count_external(),
+            reserved_bytes=self._store.arena.reserved_bytes,
+            used_bytes=self._store.arena.used_bytes)
+
+    def __repr__(self) -> str:
+        if self._closed:
+            return "<LongHashMap (closed)>"
+        s = self.stats()
+        per_entry = f"{s.bytes_per_entry:.1f} B/entry" if self._n else "empty"
+        return (f"<LongHashMap {self._n:,} entries, value={self._values.serializer.name}, "
+                f"{format_bytes(s.reserved_bytes)} reserved, {per_entry}, load {s.load_factor:.2f}>")
+
+    def _repr_html_(self) -> str:
+        if self._closed:
+            return "<p><b>LongHashMap</b> (closed)</p>"
+        s = self.stats()
+        rows = [("entries", f"{s.n_entries:,}"), ("value type", self._values.serializer.name),
+                ("reserved", format_bytes(s.reserved_bytes)),
+                ("bytes/entry", f"{s.bytes_per_entry:.2f}" if s.n_entries else "-"),
+                ("slots", f"{s.n_slots:,}"), ("load factor", f"{s.load_factor:.3f}"),
+                ("value slot width", f"{s.value_width_bytes} B")]
+        body = "".join(f"<tr><th style='text-align:left'>{k}</th><td>{v}</td></tr>" for k, v in rows)
+        return f"<table><caption><b>LongHashMap</b></caption>{body}</table>"
+
+    def flush(self) -> None:
+        """Write the map's metadata and, for a file, push its pages to the file."""
+        self._check_open()
+        self._write_meta()
+        if self._owns_store:
+            self._store.flush()
+
+    def close(self) -> None:
+        """Flush (file maps) and release the memory; later use raises ClosedError. Idempotent."""
+        if self._closed:
+            return
+        try:
+            if self._owns_store and self._store.arena.path is not None:
+                self.flush()
+            elif not self._owns_store:
+                self._write_meta()
+        finally:
+            self._drop_views()
+            self._closed = True
+            if self._owns_store:
+                self._store.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def __enter__(self) -> LongHashMap:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _check(self) -> None:
+        """Assert the table's invariants (used by the stateful tests after every step)."""
+        self._check_open()
+        occupied = np.flatnonzero(self._d)
+        assert occupied.size == self._n, (occupied.size, self._n)
+        keys = self._k[occupied]
+        home = (mix64_array(keys) >> np.uint64(64 - self._bits)).astype(np.int64)
+        assert np.array_equal(home + self._d[occupied].astype(np.int64) - 1, occupied), "misplaced"
+        assert np.all(self._d[1:].astype(np.int64) <= self._d[:-1].astype(np.int64) + 1), \
+            "Robin Hood order broken"
+        assert np.unique(keys).size == keys.size, "duplicate keys"
+        assert self._n <= self._max_n or self._bits == _MIN_BITS
+        if not self._values.typed:
+            words = self._v[occupied].astype(np.uint64)
+            assert self._values.width_of_many(words) <= self._width
+            for word in words[(words & np.uint64(0xFF)) == 0xFF].tolist():
+                assert (word >> 8) in self._store, f"external value {word >> 8} is missing"
+        self._store._check()
+
+    # -- probing ------------------------------------------------------------------------------
+
+    def _find(self, key) -> int:
+        """The slot holding ``key``, or -1."""
+        if self._closed:
+            raise ClosedError("the LongHashMap is closed")
+        if type(key) is not int or not _INT64_MIN <= key <= _INT64_MAX:
+            key = _as_key(key)
+        h = key & MASK64  # mix64(key), inlined: a call costs as much as the probe
+        h = ((h ^ (h >> 33)) * 0xFF51AFD7ED558CCD) & MASK64
+        h = ((h ^ (h >> 33)) * 0xC4CEB9FE1A85EC53) & MASK64
+        slot = (h ^ (h >> 33)) >> self._shift
+        dm, km = self._dm, self._km
+        d = 1
+        while dm[slot] >= d:
+            if km[slot] == key:
+                return slot
+            slot += 1
+            d += 1
+        return -1
+
+    def _find_many(self, keys: np.ndarray) -> np.ndarray:
+        """Slots of many keys (-1 where absent): one vectorized round per probe distance."""
+        result = np.full(len(keys), -1, np.int64)
+        pending = np.arange(len(keys))
+        slot = (mix64_array(keys) >> np.uint64(self._shift)).astype(np.int64)
+        wanted = keys
+        d = 1
+        while pending.size:
+            alive = self._d[slot] >= d
+            hit = alive & (self._k[slot] == wanted)
+            result[pending[hit]] = slot[hit]
+            going = alive & ~hit
+            pending, slot, wanted = pending[going], slot[going] + 1, wanted[going]
+            d += 1
+        return result
+
+    # -- structural changes -------------------------------------------------------------------
+
+    def _insert(self, key: int, word) -> None:
+        """Set ``key`` to ``word`` (a new slot or an overwrite); grows the table when needed."""
+        if self._values.width_of(word) > self._width:
+            self._rebuild(self._bits, self._values.width_of(word), *self._live_entries())
+        while True:
+            home = mix64(key) >> self._shift
+            slot, d = home, 1
+            dm, km = self._dm, self._km
+            while dm[slot] >= d:
+                if km[slot] == key:
+                    old = self._vm[slot]
+                    self._vm[slot] = word
+                    self._values.release(old)
+                    return
+                slot += 1
+                d += 1
+            if self._n < self._max_n and d <= MAX_DIST and self._shift_right(slot):
+                km[slot] = key
+                dm[slot] = d
+                self._vm[slot] = word
+                self._n += 1
+                self._mods += 1
+                return
+            self._rebuild(self._bits + 1, self._width, *self._live_entries())
+
+    def _shift_right(self, slot: int) -> bool:
+        """Open slot ``slot`` by moving the run up to the next empty slot one place right.
+
+        False (nothing moved) if there is no empty slot or a moved distance would pass MAX_DIST.
+        """
+        dm = self._dm
+        run_dists = b""
+        start = slot
+        while True:
+            chunk = bytes(dm[start: start + _SCAN_BYTES])
+            empty = chunk.find(b"\0")
+            if empty >= 0:
+                run_dists += chunk[:empty]
+                break
+            if not chunk:
+                return False
+            run_dists += chunk
+            start += len(chunk)
+        run = len(run_dists)
+        if run == 0:
+            return True
+        if max(run_dists) >= MAX_DIST:
+            return False
+        end = slot + run
+        self._km[slot + 1: end + 1] = self._km[slot: end]
+        self._vm[slot + 1: end + 1] = self._vm[slot: end]
+        dm[slot + 1: end + 1] = run_dists.translate(_INCREMENT)
+        return True
+
+    def _remove_slot(self, slot: int) -> None:
+        """Empty ``slot`` by backward shift; does not release the value it held."""
+        dm = self._dm
+        start = slot + 1
+        run = 0
+        while True:
+            chunk = bytes(dm[start: start + _SCAN_BYTES])
+            stop = chunk.translate(_AT_HOME_OR_EMPTY).find(b"\0")
+            if stop >= 0 or not chunk:
+                run += stop if stop >= 0 else 0
+                break
+            run += len(chunk)
+            start += len(chunk)
+        if run:
+            end = slot + run
+            self._km[slot: end] = self._km[slot + 1: end + 1]
+            self._vm[slot: end] = self._vm[slot + 1: end + 1]
+            dm[slot: end] = bytes(dm[slot + 1: end + 1]).translate(_DECREMENT)
+        dm[slot + run] = 0
+        self._n -= 1
+        self._mods += 1
+
+    def _insert_new(self, keys: np.ndarray, words: np.ndarray) -> None:
+        """Insert keys known to be absent one by one; all or none of them on failure."""
+        done = []
+        try:
+            for key, word in zip(keys.tolist(), words.tolist()):
+                self._insert(key, word)
+                done.append(key)
+        except BaseException:
+            for key in done:
+                self._remove_slot(self._find(key))
+            raise
+
+    def _rebuild_with(self, keys: np.ndarray, words: np.ndarray) -> None:
+        """Rebuild the table holding its entries overwritten by (and joined with) a batch."""
+        live_keys, live_words = self._live_entries()
+        replaced = np.isin(live_keys, keys)
+        all_keys = np.concatenate([live_keys[~replaced], keys])
+        all_words = np.concatenate([live_words[~replaced].astype(words.dtype), words])
+        bits = max(self._bits, _bits_for(len(all_keys)))
+        width = max(self._width, self._values.width_of_many(words))
+        self._rebuild(bits, width, all_keys, all_words)
+        self._values.release_many(live_words[replaced])
+
+    def _rebuild(self, bits: int, width: int, keys: np.ndarray, words: np.ndarray) -> None:
+        """Replace the table by one of ``2**bits`` slots (or more) holding exactly these entries."""
+        while True:
+            home = (mix64_array(keys) >> np.uint64(64 - bits)).astype(np.int64)
+            order = np.argsort(home, kind="stable")
+            home = home[order]
+            index = np.arange(len(keys), dtype=np.int64)
+            slots = index + np.maximum.accumulate(home - index) if len(keys) else index
+            if not len(keys) or (slots[-1] < (1 << bits) + SLACK
+                                 and int((slots - home).max()) < MAX_DIST):
+                break
+            bits += 1
+        offsets = self._allocate_table(bits, width)
+        k = self._store.region_array(offsets[0], np.int64, (1 << bits) + SLACK)
+        d = self._store.region_array(offsets[1], np.uint8, (1 << bits) + SLACK)
+        v = self._store.region_array(offsets[2], self._values.dtype_for_width(width), (1 << bits) + SLACK)
+        k[slots] = keys[order]
+        d[slots] = (slots - home + 1).astype(np.uint8)
+        v[slots] = words[order]
+        del k, d, v
+        self._replace_table(bits, width, len(keys), offsets)
+
+    def _live_entries(self) -> tuple[np.ndarray, np.ndarray]:
+        occupied = self._d != 0
+        return self._k[occupied].copy(), self._v[occupied].copy()
+
+    def _last_wins(self, keys: np.ndarray, words: np.ndarray):
+        """Drop all but the last occurrence of each key in a batch (releasing dropped words)."""
+        reverse_first = np.unique(keys[::-1], return_index=True)[1]
+        if reverse_first.size == keys.size:
+            return keys, words
+        keep = np.zeros(keys.size, bool)
+        keep[keys.size - 1 - reverse_first] = True
+        self._values.release_many(words[~keep])
+        return keys[keep], words[keep]
+
+    # -- table memory -------------------------------------------------------------------------
+
+    def _allocate_table(self, bits: int, width: int) -> tuple[int, int, int]:
+        """Regions for keys, distances and values; all three or none (CapacityError)."""
+        n_slots = (1 << bits) + SLACK
+        sizes = (n_slots * 8, n_slots, n_slots * width)
+        offsets = []
+        try:
+            for size in sizes:
+                offsets.append(self._store.allocate_region(size))
+        except BaseException:
+            for offset in offsets:
+                self._store.free_region(offset)
+            raise
+        return tuple(offsets)
+
+    def _replace_table(self, bits: int, width: int, n: int, offsets) -> None:
+        old = (self._keys_off, self._dist_off, self._vals_off)
+        self._drop_views()
+        for offset in old:
+            if offset:
+                self._store.free_region(offset)
+        self._install(bits, width, n, *offsets)
+        self._mods += 1
+
+    def _install(self, bits: int, width: int, n: int, keys_off: int, dist_off: int,
+                 vals_off: int) -> None:
+        n_slots = (1 << bits) + SLACK
+        self._bits, self._shift, self._slots = bits, 64 - bits, n_slots
+        self._width, self._n = width, n
+        self._max_n = int(MAX_LOAD * (1 << bits))
+        self._keys_off, self._dist_off, self._vals_off = keys_off, dist_off, vals_off
+        dtype = self._values.dtype_for_width(width)
+        self._k = self._store.region_array(keys_off, np.int64, n_slots)
+        self._d = self._store.region_array(dist_off, np.uint8, n_slots)
+        self._v = self._store.region_array(vals_off, dtype, n_slots)
+        self._km = memoryview(self._k).cast("B").cast("q")
+        self._dm = memoryview(self._d).cast("B")
+        self._vm = memoryview(self._v).cast("B").cast(_WORD_FORMATS[dtype.name])
+
+    def _drop_views(self) -> None:
+        for name in ("_km", "_dm", "_vm"):
+            view = getattr(self, name, None)
+            if view is not None:
+                view.release()
+        self._k = self._d = self._v = self._km = self._dm = self._vm = None
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClosedError("the LongHashMap is closed")
+
+    def _count_external(self) -> int:
+        if self._values.typed:
+            return 0
+        words = self._v[self._d != 0].astype(np.uint64)
+        return int(np.count_nonzero((words & np.uint64(0xFF)) == 0xFF))
+
+    def _chunks(self, with_values: bool):
+        """Yield (keys, values) lists chunk by chunk; RuntimeError if the map changes meanwhile."""
+        self._check_open()
+        mods = self._mods
+        for start in range(0, self._slots, _ITER_CHUNK):
+            if self._mods != mods:
+                raise RuntimeError("LongHashMap changed size during iteration")
+            self._check_open()
+            occupied = np.flatnonzero(self._d[start: start + _ITER_CHUNK]) + start
+            keys = self._k[occupied].tolist()
+            values = self._values.decode_many(self._v[occupied]) if with_values else None
+            if self._values.typed and with_values:
+                values = values.tolist()
+            yield keys, values
+        if self._mods != mods:
+            raise RuntimeError("LongHashMap changed size during iteration")
+
+    def _export(self) -> tuple[np.ndarray, object]:
+        """All keys (int64 array) and values (ndarray or list), in slot order."""
+        self._check_open()
+        occupied = self._d != 0
+        return self._k[occupied].copy(), self._values.decode_many(self._v[occupied])
+
+    # -- persistence --------------------------------------------------------------------------
+
+    def _write_meta(self) -> None:
+        name = self._values.serializer.name.encode()
+        meta = _META.pack(_META_MAGIC, name, self._bits, self._width, self._n,
+                          self._keys_off, self._dist_off, self._vals_off)
+        self._store.update(self._meta_recid, meta)
+
+    def _load_meta(self, serializer) -> None:
+        try:
+            meta = self._store.get(self._meta_recid)
+        except KeyError:
+            raise CorruptionError(f"LongHashMap metadata record {self._meta_recid} is missing") from None
+        if len(meta) != _META.size or meta[:8] != _META_MAGIC:
+            raise CorruptionError("LongHashMap metadata is damaged (bad magic or size)")
+        _, name, bits, width, n, keys_off, dist_off, vals_off = _META.unpack(meta)
+        stored = name.rstrip(b"\0").decode("ascii", "replace")
+        if stored != serializer.name:
+            raise ValueError(f"the stored map holds {stored!r} values, not {serializer.name!r}; "
+                             f"open it with value={stored!r}")
+        if not _MIN_BITS <= bits <= 40 or width not in (2, 4, 8) or n > (1 << bits):
+            raise CorruptionError(f"LongHashMap metadata is out of range (bits={bits}, "
+                                  f"width={width}, n={n})")
+        try:
+            self._install(bits, width, n, keys_off, dist_off, vals_off)
+        except (KeyError, ValueError) as exc:
+            raise CorruptionError(f"LongHashMap table region is missing or short: {exc}") from None
+        if int(np.count_nonzero(self._d)) != n:
+            raise CorruptionError(f"LongHashMap holds {np.count_nonzero(self._d)} entries, "
+                                  f"its metadata says {n}")
+
+
+def _bits_for(n: int) -> int:
+    """The smallest table exponent whose load stays within MAX_LOAD for ``n`` entries."""
+    bits = _MIN_BITS
+    while n > MAX_LOAD * (1 << bits):
+        bits += 1
+    return bits
+
+
+class _FastItemsView(ItemsView):
+    def __iter__(self):
+        for keys, values in self._mapping._chunks(with_values=True):
+            yield from zip(keys, values)
+
+
+class _FastValuesView(ValuesView):
+    def __iter__(self):
+        for _, values in self._mapping._chunks(with_values=True):
+            yield from values

@@ -1,0 +1,164 @@
+"""How a hash table keeps one value per slot (layer 6, used by :mod:`offheap.hashmap`).
+
+Typed values (``int64``, ``float64``) sit raw in an array of that dtype.
+
+Every other value type is serialized and kept as a *slot word* of 2, 4 or 8 bytes, little-endian:
+
+    byte 0        L: 0..7 = the value is inline and its serialized form is L bytes long;
+                  0xFF = the value is external (8-byte words only)
+    bytes 1..L    the serialized bytes, when inline
+    bytes 1..7    the record id in the record store, when external
+
+A column starts 2 bytes wide, enough for one serialized byte (``""``, ``None``, ``True`` as
+``object``; ``"x"`` as ``str``), and widens to 4 and then 8 bytes, vectorized, the first time a
+value needs it: a map of empty strings costs 2 bytes a slot for its values, not 8. Widening keeps
+every word's value because the layout is little-endian and the high bytes of a narrow word are 0.
+
+Inline words are decoded through a small cache, since the word *is* the value's identity: a map
+whose values repeat (flags, small ints, the empty string) decodes each distinct word once.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from offheap.serializers import Serializer
+from offheap.store import RecordStore
+
+EXTERNAL = 0xFF
+_INLINE_MAX = 7
+_WIDTH_DTYPES = {2: np.dtype(np.uint16), 4: np.dtype(np.uint32), 8: np.dtype(np.uint64)}
+_CACHE_LIMIT = 4096
+_CACHEABLE_TYPES = (str, bytes, int, bool, type(None))
+
+
+def width_for_word(word: int) -> int:
+    """The narrowest slot width (2, 4 or 8 bytes) that holds ``word``."""
+    length = word & 0xFF
+    if length == EXTERNAL or length > 3:
+        return 8
+    return 4 if length > 1 else 2
+
+
+class ValueSlots:
+    """Encodes values into slot words and back, and owns the external records they point to."""
+
+    def __init__(self, serializer: Serializer, store: RecordStore) -> None:
+        self.serializer = serializer
+        self.store = store
+        self.typed = serializer.dtype is not None
+        self._encoded: dict = {}
+        self._decoded: dict[int, object] = {}
+
+    def dtype_for_width(self, width: int) -> np.dtype:
+        """The numpy dtype of a slot array ``width`` bytes wide."""
+        return self.serializer.dtype if self.typed else _WIDTH_DTYPES[width]
+
+    @property
+    def initial_width(self) -> int:
+        return self.serializer.dtype.itemsize if self.typed else 2
+
+    # -- one value ----------------------------------------------------------------------------
+
+    def encode(self, value):
+        """The slot word for ``value``; stores it as a record first if it does not fit inline.
+
+        The caller owns the returned word: it must :meth:`release` it if it is not kept.
+        """
+        if self.typed:
+            return self.serializer.validate(value)
+        cacheable = type(value) in _CACHEABLE_TYPES
+        if cacheable:
+            word = self._encoded.get((type(value), value))
+            if word is not None:
+                return word
+        data = self.serializer.dumps(self.serializer.validate(value))
+        if len(data) > _INLINE_MAX:
+            return EXTERNAL | self.store.put(data) << 8
+        word = len(data) | int.from_bytes(data, "little") << 8
+        if cacheable:
+            if len(self._encoded) >= _CACHE_LIMIT:
+                self._encoded.clear()
+            self._encoded[(type(value), value)] = word
+        return word
+
+    def decode(self, word):
+        """The value a slot word stands for."""
+        if self.typed:
+            return word
+        value = self._decoded.get(word, self)
+        if value is not self:
+            return value
+        length = word & 0xFF
+        if length == EXTERNAL:
+            return self.serializer.loads(self.store.view(word >> 8))
+        value = self.serializer.loads((word >> 8).to_bytes(length, "little"))
+        if len(self._decoded) >= _CACHE_LIMIT:
+            self._decoded.clear()
+        self._decoded[word] = value
+        return value
+
+    def release(self, word) -> None:
+        """Free the record behind an external word (nothing to do for inline and typed words)."""
+        if not self.typed and word & 0xFF == EXTERNAL:
+            self.store.delete(word >> 8)
+
+    def width_of(self, word) -> int:
+        return self.initial_width if self.typed else width_for_word(word)
+
+    # -- columns ------------------------------------------------------------------------------
+
+    def encode_many(self, values) -> np.ndarray:
+        """Slot words for a sequence of values, as an array (uint64 for serialized values).
+
+        On any error the records already stored for earlier values are freed again.
+        """
+        if self.typed:
+            array = np.asarray(values)
+            if array.dtype.kind not in self._accepted_kinds():
+                array = np.array([self.serializer.validate(v) for v in values])
+            return self._checked_typed_array(array)
+        words = np.empty(len(values), np.uint64)
+        try:
+            for i, value in enumerate(values):
+                words[i] = self.encode(value)
+        except BaseException:
+            self.release_many(words[:i])
+            raise
+        return words
+
+    def decode_many(self, words: np.ndarray):
+        """Values for an array of slot words: an ndarray for typed values, else a list."""
+        if self.typed:
+            return words.astype(self.serializer.dtype, copy=True)
+        unique, inverse = np.unique(words.astype(np.uint64), return_inverse=True)
+        decoded = [self.decode(w) for w in unique.tolist()]
+        return [decoded[i] for i in inverse.tolist()]
+
+    def release_many(self, words: np.ndarray) -> None:
+        if self.typed or not len(words):
+            return
+        words = words.astype(np.uint64)
+        external = words[(words & np.uint64(0xFF)) == EXTERNAL]
+        for word in external.tolist():
+            self.store.delete(word >> 8)
+
+    def width_of_many(self, words: np.ndarray) -> int:
+        if self.typed or not len(words):
+            return self.initial_width
+        lengths = words.astype(np.uint64) & np.uint64(0xFF)
+        if np.any(lengths > 3):
+            return 8
+        return 4 if np.any(lengths > 1) else 2
+
+    def _accepted_kinds(self) -> str:
+        return "iub" if self.serializer.dtype.kind == "i" else "iuf"
+
+    def _checked_typed_array(self, array: np.ndarray) -> np.ndarray:
+        target = self.serializer.dtype
+        if array.dtype.kind == "u" and array.size and int(array.max()) > np.iinfo(np.int64).max \
+                and target.kind == "i":
+            raise OverflowError("a value does not fit in int64")
+        if array.dtype.kind == "f" and target.kind == "i":
+            raise TypeError("int64 values expected, got a float array")
+        return array.astype(target, copy=False)
