@@ -7,11 +7,14 @@ from offheap.errors import (
     CorruptionError,
     OffheapError,
 )
+from offheap.hashmap import HashMapStats, LongHashMap
 
 __all__ = [
     "CapacityError",
     "ClosedError",
     "CodecUnavailableError",
     "CorruptionError",
+    "HashMapStats",
+    "LongHashMap",
     "OffheapError",
 ]

@@ -60,6 +60,8 @@ SLACK = 256
 _MIN_BITS = 4
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 _SCAN_BYTES = 256
+_FIRST_SCAN_BYTES = 16  # most runs end within a few slots
+_SHORT_RUN = 4
 _ITER_CHUNK = 1 << 16
 _INCREMENT = bytes(min(b + 1, 255) for b in range(256))
 _DECREMENT = bytes(max(b - 1, 0) for b in range(256))
@@ -196,6 +198,30 @@ class LongHashMap(MutableMapping):
         if type(key) is not int or not _INT64_MIN <= key <= _INT64_MAX:
             key = _as_key(key)
         word = self._values.encode(value)
+        if not self._narrow or not (word >> self._width_bits or word & 0xFF == 0xFF):
+            # the common case, inlined: overwrite in place, or take an empty slot
+            h = key & MASK64
+            h = ((h ^ (h >> 33)) * 0xFF51AFD7ED558CCD) & MASK64
+            h = ((h ^ (h >> 33)) * 0xC4CEB9FE1A85EC53) & MASK64
+            slot = (h ^ (h >> 33)) >> self._shift
+            dm, km = self._dm, self._km
+            d = 1
+            while dm[slot] >= d:
+                if km[slot] == key:
+                    old = self._vm[slot]
+                    self._vm[slot] = word
+                    if self._serialized and old & 0xFF == 0xFF:
+                        self._values.release(old)
+                    return
+                slot += 1
+                d += 1
+            if self._n < self._max_n and d <= MAX_DIST and (dm[slot] == 0 or self._shift_right(slot)):
+                km[slot] = key
+                dm[slot] = d
+                self._vm[slot] = word
+                self._n += 1
+                self._mods += 1
+                return
         try:
             self._insert(key, word)
         except BaseException:
@@ -513,7 +539,7 @@ class LongHashMap(MutableMapping):
         run_dists = b""
         start = slot
         while True:
-            chunk = bytes(dm[start: start + _SCAN_BYTES])
+            chunk = bytes(dm[start: start + (_SCAN_BYTES if run_dists else _FIRST_SCAN_BYTES)])
             empty = chunk.find(b"\0")
             if empty >= 0:
                 run_dists += chunk[:empty]
@@ -527,9 +553,15 @@ class LongHashMap(MutableMapping):
             return True
         if max(run_dists) >= MAX_DIST:
             return False
+        km, vm = self._km, self._vm
         end = slot + run
-        self._km[slot + 1: end + 1] = self._km[slot: end]
-        self._vm[slot + 1: end + 1] = self._vm[slot: end]
+        if run <= _SHORT_RUN:  # element by element beats three slice copies for short runs
+            for j in range(end, slot, -1):
+                km[j] = km[j - 1]
+                vm[j] = vm[j - 1]
+        else:
+            km[slot + 1: end + 1] = km[slot: end]
+            vm[slot + 1: end + 1] = vm[slot: end]
         dm[slot + 1: end + 1] = run_dists.translate(_INCREMENT)
         return True
 
@@ -645,6 +677,9 @@ class LongHashMap(MutableMapping):
         self._bits, self._shift, self._slots = bits, 64 - bits, n_slots
         self._width, self._n = width, n
         self._max_n = int(MAX_LOAD * (1 << bits))
+        self._serialized = not self._values.typed
+        self._narrow = self._serialized and width < 8  # a word may need a wider column
+        self._width_bits = 8 * width
         self._keys_off, self._dist_off, self._vals_off = keys_off, dist_off, vals_off
         dtype = self._values.dtype_for_width(width)
         self._k = self._store.region_array(keys_off, np.int64, n_slots)

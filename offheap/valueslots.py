@@ -47,7 +47,7 @@ class ValueSlots:
         self.serializer = serializer
         self.store = store
         self.typed = serializer.dtype is not None
-        self._encoded: dict = {}
+        self._encoded: dict[type, dict] = {}  # per type, so 1, 1.0 and True never share a word
         self._decoded: dict[int, object] = {}
 
     def dtype_for_width(self, width: int) -> np.dtype:
@@ -67,19 +67,20 @@ class ValueSlots:
         """
         if self.typed:
             return self.serializer.validate(value)
-        cacheable = type(value) in _CACHEABLE_TYPES
-        if cacheable:
-            word = self._encoded.get((type(value), value))
+        cache = self._encoded.get(type(value))
+        if cache is not None:
+            word = cache.get(value)
             if word is not None:
                 return word
         data = self.serializer.dumps(self.serializer.validate(value))
         if len(data) > _INLINE_MAX:
             return EXTERNAL | self.store.put(data) << 8
         word = len(data) | int.from_bytes(data, "little") << 8
-        if cacheable:
-            if len(self._encoded) >= _CACHE_LIMIT:
-                self._encoded.clear()
-            self._encoded[(type(value), value)] = word
+        if type(value) in _CACHEABLE_TYPES:
+            cache = self._encoded.setdefault(type(value), {})
+            if len(cache) >= _CACHE_LIMIT:
+                cache.clear()
+            cache[value] = word
         return word
 
     def decode(self, word):

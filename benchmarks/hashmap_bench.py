@@ -1,0 +1,136 @@
+"""LongHashMap against dict, measured in the same run: memory per entry and speed.
+
+    python benchmarks/hashmap_bench.py memory --n 10000000   # one fresh process per case
+    python benchmarks/hashmap_bench.py speed --n 1000000
+
+Memory: RSS growth of a fresh process while it inserts ``n`` int64 keys with ``""`` values one
+at a time (as the capacity experiment does), and for LongHashMap also ``stats()``.
+Speed: scalar set/get ns per operation, and the bulk calls against the dict idioms a user would
+write with the same numpy arrays (a lookup loop, ``dict.update(zip(...))``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+
+def rss_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * 4096
+
+
+def make_keys(n: int, order: str) -> np.ndarray:
+    if order == "sequential":
+        return np.arange(n, dtype=np.int64)
+    return np.random.default_rng(42).integers(-(2**63), 2**63 - 1, n, dtype=np.int64)
+
+
+def memory_case(kind: str, order: str, n: int) -> dict:
+    """Run in a child process: build the map, report RSS growth (and stats for LongHashMap)."""
+    from offheap import LongHashMap
+
+    keys = make_keys(n, order)
+    gc.collect()
+    before = rss_bytes()
+    start = time.perf_counter()
+    m = {} if kind == "dict" else LongHashMap()
+    for key in keys.tolist():
+        m[key] = ""
+    seconds = time.perf_counter() - start
+    gc.collect()
+    result = {"kind": kind, "order": order, "n": n, "seconds": seconds,
+              "rss_bytes_per_entry": (rss_bytes() - before) / n}
+    if kind != "dict":
+        stats = m.stats()
+        result["stats_bytes_per_entry"] = stats.bytes_per_entry
+        result["load_factor"] = stats.load_factor
+    return result
+
+
+def run_memory(n: int) -> list[dict]:
+    results = []
+    for order in ("sequential", "random"):
+        for kind in ("dict", "LongHashMap"):
+            out = subprocess.run([sys.executable, __file__, "_child", kind, order, str(n)],
+                                 check=True, capture_output=True, text=True).stdout
+            results.append(json.loads(out))
+            print(json.dumps(results[-1]), flush=True)
+    return results
+
+
+def best_of(repeats: int, fn) -> float:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def run_speed(n: int) -> dict:
+    from offheap import LongHashMap
+
+    keys = make_keys(n, "random")
+    key_list = keys.tolist()
+    values = [""] * n
+    out = {}
+    d = {}
+    lhm = LongHashMap()
+
+    def scalar_set(m):
+        def go():
+            for k in key_list:
+                m[k] = ""
+        return go
+
+    def scalar_get(m):
+        def go():
+            for k in key_list:
+                m[k]
+        return go
+
+    out["dict_set_ns"] = best_of(3, scalar_set(d)) / n * 1e9
+    out["lhm_set_ns"] = best_of(3, scalar_set(lhm)) / n * 1e9
+    out["dict_get_ns"] = best_of(3, scalar_get(d)) / n * 1e9
+    out["lhm_get_ns"] = best_of(3, scalar_get(lhm)) / n * 1e9
+    fresh = LongHashMap()
+    out["lhm_first_fill_set_ns"] = best_of(1, scalar_set(fresh)) / n * 1e9
+    out["dict_lookup_loop_s"] = best_of(3, lambda: [d.get(k) for k in keys.tolist()])
+    out["lhm_get_many_s"] = best_of(3, lambda: lhm.get_many(keys))
+    out["dict_update_s"] = best_of(3, lambda: {}.update(zip(keys.tolist(), values)))
+    out["lhm_put_many_s"] = best_of(3, lambda: LongHashMap().put_many(keys, values))
+    typed = LongHashMap("int64")
+    out["lhm_int64_put_many_s"] = best_of(3, lambda: LongHashMap("int64").put_many(keys, keys))
+    typed.put_many(keys, keys)
+    out["lhm_int64_get_many_s"] = best_of(3, lambda: typed.get_many(keys))
+    out["set_ratio"] = out["lhm_set_ns"] / out["dict_set_ns"]
+    out["get_ratio"] = out["lhm_get_ns"] / out["dict_get_ns"]
+    out["get_many_speedup"] = out["dict_lookup_loop_s"] / out["lhm_get_many_s"]
+    out["put_many_speedup"] = out["dict_update_s"] / out["lhm_put_many_s"]
+    return out
+
+
+def main() -> None:
+    if sys.argv[1:2] == ["_child"]:
+        kind, order, n = sys.argv[2], sys.argv[3], int(sys.argv[4])
+        print(json.dumps(memory_case(kind, order, n)))
+        return
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("what", choices=["memory", "speed"])
+    parser.add_argument("--n", type=int, default=1_000_000)
+    args = parser.parse_args()
+    if args.what == "memory":
+        run_memory(args.n)
+    else:
+        print(json.dumps(run_speed(args.n), indent=1))
+
+
+if __name__ == "__main__":
+    main()

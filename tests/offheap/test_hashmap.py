@@ -1,0 +1,217 @@
+"""LongHashMap against dict: the contract, a stateful oracle, bulk paths, limits and files."""
+
+import numpy as np
+import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
+
+from offheap import CapacityError, CorruptionError, LongHashMap
+from tests.contracts import MutableMappingContract, oracle_machine
+
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+EDGE_KEYS = [0, 1, -1, INT64_MIN, INT64_MAX, INT64_MIN + 1, INT64_MAX - 1, 2**32, -(2**32)]
+
+
+class TestLongHashMapContract(MutableMappingContract):
+    keys = EDGE_KEYS + list(range(100, 400, 3)) + [7 << 40, 9 << 56]
+
+    def make(self):
+        return LongHashMap()
+
+
+keys_strategy = st.one_of(st.integers(-40, 40), st.sampled_from(EDGE_KEYS),
+                          st.integers(INT64_MIN, INT64_MAX))
+values_strategy = st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=12),
+                            st.binary(max_size=12), st.floats(allow_nan=False))
+
+TestAnonymousVersusDict = oracle_machine(LongHashMap, keys_strategy, values_strategy).TestCase
+TestAnonymousVersusDict.settings = settings(max_examples=60, stateful_step_count=50, deadline=None)
+
+
+def _file_map_factory(tmp_path_factory):
+    counter = iter(range(10**9))
+
+    def make():
+        path = tmp_path_factory.mktemp("lhm") / f"m{next(counter)}.offheap"
+        return LongHashMap(path=path)
+
+    def reopen(old):
+        path = old._store.arena.path
+        old.close()
+        return LongHashMap(path=path)
+
+    return make, reopen
+
+
+def test_file_map_versus_dict_with_reopen(tmp_path_factory):
+    make, reopen = _file_map_factory(tmp_path_factory)
+    machine = oracle_machine(make, keys_strategy, values_strategy, reopen=reopen)
+    case = machine.TestCase()
+    case.settings = settings(max_examples=25, stateful_step_count=40, deadline=None)
+    case.runTest()
+
+
+TestTypedInt64VersusDict = oracle_machine(
+    lambda: LongHashMap("int64"), keys_strategy, st.integers(INT64_MIN, INT64_MAX)).TestCase
+TestTypedInt64VersusDict.settings = settings(max_examples=30, stateful_step_count=40, deadline=None)
+
+
+def test_bad_keys_raise_and_change_nothing():
+    m = LongHashMap()
+    m[5] = "five"
+    for bad, error in [("5", TypeError), (5.0, TypeError), (None, TypeError),
+                       (2**63, OverflowError), (-(2**63) - 1, OverflowError)]:
+        with pytest.raises(error):
+            m[bad] = "x"
+        with pytest.raises(error):
+            m[bad]
+    with pytest.raises(TypeError):
+        m.put_many(np.array([1.5, 2.5]), ["a", "b"])
+    with pytest.raises(OverflowError):
+        m.put_many(np.array([1, 2**64 - 1], dtype=np.uint64), ["a", "b"])
+    with pytest.raises(OverflowError):
+        m.put_many([1, 2**70], ["a", "b"])
+    assert dict(m.items()) == {5: "five"}
+    m._check()
+
+
+def test_numpy_integer_keys_are_ints():
+    m = LongHashMap()
+    m[np.int32(7)] = "seven"
+    assert m[7] == "seven" and m[np.uint8(7)] == "seven"
+    assert [type(k) for k in m] == [int]
+
+
+def test_bulk_paths_match_dict():
+    rng = np.random.default_rng(7)
+    keys = rng.integers(INT64_MIN, INT64_MAX, 20_000, dtype=np.int64)
+    keys[::97] = keys[5]  # duplicates: the last one wins
+    values = [f"v{i}" if i % 3 else i for i in range(len(keys))]
+    m, d = LongHashMap(), {}
+    m.put_many(keys, values)
+    d.update(zip(keys.tolist(), values))
+    assert dict(m.items()) == d
+    m._check()
+    probe = np.concatenate([keys[:500], rng.integers(0, 1000, 500)])
+    assert m.get_many(probe, default="absent") == [d.get(k, "absent") for k in probe.tolist()]
+    assert list(m.contains_many(probe)) == [k in d for k in probe.tolist()]
+    small = keys[1000:1100]  # a small batch takes the one-by-one path
+    m.put_many(small, ["small"] * len(small))
+    d.update(dict.fromkeys(small.tolist(), "small"))
+    assert dict(m.items()) == d
+    gone = m.delete_many(np.concatenate([keys[:7000], [123456789]]))
+    for k in set(keys[:7000].tolist()):
+        d.pop(k, None)
+    assert gone == len(set(keys[:7000].tolist()))
+    assert dict(m.items()) == d
+    m.delete_many(keys[7000:7010])
+    for k in keys[7000:7010].tolist():
+        d.pop(k, None)
+    assert dict(m.items()) == d
+    m._check()
+
+
+def test_update_fast_paths():
+    keys = np.arange(0, 5000, dtype=np.int64)
+    values = np.arange(5000, dtype=np.int64) * 2
+    m = LongHashMap("int64")
+    m.update((keys, values))
+    assert m[4999] == 9998 and len(m) == 5000
+    other = LongHashMap("int64")
+    other.update(m)
+    assert other == m
+    other.update({1: 5, 2: 6})
+    assert other[1] == 5
+    with pytest.raises(TypeError):
+        other.update(a=1)
+    with pytest.raises(ValueError):
+        other.update([(1, 2, 3)])
+
+
+def test_typed_get_many():
+    m = LongHashMap("float64")
+    m.put_many(np.arange(10), np.linspace(0, 1, 10))
+    out = m.get_many(np.arange(10))
+    assert isinstance(out, np.ndarray) and out.dtype == np.float64 and out[-1] == 1.0
+    with pytest.raises(KeyError):
+        m.get_many([1, 99])
+    assert list(m.get_many([1, 99], default=-1.0)) == [out[1], -1.0]
+    with pytest.raises(TypeError):
+        m[3] = "not a float"
+    assert m[3] == out[3]
+
+
+def test_long_values_go_external_and_are_reused():
+    m = LongHashMap()
+    m[1] = "x" * 1000
+    m[2] = "short"
+    assert m.stats().external_values == 1
+    for i in range(50):
+        m[1] = "y" * (1000 + i)
+    assert m.stats().external_values == 1
+    before = m.stats().reserved_bytes
+    for i in range(200):
+        m[1] = "z" * 1000
+        del m[1]
+    assert m.stats().reserved_bytes == before
+    m._check()
+
+
+def test_value_column_widens_in_place():
+    m = LongHashMap()
+    m.put_many(np.arange(1000), [""] * 1000)
+    assert m.stats().value_width_bytes == 2
+    m[5] = "abc"
+    assert m.stats().value_width_bytes == 8
+    assert m[5] == "abc" and m[6] == "" and len(m) == 1000
+    m._check()
+
+
+def test_capacity_error_leaves_map_unchanged_and_usable():
+    m = LongHashMap(limit=1 << 20)
+    d = {}
+    with pytest.raises(CapacityError):
+        for k in range(10**6):
+            m[k] = ""
+            d[k] = ""
+    assert dict(m.items()) == {k: "" for k in d if k in m} and len(m) == len(d) - 1
+    m._check()
+    with pytest.raises(CapacityError):
+        m.put_many(np.arange(10**6, 2 * 10**6), [""] * 10**6)
+    assert len(m) == len(d) - 1
+    m.delete_many(np.arange(1000))
+    m[-5] = "still works"
+    assert m[-5] == "still works"
+    m._check()
+
+
+def test_file_map_persists(tmp_path):
+    path = tmp_path / "m.offheap"
+    with LongHashMap(path=path) as m:
+        m.put_many(np.arange(10_000), [str(i) for i in range(10_000)])
+        m[-1] = "x" * 100
+    with LongHashMap(path=path) as m:
+        assert len(m) == 10_001 and m[9999] == "9999" and m[-1] == "x" * 100
+        m._check()
+        del m[0]
+    with LongHashMap(path=path) as m:
+        assert 0 not in m and len(m) == 10_000
+    with pytest.raises(ValueError, match="object"):
+        LongHashMap("int64", path=path)
+
+
+@pytest.mark.parametrize("damage", ["not_ours", "truncated", "empty"])
+def test_damaged_files_raise_corruption(tmp_path, damage):
+    path = tmp_path / "m.offheap"
+    with LongHashMap(path=path) as m:
+        m.put_many(np.arange(5000), [""] * 5000)
+    data = bytearray(path.read_bytes())
+    if damage == "not_ours":
+        data = bytearray(b"#!/bin/sh\necho hello\n" * 300)
+    elif damage == "truncated":
+        data = data[: len(data) - 9000]
+    else:
+        data = bytearray(4096)
+    path.write_bytes(bytes(data))
+    with pytest.raises(CorruptionError):
+        LongHashMap(path=path)
