@@ -1,0 +1,104 @@
+"""``python -m experiments <runner>``: the command line of the experiment runners.
+
+Runners: ``capacity`` (the MapDB memory experiment, :mod:`experiments.capacity`). Each writes its
+results into ``--out``: a table on the terminal and in ``<runner>.txt``, all figures with the
+machine, versions and git commit in ``results.json``, and a plot where the runner has one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from experiments import report
+from experiments.keys import KEY_ORDERS
+from experiments.sizes import parse_bytes
+
+EXIT_FAILED = 1
+EXIT_INTERRUPTED = 130
+
+
+def _size(text: str) -> int:
+    try:
+        return parse_bytes(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _positive_seconds(text: str) -> float:
+    seconds = float(text)
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError(f"--max-seconds must be positive, got {text}")
+    return seconds
+
+
+def _add_capacity(subparsers) -> None:
+    from experiments.contenders import CONTENDERS
+
+    parser = subparsers.add_parser(
+        "capacity", help="how many int64 -> '' entries fit in a memory budget (the MapDB table)",
+        description="Fill each contender in a fresh subprocess until its memory reaches the "
+                    "budget (or the time cap), and compare with MapDB's 15 GB figures.")
+    parser.add_argument("--budget", type=_size, default=parse_bytes("256MiB"),
+                        help="memory budget per contender, e.g. 256MiB (default), 1GiB, 15GiB")
+    parser.add_argument("--keys", choices=KEY_ORDERS, default="sequential",
+                        help="key order (default sequential; random = uniform signed int64)")
+    parser.add_argument("--contenders", nargs="+", metavar="NAME", choices=list(CONTENDERS),
+                        help=f"which to run (default all): {', '.join(CONTENDERS)}")
+    parser.add_argument("--mode", choices=("scalar", "batch"), default="scalar",
+                        help="scalar: the blog's one-put-at-a-time loop (default); "
+                             "batch: the bulk APIs")
+    parser.add_argument("--max-seconds", type=_positive_seconds, default=30.0,
+                        help="time cap per contender's fill (default 30); a capped contender's "
+                             "capacity is extrapolated from its bytes/entry and marked")
+    parser.add_argument("--memray", action="store_true",
+                        help="record each child's Python-heap peak with memray (slower)")
+    parser.add_argument("--seed", type=int, default=42, help="seed of the random keys")
+    parser.add_argument("--out", type=Path, default=Path("experiment-results/capacity"),
+                        help="directory for results.json, capacity.txt and capacity.png")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    parser.set_defaults(run=_run_capacity)
+
+
+def _run_capacity(args) -> int:
+    from experiments.capacity import CapacityConfig, run_capacity
+    from experiments.contenders import default_contenders, resolve
+
+    contenders = resolve(args.contenders) if args.contenders else default_contenders(args.keys)
+    config = CapacityConfig(budget_bytes=args.budget, keys=args.keys, mode=args.mode,
+                            max_seconds=args.max_seconds, memray=args.memray, seed=args.seed)
+    document = run_capacity(contenders, config, progress=not args.no_progress)
+    args.out.mkdir(parents=True, exist_ok=True)
+    report.write_json(document, args.out / "results.json")
+    table = report.capacity_table(document)
+    (args.out / "capacity.txt").write_text(table + "\n")
+    print(table)
+    try:
+        report.plot_capacity(document, args.out / "capacity.png")
+    except ImportError:
+        print("capacity.png not drawn: matplotlib is missing (pip install -e '.[plot]')",
+              file=sys.stderr)
+    print(f"results in {args.out}/", file=sys.stderr)
+    return _exit_code(document)
+
+
+def _exit_code(document: dict) -> int:
+    if document.get("interrupted"):
+        return EXIT_INTERRUPTED
+    if any("error" in record for record in document["results"]):
+        return EXIT_FAILED
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m experiments",
+                                     description="offheap experiment runners")
+    subparsers = parser.add_subparsers(dest="runner", required=True)
+    _add_capacity(subparsers)
+    args = parser.parse_args(argv)
+    return args.run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

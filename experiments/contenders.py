@@ -1,0 +1,220 @@
+"""The maps the capacity experiment fills, how each is built within a budget and how it is weighed.
+
+A :class:`Contender` names a map configuration, says which MapDB run of the blog it answers, and
+builds a *target*: the map wrapped with the two operations the fill loop needs.
+
+``insert(keys, batch)``
+    Insert ``key -> ""`` for the keys in order, one ``m[k] = ""`` at a time (the blog's loop) or
+    through the map's bulk API, and return how many keys went in. Fewer than ``len(keys)`` means
+    the budget stopped it: the map holds exactly the first ones, and a bulk insert that would cross
+    the budget inserts none.
+``memory_bytes()``
+    What the map costs, by the measure named in ``measured_by``:
+
+    - ``"rss"``: Python-heap maps (dict, SortedDict) are charged with the peak RSS growth of the
+      child process since the fill began. The fill loop reads it, so these targets return None.
+      The budget is enforced by that loop, which stops at the first check above the budget.
+    - ``"arena"``: off-heap maps report their arena's reserved bytes; the arena's hard ``limit``
+      equals the budget, so the map raises CapacityError instead of crossing it.
+    - ``"disk"``: Sparkey is charged with its log plus index bytes (its memory is the page cache of
+      those files); it stops before a put whose log entry and index slot would not fit.
+
+``finish()`` completes the structure (writes a write cache back, writes an index) before the final
+measurement, and ``close()`` frees it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from itertools import repeat
+from pathlib import Path
+
+import numpy as np
+
+EMPTY = ""
+
+
+@dataclass(frozen=True)
+class MapdbFigure:
+    """One run of the blog: the map, its key order and how many entries fit in 15 GiB."""
+
+    label: str
+    keys: str
+    entries: int
+
+
+MAPDB_JAVA_TREEMAP = MapdbFigure("java.util.TreeMap (heap)", "sequential", 172_000_000)
+MAPDB_JAVA_HASHMAP = MapdbFigure("java.util.HashMap (heap)", "sequential", 182_000_000)
+MAPDB_LONGHASHMAP = MapdbFigure("MapDB LongHashMap (heap)", "sequential", 276_000_000)
+MAPDB_TREEMAP_DIRECT = MapdbFigure("MapDB TreeMap, direct, no write cache", "sequential", 980_000_000)
+MAPDB_TREEMAP_CACHE = MapdbFigure("MapDB TreeMap + write cache", "sequential", 1_738_000_000)
+MAPDB_TREEMAP_COMPRESSED = MapdbFigure("MapDB TreeMap node 120 + compression", "sequential",
+                                       3_315_000_000)
+MAPDB_TREEMAP_RANDOM = MapdbFigure("MapDB TreeMap + write cache, random keys", "random", 651_000_000)
+MAPDB_BUDGET_BYTES = 15 << 30  # -Xmx15G / -XX:MaxDirectMemorySize=15G
+
+
+@dataclass(frozen=True)
+class Contender:
+    """A map configuration in the capacity experiment."""
+
+    name: str
+    label: str
+    requires: str
+    build: Callable[[int, Path], object]
+    mapdb: tuple[MapdbFigure, ...] = ()
+    keys: str | None = None  # a key order this contender always uses, whatever --keys says
+    repeats: str | None = None  # the contender this one equals when --keys is its own order
+
+    def key_order(self, requested: str) -> str:
+        return self.keys or requested
+
+    def mapdb_figure(self, keys: str) -> MapdbFigure | None:
+        """The blog's figure for this configuration: with the same key order if the blog ran it."""
+        for figure in self.mapdb:
+            if figure.keys == keys:
+                return figure
+        return self.mapdb[0] if self.mapdb else None
+
+    def unavailable_reason(self) -> str | None:
+        """None if the package this contender needs imports, else why it does not."""
+        try:
+            importlib.import_module(self.requires)
+        except Exception as error:  # noqa: BLE001 - any import failure makes it unavailable
+            return f"{self.requires} does not import: {type(error).__name__}: {error}"
+        return None
+
+
+class HeapTarget:
+    """A map on the Python heap (dict or SortedDict), weighed by the child's RSS growth."""
+
+    measured_by = "rss"
+
+    def __init__(self, mapping) -> None:
+        self.map = mapping
+
+    def __len__(self) -> int:
+        return len(self.map)
+
+    def insert(self, keys: np.ndarray, batch: bool) -> int:
+        mapping = self.map
+        if batch:
+            mapping.update(zip(keys.tolist(), repeat(EMPTY)))
+        else:
+            for key in keys.tolist():
+                mapping[key] = EMPTY
+        return len(keys)
+
+    def memory_bytes(self) -> None:
+        return None
+
+    def finish(self) -> None:
+        pass
+
+    def close(self) -> None:
+        self.map = None
+
+
+def insert_until_capacity(mapping, keys: np.ndarray) -> int:
+    """The blog's loop, ``m[k] = ""`` per key, until the map raises CapacityError.
+
+    Returns how many keys went in. The map is left as it was before the failing key, so the
+    count is exact; the loop body stays a bare store, since it is what is being timed.
+    """
+    from offheap.errors import CapacityError
+
+    key_list = keys.tolist()
+    key = None
+    try:
+        for key in key_list:
+            mapping[key] = EMPTY
+    except CapacityError:
+        return key_list.index(key)
+    return len(key_list)
+
+
+class ArenaTarget:
+    """An offheap map with ``limit=budget``, weighed by its arena's reserved bytes."""
+
+    measured_by = "arena"
+
+    def __init__(self, mapping, bulk_insert: Callable[[object, np.ndarray], None]) -> None:
+        self.map = mapping
+        self._bulk_insert = bulk_insert
+
+    def __len__(self) -> int:
+        return len(self.map)
+
+    def insert(self, keys: np.ndarray, batch: bool) -> int:
+        from offheap.errors import CapacityError
+
+        if not batch:
+            return insert_until_capacity(self.map, keys)
+        try:
+            self._bulk_insert(self.map, keys)
+        except CapacityError:
+            return 0
+        return len(keys)
+
+    def memory_bytes(self) -> int:
+        return self.map.stats().reserved_bytes
+
+    def finish(self) -> None:
+        self.map.flush()
+
+    def close(self) -> None:
+        self.map.close()
+
+
+def _empty_values(n: int) -> list[str]:
+    return [EMPTY] * n
+
+
+def _build_dict(budget_bytes: int, workdir: Path) -> HeapTarget:
+    return HeapTarget({})
+
+
+def _build_sorted_dict(budget_bytes: int, workdir: Path) -> HeapTarget:
+    from sortedcontainers import SortedDict
+
+    return HeapTarget(SortedDict())
+
+
+def _build_long_hash_map(budget_bytes: int, workdir: Path) -> ArenaTarget:
+    from offheap import LongHashMap
+
+    def put_many(mapping, keys):
+        mapping.put_many(keys, _empty_values(len(keys)))
+
+    return ArenaTarget(LongHashMap("object", limit=budget_bytes), put_many)
+
+
+CONTENDERS: dict[str, Contender] = {
+    contender.name: contender
+    for contender in (
+        Contender("dict", "dict", "builtins", _build_dict, (MAPDB_JAVA_HASHMAP,)),
+        Contender("sorteddict", "SortedDict", "sortedcontainers", _build_sorted_dict,
+                  (MAPDB_JAVA_TREEMAP,)),
+        Contender("longhashmap", "LongHashMap", "offheap", _build_long_hash_map,
+                  (MAPDB_LONGHASHMAP,)),
+    )
+}
+
+
+def resolve(names: list[str] | None) -> list[Contender]:
+    """The contenders named (all, in table order, for None); ValueError lists the known names."""
+    if not names:
+        return list(CONTENDERS.values())
+    unknown = [name for name in names if name not in CONTENDERS]
+    if unknown:
+        raise ValueError(f"unknown contender(s) {', '.join(unknown)}; "
+                         f"choose from {', '.join(CONTENDERS)}")
+    return [CONTENDERS[name] for name in names]
+
+
+def default_contenders(keys: str) -> list[Contender]:
+    """All contenders, less those that would only repeat another one under this key order."""
+    return [contender for contender in CONTENDERS.values()
+            if not (contender.repeats and contender.keys == keys)]

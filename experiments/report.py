@@ -1,0 +1,148 @@
+"""Results of the experiment runners as a terminal or Markdown table, a JSON file and a plot.
+
+Every runner produces a *document*: a JSON-ready dict with ``machine`` (see
+:mod:`experiments.machine`), ``config`` and ``results``. This module only formats documents; it
+measures nothing. The plot needs matplotlib (the ``plot`` extra) and imports it on demand.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from experiments.machine import machine_line
+from experiments.sizes import format_bytes, format_count
+
+_MEASURES = {"rss": "peak RSS growth", "arena": "arena reserved", "disk": "log + index files"}
+_TIME_MARK = "*"
+
+
+def format_table(headers: list[str], rows: list[list[str]], *, markdown: bool = False) -> str:
+    """Rows of cells as aligned text (first column left, the rest right) or a Markdown table."""
+    if markdown:
+        lines = ["| " + " | ".join(headers) + " |",
+                 "|" + "|".join(["---"] + ["---:"] * (len(headers) - 1)) + "|"]
+        lines += ["| " + " | ".join(row) + " |" for row in rows]
+        return "\n".join(lines)
+    widths = [max(len(str(cell)) for cell in column) for column in zip(headers, *rows)]
+
+    def line(cells):
+        return "  ".join(cell.ljust(width) if i == 0 else cell.rjust(width)
+                         for i, (cell, width) in enumerate(zip(cells, widths)))
+
+    return "\n".join([line(headers), line(["-" * width for width in widths])]
+                     + [line(row) for row in rows])
+
+
+def write_json(document: dict, path: Path) -> None:
+    path.write_text(json.dumps(document, indent=2) + "\n")
+
+
+def _number(value, pattern: str) -> str:
+    return "-" if value is None else format(value, pattern)
+
+
+def capacity_rows(document: dict) -> tuple[list[str], list[list[str]], list[str]]:
+    """Headers, rows and footnotes of the capacity table."""
+    with_memray = document["config"].get("memray", False)
+    headers = ["contender", "keys", "stop", "entries", "B/entry", "memory", "measured as",
+               "RSS peak growth"]
+    headers += ["memray heap"] if with_memray else []
+    headers += ["fill s", "inserts/s", "in 15 GiB (extrap.)", "MapDB in 15 GiB", "vs MapDB"]
+    rows, notes = [], []
+    for record in document["results"]:
+        if "skipped" in record or "error" in record:
+            problem = record.get("skipped") or "{type}: {message}".format(**record["error"])
+            rows.append([record["label"], record["keys"], "skipped" if "skipped" in record
+                         else "error"] + [""] * (len(headers) - 3))
+            notes.append(f"{record['label']}: {problem.splitlines()[0]}")
+            continue
+        mark = "" if record["entries_in_budget_measured"] else _TIME_MARK
+        mapdb = record["mapdb"]
+        mapdb_cell = "-"
+        if mapdb is not None:
+            mapdb_cell = format_count(mapdb["entries"])
+            if mapdb["keys"] != record["keys"]:
+                mapdb_cell += f" ({mapdb['keys']} keys)"
+        row = [record["label"], record["keys"], record["stop"], f"{record['entries']:,}",
+               _number(record["bytes_per_entry"], ".2f"), format_bytes(record["memory_bytes"]),
+               _MEASURES[record["measured_by"]], format_bytes(record["peak_rss_growth_bytes"])]
+        if with_memray:
+            memray = record.get("memray")
+            row.append(format_bytes(memray["heap_at_peak_bytes"]) if memray else "-")
+        extrapolated = record["entries_in_15gib_extrapolated"]
+        row += [f"{record['seconds']:.1f}", _number(record["inserts_per_second"], ",.0f"),
+                (format_count(extrapolated) + mark) if extrapolated else "-", mapdb_cell,
+                _number(record["ratio_to_mapdb"], ".2f")]
+        rows.append(row)
+        if mark:
+            notes.append(f"{_TIME_MARK} {record['label']}: stopped by {record['stop']} at "
+                         f"{record['entries']:,} entries, {record['bytes_per_entry']:.2f} B/entry; "
+                         f"its capacity is extrapolated from that, not measured")
+    return headers, rows, notes
+
+
+def capacity_table(document: dict, *, markdown: bool = False) -> str:
+    """The capacity results as a table with a title line and footnotes."""
+    config = document["config"]
+    headers, rows, notes = capacity_rows(document)
+    title = (f"int64 -> \"\" entries within {format_bytes(config['budget_bytes'])}, "
+             f"{config['mode']} inserts, time cap {config['max_seconds']:g} s per contender "
+             f"({machine_line(document['machine'])})")
+    parts = [title, "", format_table(headers, rows, markdown=markdown)]
+    if document.get("interrupted"):
+        notes.append("interrupted by Ctrl-C: later contenders did not run")
+    if notes:
+        parts += [""] + [f"- {note}" if markdown else note for note in notes]
+    return "\n".join(parts)
+
+
+def plot_capacity(document: dict, path: Path) -> None:
+    """Entries within the budget per contender beside MapDB's figures scaled to the budget."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter
+
+    budget = document["config"]["budget_bytes"]
+    records = [r for r in document["results"] if "entries_in_budget" in r and r["entries_in_budget"]]
+    labels = [f"{r['label']} ({r['keys'][:3]})" for r in records]
+    figure, axes = plt.subplots(figsize=(10, 1.8 + 0.6 * max(1, len(records))))
+    positions = range(len(records))
+    height = 0.38
+    values = []
+    for index, record in enumerate(records):
+        measured = record["entries_in_budget_measured"]
+        bars = [(index - height / 2, record["entries_in_budget"],
+                 dict(color="tab:blue" if measured else "none", edgecolor="tab:blue",
+                      hatch=None if measured else "//",
+                      label="measured" if measured else "extrapolated from a time-capped fill"))]
+        if record["mapdb"] is not None:
+            bars.append((index + height / 2, record["mapdb"]["entries_scaled_to_budget"],
+                         dict(color="tab:gray", label="MapDB's 15 GiB figure x budget / 15 GiB")))
+        for position, value, style in bars:
+            axes.barh(position, value, height, **style)
+            axes.annotate(f" {format_count(value)}", (value, position), va="center",
+                          fontsize="x-small")
+            values.append(value)
+    handles, names = axes.get_legend_handles_labels()
+    unique = dict(zip(names, handles))
+    axes.legend(unique.values(), unique.keys(), loc="upper center", bbox_to_anchor=(0.5, -0.22),
+                ncol=3, fontsize="small", frameon=False)
+    axes.xaxis.set_major_formatter(FuncFormatter(lambda value, _: format_count(value)))
+    axes.set_yticks(list(positions), labels)
+    axes.invert_yaxis()
+    if values and max(values) > 30 * min(values):  # several decades: a log axis from a power of 10
+        axes.set_xscale("log")
+        axes.set_xlim(left=10 ** math.floor(math.log10(min(values))), right=max(values) * 4)
+    else:
+        axes.set_xlim(left=0, right=max(values, default=1) * 1.15)
+    axes.set_xlabel(f"int64 -> \"\" entries within {format_bytes(budget)}")
+    axes.set_title(f"Entries within {format_bytes(budget)}, "
+                   f"{document['config']['mode']} inserts", fontsize="medium")
+    figure.text(0.01, 0.005, machine_line(document["machine"]), fontsize="x-small", color="gray")
+    figure.tight_layout(rect=(0, 0.03, 1, 1))
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
