@@ -1,0 +1,43 @@
+"""Exceptions raised by sparkey (bottom layer: imports nothing from the package).
+
+Every class also inherits the built-in exception a caller would catch for the same failure, so
+``except ValueError`` still sees a malformed file and ``except TypeError`` a key of the wrong type.
+Format errors carry the name of the offending header field in ``field`` (``None`` when the problem
+is not a single header field, e.g. a truncated entry in the log body).
+"""
+
+
+class SparkeyError(Exception):
+    """Base class of every error raised by sparkey on purpose."""
+
+
+class _FieldError(SparkeyError, ValueError):
+    """A file failed validation; ``field`` names the header field at fault, if any."""
+
+    def __init__(self, message, field=None):
+        super().__init__(message)
+        self.field = field
+
+
+class LogFormatError(_FieldError):
+    """A ``.spl`` log file is not a valid Sparkey log: bad header, truncated or corrupt body."""
+
+
+class IndexFormatError(_FieldError):
+    """A ``.spi`` index file is not a valid Sparkey index, or does not fit its log."""
+
+
+class FileIdentifierMismatch(SparkeyError, ValueError):
+    """The index was built from another log: the two headers carry different file identifiers."""
+
+
+class ClosedError(SparkeyError, ValueError):
+    """The reader or writer was closed."""
+
+
+class EntryTypeError(SparkeyError, TypeError):
+    """A key or value is not ``bytes``, ``bytearray``, ``memoryview`` or ``str``."""
+
+
+class EntrySizeError(SparkeyError, ValueError):
+    """A key or value is longer than every Sparkey reader accepts (2**31 - 1 bytes)."""

@@ -1,0 +1,160 @@
+"""MurmurHash3 as Sparkey uses it (pure layer): scalar through ``mmh3``, batches through numpy.
+
+``hash_size == 4`` is MurmurHash3_x86_32; ``hash_size == 8`` is the first 64-bit word (h1) of
+MurmurHash3_x64_128 with both lanes seeded by the zero-extended 32-bit seed. Both are Appleby's
+reference algorithms (little-endian blocks, fall-through tail, length mixed into the final state).
+
+Which path is faster depends on where the keys are. For a list of ``bytes`` objects, one ``mmh3``
+call per key is the fastest we measured (1M 10-byte keys: 0.09 s, against 0.16 s for gathering
+the keys into a matrix and running the numpy kernel), so ``hash_keys`` loops. When keys already
+sit in one buffer (a log mapped in memory, a numpy ``S`` array), ``hash_buffer`` hashes them
+without creating a Python object per key: keys are grouped by length, gathered into a
+``(n, length)`` byte matrix in chunks of ``CHUNK_KEYS`` rows, and each group is hashed column by
+column with wrapping uint32/uint64 arithmetic.
+"""
+
+import mmh3
+import numpy as np
+
+CHUNK_KEYS = 1 << 16
+"""Rows gathered at once: bounds the temporary index matrix to CHUNK_KEYS * key_len * 8 bytes."""
+
+_mmh3_32 = mmh3.mmh3_32_uintdigest
+_mmh3_128 = mmh3.mmh3_x64_128_utupledigest
+
+
+def hash32(key, seed):
+    """MurmurHash3_x86_32 of ``key`` as an unsigned int."""
+    return _mmh3_32(key, seed)
+
+
+def hash64(key, seed):
+    """First 64-bit word of MurmurHash3_x64_128 of ``key``, unsigned."""
+    return _mmh3_128(key, seed)[0]
+
+
+def scalar_hasher(hash_size):
+    """The scalar hash function for an index with ``hash_size`` 4 or 8."""
+    if hash_size == 4:
+        return hash32
+    if hash_size == 8:
+        return hash64
+    raise ValueError(f"hash_size must be 4 or 8, not {hash_size}")
+
+
+def hash_keys(keys, seed, hash_size):
+    """Hashes of a sequence of ``bytes`` keys as a uint64 array (one ``mmh3`` call per key)."""
+    if hash_size == 4:
+        values = [_mmh3_32(key, seed) for key in keys]
+    elif hash_size == 8:
+        values = [_mmh3_128(key, seed)[0] for key in keys]
+    else:
+        raise ValueError(f"hash_size must be 4 or 8, not {hash_size}")
+    return np.array(values, dtype=np.uint64).reshape(len(values))
+
+
+def hash_buffer(buffer, offsets, lengths, seed, hash_size):
+    """Hashes of the keys ``buffer[offsets[i]:offsets[i] + lengths[i]]`` as a uint64 array.
+
+    ``buffer`` is anything ``np.frombuffer`` accepts; it is only read. Cost is O(total key bytes)
+    numpy work plus O(number of distinct key lengths) Python steps.
+    """
+    kernel = {4: _murmur32_rows, 8: _murmur64_rows}.get(hash_size)
+    if kernel is None:
+        raise ValueError(f"hash_size must be 4 or 8, not {hash_size}")
+    flat = np.frombuffer(buffer, dtype=np.uint8)
+    offsets = np.asarray(offsets, dtype=np.int64)
+    lengths = np.asarray(lengths, dtype=np.int64)
+    out = np.empty(len(offsets), dtype=np.uint64)
+    if not len(offsets):
+        return out
+    order = np.argsort(lengths, kind="stable")
+    sorted_lengths = lengths[order]
+    starts = np.flatnonzero(np.diff(sorted_lengths)) + 1
+    for group in np.split(order, starts):
+        key_len = int(lengths[group[0]])
+        columns = np.arange(key_len, dtype=np.int64)
+        for lo in range(0, len(group), CHUNK_KEYS):
+            rows = group[lo:lo + CHUNK_KEYS]
+            matrix = flat[offsets[rows, None] + columns]
+            out[rows] = kernel(matrix, key_len, seed)
+    return out
+
+
+def _rotl32(x, r):
+    return (x << np.uint32(r)) | (x >> np.uint32(32 - r))
+
+
+def _rotl64(x, r):
+    return (x << np.uint64(r)) | (x >> np.uint64(64 - r))
+
+
+def _tail_word(matrix, start, stop, dtype):
+    """Little-endian integer of the bytes ``matrix[:, start:stop]`` (fewer than a word)."""
+    word = np.zeros(len(matrix), dtype=dtype)
+    for i in range(stop - 1, start - 1, -1):
+        word = (word << dtype(8)) | matrix[:, i].astype(dtype)
+    return word
+
+
+def _murmur32_rows(matrix, key_len, seed):
+    """MurmurHash3_x86_32 of each row of a (n, key_len) uint8 matrix."""
+    c1, c2 = np.uint32(0xCC9E2D51), np.uint32(0x1B873593)
+    n_blocks = key_len // 4
+    h = np.full(len(matrix), seed, dtype=np.uint32)
+    words = np.ascontiguousarray(matrix[:, :4 * n_blocks]).view("<u4")
+    for j in range(n_blocks):
+        k = words[:, j] * c1
+        k = _rotl32(k, 15) * c2
+        h ^= k
+        h = _rotl32(h, 13) * np.uint32(5) + np.uint32(0xE6546B64)
+    if key_len & 3:
+        k = _tail_word(matrix, 4 * n_blocks, key_len, np.uint32) * c1
+        h ^= _rotl32(k, 15) * c2
+    h ^= np.uint32(key_len & 0xFFFFFFFF)
+    h ^= h >> np.uint32(16)
+    h *= np.uint32(0x85EBCA6B)
+    h ^= h >> np.uint32(13)
+    h *= np.uint32(0xC2B2AE35)
+    h ^= h >> np.uint32(16)
+    return h.astype(np.uint64)
+
+
+def _fmix64(k):
+    k ^= k >> np.uint64(33)
+    k *= np.uint64(0xFF51AFD7ED558CCD)
+    k ^= k >> np.uint64(33)
+    k *= np.uint64(0xC4CEB9FE1A85EC53)
+    k ^= k >> np.uint64(33)
+    return k
+
+
+def _murmur64_rows(matrix, key_len, seed):
+    """First word of MurmurHash3_x64_128 of each row of a (n, key_len) uint8 matrix."""
+    c1, c2 = np.uint64(0x87C37B91114253D5), np.uint64(0x4CF5AD432745937F)
+    n_blocks = key_len // 16
+    h1 = np.full(len(matrix), seed, dtype=np.uint64)
+    h2 = h1.copy()
+    words = np.ascontiguousarray(matrix[:, :16 * n_blocks]).view("<u8")
+    for j in range(n_blocks):
+        k1 = _rotl64(words[:, 2 * j] * c1, 31) * c2
+        h1 ^= k1
+        h1 = (_rotl64(h1, 27) + h2) * np.uint64(5) + np.uint64(0x52DCE729)
+        k2 = _rotl64(words[:, 2 * j + 1] * c2, 33) * c1
+        h2 ^= k2
+        h2 = (_rotl64(h2, 31) + h1) * np.uint64(5) + np.uint64(0x38495AB5)
+    tail = 16 * n_blocks
+    if key_len & 15 > 8:
+        k2 = _tail_word(matrix, tail + 8, key_len, np.uint64) * c2
+        h2 ^= _rotl64(k2, 33) * c1
+    if key_len & 15:
+        k1 = _tail_word(matrix, tail, min(key_len, tail + 8), np.uint64) * c1
+        h1 ^= _rotl64(k1, 31) * c2
+    length = np.uint64(key_len)
+    h1 ^= length
+    h2 ^= length
+    h1 += h2
+    h2 += h1
+    h1 = _fmix64(h1)
+    h2 = _fmix64(h2)
+    return h1 + h2

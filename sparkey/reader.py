@@ -1,0 +1,172 @@
+"""``Reader``: a Sparkey log + index pair as a read-only ``Mapping[bytes, bytes]`` (API layer).
+
+File access goes through ``sparkey.log.LogReader`` and ``sparkey.index.HashIndex``.
+"""
+
+import collections.abc
+
+import numpy as np
+
+from sparkey.errors import ClosedError
+from sparkey.format import EntryKind, file_pair
+from sparkey.index import HashIndex
+from sparkey.log import LogReader
+
+_LIVE_BATCH = 4096
+
+
+class Reader(collections.abc.Mapping):
+    """Read-only mapping over a Sparkey store: ``get``, ``[]``, ``in``, ``len``, iteration.
+
+    Keys are ``bytes``; ``str`` keys are accepted and encoded as UTF-8. Values are returned as
+    new ``bytes`` objects (never views of the mapped files). Iteration yields the live keys in
+    log order (the order of their last PUT). ``len`` is O(1).
+
+    Thread safety: lookups, ``get_many`` and iteration may run concurrently from many threads
+    (each iterator belongs to one thread). ``close()`` releases both mappings; afterwards every
+    call raises ClosedError. Entries appended to the log after opening are not visible.
+    """
+
+    def __init__(self, path):
+        """Open the pair named by ``path``: a base name, or the ``.spl`` or ``.spi`` file."""
+        log_path, index_path = file_pair(path)
+        self._log = LogReader(log_path)
+        try:
+            self._index = HashIndex(index_path, self._log)
+        except BaseException:
+            self._log.close()
+            raise
+        self.path = index_path
+        self._lookup = self._index.get
+
+    # -- lookups
+
+    def get(self, key, default=None):
+        """Value of ``key``, or ``default``."""
+        value = self._lookup(key)
+        return default if value is None else value
+
+    def __getitem__(self, key):
+        value = self._lookup(key)
+        if value is None:
+            raise KeyError(key)
+        return value
+
+    def __contains__(self, key):
+        return self._lookup(key) is not None
+
+    def get_many(self, keys, default=None):
+        """Values for many keys at once, as a list aligned with ``keys`` (``default`` if absent).
+
+        Hashing and slot probing run over the whole batch with numpy; for compressed logs each
+        block is decompressed once per call. ``keys`` may also be a numpy ``S`` array.
+        """
+        self._check_open()
+        values = self._index.get_many(keys)
+        if default is not None:
+            values = [default if value is None else value for value in values]
+        return values
+
+    def __len__(self):
+        return self._index.header.num_entries
+
+    # -- iteration
+
+    def __iter__(self):
+        return (entry.key for entry in self._live_entries())
+
+    def keys(self):
+        return collections.abc.KeysView(self)
+
+    def items(self):
+        """View of ``(key, value)`` pairs, iterated in log order straight from the log."""
+        return _ItemsView(self)
+
+    def values(self):
+        """View of the values, iterated in log order straight from the log."""
+        return _ValuesView(self)
+
+    def _live_entries(self):
+        """Live PUT entries in log order: those whose address some slot holds."""
+        self._check_open()
+        live = self._index.live_addresses()
+        bits = self._index.header.entry_block_bits
+        batch = []
+        try:
+            for entry in self._log.entries(self._index.header.data_end):
+                if entry.kind == EntryKind.PUT:
+                    batch.append(entry)
+                    if len(batch) == _LIVE_BATCH:
+                        yield from _filter_live(batch, live, bits)
+                        batch = []
+        except ValueError:
+            self._check_open()
+            raise
+        yield from _filter_live(batch, live, bits)
+
+    # -- headers and lifecycle
+
+    @property
+    def log_header(self):
+        """The ``format.LogHeader`` of the log as of opening."""
+        return self._log.header
+
+    @property
+    def index_header(self):
+        """The ``format.IndexHeader`` of the index."""
+        return self._index.header
+
+    def close(self):
+        """Release both files. Idempotent."""
+        self._lookup = self._closed_lookup
+        self._index.close()
+        self._log.close()
+
+    @property
+    def closed(self):
+        return self._log.closed
+
+    def _closed_lookup(self, key):
+        raise ClosedError("the reader is closed; open the store again with sparkey.open")
+
+    def _check_open(self):
+        if self._log.closed or self._index.closed:
+            self._closed_lookup(None)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.close()
+
+    def __repr__(self):
+        if self.closed:
+            return f"<sparkey.Reader {self.path!r} closed>"
+        header = self._index.header
+        return (f"<sparkey.Reader {self.path!r} entries={header.num_entries} "
+                f"{self._log.header.compression_type.name} capacity={header.hash_capacity}>")
+
+
+def _filter_live(batch, live, bits):
+    if not batch:
+        return []
+    addresses = np.array([(entry.position << bits) | entry.entry_index for entry in batch],
+                         dtype=np.uint64)
+    where = np.minimum(np.searchsorted(live, addresses), max(len(live) - 1, 0))
+    is_live = (live[where] == addresses) if len(live) else np.zeros(len(batch), dtype=bool)
+    return [entry for entry, keep in zip(batch, is_live.tolist()) if keep]
+
+
+class _ItemsView(collections.abc.ItemsView):
+    def __iter__(self):
+        return ((entry.key, entry.value) for entry in self._mapping._live_entries())
+
+
+class _ValuesView(collections.abc.ValuesView):
+    def __iter__(self):
+        return (entry.value for entry in self._mapping._live_entries())
+
+
+def open(path):
+    """Open a Sparkey store for reading: ``sparkey.open("data")`` reads data.spl + data.spi."""
+    return Reader(path)

@@ -1,0 +1,76 @@
+"""``Writer``: write a Sparkey store, log then index, in one object (API layer)."""
+
+from sparkey.format import file_pair
+from sparkey.index import check_index_options, write_index
+from sparkey.log import LogWriter
+
+
+class Writer:
+    """Puts and deletes into ``<base>.spl``; ``close()`` then builds ``<base>.spi``.
+
+    ``index_options`` are those of ``sparkey.write_index`` (``hash_size``, ``hash_seed``,
+    ``rules``, ``sparsity``, ``method``, ``max_memory_bytes``) and are checked here, before
+    anything is written. Used as a context manager, the index is built on a normal exit only:
+    if the block raises, the log is flushed and closed (it stays a valid log that
+    ``Writer.append`` can continue) but no index is written. One writer per store and thread.
+    """
+
+    def __init__(self, path, compression="none", block_size=4096, *, file_identifier=None,
+                 fsync=False, **index_options):
+        """Create the store at ``path`` (base name or either file), replacing an existing log."""
+        log_path, self._index_path = file_pair(path)
+        self._index_options = check_index_options(**index_options)
+        self._log = LogWriter(log_path, compression, block_size, file_identifier=file_identifier,
+                              fsync=fsync)
+
+    @classmethod
+    def append(cls, path, *, fsync=False, **index_options):
+        """Continue an existing store's log; ``close()`` rebuilds the index over all of it."""
+        writer = cls.__new__(cls)
+        log_path, writer._index_path = file_pair(path)
+        writer._index_options = check_index_options(**index_options)
+        writer._log = LogWriter.append(log_path, fsync=fsync)
+        return writer
+
+    @property
+    def log_path(self):
+        return self._log.path
+
+    @property
+    def index_path(self):
+        return self._index_path
+
+    def put(self, key, value):
+        """Store ``key`` -> ``value`` (bytes-like or str)."""
+        self._log.put(key, value)
+
+    def delete(self, key):
+        """Remove ``key`` (a no-op for keys never stored)."""
+        self._log.delete(key)
+
+    def flush(self):
+        """Make everything written so far durable in the log (the index waits for close)."""
+        self._log.flush()
+
+    def close(self):
+        """Close the log and write the index. Closing twice is allowed."""
+        if self._log.closed:
+            return
+        self._log.close()
+        write_index(self._index_path, self._log.path, **self._index_options)
+
+    @property
+    def closed(self):
+        return self._log.closed
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, traceback):
+        if exc_type is None:
+            self.close()
+        else:
+            self._log.close()
+
+    def __repr__(self):
+        return f"<sparkey.Writer {self._index_path!r} log={self._log!r}>"
