@@ -1,0 +1,98 @@
+"""Sizes, key streams and the fill loop's budget logic, without subprocesses."""
+
+import numpy as np
+import pytest
+
+from experiments.child import Fill
+from experiments.keys import KeyStream
+from experiments.sizes import format_bytes, format_count, parse_bytes
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("256MiB", 256 << 20), ("1GiB", 1 << 30), ("15GiB", 15 << 30), ("8 MiB", 8 << 20),
+    ("500MB", 500_000_000), ("1.5GiB", 3 << 29), ("4096", 4096), ("2k", 2000),
+])
+def test_parse_bytes(text, expected):
+    assert parse_bytes(text) == expected
+
+
+@pytest.mark.parametrize("text", ["", "MiB", "12 parsecs", "-1MiB", "0"])
+def test_parse_bytes_rejects_nonsense_with_an_example(text):
+    with pytest.raises(ValueError, match="256MiB|positive"):
+        parse_bytes(text)
+
+
+def test_format_bytes_and_counts():
+    assert format_bytes(256 << 20) == "256.0 MiB"
+    assert format_bytes(15 << 30) == "15.00 GiB"
+    assert format_bytes(812) == "812 B"
+    assert format_count(1_738_000_000) == "1,738 M"
+    assert format_count(3_200_000) == "3.2 M"
+    assert format_count(65_536) == "65,536"
+
+
+def test_sequential_keys_continue_after_give_back():
+    stream = KeyStream("sequential")
+    first = stream.take(10)
+    stream.give_back(first[4:])
+    assert stream.take(3).tolist() == [4, 5, 6]
+    assert stream.take(6).tolist() == [7, 8, 9, 10, 11, 12]
+
+
+def test_random_keys_are_seeded_full_range_int64():
+    keys = KeyStream("random", seed=7).take(100_000)
+    assert keys.dtype == np.int64
+    assert keys.tolist() == KeyStream("random", seed=7).take(100_000).tolist()
+    assert keys.min() < -(1 << 62) and keys.max() > 1 << 62  # signed, like Random.nextLong()
+
+
+def test_unknown_key_order_is_rejected():
+    with pytest.raises(ValueError, match="sequential, random"):
+        KeyStream("zigzag")
+
+
+class _AllOrNothingTarget:
+    """An arena-like target holding at most ``capacity`` keys, 16 bytes each; a bulk insert
+    that would not fit inserts nothing, a scalar insert stops at the capacity."""
+
+    measured_by = "arena"
+
+    def __init__(self, capacity):
+        self.capacity = capacity
+        self.keys = []
+        self.finished = False
+
+    def __len__(self):
+        return len(self.keys)
+
+    def insert(self, keys, batch):
+        room = self.capacity - len(self.keys)
+        if batch and len(keys) > room:
+            return 0
+        taken = keys[:room].tolist()
+        self.keys += taken
+        return len(taken)
+
+    def memory_bytes(self):
+        return 16 * len(self.keys)
+
+    def finish(self):
+        self.finished = True
+
+
+@pytest.mark.parametrize("batch", [False, True])
+def test_fill_stops_exactly_at_the_capacity_without_losing_keys(batch):
+    target = _AllOrNothingTarget(capacity=1_000_003)
+    result = Fill(target, KeyStream("sequential"), budget_bytes=1 << 30, batch=batch,
+                  max_seconds=60).run()
+    assert result["stop"] == "budget"
+    assert result["entries"] == 1_000_003 and result["memory_bytes"] == 16_000_048
+    assert target.keys == list(range(1_000_003)) and target.finished
+
+
+def test_fill_stops_by_time_and_says_so():
+    target = _AllOrNothingTarget(capacity=10**12)
+    result = Fill(target, KeyStream("sequential"), budget_bytes=1 << 60, batch=False,
+                  max_seconds=0.05).run()
+    assert result["stop"] == "time"
+    assert result["entries"] > 0 and result["seconds"] >= 0.05
