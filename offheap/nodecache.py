@@ -1,0 +1,137 @@
+"""Decoded B+tree nodes and the cache that holds them (layer 6, used by :mod:`offheap.treemap`).
+
+A node in memory is plain Python lists, so the scalar paths of the tree are ``bisect`` and
+``list.insert`` with no numpy call per operation; pages are encoded and decoded with numpy once
+per node write or read.
+
+:class:`NodeCache` keeps recently used nodes, least recently used first, up to ``capacity``. It is
+also the *write cache*: a node changed in memory is marked ``dirty`` and written (encoded once)
+only when it is evicted or flushed, not on every change. Eviction happens only in :meth:`trim`,
+which the tree calls before an operation changes anything, so a :class:`CapacityError` raised by a
+write leaves every node (the failed one stays cached and dirty) and the tree as they were.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable
+
+from offheap.errors import CapacityError
+
+
+class Leaf:
+    """A leaf: sorted ``keys`` and their ``values``; ``recid`` is its record in the store."""
+
+    __slots__ = ("recid", "keys", "values", "dirty", "raw_bytes", "stored_bytes")
+    is_leaf = True
+
+    def __init__(self, recid: int, keys: list, values: list) -> None:
+        self.recid = recid
+        self.keys = keys
+        self.values = values
+        self.dirty = False
+        self.raw_bytes = 0  # sizes of the page last written for this node (0: never written)
+        self.stored_bytes = 0
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+
+class Inner:
+    """An inner node: ``children[i]`` holds the keys ``k`` with ``keys[i-1] <= k < keys[i]``."""
+
+    __slots__ = ("recid", "keys", "children", "dirty", "raw_bytes", "stored_bytes")
+    is_leaf = False
+
+    def __init__(self, recid: int, keys: list, children: list) -> None:
+        self.recid = recid
+        self.keys = keys
+        self.children = children
+        self.dirty = False
+        self.raw_bytes = 0
+        self.stored_bytes = 0
+
+    def __len__(self) -> int:
+        return len(self.children)
+
+
+class NodeCache:
+    """Up to ``capacity`` decoded nodes by record id, in least-recently-used order.
+
+    ``load(recid)`` decodes a node from the store; ``write(node)`` encodes and stores a dirty
+    node and clears its flag (raising :class:`CapacityError` with nothing changed if the store is
+    full). The cache may hold more than ``capacity`` nodes between two :meth:`trim` calls.
+    """
+
+    def __init__(self, capacity: int, load: Callable[[int], Leaf | Inner],
+                 write: Callable[[Leaf | Inner], None]) -> None:
+        if capacity < 8:
+            raise ValueError(f"cache_size must be at least 8 nodes, got {capacity}")
+        self.capacity = capacity
+        self._nodes: OrderedDict[int, Leaf | Inner] = OrderedDict()
+        self._load = load
+        self._write = write
+
+    def node(self, recid: int) -> Leaf | Inner:
+        """The node ``recid``, decoded from the store if it is not cached; now most recent."""
+        nodes = self._nodes
+        node = nodes.get(recid)
+        if node is None:
+            node = nodes[recid] = self._load(recid)
+        else:
+            nodes.move_to_end(recid)
+        return node
+
+    def peek(self, recid: int) -> Leaf | Inner | None:
+        """The cached node ``recid`` or None, without changing the LRU order."""
+        return self._nodes.get(recid)
+
+    def read(self, recid: int) -> Leaf | Inner:
+        """The cached node ``recid``, or else one decoded for the caller alone (not cached, so a
+        long scan does not evict the working set). LRU order does not change."""
+        node = self._nodes.get(recid)
+        return self._load(recid) if node is None else node
+
+    def add(self, node: Leaf | Inner) -> None:
+        self._nodes[node.recid] = node
+
+    def discard(self, recid: int) -> None:
+        self._nodes.pop(recid, None)
+
+    def __len__(self) -> int:
+        return len(self._nodes)
+
+    def __contains__(self, recid: int) -> bool:
+        return recid in self._nodes
+
+    def __iter__(self):
+        return iter(self._nodes.values())
+
+    def trim(self, strict: bool = True) -> None:
+        """Evict least recently used nodes down to ``capacity``, writing dirty ones first.
+
+        ``strict=False`` (read paths) keeps a node whose write fails and stops trimming, so
+        reading never raises :class:`CapacityError`.
+        """
+        nodes = self._nodes
+        while len(nodes) > self.capacity:
+            recid, node = next(iter(nodes.items()))
+            if node.dirty:
+                try:
+                    self._write(node)
+                except CapacityError:
+                    if strict:
+                        raise
+                    return
+            del nodes[recid]
+
+    def n_dirty(self) -> int:
+        return sum(1 for node in self._nodes.values() if node.dirty)
+
+    def write_dirty(self) -> None:
+        """Write every dirty node (in record-id order); the first failure propagates."""
+        for node in sorted((n for n in self._nodes.values() if n.dirty), key=lambda n: n.recid):
+            self._write(node)
+
+    def clear(self) -> None:
+        self._nodes.clear()

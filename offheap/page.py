@@ -1,0 +1,201 @@
+"""B+tree pages (layer 6, used by :mod:`offheap.treemap`): pure functions, bytes in and out.
+
+A page is one record in the store: a leaf (sorted keys and their values) or an inner node
+(separator keys and child record ids). Layout, integers little-endian, ``varint`` = LEB128::
+
+    u8      flags: bit 0 kind (0 leaf, 1 inner); bits 1-2 codec (0 none, 1 zlib, 2 snappy, 3 zstd)
+    varint  count: entries of a leaf, children of an inner node
+    varint  raw body length                                   (only when the codec is not none)
+    body, compressed with the codec when it has one:
+      leaf:   key block of ``count`` keys, then the value column (the value serializer's
+              ``pack_column``: a column of empty values costs a byte or two, not one per entry)
+      inner:  key block of ``count - 1`` separators, then the child record ids as
+              varint base, u8 bit width, bit-packed ``recid - base``
+
+    key block, int64 keys:  u8 shift s, then ``encode_int64_deltas(keys >> s)``
+              (s is the number of trailing zero bits every key shares, so ``keys >> s`` is
+              exact; separators are chosen with many trailing zeros, see :func:`separator`)
+    key block, str/bytes:   ``front_encode`` of the keys as bytes (str as UTF-8)
+
+An empty leaf (the root of an empty tree) is the two bytes ``00 00``. A codec is only kept when
+it makes the page smaller; otherwise the page is written raw with codec 0, so decoding never
+depends on a codec that did not help.
+
+Sizes, sequential int64 keys with empty values: the deltas are all 1 and bit-pack to a few
+bytes whatever the node size, so a leaf costs a dozen bytes for 32 or 120 entries.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from offheap.codecs import get_codec
+from offheap.errors import CorruptionError
+from offheap.packing import (
+    bitpack,
+    bitunpack,
+    decode_int64_deltas,
+    encode_int64_deltas,
+    front_decode,
+    front_encode,
+    varint_decode,
+    varint_encode,
+)
+
+KEY_KINDS = ("int64", "str", "bytes")
+CODEC_IDS = {"none": 0, "zlib": 1, "snappy": 2, "zstd": 3}
+CODEC_NAMES = {number: name for name, number in CODEC_IDS.items()}
+LEAF, INNER = 0, 1
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
+_MAX_SHIFT = 63
+
+
+# -- key blocks ---------------------------------------------------------------------------------
+
+def _common_shift(keys: np.ndarray) -> int:
+    """How many low bits are zero in every key (0 for an empty or odd-containing block)."""
+    if not len(keys):
+        return 0
+    merged = int(np.bitwise_or.reduce(keys.view(np.uint64)))
+    if merged == 0:
+        return _MAX_SHIFT
+    return min((merged & -merged).bit_length() - 1, _MAX_SHIFT)
+
+
+def encode_keys(keys, key_kind: str) -> bytes:
+    """The key block of a page for a sorted list of keys."""
+    if key_kind == "int64":
+        array = np.array(keys, dtype=np.int64)
+        shift = _common_shift(array)
+        return bytes((shift,)) + encode_int64_deltas(array >> shift)
+    if key_kind == "str":
+        return front_encode([k.encode("utf-8", "surrogatepass") for k in keys])
+    return front_encode(list(keys))
+
+
+def decode_keys(buf, count: int, key_kind: str, offset: int = 0) -> tuple[list, int]:
+    """Keys of a key block as a Python list, and the offset after the block."""
+    if key_kind == "int64":
+        shift = buf[offset]
+        array, end = decode_int64_deltas(buf, count, offset + 1)
+        if shift:
+            array = array << shift
+        return array.tolist(), end
+    keys, end = front_decode(buf, count, offset)
+    if key_kind == "str":
+        return [bytes(k).decode("utf-8", "surrogatepass") for k in keys], end
+    return [bytes(k) for k in keys], end
+
+
+def separator(left_max, right_min):
+    """The key to put between two sibling nodes: ``left_max < s <= right_min``, the shortest.
+
+    For int64 keys, the one with the most trailing zero bits (so a page of separators shares a
+    large shift and packs small); for str/bytes, the shortest prefix of ``right_min``. Example:
+    between 1000 and 1100 the int64 separator is 1024; between b"apple" and b"apricot", b"apr".
+    """
+    if isinstance(right_min, int):
+        bits = (right_min - left_max).bit_length()
+        while bits >= 0:
+            candidate = (right_min >> bits) << bits
+            if candidate > left_max:
+                return candidate
+            bits -= 1
+        raise AssertionError("unreachable: right_min itself is > left_max")
+    for length in range(1, len(right_min) + 1):
+        prefix = right_min[:length]
+        if prefix > left_max:
+            return prefix
+    return right_min
+
+
+# -- pages --------------------------------------------------------------------------------------
+
+def _seal(kind: int, count: int, body: bytes, codec) -> bytes:
+    """Header and body; compressed only when that makes the page smaller."""
+    if codec is not None and codec.name != "none" and body:
+        packed = codec.compress(body)
+        head = varint_encode(count) + varint_encode(len(body))
+        if 1 + len(head) + len(packed) < 1 + len(varint_encode(count)) + len(body):
+            return bytes((kind | CODEC_IDS[codec.name] << 1,)) + head + packed
+    return bytes((kind,)) + varint_encode(count) + body
+
+
+def _open(page, kind: int) -> tuple[int, bytes | memoryview, int]:
+    """(count, body buffer, body offset) of a page, decompressing it if needed."""
+    if not len(page):
+        raise CorruptionError("empty page record")
+    flags = page[0]
+    if flags & 1 != kind or flags >> 3:
+        raise CorruptionError(f"page flags {flags:#04x} are not those of a "
+                              f"{'leaf' if kind == LEAF else 'inner node'}")
+    count, offset = varint_decode(page, 1)
+    codec_id = flags >> 1
+    if codec_id == 0:
+        return count, page, offset
+    raw_size, offset = varint_decode(page, offset)
+    body = get_codec(CODEC_NAMES[codec_id]).decompress(bytes(page[offset:]), raw_size)
+    if len(body) != raw_size:
+        raise CorruptionError(f"page body decompressed to {len(body)} bytes, expected {raw_size}")
+    return count, body, 0
+
+
+def raw_size(page) -> int:
+    """The size a page would have without compression (its own size when it is raw)."""
+    flags = page[0]
+    count, offset = varint_decode(page, 1)
+    if flags >> 1 == 0:
+        return len(page)
+    body_size, offset = varint_decode(page, offset)
+    return 1 + len(varint_encode(count)) + body_size
+
+
+def encode_leaf(keys, values, key_kind: str, value_serializer, codec=None) -> bytes:
+    """A leaf page for sorted ``keys`` and their ``values`` (equal lengths)."""
+    if not len(keys):
+        return bytes((LEAF, 0))
+    body = encode_keys(keys, key_kind) + value_serializer.pack_column(values)
+    return _seal(LEAF, len(keys), body, codec)
+
+
+def decode_leaf(page, key_kind: str, value_serializer) -> tuple[list, list]:
+    """(keys, values) of a leaf page, both Python lists (the caller owns them)."""
+    count, body, offset = _open(page, LEAF)
+    if not count:
+        return [], []
+    try:
+        keys, offset = decode_keys(body, count, key_kind, offset)
+        values, _ = value_serializer.unpack_column(body, count, offset)
+    except (IndexError, ValueError) as exc:
+        raise CorruptionError(f"leaf page of {count} entries is damaged: {exc}") from None
+    if isinstance(values, np.ndarray):
+        values = values.tolist()
+    elif not isinstance(values, list):
+        values = list(values)
+    return keys, values
+
+
+def encode_inner(separators, children, key_kind: str, codec=None) -> bytes:
+    """An inner page: ``len(children) == len(separators) + 1`` child record ids."""
+    recids = np.array(children, dtype=np.int64)
+    base = int(recids.min())
+    offsets = (recids - base).astype(np.uint64)
+    width = int(offsets.max()).bit_length()
+    body = (encode_keys(separators, key_kind) + varint_encode(base) + bytes((width,))
+            + bitpack(offsets, width))
+    return _seal(INNER, len(children), body, codec)
+
+
+def decode_inner(page, key_kind: str) -> tuple[list, list]:
+    """(separators, children) of an inner page, both Python lists."""
+    count, body, offset = _open(page, INNER)
+    if count < 1:
+        raise CorruptionError("inner page without children")
+    try:
+        separators, offset = decode_keys(body, count - 1, key_kind, offset)
+        base, offset = varint_decode(body, offset)
+        width = body[offset]
+        offsets, _ = bitunpack(body, count, width, offset + 1)
+    except (IndexError, ValueError) as exc:
+        raise CorruptionError(f"inner page of {count} children is damaged: {exc}") from None
+    return separators, (offsets.astype(np.int64) + base).tolist()
