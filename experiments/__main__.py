@@ -1,6 +1,7 @@
 """``python -m experiments <runner>``: the command line of the experiment runners.
 
-Runners: ``capacity`` (the MapDB memory experiment, :mod:`experiments.capacity`). Each writes its
+Runners: ``capacity`` (the MapDB memory experiment, :mod:`experiments.capacity`),
+``sparkey-bench`` (the sparkey-java README tables, :mod:`experiments.sparkey_bench`). Each writes its
 results into ``--out``: a table on the terminal and in ``<runner>.txt``, all figures with the
 machine, versions and git commit in ``results.json``, and a plot where the runner has one.
 """
@@ -69,11 +70,7 @@ def _run_capacity(args) -> int:
     config = CapacityConfig(budget_bytes=args.budget, keys=args.keys, mode=args.mode,
                             max_seconds=args.max_seconds, memray=args.memray, seed=args.seed)
     document = run_capacity(contenders, config, progress=not args.no_progress)
-    args.out.mkdir(parents=True, exist_ok=True)
-    report.write_json(document, args.out / "results.json")
-    table = report.capacity_table(document)
-    (args.out / "capacity.txt").write_text(table + "\n")
-    print(table)
+    _write(args.out, "capacity", document, report.capacity_table(document))
     try:
         report.plot_capacity(document, args.out / "capacity.png")
     except ImportError:
@@ -81,6 +78,41 @@ def _run_capacity(args) -> int:
               file=sys.stderr)
     print(f"results in {args.out}/", file=sys.stderr)
     return _exit_code(document)
+
+
+def _add_sparkey_bench(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "sparkey-bench", help="the sparkey-java README tables: lookups, appends, index builds",
+        description="Random lookups by N x NONE/SNAPPY/ZSTD, small and medium appends, and index "
+                    "builds in memory vs by sorting, beside sparkey-java's published figures.")
+    parser.add_argument("--max-n", type=int, default=1_000_000,
+                        help="largest store, from 1K up to 10M entries (default 1M)")
+    parser.add_argument("--seconds", type=_positive_seconds, default=1.0,
+                        help="minimum time of each timed loop (default 1)")
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="index builds per N and method; the median is reported (default 3)")
+    parser.add_argument("--out", type=Path, default=Path("experiment-results/sparkey-bench"),
+                        help="directory for results.json and sparkey-bench.txt")
+    parser.set_defaults(run=_run_sparkey_bench)
+
+
+def _run_sparkey_bench(args) -> int:
+    from experiments.sparkey_bench import run_sparkey_bench
+
+    if args.max_n < 1000:
+        raise SystemExit("--max-n must be at least 1000, the smallest store measured")
+    document = run_sparkey_bench(args.max_n, args.seconds, max(1, args.repeats),
+                                 progress=lambda text: print(text, file=sys.stderr))
+    _write(args.out, "sparkey-bench", document, report.sparkey_tables(document))
+    return 0
+
+
+def _write(out: Path, runner: str, document: dict, table: str) -> None:
+    """Save results.json and <runner>.txt in ``out``, and print the table."""
+    out.mkdir(parents=True, exist_ok=True)
+    report.write_json(document, out / "results.json")
+    (out / f"{runner}.txt").write_text(table + "\n")
+    print(table)
 
 
 def _exit_code(document: dict) -> int:
@@ -96,6 +128,7 @@ def main(argv: list[str] | None = None) -> int:
                                      description="offheap experiment runners")
     subparsers = parser.add_subparsers(dest="runner", required=True)
     _add_capacity(subparsers)
+    _add_sparkey_bench(subparsers)
     args = parser.parse_args(argv)
     return args.run(args)
 

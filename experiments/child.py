@@ -113,7 +113,8 @@ class Fill:
             self._seconds += finish_seconds
             within = self.measure()
         within["finish_seconds"] = finish_seconds
-        return {**within, "stop": stop, "measured_by": self.target.measured_by}
+        return {**within, "stop": stop, "measured_by": self.target.measured_by,
+                "bulk_api": self.batch and self.target.bulk}
 
 
 def run_child(config: dict) -> dict:

@@ -25,6 +25,7 @@ measurement, and ``close()`` frees it.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -91,6 +92,7 @@ class HeapTarget:
     """A map on the Python heap (dict or SortedDict), weighed by the child's RSS growth."""
 
     measured_by = "rss"
+    bulk = True
 
     def __init__(self, mapping) -> None:
         self.map = mapping
@@ -139,6 +141,7 @@ class ArenaTarget:
     """An offheap map with ``limit=budget``, weighed by its arena's reserved bytes."""
 
     measured_by = "arena"
+    bulk = True
 
     def __init__(self, mapping, bulk_insert: Callable[[object, np.ndarray], None]) -> None:
         self.map = mapping
@@ -166,6 +169,78 @@ class ArenaTarget:
 
     def close(self) -> None:
         self.map.close()
+
+
+class SparkeyTarget:
+    """A Sparkey log of 8-byte big-endian keys and empty values, weighed by its files' bytes.
+
+    Before the index exists, its size is projected exactly from the log header
+    (``sparkey.table.table_parameters``), and a chunk is cut to the keys whose log entries and
+    index slots still fit the budget. ``finish()`` closes the log and builds the index by
+    sorting (RAM stays bounded however large the log); the final figure is the two files' size.
+    Sparkey has no bulk put, so batch mode appends one put at a time too (``bulk`` False).
+    """
+
+    measured_by = "disk"
+    bulk = False
+    INDEX_METHOD = "sorting"
+
+    def __init__(self, budget_bytes: int, workdir: Path) -> None:
+        import sparkey
+
+        self.budget_bytes = budget_bytes
+        self.log_path = workdir / "capacity.spl"
+        self.index_path = workdir / "capacity.spi"
+        self.log = sparkey.LogWriter(self.log_path, compression="none")
+        self._n = 0
+        self._finished = False
+
+    def __len__(self) -> int:
+        return self._n
+
+    def projected_bytes(self, more_puts: int) -> int:
+        """Log plus index bytes after ``more_puts`` more puts of an 8-byte key and empty value."""
+        from sparkey.format import INDEX_HEADER_SIZE, put_size
+        from sparkey.table import table_parameters
+
+        header = self.log.header
+        header = dataclasses.replace(header, num_puts=header.num_puts + more_puts,
+                                     data_end=header.data_end + more_puts * put_size(8, 0))
+        table = table_parameters(header, "canonical")
+        return (header.data_end + INDEX_HEADER_SIZE
+                + table.capacity * (table.hash_size + table.address_size))
+
+    def insert(self, keys: np.ndarray, batch: bool) -> int:
+        fitting, too_many = 0, len(keys) + 1  # bisect: projected(fitting) <= budget < projected(too_many)
+        if self.projected_bytes(len(keys)) <= self.budget_bytes:
+            fitting = len(keys)
+        else:
+            while too_many - fitting > 1:
+                middle = (fitting + too_many) // 2
+                if self.projected_bytes(middle) <= self.budget_bytes:
+                    fitting = middle
+                else:
+                    too_many = middle
+        put = self.log.put
+        for key in keys[:fitting].tolist():
+            put(key.to_bytes(8, "big", signed=True), b"")
+        self._n += fitting
+        return fitting
+
+    def memory_bytes(self) -> int:
+        if self._finished:
+            return self.log_path.stat().st_size + self.index_path.stat().st_size
+        return self.projected_bytes(0)
+
+    def finish(self) -> None:
+        import sparkey
+
+        self.log.close()
+        sparkey.write_index(self.index_path, self.log_path, method=self.INDEX_METHOD)
+        self._finished = True
+
+    def close(self) -> None:
+        self.log.close()
 
 
 def _empty_values(n: int) -> list[str]:
@@ -199,6 +274,7 @@ CONTENDERS: dict[str, Contender] = {
                   (MAPDB_JAVA_TREEMAP,)),
         Contender("longhashmap", "LongHashMap", "offheap", _build_long_hash_map,
                   (MAPDB_LONGHASHMAP,)),
+        Contender("sparkey", "Sparkey (log + index)", "sparkey", SparkeyTarget),
     )
 }
 

@@ -45,7 +45,8 @@ def _number(value, pattern: str) -> str:
 
 def capacity_rows(document: dict) -> tuple[list[str], list[list[str]], list[str]]:
     """Headers, rows and footnotes of the capacity table."""
-    with_memray = document["config"].get("memray", False)
+    config = document["config"]
+    with_memray = config.get("memray", False)
     headers = ["contender", "keys", "stop", "entries", "B/entry", "memory", "measured as",
                "RSS peak growth"]
     headers += ["memray heap"] if with_memray else []
@@ -76,6 +77,9 @@ def capacity_rows(document: dict) -> tuple[list[str], list[list[str]], list[str]
                 (format_count(extrapolated) + mark) if extrapolated else "-", mapdb_cell,
                 _number(record["ratio_to_mapdb"], ".2f")]
         rows.append(row)
+        if config["mode"] == "batch" and not record["bulk_api"]:
+            notes.append(f"{record['label']}: no bulk insert API, so batch mode put one entry "
+                         f"at a time")
         if mark:
             notes.append(f"{_TIME_MARK} {record['label']}: stopped by {record['stop']} at "
                          f"{record['entries']:,} entries, {record['bytes_per_entry']:.2f} B/entry; "
@@ -146,3 +150,44 @@ def plot_capacity(document: dict, path: Path) -> None:
     figure.tight_layout(rect=(0, 0.03, 1, 1))
     figure.savefig(path, dpi=120)
     plt.close(figure)
+
+
+def _ratio(ours, theirs) -> str:
+    return "-" if not ours or not theirs else f"{ours / theirs:.2f}"
+
+
+def sparkey_tables(document: dict, *, markdown: bool = False) -> str:
+    """The sparkey-bench lookups, appends and index builds, each beside sparkey-java's figures."""
+    lookups = [[f"{r['n']:,}", r["compression"].upper(), _number(r["get_ops_per_second"], ",.0f"),
+                _number(r["get_many_ops_per_second"], ",.0f"),
+                _number(r["java_ops_per_second"], ",.0f"),
+                _ratio(r["get_ops_per_second"], r["java_ops_per_second"]),
+                format_bytes(r["log_bytes"] + r["index_bytes"])]
+               for r in document["lookups"]]
+    appends = [[r["size"], r["compression"].upper(), _number(r["ops_per_second"], ",.0f"),
+                _number(r["java_ops_per_second"], ",.0f"),
+                _ratio(r["ops_per_second"], r["java_ops_per_second"])]
+               for r in document["appends"]]
+    builds = {}
+    for r in document["index_builds"]:
+        builds.setdefault(r["n"], {})[r["method"]] = r
+    index_rows = []
+    for n, by_method in builds.items():
+        row = [f"{n:,}"]
+        for method in ("memory", "sorting"):
+            record = by_method.get(method)
+            row += ([_number(record["seconds"], ".3f"), _number(record["java_seconds"], ".3f")]
+                    if record else ["-", "-"])
+        index_rows.append(row)
+    title = f"sparkey-bench ({machine_line(document['machine'])})"
+    return "\n\n".join([
+        title,
+        "Random lookups (ops/s; Java: sparkey-java README, i7-7500U, JMH)\n" + format_table(
+            ["N", "compression", "get", "get_many", "Java get", "get / Java", "log + index"],
+            lookups, markdown=markdown),
+        "Appends (ops/s)\n" + format_table(
+            ["entry", "compression", "put", "Java put", "put / Java"], appends, markdown=markdown),
+        "Index build (s per build)\n" + format_table(
+            ["N", "memory", "Java in-memory", "sorting", "Java sorting"], index_rows,
+            markdown=markdown),
+    ])
