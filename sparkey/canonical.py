@@ -1,7 +1,8 @@
 """Vectorized construction of the canonical Robin Hood table (pure layer).
 
 The canonical table holds the live entries (each key's last PUT, unless a later DELETE removed
-it) ordered along every cluster by ``(home, address)``. It is a valid Robin Hood table, readable
+it) ordered along every cluster by ``(home, address)``; addresses grow in log order, so this is
+``(home, log order)``. It is a valid Robin Hood table, readable
 by libsparkey and sparkey-java alike, and for a log without overwrites or deletes it is exactly
 the table sparkey-java builds (Java's tie-break on addresses makes its layout history-free).
 
@@ -21,33 +22,40 @@ import numpy as np
 from sparkey.format import EntryKind
 
 
-def live_entries(hashes, addresses, kinds, key_of):
-    """Indices of the live entries among log entries given as columns.
+def live_entries(hashes, kinds, key_of):
+    """Indices, in log order, of the live entries among log entries given in log order.
 
-    An entry is live if it is a PUT and no later entry (higher address) has the same key.
-    Entries are grouped by hash with one sort; only entries sharing a hash with another entry
-    are compared by key, through ``key_of(i) -> bytes``. Every entry of a key must be present.
+    An entry is live if it is a PUT and no later entry has the same key. Only entries whose
+    hash occurs more than once are compared by key, through ``key_of(i) -> bytes``; all other
+    PUTs are live. Every entry of a key must be present. O(n log n) numpy plus O(shared) Python.
     """
-    order = np.lexsort((addresses, hashes))
-    sorted_hashes = hashes[order]
-    same_as_next = sorted_hashes[1:] == sorted_hashes[:-1]
-    shared = np.zeros(len(order), dtype=bool)
-    shared[1:] |= same_as_next
-    shared[:-1] |= same_as_next
-    singles = order[~shared]
-    live = [singles[kinds[singles] == EntryKind.PUT]]
-    grouped = order[shared]
-    if len(grouped):
-        group_starts = np.flatnonzero(np.diff(hashes[grouped])) + 1
-        kinds_list = kinds.tolist()
-        survivors = []
-        for group in np.split(grouped, group_starts):
-            last_by_key = {}
-            for i in group.tolist():
-                last_by_key[key_of(i)] = i
-            survivors.extend(i for i in last_by_key.values() if kinds_list[i] == EntryKind.PUT)
-        live.append(np.array(survivors, dtype=order.dtype))
-    return np.concatenate(live)
+    sorted_hashes = np.sort(hashes)
+    repeated = sorted_hashes[1:][sorted_hashes[1:] == sorted_hashes[:-1]]
+    is_put = kinds == EntryKind.PUT
+    if not len(repeated):
+        return np.flatnonzero(is_put)
+    repeated = np.unique(repeated)
+    shared = repeated[np.minimum(np.searchsorted(repeated, hashes), len(repeated) - 1)] == hashes
+    live = [np.flatnonzero(is_put & ~shared)]
+    grouped = np.flatnonzero(shared)
+    grouped = grouped[np.argsort(hashes[grouped], kind="stable")]
+    group_starts = np.flatnonzero(np.diff(hashes[grouped])) + 1
+    survivors = []
+    for group in np.split(grouped, group_starts):
+        last_by_key = {}
+        for i in group.tolist():
+            last_by_key[key_of(i)] = i
+        survivors.extend(i for i in last_by_key.values() if is_put[i])
+    live.append(np.array(survivors, dtype=np.int64))
+    return np.sort(np.concatenate(live))
+
+
+def order_by_home(homes):
+    """Permutation sorting entries (given in log order) by ``(home, log order)``."""
+    count = len(homes)
+    if count and int(homes.max()) < (1 << 63) // count:
+        return np.argsort(homes.astype(np.int64) * count + np.arange(count), kind="quicksort")
+    return np.argsort(homes, kind="stable")
 
 
 def place(homes, floor=0):

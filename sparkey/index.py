@@ -194,51 +194,79 @@ class _IndexBuilder:
         carries_out = [None] * partitions.count
         live_bytes = {}
         wrapped = None
+        empty = np.zeros(0, dtype=np.uint64)
         while True:
-            carry = np.zeros(0, dtype=_RECORD)
+            carry_hashes = carry_addresses = empty
             for part in range(partitions.count):
                 lo, hi = partitions.bounds[part], partitions.bounds[part + 1]
                 live = partitions.live_records(part)
                 if part not in live_bytes:
-                    live_bytes[part] = int(live["size"].sum(dtype=np.uint64))
-                homes = live["hash"] % capacity
-                order = np.lexsort((live["address"], homes))
-                items = np.concatenate((carry, live[order]))
+                    live_bytes[part] = int(live.size.sum(dtype=np.uint64))
+                homes = live.hash % capacity
+                order = canonical.order_by_home(homes)
+                hashes = np.concatenate((carry_hashes, live.hash[order]))
+                addresses = np.concatenate((carry_addresses, live.address[order]))
                 positions = canonical.place(
-                    np.concatenate((carry["hash"] % capacity, homes[order])), max(lo, floor))
+                    np.concatenate((carry_hashes % capacity, homes[order])), max(lo, floor))
                 inside = positions < hi
                 slot_hashes = np.zeros(hi - lo, dtype=np.uint64)
                 slot_addresses = np.zeros(hi - lo, dtype=np.uint64)
-                slot_hashes[positions[inside] - lo] = items["hash"][inside]
-                slot_addresses[positions[inside] - lo] = items["address"][inside]
+                slot_hashes[positions[inside] - lo] = hashes[inside]
+                slot_addresses[positions[inside] - lo] = addresses[inside]
                 self.write_slots(lo, slot_hashes, slot_addresses)
-                carry = items[~inside]
-                unchanged = wrapped is not None and carries_out[part] == len(carry)
-                carries_out[part] = len(carry)
+                carry_hashes, carry_addresses = hashes[~inside], addresses[~inside]
+                unchanged = wrapped is not None and carries_out[part] == len(carry_hashes)
+                carries_out[part] = len(carry_hashes)
                 if unchanged and floor <= hi:
                     break
             else:
-                wrapped = carry
-            if len(wrapped) <= floor:
+                wrapped = carry_hashes, carry_addresses
+            if len(wrapped[0]) <= floor:
                 break
-            floor = len(wrapped)
-        if len(wrapped):
-            self.write_slots(0, wrapped["hash"], wrapped["address"])
+            floor = len(wrapped[0])
+        if len(wrapped[0]):
+            self.write_slots(0, *wrapped)
         return partitions.put_bytes - sum(live_bytes.values())
 
 
-def _records(table, hashes, addresses):
-    """One _RECORD per entry of a scanned table."""
-    records = np.zeros(len(table), dtype=_RECORD)
-    records["hash"] = hashes
-    records["address"] = addresses
-    records["size"] = table.entry_sizes
-    records["kind"] = table.kind
-    return records
+class _Records:
+    """Per-entry columns for the canonical build, in log order: hash, address, size, kind."""
 
+    __slots__ = ("hash", "address", "size", "kind")
 
-def _put_bytes(records):
-    return int(records["size"][records["kind"] == EntryKind.PUT].sum(dtype=np.uint64))
+    def __init__(self, hash, address, size, kind):
+        self.hash, self.address, self.size, self.kind = hash, address, size, kind
+
+    @classmethod
+    def scanned(cls, table, hashes, addresses):
+        """Records of a scanned EntryTable."""
+        return cls(hashes, addresses, table.entry_sizes.astype(np.uint64), table.kind)
+
+    @classmethod
+    def concat(cls, parts):
+        return cls(*(np.concatenate([getattr(part, name) for part in parts])
+                     for name in cls.__slots__))
+
+    @classmethod
+    def from_bytes(cls, data):
+        packed = np.frombuffer(data, dtype=_RECORD)
+        return cls(*(np.ascontiguousarray(packed[name]) for name in cls.__slots__))
+
+    def to_bytes(self):
+        packed = np.empty(len(self.hash), dtype=_RECORD)
+        for name in self.__slots__:
+            packed[name] = getattr(self, name)
+        return packed.tobytes()
+
+    def take(self, indices):
+        return _Records(*(getattr(self, name)[indices] for name in self.__slots__))
+
+    def __len__(self):
+        return len(self.hash)
+
+    @property
+    def put_bytes(self):
+        return int(self.size[self.kind == EntryKind.PUT].sum(dtype=np.uint64))
 
 
 class _InMemoryPartitions:
@@ -247,9 +275,8 @@ class _InMemoryPartitions:
     def __init__(self, builder):
         parts = list(builder.tables())
         self._table = EntryTable.concat([table for table, _, _ in parts])
-        self._records = np.concatenate([_records(*part) for part in parts]) if parts else (
-            np.zeros(0, dtype=_RECORD))
-        self.put_bytes = _put_bytes(self._records)
+        self._records = _Records.concat([_Records.scanned(*part) for part in parts])
+        self.put_bytes = self._records.put_bytes
         self.count = 1
         self.bounds = [0, builder.capacity]
         self._live = None
@@ -258,18 +285,17 @@ class _InMemoryPartitions:
         """Live entries of the partition (computed once)."""
         if self._live is None:
             records = self._records
-            live = canonical.live_entries(records["hash"], records["address"], records["kind"],
-                                          self._table.key)
-            self._live = records[live]
+            self._live = records.take(
+                canonical.live_entries(records.hash, records.kind, self._table.key))
         return self._live
 
 
 class _SpilledPartitions:
     """Partitions of home slots spilled to a temporary file (``method="sorting"``).
 
-    The scan writes one run per chunk of entries, each run sorted by partition; partition ``p``
-    is the concatenation of its segment in every run. Keys are read back from the log only for
-    entries that share a hash with another entry.
+    The scan writes one run per chunk of entries, each run sorted by partition (stably, so each
+    segment stays in log order); partition ``p`` is the concatenation of its segments in run
+    order. Keys are read back from the log only for entries that share a hash with another.
     """
 
     def __init__(self, builder, spill, max_memory_bytes):
@@ -285,39 +311,31 @@ class _SpilledPartitions:
         self.put_bytes = 0
         inner_bounds = np.array(self.bounds[1:-1], dtype=np.uint64)
         offset = 0
-        chunk_entries = min(SCAN_CHUNK_ENTRIES, per_partition)
-        for part in builder.tables(chunk_entries):
-            records = _records(*part)
+        for part in builder.tables(min(SCAN_CHUNK_ENTRIES, per_partition)):
+            records = _Records.scanned(*part)
             partition = np.searchsorted(
-                inner_bounds, records["hash"] % np.uint64(builder.capacity), side="right")
-            records = records[np.argsort(partition, kind="stable")]
+                inner_bounds, records.hash % np.uint64(builder.capacity), side="right")
+            records = records.take(np.argsort(partition, kind="stable"))
             counts = np.bincount(partition, minlength=self.count)
-            data = records.tobytes()
+            data = records.to_bytes()
             written = 0
             while written < len(data):
                 written += os.pwrite(self._fd, data[written:], offset + written)
             starts = offset + _RECORD.itemsize * np.concatenate(([0], np.cumsum(counts)[:-1]))
             self._runs.append((starts.tolist(), counts.tolist()))
             offset += len(data)
-            self.put_bytes += _put_bytes(records)
+            self.put_bytes += records.put_bytes
 
     def live_records(self, part):
         """Live entries of partition ``part``, read back from the spill file."""
-        pieces = [np.frombuffer(os.pread(self._fd, counts[part] * _RECORD.itemsize,
-                                         starts[part]), dtype=_RECORD)
-                  for starts, counts in self._runs if counts[part]]
-        records = np.concatenate(pieces) if pieces else np.zeros(0, dtype=_RECORD)
-        live = canonical.live_entries(records["hash"], records["address"], records["kind"],
-                                      self._key_of(records))
-        return records[live]
-
-    def _key_of(self, records):
-        log, bits = self._log, self._bits
+        data = b"".join(os.pread(self._fd, counts[part] * _RECORD.itemsize, starts[part])
+                        for starts, counts in self._runs if counts[part])
+        records = _Records.from_bytes(data)
+        log, bits, addresses = self._log, self._bits, records.address
 
         def key_of(i):
-            return log.entry_at(*decode_address(int(records["address"][i]), bits)).key
-        return key_of
-
+            return log.entry_at(*decode_address(int(addresses[i]), bits)).key
+        return records.take(canonical.live_entries(records.hash, records.kind, key_of))
 
 
 class HashIndex:

@@ -527,49 +527,38 @@ class LogReader:
 
     @staticmethod
     def _scan_uncompressed(mm, end, chunk_entries):
+        """Walk entry starts in Python (the one sequential step), decode headers with numpy."""
         pos = LOG_HEADER_SIZE
+        buf = np.frombuffer(mm, dtype=np.uint8)
         while pos < end:
-            kinds = bytearray()
-            positions, key_offsets, key_lens, value_lens = (array.array("q") for _ in range(4))
-            add_kind, add_position = kinds.append, positions.append
-            add_key_offset, add_key_len, add_value_len = (
-                key_offsets.append, key_lens.append, value_lens.append)
-            count = 0
-            while pos < end and count < chunk_entries:
-                add_position(pos)
-                a = mm[pos]
-                if a < 0x80:
-                    pos += 1
-                else:
-                    a, pos = vlq_decode(mm, pos, end)
-                if pos >= end:
-                    raise _truncated(positions[-1], end)
-                b = mm[pos]
-                if b < 0x80:
-                    pos += 1
-                else:
-                    b, pos = vlq_decode(mm, pos, end)
-                add_key_offset(pos)
-                if a:
-                    add_kind(0)
-                    add_key_len(a - 1)
-                    add_value_len(b)
-                    pos += a - 1 + b
-                else:
-                    add_kind(1)
-                    add_key_len(b)
-                    add_value_len(0)
-                    pos += b
-                count += 1
+            positions = array.array("q")
+            add = positions.append
+            limit = pos
+            try:
+                while pos < end and len(positions) < chunk_entries:
+                    a = mm[pos]
+                    b = mm[pos + 1]
+                    add(pos)
+                    if a < 0x80 and b < 0x80:
+                        pos += a + b + 1 if a else b + 2
+                    else:
+                        kind, key_len, value_len, pos = _parse_header(mm, pos, end)
+                        pos += key_len + value_len
+            except IndexError:
+                raise _truncated(positions[-1] if positions else limit, end) from None
             if pos > end:
                 raise _truncated(positions[-1], end)
+            starts = np.frombuffer(positions, dtype=np.int64)
+            first, after_first = _vlq_many(buf, starts, end)
+            second, key_offset = _vlq_many(buf, after_first, end)
+            is_put = first != 0
             yield EntryTable(
-                kind=np.frombuffer(kinds, dtype=np.uint8),
-                position=np.frombuffer(positions, dtype=np.int64).astype(np.uint64),
-                entry_index=np.zeros(count, dtype=np.uint64),
-                key_offset=np.frombuffer(key_offsets, dtype=np.int64),
-                key_len=np.frombuffer(key_lens, dtype=np.int64),
-                value_len=np.frombuffer(value_lens, dtype=np.int64),
+                kind=np.where(is_put, EntryKind.PUT, EntryKind.DELETE).astype(np.uint8),
+                position=starts.astype(np.uint64),
+                entry_index=np.zeros(len(starts), dtype=np.uint64),
+                key_offset=key_offset,
+                key_len=np.where(is_put, first - 1, second),
+                value_len=np.where(is_put, second, 0),
                 key_buffer=mm)
 
     def _scan_compressed(self, mm, end, chunk_entries):
