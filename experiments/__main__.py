@@ -56,6 +56,9 @@ def _add_capacity(subparsers) -> None:
     parser.add_argument("--memray", action="store_true",
                         help="record each child's Python-heap peak with memray (slower)")
     parser.add_argument("--seed", type=int, default=42, help="seed of the random keys")
+    parser.add_argument("--rss-guard", type=_size, default=None,
+                        help="stop a child whose RSS grows past this, to protect the machine "
+                             "(default: 4GiB or twice the budget, whichever is larger)")
     parser.add_argument("--out", type=Path, default=Path("experiment-results/capacity"),
                         help="directory for results.json, capacity.txt and capacity.png")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
@@ -68,7 +71,8 @@ def _run_capacity(args) -> int:
 
     contenders = resolve(args.contenders) if args.contenders else default_contenders(args.keys)
     config = CapacityConfig(budget_bytes=args.budget, keys=args.keys, mode=args.mode,
-                            max_seconds=args.max_seconds, memray=args.memray, seed=args.seed)
+                            max_seconds=args.max_seconds, memray=args.memray, seed=args.seed,
+                            rss_guard_bytes=args.rss_guard)
     document = run_capacity(contenders, config, progress=not args.no_progress)
     _write(args.out, "capacity", document, report.capacity_table(document))
     try:

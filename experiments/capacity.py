@@ -39,6 +39,7 @@ class CapacityConfig:
     max_seconds: float
     memray: bool = False
     seed: int = 42
+    rss_guard_bytes: int | None = None
 
 
 def derive_figures(record: dict, budget_bytes: int, contender: Contender) -> dict:
@@ -88,7 +89,7 @@ class ChildRun:
             "contender": contender.name, "budget_bytes": config.budget_bytes,
             "keys": contender.key_order(config.keys), "mode": config.mode,
             "max_seconds": config.max_seconds, "workdir": str(workdir), "seed": config.seed,
-            "memray": config.memray,
+            "memray": config.memray, "rss_guard_bytes": config.rss_guard_bytes,
         }
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPOSITORY), env.get("PYTHONPATH")]))

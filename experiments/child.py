@@ -3,14 +3,16 @@
 Run as ``python -m experiments.child '<config JSON>'`` by :mod:`experiments.capacity`; each
 contender gets a fresh interpreter so that no map inherits another's heap. The config holds
 ``contender``, ``budget_bytes``, ``keys``, ``mode`` (``scalar``/``batch``), ``max_seconds``,
-``workdir``, ``seed`` and ``memray`` (bool).
+``workdir``, ``seed``, ``memray`` (bool) and ``rss_guard_bytes`` (default: 4 GiB or twice the
+budget, whichever is larger).
 
 Protocol, one JSON object per stdout line:
 
 - ``{"event": "progress", ...point}`` at most every 0.2 s while filling;
 - ``{"event": "result", ...point, "stop": ..., ...}`` once at the end: the last point measured
-  within the budget, and why the fill stopped: ``budget``, ``time`` (``max_seconds``) or
-  ``interrupted`` (SIGINT: the current step completes, the map is finished and measured);
+  within the budget, and why the fill stopped: ``budget``, ``time`` (``max_seconds``),
+  ``rss-guard`` (the child's RSS grew past ``rss_guard_bytes``, a safety stop for the machine)
+  or ``interrupted`` (SIGINT: the current step completes, the map is finished and measured);
 - ``{"event": "error", "type": ..., "message": ...}`` if the fill failed.
 
 A point holds ``entries``, ``memory_bytes`` (the contender's own measure), ``rss_growth_bytes``
@@ -50,8 +52,10 @@ def step_entries(measured_by: str, batch: bool, budget_bytes: int) -> int:
 class Fill:
     """One contender filled from a key stream until the budget, the time cap or a stop request."""
 
-    def __init__(self, target, keys: KeyStream, budget_bytes: int, batch: bool, max_seconds: float):
+    def __init__(self, target, keys: KeyStream, budget_bytes: int, batch: bool, max_seconds: float,
+                 rss_guard_bytes: int | None = None):
         self.target = target
+        self.rss_guard_bytes = rss_guard_bytes or max(4 << 30, 2 * budget_bytes)
         self.keys = keys
         self.budget_bytes = budget_bytes
         self.batch = batch
@@ -75,8 +79,11 @@ class Fill:
         step = step_entries(self.target.measured_by, self.batch, self.budget_bytes)
         within = self.measure()
         stop = None
+        shrinking = False
         last_emit = 0.0
         while stop is None:
+            if self.batch and not shrinking and hasattr(self.target, "bulk_step"):
+                step = self.target.bulk_step(step)
             chunk = self.keys.take(step)
             started = time.perf_counter()
             inserted = self.target.insert(chunk, self.batch)
@@ -86,7 +93,7 @@ class Fill:
                 self.keys.give_back(chunk[inserted:])
                 if self.batch and step > 1:
                     step //= 2  # a bulk insert is all or nothing: retry with fewer keys
-                    full = False
+                    shrinking, full = True, False
             point = self.measure()
             if point["memory_bytes"] > self.budget_bytes:
                 stop = "budget"
@@ -98,6 +105,8 @@ class Fill:
                 stop = "interrupted"
             elif self._seconds >= self.max_seconds:
                 stop = "time"
+            elif point["peak_rss_growth_bytes"] > self.rss_guard_bytes:
+                stop = "rss-guard"
             if time.monotonic() - last_emit >= _PROGRESS_SECONDS:
                 emit("progress", **within)
                 last_emit = time.monotonic()
@@ -113,8 +122,9 @@ class Fill:
             self._seconds += finish_seconds
             within = self.measure()
         within["finish_seconds"] = finish_seconds
+        details = self.target.details() if hasattr(self.target, "details") else {}
         return {**within, "stop": stop, "measured_by": self.target.measured_by,
-                "bulk_api": self.batch and self.target.bulk}
+                "bulk_api": self.batch and self.target.bulk, "details": details}
 
 
 def run_child(config: dict) -> dict:
@@ -124,7 +134,7 @@ def run_child(config: dict) -> dict:
     target = contender.build(config["budget_bytes"], workdir)
     keys = KeyStream(contender.key_order(config["keys"]), seed=config.get("seed", 42))
     fill = Fill(target, keys, config["budget_bytes"], config["mode"] == "batch",
-                config["max_seconds"])
+                config["max_seconds"], config.get("rss_guard_bytes"))
     signal.signal(signal.SIGINT, lambda signum, frame: setattr(fill, "stop_requested", True))
     try:
         if config.get("memray"):

@@ -138,14 +138,22 @@ def insert_until_capacity(mapping, keys: np.ndarray) -> int:
 
 
 class ArenaTarget:
-    """An offheap map with ``limit=budget``, weighed by its arena's reserved bytes."""
+    """An offheap map with ``limit=budget``, weighed by its arena's reserved bytes.
+
+    ``bulk_insert(map, keys)`` is the map's bulk path (all or nothing). ``grow_batches``: the
+    bulk path only builds pages directly for a batch at least as large as the map (TreeMap's
+    ``update``), so batches grow with the map (doubling it) until the budget refuses one.
+    """
 
     measured_by = "arena"
     bulk = True
 
-    def __init__(self, mapping, bulk_insert: Callable[[object, np.ndarray], None]) -> None:
+    def __init__(self, mapping, bulk_insert: Callable[[object, np.ndarray], None], *,
+                 grow_batches: bool = False) -> None:
         self.map = mapping
         self._bulk_insert = bulk_insert
+        self._grow_batches = grow_batches
+        self.flush_error: str | None = None
 
     def __len__(self) -> int:
         return len(self.map)
@@ -161,11 +169,33 @@ class ArenaTarget:
             return 0
         return len(keys)
 
+    def bulk_step(self, default: int) -> int:
+        """Keys for the next bulk insert."""
+        return max(default, len(self.map)) if self._grow_batches else default
+
     def memory_bytes(self) -> int:
         return self.map.stats().reserved_bytes
 
     def finish(self) -> None:
-        self.map.flush()
+        """Write a write cache back. If the full arena refuses that, the entries stay counted and
+        the failure is reported (``details``): the dirty pages then sit on the heap, in RSS."""
+        from offheap.errors import CapacityError
+
+        try:
+            self.map.flush()
+        except CapacityError as error:
+            self.flush_error = str(error)
+
+    def details(self) -> dict:
+        """The map's own stats (load factor, leaf fill, compression, dirty nodes...)."""
+        stats = self.map.stats()
+        figures = {name: getattr(stats, name) for name in stats.__dataclass_fields__}
+        for name in ("compression_ratio", "leaf_fill"):
+            if hasattr(stats, name):
+                figures[name] = getattr(stats, name)
+        if self.flush_error is not None:
+            figures["flush_error"] = self.flush_error
+        return figures
 
     def close(self) -> None:
         self.map.close()
@@ -266,6 +296,25 @@ def _build_long_hash_map(budget_bytes: int, workdir: Path) -> ArenaTarget:
     return ArenaTarget(LongHashMap("object", limit=budget_bytes), put_many)
 
 
+def _tree_map_builder(**options) -> Callable[[int, Path], ArenaTarget]:
+    """A builder of ``TreeMap(value="object", limit=budget, **options)`` targets."""
+
+    def build(budget_bytes: int, workdir: Path) -> ArenaTarget:
+        from offheap import TreeMap
+
+        def update(mapping, keys):
+            mapping.update((keys, _empty_values(len(keys))))
+
+        return ArenaTarget(TreeMap("int64", "object", limit=budget_bytes, **options), update,
+                           grow_batches=True)
+
+    return build
+
+
+# The blog's asyncFlushDelay(100) and "zlib style" page compression (LZF in MapDB's code).
+FLUSH_DELAY_MS = 100
+COMPRESSION = "zlib"
+
 CONTENDERS: dict[str, Contender] = {
     contender.name: contender
     for contender in (
@@ -274,6 +323,17 @@ CONTENDERS: dict[str, Contender] = {
                   (MAPDB_JAVA_TREEMAP,)),
         Contender("longhashmap", "LongHashMap", "offheap", _build_long_hash_map,
                   (MAPDB_LONGHASHMAP,)),
+        Contender("treemap-plain", "TreeMap, no write cache", "offheap",
+                  _tree_map_builder(node_size=32, write_cache=False), (MAPDB_TREEMAP_DIRECT,)),
+        Contender("treemap-cache", "TreeMap + write cache", "offheap",
+                  _tree_map_builder(node_size=32, write_cache=True, flush_delay=FLUSH_DELAY_MS),
+                  (MAPDB_TREEMAP_CACHE, MAPDB_TREEMAP_RANDOM)),
+        Contender("treemap-node120-zlib", "TreeMap node 120 + zlib", "offheap",
+                  _tree_map_builder(node_size=120, write_cache=True, flush_delay=FLUSH_DELAY_MS,
+                                    compression=COMPRESSION), (MAPDB_TREEMAP_COMPRESSED,)),
+        Contender("treemap-random", "TreeMap + write cache", "offheap",
+                  _tree_map_builder(node_size=32, write_cache=True, flush_delay=FLUSH_DELAY_MS),
+                  (MAPDB_TREEMAP_RANDOM,), keys="random", repeats="treemap-cache"),
         Contender("sparkey", "Sparkey (log + index)", "sparkey", SparkeyTarget),
     )
 }

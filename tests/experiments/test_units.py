@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from experiments.child import Fill
+from experiments.contenders import HeapTarget
 from experiments.keys import KeyStream
 from experiments.sizes import format_bytes, format_count, parse_bytes
 
@@ -56,6 +57,7 @@ class _AllOrNothingTarget:
     that would not fit inserts nothing, a scalar insert stops at the capacity."""
 
     measured_by = "arena"
+    bulk = True
 
     def __init__(self, capacity):
         self.capacity = capacity
@@ -96,3 +98,37 @@ def test_fill_stops_by_time_and_says_so():
                   max_seconds=0.05).run()
     assert result["stop"] == "time"
     assert result["entries"] > 0 and result["seconds"] >= 0.05
+
+
+class _GrowingBatchTarget(_AllOrNothingTarget):
+    """Asks for bulk batches as large as itself, as TreeMap's page-building update wants."""
+
+    def __init__(self, capacity):
+        super().__init__(capacity)
+        self.batch_sizes = []
+
+    def bulk_step(self, default):
+        return max(default, len(self.keys))
+
+    def insert(self, keys, batch):
+        self.batch_sizes.append(len(keys))
+        return super().insert(keys, batch)
+
+
+def test_growing_batches_double_the_map_then_shrink_to_fit():
+    target = _GrowingBatchTarget(capacity=5_000_000)
+    result = Fill(target, KeyStream("sequential"), budget_bytes=1 << 40, batch=True,
+                  max_seconds=60).run()
+    assert result["entries"] == 5_000_000 and target.keys == list(range(5_000_000))
+    million = 1 << 20
+    assert target.batch_sizes[:3] == [million, million, 2 * million]  # doubling
+    assert target.batch_sizes[3] == 4 * million  # refused: 8M would not fit in 5M
+    assert target.batch_sizes[4] == 2 * million  # halved, and never grown again
+    assert max(target.batch_sizes[5:]) <= 2 * million
+
+
+def test_rss_guard_stops_a_heap_map_before_the_machine_runs_out():
+    result = Fill(HeapTarget({}), KeyStream("sequential"), budget_bytes=1 << 40, batch=False,
+                  max_seconds=60, rss_guard_bytes=32 << 20).run()
+    assert result["stop"] == "rss-guard"
+    assert result["peak_rss_growth_bytes"] > 32 << 20 and result["entries"] > 100_000
