@@ -27,7 +27,9 @@ a root with one child is replaced by that child. So mass deletion leaves no empt
 Failure atomicity. Record ids for the nodes a split will create are taken from the store before
 anything changes. With the write cache, a change touches only cached nodes and cannot fail; the
 store is written on eviction, before an operation starts, so a :class:`CapacityError` there
-leaves the tree as it was (the unwritten node stays cached and dirty). Without the write cache,
+leaves the tree as it was (the unwritten node stays cached and dirty). Deletions and reads never
+fail that way: when the store is full they let the cache grow past ``cache_size`` instead, so a
+full map can always be made smaller. Without the write cache,
 the nodes an operation changed are written with their old bytes kept; if a write fails, the
 written ones get their old bytes back (into the chunk just freed, so without allocating) and the
 changed nodes are dropped from the cache, to be read back as they were.
@@ -51,7 +53,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from offheap.codecs import get_codec
-from offheap.errors import ClosedError, CorruptionError
+from offheap.errors import CapacityError, ClosedError, CorruptionError
 from offheap.memory import Arena, format_bytes
 from offheap.nodecache import Inner, Leaf, NodeCache
 from offheap.page import (
@@ -333,7 +335,7 @@ class TreeMap(MutableMapping):
                 raise ClosedError("the TreeMap is closed")
             key = self._as_key(key)
             if len(self._cache) > self._cache.capacity:
-                self._trim()
+                self._trim(strict=False)
             path, leaf = self._descend(key)
             keys = leaf.keys
             i = bisect_left(keys, key)
@@ -348,7 +350,7 @@ class TreeMap(MutableMapping):
                 raise ClosedError("the TreeMap is closed")
             key = self._as_key(key)
             if len(self._cache) > self._cache.capacity:
-                self._trim()
+                self._trim(strict=False)
             path, leaf = self._descend(key)
             i = bisect_left(leaf.keys, key)
             if i == len(leaf.keys) or leaf.keys[i] != key:
@@ -367,7 +369,7 @@ class TreeMap(MutableMapping):
             if not self._n:
                 raise KeyError("popitem(): TreeMap is empty")
             if len(self._cache) > self._cache.capacity:
-                self._trim()
+                self._trim(strict=False)
             path, leaf = self._descend_edge(last)
             i = len(leaf.keys) - 1 if last else 0
             item = leaf.keys[i], leaf.values[i]
@@ -399,7 +401,7 @@ class TreeMap(MutableMapping):
             seek, seek_inclusive = lo, inclusive[0]
             while self._n:
                 if len(self._cache) > self._cache.capacity:
-                    self._trim()
+                    self._trim(strict=False)
                 path, leaf = self._descend_edge(False) if seek is None else self._descend(seek)
                 upper = self._hint_hi
                 keys = leaf.keys
@@ -818,24 +820,45 @@ class TreeMap(MutableMapping):
         self._mods += 1
 
     def _remove(self, path: list, leaf: Leaf, start: int, end: int) -> None:
-        """Remove entries ``start:end`` of ``leaf`` and rebalance the nodes that underflow."""
+        """Remove entries ``start:end`` of ``leaf`` and rebalance the nodes that underflow.
+
+        Without the write cache, a full store may have no room for a merged node; the entries
+        are then removed from their leaf alone (left under-full but not empty), so that a full
+        map can still shrink.
+        """
         keys, values = leaf.keys, leaf.values
         if len(keys) - (end - start) >= self._min_fill or not path:
-            if self._write_cache:
-                del keys[start:end], values[start:end]
-                leaf.dirty = True
-            else:
-                removed_keys, removed_values = keys[start:end], values[start:end]
-                del keys[start:end], values[start:end]
-                try:
-                    self._write_through([leaf])
-                except BaseException:
-                    keys[start:start] = removed_keys
-                    values[start:start] = removed_values
-                    raise
-            self._n -= end - start
-            self._mods += 1
+            self._remove_in_leaf(leaf, start, end)
             return
+        anchor, count, empties = keys[start], end - start, end - start == len(keys)
+        try:
+            self._remove_and_rebalance(path, leaf, start, end)
+        except CapacityError:
+            if self._write_cache or empties:
+                raise
+            leaf = self._descend(anchor)[1]  # the undone nodes are read back from the store
+            start = bisect_left(leaf.keys, anchor)
+            self._remove_in_leaf(leaf, start, start + count)
+
+    def _remove_in_leaf(self, leaf: Leaf, start: int, end: int) -> None:
+        keys, values = leaf.keys, leaf.values
+        if self._write_cache:
+            del keys[start:end], values[start:end]
+            leaf.dirty = True
+        else:
+            removed_keys, removed_values = keys[start:end], values[start:end]
+            del keys[start:end], values[start:end]
+            try:
+                self._write_through([leaf])
+            except BaseException:
+                keys[start:start] = removed_keys
+                values[start:start] = removed_values
+                raise
+        self._n -= end - start
+        self._mods += 1
+
+    def _remove_and_rebalance(self, path: list, leaf: Leaf, start: int, end: int) -> None:
+        keys, values = leaf.keys, leaf.values
         shape = self._shape()
         self._hint = None
         del keys[start:end], values[start:end]
