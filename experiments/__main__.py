@@ -1,9 +1,11 @@
 """``python -m experiments <runner>``: the command line of the experiment runners.
 
 Runners: ``capacity`` (the MapDB memory experiment, :mod:`experiments.capacity`),
-``sparkey-bench`` (the sparkey-java README tables, :mod:`experiments.sparkey_bench`). Each writes its
-results into ``--out``: a table on the terminal and in ``<runner>.txt``, all figures with the
-machine, versions and git commit in ``results.json``, and a plot where the runner has one.
+``sparkey-bench`` (the sparkey-java README tables, :mod:`experiments.sparkey_bench`),
+``maps-bench`` (offheap's maps against dict and SortedDict, :mod:`experiments.maps_bench`).
+Each writes its results into ``--out``: a table on the terminal and in ``<runner>.txt``, all
+figures with the machine, versions and git commit in ``results.json``, and a plot where the
+runner has one.
 """
 
 from __future__ import annotations
@@ -111,6 +113,34 @@ def _run_sparkey_bench(args) -> int:
     return 0
 
 
+def _add_maps_bench(subparsers) -> None:
+    from experiments.maps_bench import VALUE_TYPES
+
+    parser = subparsers.add_parser(
+        "maps-bench", help="LongHashMap and TreeMap vs dict and SortedDict, as ratios",
+        description="Scalar and bulk put/get/delete and iteration on the same keys for every "
+                    "map, in one run.")
+    parser.add_argument("--n", type=int, default=1_000_000, help="entries (default 1M)")
+    parser.add_argument("--keys", choices=KEY_ORDERS, default="random",
+                        help="key order (default random)")
+    parser.add_argument("--value", choices=VALUE_TYPES, default="int64",
+                        help="int64 values (the key) or object values ('')")
+    parser.add_argument("--out", type=Path, default=Path("experiment-results/maps-bench"),
+                        help="directory for results.json and maps-bench.txt")
+    parser.set_defaults(run=_run_maps_bench)
+
+
+def _run_maps_bench(args) -> int:
+    from experiments.maps_bench import run_maps_bench
+
+    if args.n < 1:
+        raise SystemExit("--n must be at least 1")
+    document = run_maps_bench(args.n, args.keys, args.value,
+                              progress=lambda text: print(text, file=sys.stderr))
+    _write(args.out, "maps-bench", document, report.maps_table(document))
+    return 0
+
+
 def _write(out: Path, runner: str, document: dict, table: str) -> None:
     """Save results.json and <runner>.txt in ``out``, and print the table."""
     out.mkdir(parents=True, exist_ok=True)
@@ -133,6 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     subparsers = parser.add_subparsers(dest="runner", required=True)
     _add_capacity(subparsers)
     _add_sparkey_bench(subparsers)
+    _add_maps_bench(subparsers)
     args = parser.parse_args(argv)
     return args.run(args)
 

@@ -191,3 +191,37 @@ def sparkey_tables(document: dict, *, markdown: bool = False) -> str:
             ["N", "memory", "Java in-memory", "sorting", "Java sorting"], index_rows,
             markdown=markdown),
     ])
+
+
+_NO_BULK_MARK = "+"
+
+
+def maps_table(document: dict, *, markdown: bool = False) -> str:
+    """maps-bench: ns per operation for every map, and speed ratios against dict and SortedDict."""
+    results = document["results"]
+    names = list(results)
+    rows, fallback = [], False
+    for operation in document["operations"]:
+        row = [operation]
+        for name in names:
+            cell = results[name][operation]
+            mark = "" if cell.get("bulk_api", True) else _NO_BULK_MARK
+            fallback |= bool(mark)
+            row.append(f"{cell['ns_per_op']:,.0f}{mark}")
+        for ours, peer in (("LongHashMap", "dict"), ("TreeMap", "dict"), ("TreeMap", "SortedDict")):
+            if ours in results and peer in results:
+                row.append(_ratio(results[peer][operation]["seconds"], results[ours][operation]["seconds"]))
+        rows.append(row)
+    headers = ["operation"] + [f"{name} ns/op" for name in names]
+    headers += [f"{ours} vs {peer}" for ours, peer in
+                (("LongHashMap", "dict"), ("TreeMap", "dict"), ("TreeMap", "SortedDict"))
+                if ours in results and peer in results]
+    config = document["config"]
+    title = (f"maps-bench: {config['n']:,} {config['keys']} int64 keys, {config['value']} values "
+             f"({machine_line(document['machine'])}); ratios are the peer's time / ours "
+             f"(above 1: faster than the peer)")
+    parts = [title, "", format_table(headers, rows, markdown=markdown)]
+    if fallback:
+        parts.append(f"\n{_NO_BULK_MARK} no bulk API for this operation: timed the idiomatic "
+                     f"batch code (update(zip(...)), list(map(m.__getitem__, keys)), a del loop)")
+    return "\n".join(parts)

@@ -1,0 +1,68 @@
+"""``python -m experiments sparkey-bench`` and ``maps-bench`` run for real on small sizes."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPOSITORY = Path(__file__).resolve().parents[2]
+
+
+def run_runner(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "experiments", *args], cwd=REPOSITORY,
+                          capture_output=True, text=True, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def sparkey_document(tmp_path_factory):
+    out = tmp_path_factory.mktemp("sparkey-bench")
+    done = run_runner("sparkey-bench", "--max-n", "10000", "--seconds", "0.05", "--repeats", "1",
+                      "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == (out / "sparkey-bench.txt").read_text().strip()
+    return json.loads((out / "results.json").read_text())
+
+
+def test_sparkey_lookups_cover_every_size_and_compression(sparkey_document):
+    lookups = sparkey_document["lookups"]
+    assert [(r["n"], r["compression"]) for r in lookups] == [
+        (n, c) for n in (1_000, 10_000) for c in ("none", "snappy", "zstd")]
+    for record in lookups:
+        assert record["get_ops_per_second"] > 0 and record["get_many_ops_per_second"] > 0
+        assert record["log_bytes"] > 0 and record["index_bytes"] > 0
+    java = {(r["n"], r["compression"]): r["java_ops_per_second"] for r in lookups}
+    assert java[(1_000, "none")] == 4_768_851 and java[(10_000, "zstd")] is None
+
+
+def test_sparkey_appends_and_index_builds(sparkey_document):
+    appends = sparkey_document["appends"]
+    assert {(r["size"], r["compression"]) for r in appends} == {
+        (s, c) for s in ("small", "medium") for c in ("none", "snappy", "zstd")}
+    assert all(r["ops_per_second"] > 0 for r in appends)
+    builds = sparkey_document["index_builds"]
+    assert [(r["n"], r["method"]) for r in builds] == [
+        (n, m) for n in (1_000, 10_000) for m in ("memory", "sorting")]
+    assert all(r["seconds"] > 0 and r["java_seconds"] > 0 for r in builds)
+    assert len(sparkey_document["machine"]["git_commit"]) == 40
+
+
+def test_maps_bench_times_every_operation_of_every_map(tmp_path):
+    done = run_runner("maps-bench", "--n", "20000", "--out", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    document = json.loads((tmp_path / "results.json").read_text())
+    results = document["results"]
+    assert list(results) == ["dict", "SortedDict", "LongHashMap", "TreeMap"]
+    for cells in results.values():
+        assert list(cells) == document["operations"]
+        assert all(cell["seconds"] > 0 and cell["ns_per_op"] > 0 for cell in cells.values())
+    assert all(results["LongHashMap"][op]["bulk_api"] for op in ("bulk put", "bulk get", "bulk delete"))
+    assert not results["dict"]["bulk get"]["bulk_api"]
+    table = (tmp_path / "maps-bench.txt").read_text()
+    assert "LongHashMap vs dict" in table and "TreeMap vs SortedDict" in table
+
+
+def test_sparkey_bench_refuses_a_tiny_max_n():
+    done = run_runner("sparkey-bench", "--max-n", "10")
+    assert done.returncode != 0 and "at least 1000" in done.stderr
