@@ -504,6 +504,41 @@ class HashIndex:
             values[i] = value if value is not None else self._get(key)
         return values
 
+    def _check(self):
+        """Assert every table invariant (O(capacity) plus a log read per entry; for tests).
+
+        Statistics equal the header; empty slots are all zero; the table is Robin Hood ordered
+        (an occupant displaced by ``d > 0`` follows an occupant displaced by at least
+        ``d - 1``), which is what makes the early exit of lookups correct; every occupant names
+        a PUT of a distinct key whose hash is the slot's, and a lookup of that key finds it.
+        """
+        header = self.header
+        hashes = self._slot_hashes.astype(np.uint64)
+        addresses = self._slot_addresses.astype(np.uint64)
+        stats = TableStatistics(header.hash_capacity)
+        stats.add(hashes, addresses)
+        stats.finish()
+        assert (stats.num_entries, stats.max_displacement, stats.total_displacement,
+                stats.hash_collisions) == (header.num_entries, header.max_displacement,
+                                           header.total_displacement, header.hash_collisions)
+        occupied = addresses != 0
+        assert not hashes[~occupied].any()
+        capacity = np.uint64(header.hash_capacity)
+        slots = np.arange(header.hash_capacity, dtype=np.uint64)
+        displacement = (slots + capacity - hashes % capacity) % capacity
+        previous = np.roll(np.arange(header.hash_capacity), 1)
+        displaced = occupied & (displacement > 0)
+        assert occupied[previous][displaced].all()
+        assert (displacement[previous][displaced] + 1 >= displacement[displaced]).all()
+        keys = set()
+        for slot in np.flatnonzero(occupied).tolist():
+            entry = self._log.entry_at(*decode_address(int(addresses[slot]), self._bits))
+            assert entry.kind == EntryKind.PUT
+            assert self._hash(entry.key, self._seed) == hashes[slot]
+            assert entry.key not in keys
+            keys.add(entry.key)
+            assert self.get(entry.key) == entry.value
+
     def live_addresses(self):
         """Sorted addresses of all occupied slots (a copy, safe to keep)."""
         if self._mm is None:

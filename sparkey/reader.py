@@ -104,6 +104,11 @@ class Reader(collections.abc.Mapping):
             raise
         yield from _filter_live(batch, live, bits)
 
+    def _check(self):
+        """Assert the index invariants (see ``HashIndex._check``); for tests."""
+        self._check_open()
+        self._index._check()
+
     # -- headers and lifecycle
 
     @property
