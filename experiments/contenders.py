@@ -1,7 +1,7 @@
 """The maps the capacity experiment fills, how each is built within a budget and how it is weighed.
 
 A :class:`Contender` names a map configuration, says which MapDB run of the blog it answers, and
-builds a *target*: the map wrapped with the two operations the fill loop needs.
+builds a *target*: the map wrapped in what the fill loop (:mod:`experiments.child`) needs.
 
 ``insert(keys, batch)``
     Insert ``key -> ""`` for the keys in order, one ``m[k] = ""`` at a time (the blog's loop) or
@@ -18,9 +18,12 @@ builds a *target*: the map wrapped with the two operations the fill loop needs.
       equals the budget, so the map raises CapacityError instead of crossing it.
     - ``"disk"``: Sparkey is charged with its log plus index bytes (its memory is the page cache of
       those files); it stops before a put whose log entry and index slot would not fit.
-
-``finish()`` completes the structure (writes a write cache back, writes an index) before the final
-measurement, and ``close()`` frees it.
+``finish()``, ``close()``
+    Complete the structure before the final measurement (write a write cache back, build an
+    index), then free it.
+``bulk``, ``bulk_step(default)``, ``details()``
+    Whether batch mode has a bulk API to call; how many keys the next bulk insert should take
+    (optional); the structure's own figures for the results file (optional).
 """
 
 from __future__ import annotations
@@ -261,6 +264,12 @@ class SparkeyTarget:
         if self._finished:
             return self.log_path.stat().st_size + self.index_path.stat().st_size
         return self.projected_bytes(0)
+
+    def details(self) -> dict:
+        figures = {"log_bytes": self.log_path.stat().st_size, "index_method": self.INDEX_METHOD}
+        if self._finished:
+            figures["index_bytes"] = self.index_path.stat().st_size
+        return figures
 
     def finish(self) -> None:
         import sparkey
