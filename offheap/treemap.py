@@ -137,6 +137,7 @@ def _bytes_key(key) -> bytes:
 
 
 _KEY_CHECKS = {"int64": _int64_key, "str": _str_key, "bytes": _bytes_key}
+_KEY_TYPES = {"int64": int, "str": str, "bytes": bytes}
 
 
 class TreeMap(MutableMapping):
@@ -206,6 +207,7 @@ class TreeMap(MutableMapping):
         self._owns_store = owns_store
         self._key_kind = key
         self._as_key = _KEY_CHECKS[key]
+        self._key_type = _KEY_TYPES[key]
         self._serializer = get_serializer(value)
         self._codec = None if compression in (None, "none") else get_codec(compression)
         self._node_size = node_size
@@ -257,59 +259,60 @@ class TreeMap(MutableMapping):
         return self._n
 
     def __getitem__(self, key):
-        with self._lock:
-            leaf, key = self._leaf(key)
-            keys = leaf.keys
-            i = bisect_left(keys, key)
-            if i < len(keys) and keys[i] == key:
-                return leaf.values[i]
-        raise KeyError(key)
+        leaf, i = self._find(key)
+        if leaf is None:
+            raise KeyError(key)
+        return leaf.values[i]
 
     def get(self, key, default=None):
-        with self._lock:
-            leaf, key = self._leaf(key)
+        leaf, i = self._find(key)
+        return default if leaf is None else leaf.values[i]
+
+    def __contains__(self, key) -> bool:
+        return self._find(key)[0] is not None
+
+    def _find(self, key) -> tuple[Leaf | None, int]:
+        """``(leaf, index)`` of ``key``, or ``(None, -1)``: the hot read path (the remembered
+        leaf, else a descent). A key of the wrong type raises TypeError."""
+        lock = self._lock
+        lock.acquire()
+        try:
+            if type(key) is not self._key_type:
+                key = self._as_key(key)
+            leaf = self._hint  # None when closed
+            if (leaf is None or (self._hint_lo is not None and key < self._hint_lo)
+                    or (self._hint_hi is not None and key >= self._hint_hi)):
+                self._check_open()
+                if len(self._cache) > self._cache.capacity:
+                    self._trim(strict=False)
+                leaf = self._descend(key)[1]
             keys = leaf.keys
             i = bisect_left(keys, key)
             if i < len(keys) and keys[i] == key:
-                return leaf.values[i]
-        return default
-
-    def __contains__(self, key) -> bool:
-        with self._lock:
-            leaf, key = self._leaf(key)
-            keys = leaf.keys
-            i = bisect_left(keys, key)
-            return i < len(keys) and keys[i] == key
-
-    def _leaf(self, key) -> tuple[Leaf, object]:
-        """The leaf whose range holds ``key``, and the key normalized (TypeError/OverflowError
-        for a key this map cannot hold)."""
-        if self._closed:
-            raise ClosedError("the TreeMap is closed")
-        key = self._as_key(key)
-        hint = self._hint
-        if (hint is not None and (self._hint_lo is None or self._hint_lo <= key)
-                and (self._hint_hi is None or key < self._hint_hi)):
-            return hint, key
-        if len(self._cache) > self._cache.capacity:
-            self._trim(strict=False)
-        return self._descend(key)[1], key
+                return leaf, i
+            return None, -1
+        finally:
+            lock.release()
 
     # -- scalar changes -----------------------------------------------------------------------
 
     def __setitem__(self, key, value) -> None:
-        with self._lock:
-            if self._closed:
-                raise ClosedError("the TreeMap is closed")
-            key = self._as_key(key)
-            value = self._accept_value(value)
+        lock = self._lock
+        lock.acquire()
+        try:
+            if type(key) is not self._key_type or (
+                    self._key_type is int and not INT64_MIN <= key <= INT64_MAX):
+                key = self._as_key(key)
+            if not (self._copy_values and type(value) in _SCALAR_TYPES):
+                value = self._accept_value(value)
             if len(self._cache) > self._cache.capacity:
                 self._trim()
-            leaf = self._hint
+            leaf = self._hint  # None when closed
             if (leaf is not None and (self._hint_lo is None or self._hint_lo <= key)
                     and (self._hint_hi is None or key < self._hint_hi)):
                 path = None
             else:
+                self._check_open()
                 path, leaf = self._descend(key)
             keys = leaf.keys
             i = bisect_left(keys, key)
@@ -327,7 +330,10 @@ class TreeMap(MutableMapping):
                 if path is None:
                     path, leaf = self._descend(key)
                 self._split_insert(path, leaf, i, key, value)
-            self._arm_timer()
+            if self._flush_delay is not None:
+                self._arm_timer()
+        finally:
+            lock.release()
 
     def __delitem__(self, key) -> None:
         with self._lock:

@@ -1,0 +1,172 @@
+"""TreeMap benchmark: the capacity experiment's bytes/entry, and speed against SortedDict.
+
+    python benchmarks/treemap_bench.py capacity --n 10000000 --variant cache
+    python benchmarks/treemap_bench.py capacity --n 10000000 --all     # one subprocess each
+    python benchmarks/treemap_bench.py speed --n 1000000 --bulk-n 10000000
+
+``capacity`` inserts ``int64 -> ""`` one key at a time, as the seed experiment does, then flushes
+and reports reserved arena bytes per entry (the figure the goals are about) and the growth of
+this process's resident set per entry (a cross-check: it also counts the node cache). Variants:
+
+    plain          node_size=32, write_cache=False          (MapDB 16.4 B/entry, goal <= 3)
+    cache          node_size=32, write cache                (MapDB 9.27, goal <= 1.5)
+    node120-zstd   node_size=120, write cache, zstd pages   (MapDB 4.86, goal <= 0.5)
+    random         random 64-bit keys, write cache          (MapDB 24.7, goal <= 6.5)
+
+``speed`` times, in one process so the ratios share the machine's state: scalar insert and
+get of random and sequential keys against ``SortedDict``, a bulk load of sorted keys, and
+iterating a range of ``--n`` entries against ``SortedDict.irange``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import random
+import subprocess
+import sys
+import time
+
+VARIANTS = {
+    "plain": dict(keys="sequential", options=dict(node_size=32, write_cache=False), mapdb=16.4, goal=3.0),
+    "cache": dict(keys="sequential", options=dict(node_size=32, write_cache=True), mapdb=9.27, goal=1.5),
+    "node120-zstd": dict(keys="sequential", options=dict(node_size=120, write_cache=True,
+                                                         compression="zstd"), mapdb=4.86, goal=0.5),
+    "random": dict(keys="random", options=dict(node_size=32, write_cache=True), mapdb=24.7, goal=6.5),
+}
+
+
+def rss_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * 4096
+
+
+def key_stream(kind: str, n: int, seed: int = 42):
+    """Keys one by one without materializing a list (which would distort the RSS figure)."""
+    if kind == "sequential":
+        return iter(range(n))
+    bits = random.Random(seed).getrandbits
+    return (bits(64) - (1 << 63) for _ in range(n))
+
+
+def run_capacity(variant: str, n: int) -> dict:
+    from offheap.treemap import TreeMap
+
+    spec = VARIANTS[variant]
+    gc.collect()
+    tree = TreeMap("int64", "object", **spec["options"])
+    rss_before = rss_bytes()
+    started = time.perf_counter()
+    progress = max(n // 10, 1)
+    for count, key in enumerate(key_stream(spec["keys"], n), 1):
+        tree[key] = ""
+        if count % progress == 0:
+            print(f"  {variant}: {count:,} keys, {time.perf_counter() - started:.0f} s",
+                  file=sys.stderr, flush=True)
+    tree.flush()
+    elapsed = time.perf_counter() - started
+    stats = tree.stats()
+    rss_after = rss_bytes()
+    result = dict(variant=variant, n=len(tree), seconds=round(elapsed, 1),
+                  us_per_insert=round(elapsed / n * 1e6, 2),
+                  bytes_per_entry=round(stats.bytes_per_entry, 3),
+                  rss_bytes_per_entry=round((rss_after - rss_before) / len(tree), 3),
+                  reserved_bytes=stats.reserved_bytes, stored_page_bytes=stats.stored_page_bytes,
+                  height=stats.height, leaves=stats.n_leaves, inner=stats.n_inner,
+                  leaf_fill=round(stats.leaf_fill, 3),
+                  compression_ratio=round(stats.compression_ratio, 2),
+                  mapdb_bytes_per_entry=spec["mapdb"], goal=spec["goal"])
+    tree.close()
+    return result
+
+
+def _per_op(seconds: float, n: int) -> float:
+    return round(seconds / n * 1e9)
+
+
+def run_speed(n: int, bulk_n: int) -> dict:
+    import numpy as np
+    from sortedcontainers import SortedDict
+
+    from offheap.treemap import TreeMap
+
+    results = {}
+    rnd = random.Random(1)
+    random_keys = [rnd.getrandbits(64) - (1 << 63) for _ in range(n)]
+    for label, keys in (("sequential", list(range(n))), ("random", random_keys)):
+        sorted_dict, tree = SortedDict(), TreeMap()
+        started = time.perf_counter()
+        for k in keys:
+            sorted_dict[k] = ""
+        sd_insert = time.perf_counter() - started
+        started = time.perf_counter()
+        for k in keys:
+            tree[k] = ""
+        tree_insert = time.perf_counter() - started
+        lookups = keys[::-1] if label == "sequential" else random.Random(2).sample(keys, len(keys))
+        started = time.perf_counter()
+        for k in lookups:
+            sorted_dict[k]
+        sd_get = time.perf_counter() - started
+        started = time.perf_counter()
+        for k in lookups:
+            tree[k]
+        tree_get = time.perf_counter() - started
+        results[label] = dict(
+            sorteddict_insert_ns=_per_op(sd_insert, n), treemap_insert_ns=_per_op(tree_insert, n),
+            insert_ratio=round(tree_insert / sd_insert, 2),
+            sorteddict_get_ns=_per_op(sd_get, n), treemap_get_ns=_per_op(tree_get, n),
+            get_ratio=round(tree_get / sd_get, 2))
+        if label == "sequential":
+            lo, hi = n // 4, n // 4 + n // 2
+            started = time.perf_counter()
+            count_sd = sum(1 for _ in sorted_dict.irange(lo, hi))
+            sd_iter = time.perf_counter() - started
+            started = time.perf_counter()
+            count_tree = sum(1 for _ in tree.irange(lo, hi))
+            tree_iter = time.perf_counter() - started
+            assert count_sd == count_tree
+            results["range_iteration"] = dict(
+                entries=count_tree, sorteddict_ns=_per_op(sd_iter, count_tree),
+                treemap_ns=_per_op(tree_iter, count_tree), ratio=round(tree_iter / sd_iter, 2))
+        tree.close()
+        del sorted_dict
+    keys = np.arange(bulk_n, dtype=np.int64)
+    values = [""] * bulk_n
+    tree = TreeMap()
+    started = time.perf_counter()
+    tree.update((keys, values))
+    bulk = time.perf_counter() - started
+    stats = tree.stats()
+    results["bulk_load"] = dict(entries=bulk_n, seconds=round(bulk, 2),
+                                bytes_per_entry=round(stats.bytes_per_entry, 3))
+    tree.close()
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    capacity = sub.add_parser("capacity", help="bytes/entry of one-at-a-time inserts")
+    capacity.add_argument("--n", type=int, default=10_000_000)
+    capacity.add_argument("--variant", choices=sorted(VARIANTS), action="append")
+    capacity.add_argument("--all", action="store_true", help="every variant, one subprocess each")
+    speed = sub.add_parser("speed", help="scalar, bulk and range speed against SortedDict")
+    speed.add_argument("--n", type=int, default=1_000_000)
+    speed.add_argument("--bulk-n", type=int, default=10_000_000)
+    args = parser.parse_args()
+    if args.command == "speed":
+        print(json.dumps(run_speed(args.n, args.bulk_n), indent=1))
+        return
+    variants = sorted(VARIANTS) if args.all else (args.variant or ["cache"])
+    if len(variants) == 1:
+        print(json.dumps(run_capacity(variants[0], args.n)))
+        return
+    for variant in variants:  # a fresh process each, so RSS growth is this variant's alone
+        subprocess.run([sys.executable, __file__, "capacity", "--n", str(args.n),
+                        "--variant", variant], check=True)
+
+
+if __name__ == "__main__":
+    main()
