@@ -108,6 +108,12 @@ def write_index(index_path, log_path, *, hash_size=None, hash_seed=None, rules="
     return header
 
 
+def read_index_header(path):
+    """The validated header of the index at ``path`` (reads 112 bytes)."""
+    with open(path, "rb") as file:
+        return IndexHeader.unpack(file.read(INDEX_HEADER_SIZE))
+
+
 def check_index_options(*, hash_size=None, hash_seed=None, rules="canonical",
                         sparsity=MIN_SPARSITY, method="memory",
                         max_memory_bytes=DEFAULT_MAX_MEMORY_BYTES):

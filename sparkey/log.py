@@ -126,6 +126,12 @@ def random_u32():
     return secrets.randbits(32)
 
 
+def read_log_header(path):
+    """The validated header of the log at ``path`` (reads 84 bytes)."""
+    with open(path, "rb") as file:
+        return LogHeader.unpack(file.read(LOG_HEADER_SIZE))
+
+
 # ------------------------------------------------------------------------------------ writer
 
 class LogWriter:

@@ -1,0 +1,7 @@
+"""``python -m sparkey``: see sparkey.cli."""
+
+import sys
+
+from sparkey.cli import main
+
+sys.exit(main())

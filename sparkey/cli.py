@@ -1,0 +1,174 @@
+"""Command line (API layer): ``python -m sparkey info|get|dump|create|append|write-index|rewrite``.
+
+Exit status: 0 on success, 1 on an error (message on stderr), 2 when ``get`` finds no such key
+(as libsparkey's tool does; argparse also uses 2 for usage errors).
+"""
+
+import argparse
+import sys
+
+from sparkey.errors import LogFormatError, SparkeyError
+from sparkey.format import Compression, file_pair
+from sparkey.index import METHODS, read_index_header, write_index
+from sparkey.log import LogReader, LogWriter, read_log_header
+from sparkey.reader import Reader
+from sparkey.table import RULES
+from sparkey.writer import Writer
+
+EXIT_ERROR = 1
+EXIT_NOT_FOUND = 2
+
+
+def main(argv=None, stdin=None, stdout=None):
+    """Run the command line; returns the exit status. Streams default to the process's binary ones."""
+    stdin = stdin if stdin is not None else sys.stdin.buffer
+    stdout = stdout if stdout is not None else sys.stdout.buffer
+    args = _parser().parse_args(argv)
+    try:
+        return args.command(args, stdin, stdout) or 0
+    except (SparkeyError, OSError, ValueError) as exc:
+        print(f"sparkey: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+def _parser():
+    parser = argparse.ArgumentParser(prog="python -m sparkey",
+                                     description="Inspect and write Sparkey stores.")
+    commands = parser.add_subparsers(required=True, metavar="COMMAND")
+
+    info = commands.add_parser("info", help="print the headers of .spl and .spi files")
+    info.add_argument("files", nargs="+", metavar="FILE")
+    info.set_defaults(command=_info)
+
+    get = commands.add_parser("get", help="print the value of a key (exit 2 if absent)")
+    get.add_argument("store", help="base name, .spl or .spi file")
+    get.add_argument("key")
+    get.add_argument("--hex", action="store_true", help="KEY is hex; print the value as hex")
+    get.set_defaults(command=_get)
+
+    dump = commands.add_parser("dump", help="print live entries as KEY<TAB>VALUE lines")
+    dump.add_argument("store")
+    dump.add_argument("--hex", action="store_true", help="print keys and values as hex")
+    dump.add_argument("--log", action="store_true",
+                      help="print every raw log entry (PUT and DELETE) instead")
+    dump.set_defaults(command=_dump)
+
+    create = commands.add_parser("create", help="create an empty log")
+    _add_log_options(create)
+    create.add_argument("log", metavar="FILE.spl")
+    create.set_defaults(command=_create)
+
+    append = commands.add_parser("append", help="append KEY<TAB>VALUE lines from stdin to a log")
+    append.add_argument("-d", "--delimiter", default="\t", help="key/value separator (tab)")
+    append.add_argument("log", metavar="FILE.spl")
+    append.set_defaults(command=_append)
+
+    index = commands.add_parser("write-index", help="build the .spi index of a log")
+    index.add_argument("log", metavar="FILE.spl")
+    _add_index_options(index)
+    index.set_defaults(command=_write_index)
+
+    rewrite = commands.add_parser(
+        "rewrite", help="copy the live entries into a new store (drops deleted and replaced "
+                        "entries), then index it")
+    _add_log_options(rewrite)
+    rewrite.add_argument("source", help="store to read")
+    rewrite.add_argument("target", help="store to create")
+    _add_index_options(rewrite)
+    rewrite.set_defaults(command=_rewrite)
+    return parser
+
+
+def _add_log_options(parser):
+    parser.add_argument("-c", "--compression", default="none",
+                        choices=[c.name.lower() for c in Compression])
+    parser.add_argument("-b", "--block-size", type=int, default=4096,
+                        help="largest uncompressed block (compressed logs; default 4096)")
+
+
+def _add_index_options(parser):
+    parser.add_argument("--hash-size", type=int, choices=(4, 8), help="default: automatic")
+    parser.add_argument("--rules", choices=RULES, default="canonical")
+    parser.add_argument("--seed", type=int, help="hash seed (default: random)")
+    parser.add_argument("--method", choices=METHODS, default="memory")
+
+
+def _index_options(args):
+    return dict(hash_size=args.hash_size, rules=args.rules, hash_seed=args.seed,
+                method=args.method)
+
+
+def _info(args, stdin, stdout):
+    for path in args.files:
+        try:
+            kind, header = "log", read_log_header(path)
+        except LogFormatError as exc:
+            if exc.field != "magic":
+                raise
+            kind, header = "index", read_index_header(path)
+        lines = [f"{path}: Sparkey {kind} file"]
+        for name in header.__dataclass_fields__:
+            value = getattr(header, name)
+            shown = value.name if isinstance(value, Compression) else value
+            lines.append(f"  {name}: {shown}")
+        stdout.write(("\n".join(lines) + "\n").encode())
+
+
+def _get(args, stdin, stdout):
+    key = bytes.fromhex(args.key) if args.hex else args.key.encode("utf-8")
+    with Reader(args.store) as reader:
+        value = reader.get(key)
+    if value is None:
+        return EXIT_NOT_FOUND
+    stdout.write(value.hex().encode() + b"\n" if args.hex else value)
+    return 0
+
+
+def _dump(args, stdin, stdout):
+    if args.log:
+        with LogReader(file_pair(args.store)[0]) as log:
+            for entry in log:
+                fields = [entry.kind.name.encode(), entry.key]
+                if entry.value is not None:
+                    fields.append(entry.value)
+                stdout.write(_line(fields, args.hex, raw_first=True))
+        return
+    with Reader(args.store) as reader:
+        for key, value in reader.items():
+            stdout.write(_line([key, value], args.hex))
+
+
+def _line(fields, as_hex, raw_first=False):
+    shown = [field if (not as_hex or (raw_first and i == 0)) else field.hex().encode()
+             for i, field in enumerate(fields)]
+    return b"\t".join(shown) + b"\n"
+
+
+def _create(args, stdin, stdout):
+    LogWriter(args.log, args.compression, args.block_size).close()
+
+
+def _append(args, stdin, stdout):
+    delimiter = args.delimiter.encode("utf-8")
+    if not delimiter:
+        raise ValueError("the delimiter must not be empty")
+    with LogWriter.append(args.log) as writer:
+        for number, line in enumerate(stdin, start=1):
+            line = line[:-1] if line.endswith(b"\n") else line
+            key, found, value = line.partition(delimiter)
+            if not found:
+                raise ValueError(f"stdin line {number} has no {args.delimiter!r} between key "
+                                 "and value")
+            writer.put(key, value)
+
+
+def _write_index(args, stdin, stdout):
+    log_path, index_path = file_pair(args.log)
+    write_index(index_path, log_path, **_index_options(args))
+
+
+def _rewrite(args, stdin, stdout):
+    with Reader(args.source) as reader, Writer(args.target, args.compression, args.block_size,
+                                               **_index_options(args)) as writer:
+        for key, value in reader.items():
+            writer.put(key, value)
