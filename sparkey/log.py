@@ -17,8 +17,9 @@ same operations. With ``B`` the block size, ``used`` the bytes already in the cu
 
 Worked example, ``B = 16``: a 14-byte entry goes into an empty block (used 14); the next 14-byte
 entry fits in a whole block but not in the 2 bytes left, so the first block is flushed and the
-entry starts the second block. A 40-byte entry instead starts in the current block (its 2-byte
-header fits in the 2 bytes left), fills it, spans two more blocks and closes the last one.
+entry starts the second block. A 40-byte entry after the first one instead starts in the current
+block (its 2-byte header fits in the 2 bytes left), fills it and the next two blocks, and its last
+6 bytes go to a fourth block that is flushed at once (step 4).
 
 sparkey-java splits differently (it moves an entry only if it is smaller than the data already in
 the block); both layouts are readable by every reader.
