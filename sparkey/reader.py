@@ -68,6 +68,7 @@ class Reader(collections.abc.Mapping):
         return values
 
     def __len__(self):
+        self._check_open()
         return self._index.header.num_entries
 
     # -- iteration
@@ -91,18 +92,26 @@ class Reader(collections.abc.Mapping):
         self._check_open()
         live = self._index.live_addresses()
         bits = self._index.header.entry_block_bits
+        for batch in self._put_batches():
+            for entry in _filter_live(batch, live, bits):
+                if self._log.closed:
+                    self._check_open()
+                yield entry
+
+    def _put_batches(self):
+        """PUT entries of the indexed part of the log, in lists of up to _LIVE_BATCH."""
         batch = []
         try:
             for entry in self._log.entries(self._index.header.data_end):
                 if entry.kind == EntryKind.PUT:
                     batch.append(entry)
                     if len(batch) == _LIVE_BATCH:
-                        yield from _filter_live(batch, live, bits)
+                        yield batch
                         batch = []
         except ValueError:
-            self._check_open()
+            self._check_open()  # the log was closed under the iterator
             raise
-        yield from _filter_live(batch, live, bits)
+        yield batch
 
     def _check(self):
         """Assert the index invariants (see ``HashIndex._check``); for tests."""
@@ -114,11 +123,13 @@ class Reader(collections.abc.Mapping):
     @property
     def log_header(self):
         """The ``format.LogHeader`` of the log as of opening."""
+        self._check_open()
         return self._log.header
 
     @property
     def index_header(self):
         """The ``format.IndexHeader`` of the index."""
+        self._check_open()
         return self._index.header
 
     def close(self):
@@ -153,6 +164,7 @@ class Reader(collections.abc.Mapping):
 
 
 def _filter_live(batch, live, bits):
+    """The entries of ``batch`` whose address is in the sorted array ``live``."""
     if not batch:
         return []
     addresses = np.array([(entry.position << bits) | entry.entry_index for entry in batch],
