@@ -1,0 +1,131 @@
+"""B+tree pages: round trips, separators, codec choice, damage, and golden bytes."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from offheap.codecs import get_codec
+from offheap.errors import CorruptionError
+from offheap.page import (
+    INT64_MAX,
+    INT64_MIN,
+    decode_inner,
+    decode_leaf,
+    encode_inner,
+    encode_leaf,
+    raw_size,
+    separator,
+)
+from offheap.serializers import get_serializer
+
+INT64 = st.integers(INT64_MIN, INT64_MAX)
+OBJECTS = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.floats(allow_nan=False),
+                    st.text(max_size=20), st.binary(max_size=20))
+CODECS = st.sampled_from([None, "zlib", "snappy", "zstd"])
+KEY_LISTS = {
+    "int64": st.lists(INT64, max_size=150, unique=True).map(sorted),
+    "str": st.lists(st.text(max_size=12), max_size=80, unique=True).map(sorted),
+    "bytes": st.lists(st.binary(max_size=12), max_size=80, unique=True).map(sorted),
+}
+
+
+def _codec(name):
+    return None if name is None else get_codec(name)
+
+
+@pytest.mark.parametrize("key_kind", sorted(KEY_LISTS))
+@settings(max_examples=60, deadline=None)
+@given(data=st.data(), codec=CODECS)
+def test_leaf_roundtrip(key_kind, data, codec):
+    keys = data.draw(KEY_LISTS[key_kind])
+    values = data.draw(st.lists(OBJECTS, min_size=len(keys), max_size=len(keys)))
+    serializer = get_serializer("object")
+    page = encode_leaf(keys, values, key_kind, serializer, _codec(codec))
+    got_keys, got_values = decode_leaf(page, key_kind, serializer)
+    assert got_keys == keys and got_values == values
+    assert [type(v) for v in got_values] == [type(v) for v in values]
+    assert raw_size(page) >= len(page) or page[0] >> 1 == 0
+
+
+@settings(max_examples=60, deadline=None)
+@given(keys=KEY_LISTS["int64"], codec=CODECS, value=st.sampled_from(["int64", "float64", "str", "bytes"]))
+def test_leaf_roundtrip_typed_values(keys, codec, value):
+    serializer = get_serializer(value)
+    samples = {"int64": lambda k: k, "float64": lambda k: k / 3,
+               "str": lambda k: str(k)[:5], "bytes": lambda k: str(k).encode()[:4]}
+    values = [samples[value](k) for k in keys]
+    page = encode_leaf(keys, values, "int64", serializer, _codec(codec))
+    got_keys, got_values = decode_leaf(page, "int64", serializer)
+    assert got_keys == keys and got_values == values
+
+
+@pytest.mark.parametrize("key_kind", sorted(KEY_LISTS))
+@settings(max_examples=60, deadline=None)
+@given(data=st.data(), codec=CODECS)
+def test_inner_roundtrip(key_kind, data, codec):
+    separators = data.draw(KEY_LISTS[key_kind])
+    children = data.draw(st.lists(st.integers(1, 2**40), min_size=len(separators) + 1,
+                                  max_size=len(separators) + 1))
+    page = encode_inner(separators, children, key_kind, _codec(codec))
+    assert decode_inner(page, key_kind) == (separators, children)
+
+
+@given(a=INT64, b=INT64)
+def test_int_separator_is_between_and_round(a, b):
+    if a == b:
+        return
+    left, right = min(a, b), max(a, b)
+    s = separator(left, right)
+    assert left < s <= right
+    if s:  # no key in (left, right] is a multiple of a larger power of two than s
+        step = 2 * (s & -s)
+        assert right // step * step <= left
+    assert separator(1000, 1100) == 1024 and separator(31, 32) == 32 and separator(-5, 3) == 0
+
+
+@given(a=st.one_of(st.text(max_size=8), st.binary(max_size=8)), data=st.data())
+def test_prefix_separator_is_between_and_short(a, data):
+    b = data.draw(st.text(max_size=8) if isinstance(a, str) else st.binary(max_size=8))
+    if a == b:
+        return
+    left, right = min(a, b), max(a, b)
+    s = separator(left, right)
+    assert left < s <= right and right.startswith(s)
+    assert not any(left < right[:n] for n in range(len(s)))
+    assert separator(b"apple", b"apricot") == b"apr" and separator("a", "b") == "b"
+
+
+def test_sequential_keys_and_empty_values_pack_to_a_few_bytes():
+    serializer = get_serializer("object")
+    for size in (32, 120):
+        page = encode_leaf(list(range(10**9, 10**9 + size)), [""] * size, "int64", serializer)
+        assert len(page) <= 24, len(page)
+
+
+def test_codec_is_dropped_when_it_does_not_help():
+    serializer = get_serializer("bytes")
+    keys = list(range(5))
+    values = [bytes([i * 37 % 256, i * 91 % 256]) for i in range(5)]
+    page = encode_leaf(keys, values, "int64", serializer, get_codec("zstd"))
+    assert page[0] >> 1 == 0 and raw_size(page) == len(page)
+    repetitive = ["the same long value " * 4] * 50
+    page = encode_leaf(list(range(50)), repetitive, "int64", get_serializer("str"), get_codec("zstd"))
+    assert page[0] >> 1 == 3 and raw_size(page) > 5 * len(page)
+
+
+def test_damaged_pages_raise_corruption_error():
+    serializer = get_serializer("object")
+    leaf = encode_leaf([1, 2, 3], ["a", "b", "c"], "int64", serializer)
+    inner = encode_inner([10], [5, 6], "int64")
+    with pytest.raises(CorruptionError):
+        decode_leaf(inner, "int64", serializer)
+    with pytest.raises(CorruptionError):
+        decode_inner(leaf, "int64")
+    with pytest.raises(CorruptionError):
+        decode_leaf(b"", "int64", serializer)
+    with pytest.raises(CorruptionError):
+        decode_leaf(bytes([0xF0]) + leaf[1:], "int64", serializer)
+    with pytest.raises(CorruptionError):
+        decode_leaf(leaf[:4], "int64", serializer)
