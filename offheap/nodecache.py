@@ -68,13 +68,15 @@ class NodeCache:
         if capacity < 8:
             raise ValueError(f"cache_size must be at least 8 nodes, got {capacity}")
         self.capacity = capacity
-        self._nodes: OrderedDict[int, Leaf | Inner] = OrderedDict()
+        # the nodes, least recently used first; the owner may read it (len, lookups) but
+        # changes it only through the methods here
+        self.nodes: OrderedDict[int, Leaf | Inner] = OrderedDict()
         self._load = load
         self._write = write
 
     def node(self, recid: int) -> Leaf | Inner:
         """The node ``recid``, decoded from the store if it is not cached; now most recent."""
-        nodes = self._nodes
+        nodes = self.nodes
         node = nodes.get(recid)
         if node is None:
             node = nodes[recid] = self._load(recid)
@@ -84,28 +86,28 @@ class NodeCache:
 
     def peek(self, recid: int) -> Leaf | Inner | None:
         """The cached node ``recid`` or None, without changing the LRU order."""
-        return self._nodes.get(recid)
+        return self.nodes.get(recid)
 
     def read(self, recid: int) -> Leaf | Inner:
         """The cached node ``recid``, or else one decoded for the caller alone (not cached, so a
         long scan does not evict the working set). LRU order does not change."""
-        node = self._nodes.get(recid)
+        node = self.nodes.get(recid)
         return self._load(recid) if node is None else node
 
     def add(self, node: Leaf | Inner) -> None:
-        self._nodes[node.recid] = node
+        self.nodes[node.recid] = node
 
     def discard(self, recid: int) -> None:
-        self._nodes.pop(recid, None)
+        self.nodes.pop(recid, None)
 
     def __len__(self) -> int:
-        return len(self._nodes)
+        return len(self.nodes)
 
     def __contains__(self, recid: int) -> bool:
-        return recid in self._nodes
+        return recid in self.nodes
 
     def __iter__(self):
-        return iter(self._nodes.values())
+        return iter(self.nodes.values())
 
     def trim(self, strict: bool = True) -> None:
         """Evict least recently used nodes down to ``capacity``, writing dirty ones first.
@@ -113,7 +115,7 @@ class NodeCache:
         ``strict=False`` (read paths) keeps a node whose write fails and stops trimming, so
         reading never raises :class:`CapacityError`.
         """
-        nodes = self._nodes
+        nodes = self.nodes
         while len(nodes) > self.capacity:
             recid, node = next(iter(nodes.items()))
             if node.dirty:
@@ -126,12 +128,12 @@ class NodeCache:
             del nodes[recid]
 
     def n_dirty(self) -> int:
-        return sum(1 for node in self._nodes.values() if node.dirty)
+        return sum(1 for node in self.nodes.values() if node.dirty)
 
     def write_dirty(self) -> None:
         """Write every dirty node (in record-id order); the first failure propagates."""
-        for node in sorted((n for n in self._nodes.values() if n.dirty), key=lambda n: n.recid):
+        for node in sorted((n for n in self.nodes.values() if n.dirty), key=lambda n: n.recid):
             self._write(node)
 
     def clear(self) -> None:
-        self._nodes.clear()
+        self.nodes.clear()

@@ -285,7 +285,7 @@ class TreeMap(MutableMapping):
             if (leaf is None or (self._hint_lo is not None and key < self._hint_lo)
                     or (self._hint_hi is not None and key >= self._hint_hi)):
                 self._check_open()
-                if len(self._cache) > self._cache.capacity:
+                if len(self._cache.nodes) > self._cache.capacity:
                     self._trim(strict=False)
                 leaf = self._descend(key)[1]
             keys = leaf.keys
@@ -307,7 +307,7 @@ class TreeMap(MutableMapping):
                 key = self._as_key(key)
             if not (self._copy_values and type(value) in _SCALAR_TYPES):
                 value = self._accept_value(value)
-            if len(self._cache) > self._cache.capacity:
+            if len(self._cache.nodes) > self._cache.capacity:
                 self._trim()
             leaf = self._hint  # None when closed
             if (leaf is not None and (self._hint_lo is None or self._hint_lo <= key)
@@ -320,12 +320,18 @@ class TreeMap(MutableMapping):
             i = bisect_left(keys, key)
             if i < len(keys) and keys[i] == key:
                 leaf.values[i] = value
-                self._commit_leaf(leaf)
+                if self._write_cache:
+                    leaf.dirty = True
+                else:
+                    self._commit_leaf(leaf)
                 return
             if len(keys) < self._node_size:
                 keys.insert(i, key)
                 leaf.values.insert(i, value)
-                self._commit_leaf(leaf)
+                if self._write_cache:
+                    leaf.dirty = True
+                else:
+                    self._commit_leaf(leaf)
                 self._n += 1
                 self._mods += 1
             else:
@@ -342,7 +348,7 @@ class TreeMap(MutableMapping):
             if self._closed:
                 raise ClosedError("the TreeMap is closed")
             key = self._as_key(key)
-            if len(self._cache) > self._cache.capacity:
+            if len(self._cache.nodes) > self._cache.capacity:
                 self._trim(strict=False)
             path, leaf = self._descend(key)
             keys = leaf.keys
@@ -357,7 +363,7 @@ class TreeMap(MutableMapping):
             if self._closed:
                 raise ClosedError("the TreeMap is closed")
             key = self._as_key(key)
-            if len(self._cache) > self._cache.capacity:
+            if len(self._cache.nodes) > self._cache.capacity:
                 self._trim(strict=False)
             path, leaf = self._descend(key)
             i = bisect_left(leaf.keys, key)
@@ -376,7 +382,7 @@ class TreeMap(MutableMapping):
             self._check_open()
             if not self._n:
                 raise KeyError("popitem(): TreeMap is empty")
-            if len(self._cache) > self._cache.capacity:
+            if len(self._cache.nodes) > self._cache.capacity:
                 self._trim(strict=False)
             path, leaf = self._descend_edge(last)
             i = len(leaf.keys) - 1 if last else 0
@@ -408,7 +414,7 @@ class TreeMap(MutableMapping):
             removed = 0
             seek, seek_inclusive = lo, inclusive[0]
             while self._n:
-                if len(self._cache) > self._cache.capacity:
+                if len(self._cache.nodes) > self._cache.capacity:
                     self._trim(strict=False)
                 path, leaf = self._descend_edge(False) if seek is None else self._descend(seek)
                 upper = self._hint_hi
@@ -991,11 +997,8 @@ class TreeMap(MutableMapping):
         self._hint = None
 
     def _commit_leaf(self, leaf: Leaf) -> None:
-        """A leaf changed in place: mark it dirty, or write it through (dropping it from the
-        cache, so it is read back unchanged, if the write fails)."""
-        if self._write_cache:
-            leaf.dirty = True
-            return
+        """Write through a leaf changed in place (dropping it from the cache, so that it is read
+        back unchanged, if the write fails)."""
         try:
             self._write_through([leaf])
         except BaseException:
