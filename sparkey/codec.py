@@ -2,8 +2,8 @@
 
 A codec turns one uncompressed block into the payload stored after its VLQ length, and back.
 Decompression is bounded: a payload that declares or produces more than ``max_size`` bytes (the
-log's ``compression_block_size``) is rejected before memory is spent on it, and every codec
-failure surfaces as LogFormatError. Codecs are shared module singletons and thread-safe: zstd
+log's ``compression_block_size``), or more than its codec can expand it to, is rejected before
+memory is spent on it, and every codec failure surfaces as LogFormatError. Codecs are shared module singletons and thread-safe: zstd
 contexts are kept per thread.
 
 Compressed bytes are not portable across library versions (both C and Java use zstd level 3 with
@@ -19,6 +19,10 @@ from sparkey.errors import LogFormatError
 from sparkey.format import Compression
 
 ZSTD_LEVEL = 3
+SNAPPY_MAX_RATIO = 22
+"""Snappy's densest element copies 64 bytes for a 3-byte tag."""
+ZSTD_MAX_RATIO = 32768
+"""zstd's densest block (RLE) regenerates 128 KiB from 4 bytes."""
 
 
 def _corrupt(name, max_size, detail):
@@ -47,7 +51,7 @@ class SnappyCodec:
             shift += 7
             if byte < 0x80:
                 break
-        if declared > max_size:
+        if declared > max_size or declared > SNAPPY_MAX_RATIO * len(payload):
             raise _corrupt("snappy", max_size, f"declares {declared} bytes")
         try:
             block = snappy.uncompress(payload)
@@ -81,7 +85,7 @@ class ZstdCodec:
             declared = zstandard.frame_content_size(payload)
         except zstandard.ZstdError as exc:
             raise _corrupt("zstd", max_size, f"bad frame header: {exc}") from exc
-        if declared > max_size:
+        if declared > max_size or declared > ZSTD_MAX_RATIO * len(payload):
             raise _corrupt("zstd", max_size, f"declares {declared} bytes")
         try:
             # declared == -1: the frame omits its size; max_output_size then bounds the output

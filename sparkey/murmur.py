@@ -8,16 +8,16 @@ Which path is faster depends on where the keys are. For a list of ``bytes`` obje
 call per key is the fastest we measured (1M 10-byte keys: 0.09 s, against 0.16 s for gathering
 the keys into a matrix and running the numpy kernel), so ``hash_keys`` loops. When keys already
 sit in one buffer (a log mapped in memory, a numpy ``S`` array), ``hash_buffer`` hashes them
-without creating a Python object per key: keys are grouped by length, gathered into a
-``(n, length)`` byte matrix in chunks of ``CHUNK_KEYS`` rows, and each group is hashed column by
-column with wrapping uint32/uint64 arithmetic.
+without creating a Python object per key: keys are grouped by length, gathered into
+``(n, length)`` byte matrices of about ``CHUNK_BYTES`` bytes, and each matrix is hashed column
+by column with wrapping uint32/uint64 arithmetic.
 """
 
 import mmh3
 import numpy as np
 
-CHUNK_KEYS = 1 << 16
-"""Rows gathered at once: bounds the temporary index matrix to CHUNK_KEYS * key_len * 8 bytes."""
+CHUNK_BYTES = 1 << 20
+"""Key bytes gathered at once: bounds the temporary index matrix to 8 * CHUNK_BYTES bytes."""
 
 _mmh3_32 = mmh3.mmh3_32_uintdigest
 _mmh3_128 = mmh3.mmh3_x64_128_utupledigest
@@ -74,8 +74,9 @@ def hash_buffer(buffer, offsets, lengths, seed, hash_size):
     for group in np.split(order, starts):
         key_len = int(lengths[group[0]])
         columns = np.arange(key_len, dtype=np.int64)
-        for lo in range(0, len(group), CHUNK_KEYS):
-            rows = group[lo:lo + CHUNK_KEYS]
+        chunk_rows = max(1, CHUNK_BYTES // max(key_len, 1))
+        for lo in range(0, len(group), chunk_rows):
+            rows = group[lo:lo + chunk_rows]
             matrix = flat[offsets[rows, None] + columns]
             out[rows] = kernel(matrix, key_len, seed)
     return out

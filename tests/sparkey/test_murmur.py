@@ -46,7 +46,7 @@ def test_numpy_kernel_agrees_with_mmh3(keys, seed, hash_size):
 
 def test_hash_kernels_chunk_large_groups(monkeypatch):
     import sparkey.murmur as murmur
-    monkeypatch.setattr(murmur, "CHUNK_KEYS", 7)
+    monkeypatch.setattr(murmur, "CHUNK_BYTES", 40)
     keys = [b"key_%d" % i for i in range(100)]
     lengths = [len(key) for key in keys]
     offsets = np.cumsum([0] + lengths[:-1])
