@@ -518,13 +518,14 @@ class TreeMap(MutableMapping):
                 if reverse:
                     end = len(keys) if seek is None else (bisect_right if seek_inclusive else bisect_left)(keys, seek)
                     start = 0 if lo is None else (bisect_left if lo_inclusive else bisect_right)(keys, lo)
-                    done = lower is None or start > 0
+                    done = lower is None or start > 0 or (lo is not None and lower <= lo)
                     step = slice(end - 1, start - 1 if start else None, -1)
                     seek, seek_inclusive = lower, False
                 else:
                     start = 0 if seek is None else (bisect_left if seek_inclusive else bisect_right)(keys, seek)
                     end = len(keys) if hi is None else (bisect_right if hi_inclusive else bisect_left)(keys, hi)
-                    done = upper is None or end < len(keys)
+                    done = upper is None or end < len(keys) or (
+                        hi is not None and (hi < upper or (hi == upper and not hi_inclusive)))
                     step = slice(start, end)
                     seek, seek_inclusive = upper, True
                 chunk = keys[step] if start < end else []
