@@ -1195,7 +1195,8 @@ class TreeMap(MutableMapping):
 
     def _check(self) -> None:
         """Assert the tree's invariants: key order, separator bounds, node fill, equal depth,
-        counts, and that the tree's records are exactly the live records it accounts for."""
+        counts, that the tree's records are exactly the live records it accounts for, and that
+        every clean cached node equals its stored page."""
         with self._lock:
             self._check_open()
             counts = {"entries": 0, "leaves": 0, "inner": 0}
@@ -1235,6 +1236,11 @@ class TreeMap(MutableMapping):
                 assert recid in self._store, f"node record {recid} is missing"
             for node in self._cache:
                 assert node.recid in recids, f"cached node {node.recid} is not in the tree"
+                if not node.dirty:
+                    stored = self._load_node(node.recid)
+                    assert stored.keys == node.keys, f"clean node {node.recid} differs from its page"
+                    assert getattr(stored, "children", None) == getattr(node, "children", None)
+                    assert getattr(stored, "values", None) == getattr(node, "values", None)
             if self._owns_store:
                 assert len(self._store) == len(recids) + 1, \
                     f"store holds {len(self._store)} records, tree {len(recids)} + meta"
