@@ -78,7 +78,7 @@ _ROOT_MAGIC = b"OHTREEMP"  # a standalone file's store root: magic + meta recid
 _MIN_NODE_SIZE = 4
 _MAX_NODE_SIZE = 4096
 _SCALAR_TYPES = frozenset((type(None), bool, int, float, complex, str, bytes))
-_UNBOUNDED = (None, True)
+_EXPORT_RUN = 1 << 20  # keys gathered as Python ints before they are packed into an array
 
 
 @dataclass(frozen=True)
@@ -670,54 +670,59 @@ class TreeMap(MutableMapping):
             keys, values = _merge_sorted(old_keys, old_values, keys, values)
         self._bulk_build(keys, values)
 
-    def _export(self) -> tuple[list, list]:
-        keys, values = [], []
+    def _export(self) -> tuple[list | np.ndarray, list]:
+        """All keys (an int64 array for int64 keys, built leaf run by leaf run so a large map
+        never becomes one list of Python ints) and all values, in key order."""
+        runs, keys, values = [], [], []
         for chunk_keys, chunk_values in self._chunks(None, None, (True, True), False, True):
             keys += chunk_keys
             values += chunk_values
-        return keys, values
+            if self._key_kind == "int64" and len(keys) >= _EXPORT_RUN:
+                runs.append(np.array(keys, np.int64))
+                keys = []
+        if self._key_kind != "int64":
+            return keys, values
+        runs.append(np.array(keys, np.int64))
+        return np.concatenate(runs), values
 
     def _bulk_build(self, keys, values) -> None:
         """Build full leaves and inner levels bottom-up into new records, then swap trees.
 
-        ``keys`` are sorted, unique and not empty. All or nothing: on CapacityError the new
-        records are freed and the old tree is untouched.
+        ``keys`` are sorted, unique and not empty (an int64 array or a list). Each level is
+        three parallel sequences: node record ids, first keys, last keys. All or nothing: on
+        CapacityError the new records are freed and the old tree is untouched.
         """
-        n = len(keys)
-        size = self._node_size
         created: list[int] = []
-        raw_total = stored_total = 0
+        totals = [0, 0]  # raw and stored page bytes
+
+        def store(page: bytes) -> int:
+            created.append(self._store.put(page))
+            totals[0] += raw_size(page)
+            totals[1] += len(page)
+            return created[-1]
+
+        kind, size = self._key_kind, self._node_size
         try:
-            bounds = _chunk_bounds(n, size, self._min_fill)
-            level = []  # (recid, first key) of each node of the level being built
-            for start, end in bounds:
-                page = encode_leaf(keys[start:end], values[start:end], self._key_kind,
-                                   self._serializer, self._codec)
-                created.append(self._store.put(page))
-                raw_total += raw_size(page)
-                stored_total += len(page)
-                level.append((created[-1], keys[start], keys[end - 1]))
-            n_leaves, n_inner, height = len(level), 0, 1
-            while len(level) > 1:
-                seps = [separator(_py(level[i - 1][2]), _py(level[i][1])) for i in range(1, len(level))]
-                next_level = []
-                for start, end in _chunk_bounds(len(level), size, self._min_children):
-                    page = encode_inner(seps[start:end - 1], [r for r, _, _ in level[start:end]],
-                                        self._key_kind, self._codec)
-                    created.append(self._store.put(page))
-                    raw_total += raw_size(page)
-                    stored_total += len(page)
-                    next_level.append((created[-1], level[start][1], level[end - 1][2]))
-                n_inner += len(next_level)
+            starts, ends = _runs(len(keys), size, self._min_fill)
+            recids = [store(encode_leaf(keys[a:b], values[a:b], kind, self._serializer, self._codec))
+                      for a, b in zip(starts.tolist(), ends.tolist())]
+            firsts, lasts = _take(keys, starts), _take(keys, ends - 1)
+            n_leaves, n_inner, height = len(recids), 0, 1
+            while len(recids) > 1:
+                seps = _separators(lasts[:-1], firsts[1:])
+                starts, ends = _runs(len(recids), size, self._min_children)
+                recids = [store(encode_inner(seps[a:b - 1], recids[a:b], kind, self._codec))
+                          for a, b in zip(starts.tolist(), ends.tolist())]
+                firsts, lasts = _take(firsts, starts), _take(lasts, ends - 1)
+                n_inner += len(recids)
                 height += 1
-                level = next_level
         except BaseException:
             for recid in created:
                 self._store.delete(recid)
             raise
         old = self._all_recids()
-        self._replace_tree(level[0][0], height, n, n_leaves, n_inner, old)
-        self._raw_total, self._stored_total = raw_total, stored_total
+        self._replace_tree(recids[0], height, len(keys), n_leaves, n_inner, old)
+        self._raw_total, self._stored_total = totals
 
     def _replace_tree(self, root: int, height: int, n: int, n_leaves: int, n_inner: int,
                       old: list[int]) -> None:
@@ -1184,9 +1189,8 @@ class TreeMap(MutableMapping):
             options = self.options
             twin = TreeMap(limit=self._store.arena.limit_bytes, **options)
             keys, values = self._export()
-            if keys:
-                twin._bulk_build(np.array(keys, np.int64) if self._key_kind == "int64" else keys,
-                                 values)
+            if len(keys):
+                twin._bulk_build(keys, values)
             return twin
 
     def _check_open(self) -> None:
@@ -1285,20 +1289,37 @@ class _Missing:
 _MISSING = _Missing()
 
 
-def _py(key):
-    """A numpy scalar key as the Python object the tree compares."""
-    return key.item() if isinstance(key, np.generic) else key
+def _runs(n: int, size: int, minimum: int) -> tuple[np.ndarray, np.ndarray]:
+    """Starts and ends of runs of ``size`` items covering ``n``; a short last run borrows from
+    the one before so that no run has fewer than ``minimum`` items (unless there is one run)."""
+    starts = np.arange(0, n, size, dtype=np.int64)
+    ends = np.minimum(starts + size, n)
+    if len(starts) > 1 and ends[-1] - starts[-1] < minimum:
+        starts[-1] = (starts[-2] + n + 1) // 2
+        ends[-2] = starts[-1]
+    return starts, ends
 
 
-def _chunk_bounds(n: int, size: int, minimum: int) -> list[tuple[int, int]]:
-    """Split ``n`` items into runs of ``size``; a short last run borrows from the one before
-    so that no run has fewer than ``minimum`` items (unless there is only one)."""
-    bounds = [(start, min(start + size, n)) for start in range(0, n, size)]
-    if len(bounds) > 1 and bounds[-1][1] - bounds[-1][0] < minimum:
-        (a, _), (_, d) = bounds[-2], bounds[-1]
-        middle = (a + d + 1) // 2
-        bounds[-2:] = [(a, middle), (middle, d)]
-    return bounds
+def _take(seq, indices: np.ndarray):
+    """``seq[i]`` for each index: a fancy index for arrays, a list otherwise."""
+    if isinstance(seq, np.ndarray):
+        return seq[indices]
+    return [seq[i] for i in indices.tolist()]
+
+
+def _separators(left_max, right_min) -> list:
+    """:func:`offheap.page.separator` for each neighbouring pair; vectorized for int64 arrays
+    (in offset binary the answer is ``right_min`` with every bit below the highest bit where the
+    two keys differ cleared)."""
+    if not isinstance(right_min, np.ndarray):
+        return [separator(a, b) for a, b in zip(left_max, right_min)]
+    sign = np.uint64(1 << 63)
+    a, b = left_max.view(np.uint64) ^ sign, right_min.view(np.uint64) ^ sign
+    smeared = a ^ b
+    for shift in (1, 2, 4, 8, 16, 32):
+        smeared |= smeared >> np.uint64(shift)
+    highest = smeared ^ (smeared >> np.uint64(1))
+    return ((b & ~(highest - np.uint64(1))) ^ sign).view(np.int64).tolist()
 
 
 def _merge_into(left, right, parent_separator) -> None:
@@ -1328,11 +1349,11 @@ def _redistribute(left, right, parent_separator):
     return keys[half - 1]
 
 
-def _merge_sorted(old_keys: list, old_values: list, new_keys, new_values):
-    """Merge two sorted unique key runs; a key in both takes the new value."""
-    if isinstance(new_keys, np.ndarray):
-        old = np.array(old_keys, np.int64)
-        keys = np.concatenate([old, new_keys])
+def _merge_sorted(old_keys, old_values: list, new_keys, new_values):
+    """Merge two sorted unique key runs; a key in both takes the new value. int64 keys (either
+    run an array) merge with one stable numpy sort."""
+    if isinstance(old_keys, np.ndarray) or isinstance(new_keys, np.ndarray):
+        keys = np.concatenate([np.asarray(old_keys, np.int64), np.asarray(new_keys, np.int64)])
         order = np.argsort(keys, kind="stable")
         keys = keys[order]
         keep = np.ones(keys.size, bool)

@@ -8,10 +8,13 @@ import time
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sortedcontainers import SortedDict
 
 from offheap.errors import CapacityError, ClosedError
-from offheap.treemap import TreeMap
+from offheap.page import separator
+from offheap.treemap import TreeMap, _separators
 from tests.contracts import MutableMappingContract
 
 _KEYS = random.Random(7).sample(range(-10**12, 10**12), 120)
@@ -410,3 +413,11 @@ def test_threads_see_whole_operations():
     assert not errors and len(tree) == 6000
     tree._check()
     tree.close()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(-2**63, 2**63 - 1), min_size=2, max_size=40, unique=True))
+def test_bulk_separators_match_the_scalar_rule(keys):
+    keys = sorted(keys)
+    left, right = np.array(keys[:-1], np.int64), np.array(keys[1:], np.int64)
+    assert _separators(left, right) == [separator(a, b) for a, b in zip(keys, keys[1:])]
