@@ -44,6 +44,7 @@ RuntimeError, as with ``dict``.
 
 from __future__ import annotations
 
+import itertools
 import json
 import operator
 import struct
@@ -704,7 +705,9 @@ class TreeMap(MutableMapping):
         kind, size = self._key_kind, self._node_size
         try:
             starts, ends = _runs(len(keys), size, self._min_fill)
-            recids = [store(encode_leaf(keys[a:b], values[a:b], kind, self._serializer, self._codec))
+            objects = isinstance(values, np.ndarray) and values.dtype == object
+            recids = [store(encode_leaf(keys[a:b], values[a:b].tolist() if objects else values[a:b],
+                                        kind, self._serializer, self._codec))
                       for a, b in zip(starts.tolist(), ends.tolist())]
             firsts, lasts = _take(keys, starts), _take(keys, ends - 1)
             n_leaves, n_inner, height = len(recids), 0, 1
@@ -1359,9 +1362,11 @@ def _merge_sorted(old_keys, old_values: list, new_keys, new_values):
         keep = np.ones(keys.size, bool)
         keep[:-1] = keys[1:] != keys[:-1]
         order = order[keep]
-        new_list = new_values.tolist() if isinstance(new_values, np.ndarray) else new_values
-        combined = old_values + list(new_list)
-        return keys[keep], [combined[i] for i in order.tolist()]
+        if isinstance(new_values, np.ndarray):
+            new_values = new_values.tolist()
+        combined = np.fromiter(itertools.chain(old_values, new_values), dtype=object,
+                               count=len(old_values) + len(new_values))
+        return keys[keep], combined[order]
     keys, values = [], []
     i = j = 0
     while i < len(old_keys) and j < len(new_keys):
