@@ -11,14 +11,21 @@ the runtime behaviour (write cache, flush delay, cache size, compression of page
 now on) may be given anew, while a different key, value type or node size is an error.
 
 Ownership: the DB owns its store and arena; collections it hands out share them and are closed
-by :meth:`DB.close`. Thread safety: none beyond that of each collection; open and close
-collections from one thread.
+by :meth:`DB.close`.
+
+Thread safety: the DB has one re-entrant :attr:`DB.lock`, which every TreeMap in it uses as its
+own lock, so TreeMaps of one DB never write to the store at the same time, and a TreeMap's
+``flush_delay`` timer thread waits for the other TreeMaps' operations. A LongHashMap does not
+take that lock: in a DB that also holds a TreeMap with ``flush_delay``, call the LongHashMap's
+methods while holding ``db.lock``, since the timer may write to the shared store at any moment.
+Open and close collections from one thread.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import threading
 
 from offheap.errors import ClosedError, CorruptionError
 from offheap.hashmap import LongHashMap
@@ -42,6 +49,7 @@ class DB:
         self._open: dict[str, TreeMap | LongHashMap] = {}
         self._open_options: dict[str, dict] = {}  # the options each open collection was given
         self._closed = False
+        self.lock = threading.RLock()
         if store.root:
             self._catalog = _load_catalog(store.root)
 
@@ -108,12 +116,12 @@ class DB:
 
     def _create(self, kind: str, options: dict):
         if kind == "tree_map":
-            return TreeMap.in_store(self._store, **options)
+            return TreeMap.in_store(self._store, lock=self.lock, **options)
         return LongHashMap.in_store(self._store, options["value"])
 
     def _reopen(self, kind: str, options: dict, meta_recid: int):
         if kind == "tree_map":
-            return TreeMap.in_store(self._store, meta_recid=meta_recid, **options)
+            return TreeMap.in_store(self._store, meta_recid=meta_recid, lock=self.lock, **options)
         return LongHashMap.in_store(self._store, options["value"], meta_recid)
 
     def names(self) -> list[str]:
@@ -128,25 +136,27 @@ class DB:
 
     def flush(self) -> None:
         """Flush every open collection, write the catalog, and push a file DB to its file."""
-        self._check_open()
-        for collection in self._open.values():
-            if not collection.closed:
-                collection.flush()
-        self._store.root = _CATALOG_MAGIC + json.dumps(self._catalog, sort_keys=True).encode()
-        self._store.flush()
+        with self.lock:
+            self._check_open()
+            for collection in self._open.values():
+                if not collection.closed:
+                    collection.flush()
+            self._store.root = _CATALOG_MAGIC + json.dumps(self._catalog, sort_keys=True).encode()
+            self._store.flush()
 
     def close(self) -> None:
         """Close every collection, then the store (a file DB is flushed first). Idempotent."""
-        if self._closed:
-            return
-        try:
-            for collection in self._open.values():
-                collection.close()
-            self._store.root = _CATALOG_MAGIC + json.dumps(self._catalog, sort_keys=True).encode()
-        finally:
-            self._closed = True
-            self._open.clear()
-            self._store.close()
+        with self.lock:
+            if self._closed:
+                return
+            try:
+                for collection in self._open.values():
+                    collection.close()
+                self._store.root = _CATALOG_MAGIC + json.dumps(self._catalog, sort_keys=True).encode()
+            finally:
+                self._closed = True
+                self._open.clear()
+                self._store.close()
 
     @property
     def closed(self) -> bool:

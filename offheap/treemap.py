@@ -184,20 +184,22 @@ class TreeMap(MutableMapping):
 
     @classmethod
     def in_store(cls, store: RecordStore, key="int64", value="object",
-                 meta_recid: int | None = None, **options) -> TreeMap:
+                 meta_recid: int | None = None, *, lock=None, **options) -> TreeMap:
         """A map kept in a shared store (a :class:`~offheap.db.DB`); ``meta_recid`` reopens one.
 
         Its metadata (format, root, height, counts) is the record :attr:`meta_recid`, written by
         :meth:`flush` and :meth:`close`; the store itself stays open when the map closes.
+        ``lock`` (a ``threading.RLock``) is the lock of the store's owner: maps sharing a store
+        share it, so one map's ``flush_delay`` timer never writes while another map does.
         """
         tree = cls.__new__(cls)
         tree._setup(store, owns_store=False, meta_recid=meta_recid, key=key, value=value,
-                    **options)
+                    lock=lock, **options)
         return tree
 
     def _setup(self, store: RecordStore, *, owns_store: bool, meta_recid: int | None, key, value,
                node_size: int = 32, compression=None, write_cache: bool = True,
-               flush_delay: float | None = None, cache_size: int = 2048) -> None:
+               flush_delay: float | None = None, cache_size: int = 2048, lock=None) -> None:
         if key not in KEY_KINDS:
             raise ValueError(f"key must be one of {', '.join(KEY_KINDS)}; got {key!r}")
         if not isinstance(node_size, int) or not _MIN_NODE_SIZE <= node_size <= _MAX_NODE_SIZE:
@@ -218,7 +220,7 @@ class TreeMap(MutableMapping):
         self._min_children = max(2, node_size // 4)
         self._write_cache = bool(write_cache)
         self._flush_delay = flush_delay
-        self._lock = threading.RLock()
+        self._lock = threading.RLock() if lock is None else lock
         self._timer: threading.Timer | None = None
         self._copy_values = self._serializer.name == "object"
         self._cache = NodeCache(cache_size, self._load_node, self._write_node)

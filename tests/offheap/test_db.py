@@ -105,3 +105,15 @@ def test_standalone_tree_file_is_not_a_db(tmp_path):
     TreeMap(path=path).close()
     with pytest.raises(CorruptionError):
         DB.file(path)
+
+
+def test_trees_of_one_db_share_its_lock():
+    with DB.memory() as db:
+        a = db.tree_map("a", flush_delay=1)
+        b = db.tree_map("b")
+        assert a._lock is b._lock is db.lock
+        for i in range(2000):
+            a[i] = b[-i] = i
+        db.flush()
+        a._check()
+        b._check()
