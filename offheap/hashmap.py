@@ -325,8 +325,9 @@ class LongHashMap(MutableMapping):
                 self._rebuild_with(keys, words)
             else:
                 self._insert_new(keys[~found], words[~found])
-                old = self._v[slots[found]].copy()
-                self._v[slots[found]] = words[found]
+                slots = self._find_many(keys[found])  # the inserts shifted entries
+                old = self._v[slots].copy()
+                self._v[slots] = words[found]
                 self._values.release_many(old)
         except BaseException:
             self._values.release_many(words)
