@@ -1,0 +1,511 @@
+"""Integer and key packing kernels (layer 2: pure functions, bytes in, arrays out, no IO).
+
+Everything here is vectorized with numpy: the work per element is a handful of array operations,
+never a Python loop per element, except where a Python object must be built per element anyway
+(the ``bytes`` keys of :func:`front_decode`). Decoders take any bytes-like buffer and an
+``offset``, read exactly the bytes their layout names, return a fresh array or list (never a view
+into the caller's buffer) and the offset just past what they read. A buffer that is too short or
+holds an impossible value raises :class:`~offheap.errors.CorruptionError`; a bad argument from the
+caller (a negative count, a width above 64, a value that does not fit) raises ``ValueError`` or
+``TypeError``.
+
+Byte layouts
+============
+
+All multi-byte quantities are little-endian. Nothing here stores a count: the caller keeps it
+(a page header does) and passes it back to the decoder.
+
+**zigzag** maps int64 to uint64 so that small magnitudes stay small:
+``0, -1, 1, -2, 2, ...  ->  0, 1, 2, 3, 4, ...``, i.e. ``(v << 1) ^ (v >> 63)``.
+
+**varint** (unsigned LEB128): a uint64 is cut into 7-bit groups, least significant first; each
+group is one byte, with bit 7 set on every byte but the last. 0..127 take one byte, 2**63 takes
+ten. Example: 300 -> ``AC 02``. :func:`varint_encode` writes the varints of an array back to back.
+The decoder accepts redundant zero groups (``80 00`` is 0) but rejects a varint longer than ten
+bytes or one whose value does not fit in 64 bits.
+
+**bit packing** of ``count`` values at ``width`` bits (0..64): value ``i`` occupies bits
+``[i*width, (i+1)*width)`` of a little-endian bit stream, where stream bit ``k`` is bit ``k % 8``
+of byte ``k // 8``. The stream takes ``ceil(count*width/8)`` bytes; the unused high bits of the last
+byte are written as zero and ignored on reading. Width 0 takes no bytes and decodes to zeros.
+Example: ``[1, 2, 3]`` at width 2 -> ``39`` (``0b00_11_10_01``).
+
+**int64 deltas** (:func:`encode_int64_deltas`), frame-of-reference bit packing of the gaps::
+
+    count == 0:  nothing (zero bytes)
+    count >= 1:  varint  zigzag(keys[0])
+    count >= 2:  u8      width w (0..64)
+                 varint  base = min(d)
+                 bit-packed d - base at width w, count-1 values
+                 where d[i] = keys[i+1] - keys[i] computed in uint64 (wrapping) arithmetic
+                 and w = bit length of max(d) - base
+
+Wrapping arithmetic makes every int64 sequence encodable, sorted or not, whatever its gaps; the
+decoder undoes it with a wrapping running sum. Sorted keys give small gaps and so a small width;
+keys with a constant gap (sequential ids) take width 0, so the whole block is its 3 to 12 header
+bytes. Example: ``[10, 11, 12, 14]`` -> ``14 01 01 04`` (zigzag(10) = 20; width 1; base 1; gaps 1, 1, 2
+packed as ``0, 0, 1``).
+
+**front coding** (:func:`front_encode`) of ``count`` byte strings::
+
+    count varints   p[i]  length of the prefix key i shares with key i-1 (p[0] == 0)
+    count varints   s[i]  length of the rest (the suffix) of key i
+    bytes           the suffixes, concatenated, sum(s) bytes
+
+Key ``i`` is ``key[i-1][:p[i]] + suffix[i]``. Any order of keys is accepted; sorted keys share the
+most. Example: ``[b"apple", b"apricot"]`` -> ``00 02 05 05`` + ``b"applericot"``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from offheap.errors import CorruptionError
+
+__all__ = [
+    "bitpack",
+    "bitunpack",
+    "decode_int64_deltas",
+    "encode_int64_deltas",
+    "front_decode",
+    "front_encode",
+    "varint_decode",
+    "varint_decode_one",
+    "varint_encode",
+    "varint_encode_one",
+    "zigzag_decode",
+    "zigzag_encode",
+]
+
+_U64 = np.dtype(np.uint64)
+_I64 = np.dtype(np.int64)
+_LE_U64 = np.dtype("<u8")
+_MAX_VARINT_BYTES = 10
+_UINT64_LIMIT = 1 << 64
+# A varint of this many groups or more does not fit a uint64 unless it is exactly 10 long and
+# its last group is 0 or 1: thresholds 2**7, 2**14, ..., 2**63 give the group count of a value.
+_VARINT_THRESHOLDS = np.array([1 << (7 * k) for k in range(1, 10)], dtype=np.uint64)
+# Bit (un)packing through a 64-bytes-per-value bit matrix takes the fewest numpy calls, so it
+# wins on page-sized inputs; above this many values the word-shifting kernel wins and its
+# temporaries stay at a few words per value (benchmarks/packing_bench.py measures both).
+_BIT_MATRIX_MAX_VALUES = 2048
+
+
+# -- argument checks ----------------------------------------------------------------------------
+
+def _integer_array(values, dtype: np.dtype, what: str) -> np.ndarray:
+    """``values`` as a 1-D array of ``dtype`` (int64 or uint64), without copying when it is one.
+
+    Raises ``TypeError`` for non-integer input and ``OverflowError`` for values outside ``dtype``,
+    rather than letting numpy wrap or truncate them silently.
+    """
+    array = values if isinstance(values, np.ndarray) else np.asarray(values)
+    if array.ndim != 1 or not array.flags.c_contiguous:
+        array = np.ascontiguousarray(array).reshape(-1)
+    if array.dtype == dtype:
+        return array
+    if array.dtype.kind not in "iuO" and array.size:
+        raise TypeError(f"{what} must be integers, got an array of {array.dtype}")
+    if array.dtype.kind == "O" and not all(type(v) is int for v in array.tolist()):
+        raise TypeError(f"{what} must be integers that fit in {dtype}")
+    if array.size:
+        info = np.iinfo(dtype)
+        low, high = int(array.min()), int(array.max())
+        if low < info.min or high > info.max:
+            raise OverflowError(f"{what} must fit in {dtype}: got values in [{low}, {high}]")
+    return array.astype(dtype)
+
+
+def _check_count(count: int) -> int:
+    count = int(count)
+    if count < 0:
+        raise ValueError(f"count must be >= 0, got {count}")
+    return count
+
+
+def _check_width(width: int) -> int:
+    width = int(width)
+    if not 0 <= width <= 64:
+        raise ValueError(f"bit width must be in 0..64, got {width}")
+    return width
+
+
+def _check_offset(offset: int) -> int:
+    offset = int(offset)
+    if offset < 0:
+        raise ValueError(f"offset must be >= 0, got {offset}")
+    return offset
+
+
+def _byte_array(buf, offset: int, size: int, what: str) -> np.ndarray:
+    """``size`` bytes of ``buf`` from ``offset`` as a uint8 view; CorruptionError if short."""
+    available = memoryview(buf).nbytes - offset
+    if size > available:
+        raise CorruptionError(f"{what} needs {size} bytes at offset {offset}, but only "
+                              f"{max(available, 0)} remain: the data is truncated or corrupt")
+    return np.frombuffer(buf, np.uint8, size, offset)
+
+
+# -- zigzag ---------------------------------------------------------------------------------------
+
+def zigzag_encode(values) -> np.ndarray:
+    """Zigzag codes (uint64) of an int64 array: ``0, -1, 1, -2 -> 0, 1, 2, 3``. Returns a new array."""
+    signed = _integer_array(values, _I64, "zigzag_encode input")
+    return (signed.view(_U64) << np.uint64(1)) ^ (signed >> np.int64(63)).view(_U64)
+
+
+def zigzag_decode(codes) -> np.ndarray:
+    """The int64 array whose zigzag codes are ``codes`` (uint64). Returns a new array."""
+    unsigned = _integer_array(codes, _U64, "zigzag_decode input")
+    return (unsigned >> np.uint64(1)).view(_I64) ^ -(unsigned & np.uint64(1)).view(_I64)
+
+
+# -- varint ---------------------------------------------------------------------------------------
+
+def varint_encode_one(value: int) -> bytes:
+    """The LEB128 varint of one integer in 0..2**64-1 (a scalar fast path for headers)."""
+    if 0 <= value < 0x80:
+        return bytes((value,))
+    if not 0 <= value < _UINT64_LIMIT:
+        raise OverflowError(f"a varint holds 0..2**64-1, got {value}")
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def varint_decode_one(buf, offset: int = 0) -> tuple[int, int]:
+    """``(value, end_offset)`` of the varint at ``offset`` (a scalar fast path for headers)."""
+    if offset < 0:
+        raise ValueError(f"offset must be >= 0, got {offset}")
+    if type(buf) is not bytes:
+        buf = memoryview(buf).cast("B")
+    try:
+        byte = buf[offset]
+        if byte < 0x80:
+            return byte, offset + 1
+        value = byte & 0x7F
+        shift = 7
+        position = offset + 1
+        while byte >= 0x80:
+            if shift >= 7 * _MAX_VARINT_BYTES:
+                raise CorruptionError(f"varint at offset {offset} is longer than "
+                                      f"{_MAX_VARINT_BYTES} bytes: the data is corrupt")
+            byte = buf[position]
+            position += 1
+            value |= (byte & 0x7F) << shift
+            shift += 7
+    except IndexError:
+        raise CorruptionError(f"varint at offset {offset} runs past the end of the "
+                              f"{len(buf)}-byte buffer: the data is truncated") from None
+    if value >= _UINT64_LIMIT:
+        raise CorruptionError(f"varint at offset {offset} does not fit in 64 bits: the data is corrupt")
+    return value, position
+
+
+def varint_encode(values) -> bytes:
+    """The varints of a uint64 array (or one non-negative integer), back to back.
+
+    O(n) array work in as many passes as the longest varint has bytes; one pass when every value
+    is below 128 (lengths, small counts).
+    """
+    if type(values) is int:
+        return varint_encode_one(values)
+    unsigned = _integer_array(values, _U64, "varint_encode input")
+    if not unsigned.size:
+        return b""
+    if unsigned.max() < 0x80:
+        return unsigned.astype(np.uint8).tobytes()
+    groups = np.searchsorted(_VARINT_THRESHOLDS, unsigned, side="right") + 1
+    ends = np.cumsum(groups)
+    out = np.empty(int(ends[-1]), np.uint8)
+    positions = ends - groups
+    remaining = unsigned
+    for group in range(int(groups.max())):
+        if group:
+            alive = groups > group
+            positions, remaining, groups = positions[alive] + 1, remaining[alive], groups[alive]
+        byte = (remaining & np.uint64(0x7F)).astype(np.uint8)
+        byte[groups > group + 1] |= 0x80
+        out[positions] = byte
+        remaining = remaining >> np.uint64(7)
+    return out.tobytes()
+
+
+def varint_decode(buf, count: int, offset: int = 0) -> tuple[np.ndarray, int]:
+    """``(values, end_offset)``: ``count`` varints from ``buf[offset:]`` as a new uint64 array."""
+    count = _check_count(count)
+    offset = _check_offset(offset)
+    if not count:
+        return np.zeros(0, _U64), offset
+    available = memoryview(buf).nbytes - offset
+    if available < count:
+        raise CorruptionError(f"{count} varints need at least {count} bytes at offset {offset}, "
+                              f"but only {max(available, 0)} remain: the data is truncated")
+    window = np.frombuffer(buf, np.uint8, min(available, _MAX_VARINT_BYTES * count), offset)
+    head = window[:count]
+    if head.max() < 0x80:
+        return head.astype(_U64), offset + count
+    ends = np.flatnonzero(window < 0x80)
+    if ends.size < count:
+        raise CorruptionError(f"expected {count} varints at offset {offset}, found {ends.size} "
+                              f"before the data ran out: it is truncated or corrupt")
+    ends = ends[:count]
+    starts = np.empty(count, np.intp)
+    starts[0] = 0
+    starts[1:] = ends[:-1] + 1
+    lengths = ends - starts + 1
+    if lengths.max() > _MAX_VARINT_BYTES:
+        raise CorruptionError(f"a varint at offset {offset} is longer than {_MAX_VARINT_BYTES} "
+                              f"bytes: the data is corrupt")
+    last_bytes = window[ends[lengths == _MAX_VARINT_BYTES]]
+    if last_bytes.size and last_bytes.max() > 1:
+        raise CorruptionError(f"a varint at offset {offset} does not fit in 64 bits: the data is corrupt")
+    total = int(ends[-1]) + 1
+    group_index = np.arange(total, dtype=np.intp) - np.repeat(starts, lengths)
+    shifted = (window[:total] & np.uint8(0x7F)).astype(_U64) << (group_index * 7).astype(_U64)
+    return np.bitwise_or.reduceat(shifted, starts), offset + total
+
+
+# -- bit packing ----------------------------------------------------------------------------------
+
+def _bitpack_matrix(values: np.ndarray, width: int) -> bytes:
+    """Bit packing through an (n, 64) bit matrix: few numpy calls, 64 bytes of scratch per value."""
+    bits = np.unpackbits(values.astype(_LE_U64, copy=False).view(np.uint8).reshape(-1, 8),
+                         axis=1, bitorder="little")
+    return np.packbits(bits[:, :width], bitorder="little").tobytes()
+
+
+def _bitpack_words(values: np.ndarray, width: int) -> bytes:
+    """Bit packing by shifting each value into 64-bit words: O(n) with a few words of scratch.
+
+    Value ``i`` starts in word ``i*width // 64`` at bit ``i*width % 64`` and spills into the next
+    word when it crosses the boundary. Every word holds the start of at least one value (width
+    <= 64), and values starting in a word are consecutive, so an OR-reduction over those runs
+    builds each word; the spilled high parts are OR-reduced the same way into the following word.
+    """
+    count = values.size
+    positions = np.arange(count, dtype=_U64) * np.uint64(width)
+    shifts = positions & np.uint64(63)
+    low_parts = values << shifts
+    high_parts = (values >> np.uint64(1)) >> (np.uint64(63) - shifts)  # values >> (64 - shift), 0 if shift is 0
+    n_words = (count - 1) * width // 64 + 1
+    first_value_of_word = (np.arange(n_words, dtype=np.intp) * 64 + (width - 1)) // width
+    words = np.zeros(n_words + 1, _U64)
+    words[:n_words] = np.bitwise_or.reduceat(low_parts, first_value_of_word)
+    words[1:] |= np.bitwise_or.reduceat(high_parts, first_value_of_word)
+    return words.astype(_LE_U64, copy=False).tobytes()[: (count * width + 7) // 8]
+
+
+def _bitpack_unchecked(values: np.ndarray, width: int) -> bytes:
+    if not width or not values.size:
+        return b""
+    if width == 64:
+        return values.astype(_LE_U64, copy=False).tobytes()
+    if values.size <= _BIT_MATRIX_MAX_VALUES:
+        return _bitpack_matrix(values, width)
+    return _bitpack_words(values, width)
+
+
+def bitpack(values, width: int) -> bytes:
+    """The bit-packed stream of a uint64 array at ``width`` bits per value (layout above).
+
+    Raises ``ValueError`` if a value needs more than ``width`` bits. O(n).
+    """
+    width = _check_width(width)
+    unsigned = _integer_array(values, _U64, "bitpack input")
+    if width < 64 and unsigned.size and unsigned.max() >> np.uint64(width):
+        raise ValueError(f"bitpack: value {int(unsigned.max())} does not fit in {width} bits; "
+                         f"pass width={int(unsigned.max()).bit_length()}")
+    return _bitpack_unchecked(unsigned, width)
+
+
+def _bitunpack_matrix(packed: np.ndarray, count: int, width: int) -> np.ndarray:
+    bits = np.unpackbits(packed, count=count * width, bitorder="little").reshape(count, width)
+    padded = np.zeros((count, 64), np.uint8)
+    padded[:, :width] = bits
+    return np.packbits(padded, axis=1, bitorder="little").view(_LE_U64).reshape(count).astype(
+        _U64, copy=False)
+
+
+def _bitunpack_words(packed: np.ndarray, count: int, width: int) -> np.ndarray:
+    """Gathers each value from the word it starts in and the next one (see :func:`_bitpack_words`)."""
+    n_bytes = packed.size
+    words = np.zeros((n_bytes + 7) // 8 + 1, _LE_U64)
+    words.view(np.uint8)[:n_bytes] = packed
+    words = words.astype(_U64, copy=False)
+    positions = np.arange(count, dtype=_U64) * np.uint64(width)
+    first_word = (positions >> np.uint64(6)).astype(np.intp)
+    shifts = positions & np.uint64(63)
+    values = words[first_word] >> shifts
+    values |= (words[first_word + 1] << np.uint64(1)) << (np.uint64(63) - shifts)
+    values &= np.uint64((1 << width) - 1)
+    return values
+
+
+def bitunpack(buf, count: int, width: int, offset: int = 0) -> np.ndarray:
+    """``count`` values of ``width`` bits from ``buf[offset:]``, as a new uint64 array.
+
+    Reads ``ceil(count*width/8)`` bytes; the caller computes the end offset the same way.
+    """
+    count = _check_count(count)
+    width = _check_width(width)
+    offset = _check_offset(offset)
+    packed = _byte_array(buf, offset, (count * width + 7) // 8, f"{count} values of {width} bits")
+    if not width or not count:
+        return np.zeros(count, _U64)
+    if width == 64:
+        return packed.view(_LE_U64).astype(_U64)
+    if count <= _BIT_MATRIX_MAX_VALUES:
+        return _bitunpack_matrix(packed, count, width)
+    return _bitunpack_words(packed, count, width)
+
+
+# -- int64 deltas ---------------------------------------------------------------------------------
+
+def encode_int64_deltas(keys) -> bytes:
+    """Frame-of-reference bit packing of the gaps between int64 keys (layout above).
+
+    Any order and any values work; sorted keys with even gaps cost the least. O(n).
+    """
+    signed = _integer_array(keys, _I64, "int64 keys")
+    count = signed.size
+    if not count:
+        return b""
+    first = int(signed[0])
+    header = varint_encode_one((first << 1) ^ (first >> 63))
+    if count == 1:
+        return header
+    unsigned = signed.view(_U64)
+    gaps = unsigned[1:] - unsigned[:-1]
+    base = gaps.min()
+    spread = int(gaps.max() - base)
+    width = spread.bit_length()
+    if width:
+        gaps -= base
+    return (header + bytes((width,)) + varint_encode_one(int(base))
+            + _bitpack_unchecked(gaps, width))
+
+
+def decode_int64_deltas(buf, count: int, offset: int = 0) -> tuple[np.ndarray, int]:
+    """``(keys, end_offset)``: ``count`` int64 keys written by :func:`encode_int64_deltas`."""
+    count = _check_count(count)
+    offset = _check_offset(offset)
+    if not count:
+        return np.zeros(0, _I64), offset
+    code, position = varint_decode_one(buf, offset)
+    first = (code >> 1) ^ -(code & 1)
+    if count == 1:
+        return np.array([first], _I64), position
+    width, = _byte_array(buf, position, 1, "int64 delta width")
+    width = int(width)
+    if width > 64:
+        raise CorruptionError(f"int64 delta block at offset {offset} has bit width {width} (> 64): "
+                              f"the data is corrupt")
+    base, position = varint_decode_one(buf, position + 1)
+    keys = np.empty(count, _U64)
+    keys[0] = first & (_UINT64_LIMIT - 1)
+    keys[1:] = bitunpack(buf, count - 1, width, position)
+    if base:
+        keys[1:] += np.uint64(base)
+    np.cumsum(keys, out=keys)
+    return keys.view(_I64), position + ((count - 1) * width + 7) // 8
+
+
+# -- front coding ---------------------------------------------------------------------------------
+
+# LCP search compares this many bytes per pair in the first round, doubling each round up to
+# the maximum; rows are processed in blocks so that a block's index matrix stays around 8 MiB.
+_PREFIX_FIRST_WINDOW = 16
+_PREFIX_MAX_WINDOW = 256
+_PREFIX_BLOCK_CELLS = 1 << 20
+
+
+def _shared_prefix_lengths(joined: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """For each key after the first, the length of the prefix it shares with the key before it.
+
+    Keys are slices ``joined[starts[i]:starts[i]+lengths[i]]``. Pairs are compared a window of
+    columns at a time; pairs whose window was all equal (and both keys go on) move to the next,
+    wider window, so a long shared prefix costs O(log) rounds and short ones a single round.
+    """
+    limits = np.minimum(lengths[:-1], lengths[1:])
+    shared = limits.copy()  # pairs that never differ share all of the shorter key
+    pending = np.flatnonzero(limits)
+    last_byte = max(joined.size - 1, 0)
+    column, window = 0, _PREFIX_FIRST_WINDOW
+    while pending.size:
+        columns = column + np.arange(window, dtype=np.int64)
+        unresolved = []
+        block_rows = max(_PREFIX_BLOCK_CELLS // window, 1)
+        for block_start in range(0, pending.size, block_rows):
+            pairs = pending[block_start:block_start + block_rows]
+            left = np.minimum(starts[pairs, None] + columns, last_byte)
+            right = np.minimum(starts[pairs + 1, None] + columns, last_byte)
+            stop = (joined[left] != joined[right]) | (columns >= limits[pairs, None])
+            stopped = stop.any(axis=1)
+            shared[pairs[stopped]] = column + stop[stopped].argmax(axis=1)
+            unresolved.append(pairs[~stopped])
+        pending = np.concatenate(unresolved)
+        column += window
+        window = min(window * 2, _PREFIX_MAX_WINDOW)
+    return shared
+
+
+def front_encode(keys: Sequence[bytes]) -> bytes:
+    """Front coding of byte strings (layout above); sorted keys compress best. O(total bytes)."""
+    count = len(keys)
+    if not count:
+        return b""
+    joined_bytes = b"".join(keys)
+    lengths = np.fromiter(map(len, keys), np.int64, count)
+    if count == 1:
+        return b"\x00" + varint_encode_one(int(lengths[0])) + joined_bytes
+    joined = np.frombuffer(joined_bytes, np.uint8)
+    starts = np.cumsum(lengths) - lengths
+    prefixes = np.zeros(count, np.int64)
+    prefixes[1:] = _shared_prefix_lengths(joined, starts, lengths)
+    suffix_lengths = lengths - prefixes
+    if prefixes.any():
+        keep = np.ones(joined.size, bool)
+        skipped = np.repeat(starts, prefixes) + (np.arange(int(prefixes.sum()))
+                                                  - np.repeat(np.cumsum(prefixes) - prefixes, prefixes))
+        keep[skipped] = False
+        suffixes = joined[keep].tobytes()
+    else:
+        suffixes = joined_bytes
+    return varint_encode(np.concatenate([prefixes, suffix_lengths])) + suffixes
+
+
+def front_decode(buf, count: int, offset: int = 0) -> tuple[list[bytes], int]:
+    """``(keys, end_offset)``: ``count`` byte strings written by :func:`front_encode`."""
+    count = _check_count(count)
+    offset = _check_offset(offset)
+    if not count:
+        return [], offset
+    lengths, position = varint_decode(buf, 2 * count, offset)
+    prefixes, suffix_lengths = lengths[:count], lengths[count:]
+    available = memoryview(buf).nbytes - position
+    if suffix_lengths.max() > available:
+        raise CorruptionError(f"a front-coded key at offset {offset} has a suffix longer than the "
+                              f"{available} bytes left: the data is truncated or corrupt")
+    # Suffix lengths are now small, so key lengths cannot wrap until a prefix is too long, and
+    # the first too-long prefix is caught against the (still exact) length of the key before it.
+    key_lengths = prefixes + suffix_lengths
+    if prefixes[0] or (count > 1 and (prefixes[1:] > key_lengths[:-1]).any()):
+        raise CorruptionError(f"front-coded keys at offset {offset} share a prefix longer than the "
+                              f"key before them: the data is corrupt")
+    total = int(suffix_lengths.sum())
+    suffix_bytes = _byte_array(buf, position, total, f"{count} front-coded keys").tobytes()
+    ends = np.cumsum(suffix_lengths).tolist()
+    keys = []
+    key = b""
+    start = 0
+    for prefix, end in zip(prefixes.tolist(), ends):
+        key = key[:prefix] + suffix_bytes[start:end]
+        keys.append(key)
+        start = end
+    return keys, position + total
