@@ -38,8 +38,8 @@ from offheap.packing import (
     encode_int64_deltas,
     front_decode,
     front_encode,
-    varint_decode,
-    varint_encode,
+    varint_decode_one,
+    varint_encode_one,
 )
 
 KEY_KINDS = ("int64", "str", "bytes")
@@ -115,10 +115,10 @@ def _seal(kind: int, count: int, body: bytes, codec) -> bytes:
     """Header and body; compressed only when that makes the page smaller."""
     if codec is not None and codec.name != "none" and body:
         packed = codec.compress(body)
-        head = varint_encode(count) + varint_encode(len(body))
-        if 1 + len(head) + len(packed) < 1 + len(varint_encode(count)) + len(body):
+        head = varint_encode_one(count) + varint_encode_one(len(body))
+        if 1 + len(head) + len(packed) < 1 + len(varint_encode_one(count)) + len(body):
             return bytes((kind | CODEC_IDS[codec.name] << 1,)) + head + packed
-    return bytes((kind,)) + varint_encode(count) + body
+    return bytes((kind,)) + varint_encode_one(count) + body
 
 
 def _open(page, kind: int) -> tuple[int, bytes | memoryview, int]:
@@ -129,11 +129,11 @@ def _open(page, kind: int) -> tuple[int, bytes | memoryview, int]:
     if flags & 1 != kind or flags >> 3:
         raise CorruptionError(f"page flags {flags:#04x} are not those of a "
                               f"{'leaf' if kind == LEAF else 'inner node'}")
-    count, offset = varint_decode(page, 1)
+    count, offset = varint_decode_one(page, 1)
     codec_id = flags >> 1
     if codec_id == 0:
         return count, page, offset
-    raw_size, offset = varint_decode(page, offset)
+    raw_size, offset = varint_decode_one(page, offset)
     body = get_codec(CODEC_NAMES[codec_id]).decompress(bytes(page[offset:]), raw_size)
     if len(body) != raw_size:
         raise CorruptionError(f"page body decompressed to {len(body)} bytes, expected {raw_size}")
@@ -143,11 +143,11 @@ def _open(page, kind: int) -> tuple[int, bytes | memoryview, int]:
 def raw_size(page) -> int:
     """The size a page would have without compression (its own size when it is raw)."""
     flags = page[0]
-    count, offset = varint_decode(page, 1)
+    count, offset = varint_decode_one(page, 1)
     if flags >> 1 == 0:
         return len(page)
-    body_size, offset = varint_decode(page, offset)
-    return 1 + len(varint_encode(count)) + body_size
+    body_size, offset = varint_decode_one(page, offset)
+    return 1 + len(varint_encode_one(count)) + body_size
 
 
 def encode_leaf(keys, values, key_kind: str, value_serializer, codec=None) -> bytes:
@@ -181,7 +181,7 @@ def encode_inner(separators, children, key_kind: str, codec=None) -> bytes:
     base = int(recids.min())
     offsets = (recids - base).astype(np.uint64)
     width = int(offsets.max()).bit_length()
-    body = (encode_keys(separators, key_kind) + varint_encode(base) + bytes((width,))
+    body = (encode_keys(separators, key_kind) + varint_encode_one(base) + bytes((width,))
             + bitpack(offsets, width))
     return _seal(INNER, len(children), body, codec)
 
@@ -193,9 +193,9 @@ def decode_inner(page, key_kind: str) -> tuple[list, list]:
         raise CorruptionError("inner page without children")
     try:
         separators, offset = decode_keys(body, count - 1, key_kind, offset)
-        base, offset = varint_decode(body, offset)
+        base, offset = varint_decode_one(body, offset)
         width = body[offset]
-        offsets, _ = bitunpack(body, count, width, offset + 1)
+        offsets = bitunpack(body, count, width, offset + 1)
     except (IndexError, ValueError) as exc:
         raise CorruptionError(f"inner page of {count} children is damaged: {exc}") from None
     return separators, (offsets.astype(np.int64) + base).tolist()

@@ -110,9 +110,10 @@ def test_codec_is_dropped_when_it_does_not_help():
     values = [bytes([i * 37 % 256, i * 91 % 256]) for i in range(5)]
     page = encode_leaf(keys, values, "int64", serializer, get_codec("zstd"))
     assert page[0] >> 1 == 0 and raw_size(page) == len(page)
-    repetitive = ["the same long value " * 4] * 50
+    repetitive = [f"{i % 3} a long value that repeats " * 4 for i in range(50)]
     page = encode_leaf(list(range(50)), repetitive, "int64", get_serializer("str"), get_codec("zstd"))
     assert page[0] >> 1 == 3 and raw_size(page) > 5 * len(page)
+    assert decode_leaf(page, "int64", get_serializer("str"))[1] == repetitive
 
 
 def test_damaged_pages_raise_corruption_error():
