@@ -140,11 +140,14 @@ def _check_offset(offset: int) -> int:
 
 
 def _byte_array(buf, offset: int, size: int, what: str) -> np.ndarray:
-    """``size`` bytes of ``buf`` from ``offset`` as a uint8 view; CorruptionError if short."""
+    """``size`` bytes of ``buf`` from ``offset`` as a uint8 view; CorruptionError if short.
+
+    ``what`` names the data in the error message (a format string of ``size``).
+    """
     available = memoryview(buf).nbytes - offset
     if size > available:
-        raise CorruptionError(f"{what} needs {size} bytes at offset {offset}, but only "
-                              f"{max(available, 0)} remain: the data is truncated or corrupt")
+        raise CorruptionError(f"{what.format(size=size)} needs {size} bytes at offset {offset}, but "
+                              f"only {max(available, 0)} remain: the data is truncated or corrupt")
     return np.frombuffer(buf, np.uint8, size, offset)
 
 
@@ -252,6 +255,9 @@ def varint_decode(buf, count: int, offset: int = 0) -> tuple[np.ndarray, int]:
         return head.astype(_U64), offset + count
     ends = np.flatnonzero(window < 0x80)
     if ends.size < count:
+        if window.size < available:  # count varints of <= 10 bytes would have ended in the window
+            raise CorruptionError(f"a varint after offset {offset} is longer than {_MAX_VARINT_BYTES} "
+                                  f"bytes: the data is corrupt")
         raise CorruptionError(f"expected {count} varints at offset {offset}, found {ends.size} "
                               f"before the data ran out: it is truncated or corrupt")
     ends = ends[:count]
@@ -355,7 +361,11 @@ def bitunpack(buf, count: int, width: int, offset: int = 0) -> np.ndarray:
     count = _check_count(count)
     width = _check_width(width)
     offset = _check_offset(offset)
-    packed = _byte_array(buf, offset, (count * width + 7) // 8, f"{count} values of {width} bits")
+    packed = _byte_array(buf, offset, (count * width + 7) // 8, "bit-packed data")
+    return _bitunpack_unchecked(packed, count, width)
+
+
+def _bitunpack_unchecked(packed: np.ndarray, count: int, width: int) -> np.ndarray:
     if not width or not count:
         return np.zeros(count, _U64)
     if width == 64:
@@ -381,14 +391,13 @@ def encode_int64_deltas(keys) -> bytes:
     if count == 1:
         return header
     unsigned = signed.view(_U64)
-    gaps = unsigned[1:] - unsigned[:-1]
-    base = gaps.min()
-    spread = int(gaps.max() - base)
-    width = spread.bit_length()
-    if width:
-        gaps -= base
-    return (header + bytes((width,)) + varint_encode_one(int(base))
-            + _bitpack_unchecked(gaps, width))
+    gaps = np.subtract(unsigned[1:], unsigned[:-1])
+    base = np.minimum.reduce(gaps)
+    width = int(np.maximum.reduce(gaps) - base).bit_length()
+    if not width:
+        return header + b"\x00" + varint_encode_one(int(base))
+    np.subtract(gaps, base, out=gaps)
+    return header + bytes((width,)) + varint_encode_one(int(base)) + _bitpack_unchecked(gaps, width)
 
 
 def decode_int64_deltas(buf, count: int, offset: int = 0) -> tuple[np.ndarray, int]:
@@ -397,23 +406,31 @@ def decode_int64_deltas(buf, count: int, offset: int = 0) -> tuple[np.ndarray, i
     offset = _check_offset(offset)
     if not count:
         return np.zeros(0, _I64), offset
-    code, position = varint_decode_one(buf, offset)
-    first = (code >> 1) ^ -(code & 1)
+    data = buf if type(buf) is bytes else memoryview(buf).cast("B")
+    code, position = varint_decode_one(data, offset)
+    first = ((code >> 1) ^ -(code & 1)) & (_UINT64_LIMIT - 1)
     if count == 1:
-        return np.array([first], _I64), position
-    width, = _byte_array(buf, position, 1, "int64 delta width")
-    width = int(width)
+        return np.array([first], _U64).view(_I64), position
+    if position >= len(data):
+        raise CorruptionError(f"int64 delta block at offset {offset} ends before its bit width: "
+                              f"the data is truncated")
+    width = data[position]
     if width > 64:
         raise CorruptionError(f"int64 delta block at offset {offset} has bit width {width} (> 64): "
                               f"the data is corrupt")
-    base, position = varint_decode_one(buf, position + 1)
+    base, position = varint_decode_one(data, position + 1)
+    n_bytes = ((count - 1) * width + 7) // 8
     keys = np.empty(count, _U64)
-    keys[0] = first & (_UINT64_LIMIT - 1)
-    keys[1:] = bitunpack(buf, count - 1, width, position)
-    if base:
-        keys[1:] += np.uint64(base)
-    np.cumsum(keys, out=keys)
-    return keys.view(_I64), position + ((count - 1) * width + 7) // 8
+    keys[0] = first
+    if width:
+        gaps = keys[1:]
+        gaps[:] = _bitunpack_unchecked(_byte_array(data, position, n_bytes, "int64 delta block"),
+                                       count - 1, width)
+        np.add(gaps, np.uint64(base), out=gaps)
+    else:
+        keys[1:] = base
+    np.add.accumulate(keys, out=keys)
+    return keys.view(_I64), position + n_bytes
 
 
 # -- front coding ---------------------------------------------------------------------------------
@@ -499,8 +516,8 @@ def front_decode(buf, count: int, offset: int = 0) -> tuple[list[bytes], int]:
         raise CorruptionError(f"front-coded keys at offset {offset} share a prefix longer than the "
                               f"key before them: the data is corrupt")
     total = int(suffix_lengths.sum())
-    suffix_bytes = _byte_array(buf, position, total, f"{count} front-coded keys").tobytes()
-    ends = np.cumsum(suffix_lengths).tolist()
+    suffix_bytes = _byte_array(buf, position, total, "front-coded keys").tobytes()
+    ends = np.add.accumulate(suffix_lengths).tolist()
     keys = []
     key = b""
     start = 0
