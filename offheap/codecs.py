@@ -36,6 +36,7 @@ import threading
 import zlib
 
 from offheap.errors import CodecUnavailableError, CorruptionError
+from offheap.packing import varint_decode_one
 
 __all__ = ["CODEC_NAMES", "DEFAULT_LEVELS", "Codec", "SnappyCodec", "ZlibCodec", "ZstdCodec",
            "get_codec", "names"]
@@ -104,10 +105,14 @@ class ZlibCodec(Codec):
         return compressor.compress(data) + compressor.flush()
 
     def decompress(self, data, raw_size: int) -> bytes:
+        decompressor = zlib.decompressobj(-15)
         try:
-            output = zlib.decompress(data, -15, max(raw_size, 1))
+            output = decompressor.decompress(data, raw_size + 1)  # bounded: damage cannot balloon
         except zlib.error as exc:
             raise CorruptionError(f"zlib data does not decompress ({exc}): it is corrupt") from None
+        if not decompressor.eof:
+            raise CorruptionError(f"zlib data ends early or decompresses to more than {raw_size} "
+                                  f"bytes: it is corrupt")
         return _check_size(self.name, output, raw_size)
 
     def __repr__(self) -> str:
@@ -126,6 +131,13 @@ class SnappyCodec(Codec):
         return self._snappy.compress(data)
 
     def decompress(self, data, raw_size: int) -> bytes:
+        try:  # the block starts with the varint of its raw size: check it before allocating
+            declared, _ = varint_decode_one(data)
+        except CorruptionError:
+            declared = None
+        if declared != raw_size:
+            raise CorruptionError(f"snappy data declares {declared} raw bytes, expected {raw_size}: "
+                                  f"it is corrupt")
         try:
             output = self._snappy.uncompress(data)
         except Exception as exc:  # python-snappy raises its own UncompressError or cramjam's errors
@@ -161,9 +173,15 @@ class ZstdCodec(Codec):
         return self._contexts().compressor.compress(data)
 
     def decompress(self, data, raw_size: int) -> bytes:
+        zstd = self._zstd
         try:
+            # a damaged header may declare a huge content size, which zstandard would allocate
+            declared = zstd.get_frame_parameters(data, format=zstd.FORMAT_ZSTD1_MAGICLESS).content_size
+            if declared != zstd.CONTENTSIZE_UNKNOWN and declared != raw_size:
+                raise CorruptionError(f"zstd frame declares {declared} raw bytes, expected {raw_size}: "
+                                      f"it is corrupt")
             output = self._contexts().decompressor.decompress(data, max_output_size=max(raw_size, 1))
-        except self._zstd.ZstdError as exc:
+        except zstd.ZstdError as exc:
             raise CorruptionError(f"zstd data does not decompress ({exc}): it is corrupt") from None
         return _check_size(self.name, output, raw_size)
 
