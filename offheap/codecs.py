@@ -19,7 +19,8 @@ or checksum are a visible share of every page. Streams:
 
 Integrity is the store's concern, not the codec's: a stream that fails to decode, or decodes to
 a size other than ``raw_size``, raises :class:`~offheap.errors.CorruptionError`; a damaged stream
-that still decodes to the right size is not detected here.
+that still decodes to the right size is not detected here. Neither ``raw_size`` nor a size written
+inside a damaged stream is ever allocated up front, so a corrupt page cannot exhaust memory.
 
 Thread safety: every codec may be shared between threads. zlib and snappy keep no state; the
 zstd codec keeps one compressor and one decompressor per thread, because a zstandard context
@@ -173,16 +174,15 @@ class ZstdCodec(Codec):
         return self._contexts().compressor.compress(data)
 
     def decompress(self, data, raw_size: int) -> bytes:
-        zstd = self._zstd
+        # Streaming output grows with what the frame really holds, so neither a damaged header
+        # nor a wrong raw_size makes zstandard allocate a buffer of the size they claim.
+        stream = self._contexts().decompressor.decompressobj()
         try:
-            # a damaged header may declare a huge content size, which zstandard would allocate
-            declared = zstd.get_frame_parameters(data, format=zstd.FORMAT_ZSTD1_MAGICLESS).content_size
-            if declared != zstd.CONTENTSIZE_UNKNOWN and declared != raw_size:
-                raise CorruptionError(f"zstd frame declares {declared} raw bytes, expected {raw_size}: "
-                                      f"it is corrupt")
-            output = self._contexts().decompressor.decompress(data, max_output_size=max(raw_size, 1))
-        except zstd.ZstdError as exc:
+            output = stream.decompress(data)
+        except self._zstd.ZstdError as exc:
             raise CorruptionError(f"zstd data does not decompress ({exc}): it is corrupt") from None
+        if not stream.eof or stream.unused_data:
+            raise CorruptionError("zstd data is not exactly one complete frame: it is corrupt")
         return _check_size(self.name, output, raw_size)
 
     def __repr__(self) -> str:
