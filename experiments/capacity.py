@@ -45,19 +45,23 @@ class CapacityConfig:
 def derive_figures(record: dict, budget_bytes: int, contender: Contender) -> dict:
     """Add bytes/entry, inserts/s, the budget-sized and 15 GiB extrapolations and MapDB's figure.
 
-    A fill stopped by the budget *measured* the entries that fit; one stopped by time or Ctrl-C
-    only measured a bytes/entry figure, so its ``entries_in_budget`` is extrapolated from that
-    and flagged (``entries_in_budget_measured`` False). The 15 GiB figure is always a linear
-    extrapolation of bytes/entry.
+    A fill stopped by the budget *measured* how many entries fit; its 15 GiB figure scales that
+    count by ``15 GiB / budget`` (``extrapolation: "scaled count"``), so memory the map could
+    not use (a hash table that cannot double within the budget) counts against it, as in the
+    blog. A fill stopped by time, the RSS guard or Ctrl-C only measured bytes/entry: its
+    ``entries_in_budget`` and 15 GiB figures divide the budget by that (``"bytes/entry"``) and
+    are flagged (``entries_in_budget_measured`` False).
     """
     entries, memory = record["entries"], record["memory_bytes"]
     bytes_per_entry = memory / entries if entries else None
     measured = record["stop"] == "budget"
     if measured:
-        in_budget = entries
+        in_budget, in_15gib = entries, int(entries * MAPDB_BUDGET_BYTES / budget_bytes)
+    elif bytes_per_entry:
+        in_budget = int(budget_bytes / bytes_per_entry)
+        in_15gib = int(MAPDB_BUDGET_BYTES / bytes_per_entry)
     else:
-        in_budget = int(budget_bytes / bytes_per_entry) if bytes_per_entry else None
-    in_15gib = int(MAPDB_BUDGET_BYTES / bytes_per_entry) if bytes_per_entry else None
+        in_budget = in_15gib = None
     figure = contender.mapdb_figure(record["keys"])
     mapdb = None
     if figure is not None:
@@ -66,10 +70,12 @@ def derive_figures(record: dict, budget_bytes: int, contender: Contender) -> dic
     return {
         **record,
         "bytes_per_entry": bytes_per_entry,
+        "budget_used": memory / budget_bytes,
         "inserts_per_second": entries / record["seconds"] if record["seconds"] > 0 else None,
         "entries_in_budget": in_budget,
         "entries_in_budget_measured": measured,
         "entries_in_15gib_extrapolated": in_15gib,
+        "extrapolation": "scaled count" if measured else "bytes/entry",
         "mapdb": mapdb,
         "ratio_to_mapdb": in_15gib / figure.entries if figure is not None and in_15gib else None,
     }

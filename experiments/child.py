@@ -34,6 +34,8 @@ from experiments.keys import KeyStream
 
 HEAP_STEP_ENTRIES = 1 << 16  # how often a heap map's RSS is checked against the budget
 BULK_STEP_ENTRIES = 1 << 20
+MIN_STEP_ENTRIES = 256
+STEP_SECONDS = 0.5
 _PROGRESS_SECONDS = 0.2
 
 
@@ -42,11 +44,23 @@ def emit(event: str, **fields) -> None:
 
 
 def step_entries(measured_by: str, batch: bool, budget_bytes: int) -> int:
-    """Keys per insert step: small enough that the budget check of a heap map is fine-grained
-    (at least ~1000 checks per budget), large enough that measuring costs nothing."""
+    """Keys in the first insert step: small enough that the budget check of a heap map is
+    fine-grained (at least ~1000 checks per budget), large enough that measuring costs nothing."""
     if measured_by == "rss":
         return max(1024, min(HEAP_STEP_ENTRIES, budget_bytes // 1024))
-    return BULK_STEP_ENTRIES if batch else HEAP_STEP_ENTRIES
+    if batch:  # a batch far beyond the budget would only fail: start near 1/32 of it
+        return max(1024, min(BULK_STEP_ENTRIES, budget_bytes // 32))
+    return HEAP_STEP_ENTRIES
+
+
+def next_scalar_step(step: int, step_seconds: float, measured_by: str) -> int:
+    """Keep scalar steps of maps that enforce their own budget near ``STEP_SECONDS``, so a slow
+    map still reports progress and meets the time cap closely. A heap map keeps its step: that
+    is how often its RSS is checked against the budget."""
+    if measured_by == "rss" or step_seconds <= 0:
+        return step
+    wanted = int(step * STEP_SECONDS / step_seconds)
+    return max(MIN_STEP_ENTRIES, min(HEAP_STEP_ENTRIES, wanted, 2 * step))
 
 
 class Fill:
@@ -61,7 +75,6 @@ class Fill:
         self.batch = batch
         self.max_seconds = max_seconds
         self.stop_requested = False
-        rss.reset_peak()
         self._rss_baseline = rss.rss_bytes()
         self._seconds = 0.0
 
@@ -75,7 +88,11 @@ class Fill:
                 "seconds": self._seconds}
 
     def run(self) -> dict:
-        """Fill, finish and measure; return the result fields (the last point within budget)."""
+        """Fill, finish and measure; return the result fields (the last point within budget).
+
+        RSS is counted from here: under memray, its tracker has started by then."""
+        rss.reset_peak()
+        self._rss_baseline = rss.rss_bytes()
         step = step_entries(self.target.measured_by, self.batch, self.budget_bytes)
         within = self.measure()
         stop = None
@@ -87,7 +104,10 @@ class Fill:
             chunk = self.keys.take(step)
             started = time.perf_counter()
             inserted = self.target.insert(chunk, self.batch)
-            self._seconds += time.perf_counter() - started
+            step_seconds = time.perf_counter() - started
+            self._seconds += step_seconds
+            if not self.batch:
+                step = next_scalar_step(step, step_seconds, self.target.measured_by)
             full = inserted < len(chunk)
             if full:
                 self.keys.give_back(chunk[inserted:])

@@ -47,8 +47,8 @@ def capacity_rows(document: dict) -> tuple[list[str], list[list[str]], list[str]
     """Headers, rows and footnotes of the capacity table."""
     config = document["config"]
     with_memray = config.get("memray", False)
-    headers = ["contender", "keys", "stop", "entries", "B/entry", "memory", "measured as",
-               "RSS peak growth"]
+    headers = ["contender", "keys", "stop", "entries", "B/entry", "memory", "of budget",
+               "measured as", "RSS peak growth"]
     headers += ["memray heap"] if with_memray else []
     headers += ["fill s", "inserts/s", "in 15 GiB (extrap.)", "MapDB in 15 GiB", "vs MapDB"]
     rows, notes = [], []
@@ -68,7 +68,8 @@ def capacity_rows(document: dict) -> tuple[list[str], list[list[str]], list[str]
                 mapdb_cell += f" ({mapdb['keys']} keys)"
         row = [record["label"], record["keys"], record["stop"], f"{record['entries']:,}",
                _number(record["bytes_per_entry"], ".2f"), format_bytes(record["memory_bytes"]),
-               _MEASURES[record["measured_by"]], format_bytes(record["peak_rss_growth_bytes"])]
+               f"{record['budget_used']:.0%}", _MEASURES[record["measured_by"]],
+               format_bytes(record["peak_rss_growth_bytes"])]
         if with_memray:
             memray = record.get("memray")
             row.append(format_bytes(memray["heap_at_peak_bytes"]) if memray else "-")
@@ -82,7 +83,8 @@ def capacity_rows(document: dict) -> tuple[list[str], list[list[str]], list[str]
                          f"at a time")
         if mark:
             notes.append(f"{_TIME_MARK} {record['label']}: stopped by {record['stop']} at "
-                         f"{record['entries']:,} entries, {record['bytes_per_entry']:.2f} B/entry; "
+                         f"{record['entries']:,} entries, "
+                         f"{_number(record['bytes_per_entry'], '.2f')} B/entry; "
                          f"its capacity is extrapolated from that, not measured")
     return headers, rows, notes
 
@@ -95,6 +97,8 @@ def capacity_table(document: dict, *, markdown: bool = False) -> str:
              f"{config['mode']} inserts, time cap {config['max_seconds']:g} s per contender "
              f"({machine_line(document['machine'])})")
     parts = [title, "", format_table(headers, rows, markdown=markdown)]
+    notes.append("in 15 GiB: a count measured at the budget is scaled by 15 GiB / budget; "
+                 f"{_TIME_MARK} marks a capacity extrapolated from bytes/entry instead")
     if document.get("interrupted"):
         notes.append("interrupted by Ctrl-C: later contenders did not run")
     if notes:

