@@ -15,8 +15,9 @@ this process's resident set per entry (a cross-check: it also counts the node ca
     random-node120  random 64-bit keys, node_size=120, write cache (no MapDB figure)
 
 ``speed`` times, in one process so the ratios share the machine's state: scalar insert and
-get of random and sequential keys against ``SortedDict``, a bulk load of sorted keys, and
-iterating a range of ``--n`` entries against ``SortedDict.irange``.
+get of random and sequential keys against ``SortedDict`` (random keys twice: with the default
+node cache, and with one large enough to hold every leaf), a bulk load of sorted keys, and
+iterating a range of ``--n // 2`` entries against ``SortedDict.irange``.
 """
 
 from __future__ import annotations
@@ -100,8 +101,11 @@ def run_speed(n: int, bulk_n: int) -> dict:
     results = {}
     rnd = random.Random(1)
     random_keys = [rnd.getrandbits(64) - (1 << 63) for _ in range(n)]
-    for label, keys in (("sequential", list(range(n))), ("random", random_keys)):
-        sorted_dict, tree = SortedDict(), TreeMap()
+    whole_tree_cache = max(2048, n // 8)  # decoded nodes enough to hold every leaf
+    cases = (("sequential", list(range(n)), {}), ("random", random_keys, {}),
+             ("random, cache holds the tree", random_keys, dict(cache_size=whole_tree_cache)))
+    for label, keys, options in cases:
+        sorted_dict, tree = SortedDict(), TreeMap(**options)
         started = time.perf_counter()
         for k in keys:
             sorted_dict[k] = ""
@@ -120,6 +124,7 @@ def run_speed(n: int, bulk_n: int) -> dict:
             tree[k]
         tree_get = time.perf_counter() - started
         results[label] = dict(
+            options=options,
             sorteddict_insert_ns=_per_op(sd_insert, n), treemap_insert_ns=_per_op(tree_insert, n),
             insert_ratio=round(tree_insert / sd_insert, 2),
             sorteddict_get_ns=_per_op(sd_get, n), treemap_get_ns=_per_op(tree_get, n),

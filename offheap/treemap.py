@@ -1030,7 +1030,7 @@ class TreeMap(MutableMapping):
             keys, values = decode_leaf(page, self._key_kind, self._serializer)
             node = Leaf(recid, keys, values)
         node.stored_bytes = len(page)
-        node.raw_bytes = raw_size(page)
+        node.raw_bytes = len(page) if page[0] < 2 else raw_size(page)  # codec bits 0: raw
         return node
 
     def _encode(self, node: Leaf | Inner) -> bytes:
