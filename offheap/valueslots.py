@@ -116,6 +116,8 @@ class ValueSlots:
         """
         if self.typed:
             array = np.asarray(values)
+            if array.size == 0:
+                return np.empty(0, self.serializer.dtype)
             if array.dtype.kind not in self._accepted_kinds():
                 array = np.array([self.serializer.validate(v) for v in values])
             return self._checked_typed_array(array)
@@ -153,7 +155,7 @@ class ValueSlots:
         return 4 if np.any(lengths > 1) else 2
 
     def _accepted_kinds(self) -> str:
-        return "iub" if self.serializer.dtype.kind == "i" else "iuf"
+        return "iu" if self.serializer.dtype.kind == "i" else "iuf"
 
     def _checked_typed_array(self, array: np.ndarray) -> np.ndarray:
         target = self.serializer.dtype
