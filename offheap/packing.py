@@ -435,37 +435,56 @@ def decode_int64_deltas(buf, count: int, offset: int = 0) -> tuple[np.ndarray, i
 
 # -- front coding ---------------------------------------------------------------------------------
 
-# LCP search compares this many bytes per pair in the first round, doubling each round up to
-# the maximum; rows are processed in blocks so that a block's index matrix stays around 8 MiB.
-_PREFIX_FIRST_WINDOW = 16
-_PREFIX_MAX_WINDOW = 256
-_PREFIX_BLOCK_CELLS = 1 << 20
+# The shared-prefix search compares this many bytes of every adjacent pair in its first round
+# (one 8-byte group, enough for most sorted keys), doubling the window each further round up to
+# the maximum, in blocks of rows small enough to keep the gathered bytes to a few MiB.
+_PREFIX_FIRST_WINDOW = 8
+_PREFIX_MAX_WINDOW = 128
+_PREFIX_BLOCK_BYTES = 1 << 22
+_BYTE_THRESHOLDS = np.array([1 << (8 * k) for k in range(1, 8)], dtype=np.uint64)
 
 
-def _shared_prefix_lengths(joined: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+def _windows(padded: bytes, window: int) -> np.ndarray:
+    """A read-only view whose row ``i`` is ``padded[i:i+window]``, for every row that fits."""
+    return np.ndarray((len(padded) - window + 1, window), np.uint8, padded, 0, (1, 1))
+
+
+def _shared_prefix_lengths(joined: bytes, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """For each key after the first, the length of the prefix it shares with the key before it.
 
-    Keys are slices ``joined[starts[i]:starts[i]+lengths[i]]``. Pairs are compared a window of
-    columns at a time; pairs whose window was all equal (and both keys go on) move to the next,
-    wider window, so a long shared prefix costs O(log) rounds and short ones a single round.
+    Keys are slices ``joined[starts[i]:starts[i]+lengths[i]]``. Each round gathers a window of
+    bytes at the same column of both keys of every unresolved pair (one fancy index per side
+    through an overlapping strided view, so no per-byte index arrays) and finds the first
+    differing byte.
+    Pairs whose window was all equal, with both keys going on, move to the next, wider window:
+    a shared prefix of p bytes costs O(log p) rounds.
     """
     limits = np.minimum(lengths[:-1], lengths[1:])
-    shared = limits.copy()  # pairs that never differ share all of the shorter key
-    pending = np.flatnonzero(limits)
-    last_byte = max(joined.size - 1, 0)
-    column, window = 0, _PREFIX_FIRST_WINDOW
+    padded = joined + bytes(_PREFIX_MAX_WINDOW)
+    # First round, all pairs at once, 8 bytes as one little-endian word per key: the first
+    # differing byte is the lowest non-zero byte of the XOR of the two words.
+    words = np.ndarray((len(padded) - 7,), _LE_U64, padded, 0, (1,))
+    differ = words[starts[:-1]] ^ words[starts[1:]]
+    lowest_bit = differ & np.negative(differ)
+    found = differ != 0
+    shared = np.where(found, np.searchsorted(_BYTE_THRESHOLDS, lowest_bit, side="right"),
+                      _PREFIX_FIRST_WINDOW)
+    np.minimum(shared, limits, out=shared)
+    pending = (~found & (limits > _PREFIX_FIRST_WINDOW)).nonzero()[0]
+    column, window = _PREFIX_FIRST_WINDOW, 2 * _PREFIX_FIRST_WINDOW
     while pending.size:
-        columns = column + np.arange(window, dtype=np.int64)
+        rows = _windows(padded, window)
         unresolved = []
-        block_rows = max(_PREFIX_BLOCK_CELLS // window, 1)
+        block_rows = _PREFIX_BLOCK_BYTES // window
         for block_start in range(0, pending.size, block_rows):
             pairs = pending[block_start:block_start + block_rows]
-            left = np.minimum(starts[pairs, None] + columns, last_byte)
-            right = np.minimum(starts[pairs + 1, None] + columns, last_byte)
-            stop = (joined[left] != joined[right]) | (columns >= limits[pairs, None])
-            stopped = stop.any(axis=1)
-            shared[pairs[stopped]] = column + stop[stopped].argmax(axis=1)
-            unresolved.append(pairs[~stopped])
+            left = starts[pairs] + column
+            differ = rows[left] != rows[left + lengths[pairs]]
+            first = differ.argmax(axis=1)
+            found = differ[np.arange(pairs.size), first]
+            pair_limits = limits[pairs]
+            shared[pairs] = np.minimum(np.where(found, column + first, column + window), pair_limits)
+            unresolved.append(pairs[~found & (pair_limits > column + window)])
         pending = np.concatenate(unresolved)
         column += window
         window = min(window * 2, _PREFIX_MAX_WINDOW)
@@ -477,23 +496,21 @@ def front_encode(keys: Sequence[bytes]) -> bytes:
     count = len(keys)
     if not count:
         return b""
-    joined_bytes = b"".join(keys)
-    lengths = np.fromiter(map(len, keys), np.int64, count)
+    joined = b"".join(keys)
     if count == 1:
-        return b"\x00" + varint_encode_one(int(lengths[0])) + joined_bytes
-    joined = np.frombuffer(joined_bytes, np.uint8)
-    starts = np.cumsum(lengths) - lengths
+        return b"\x00" + varint_encode_one(len(joined)) + joined
+    lengths = np.array(list(map(len, keys)), np.int64)
+    starts = np.subtract(np.add.accumulate(lengths), lengths)
     prefixes = np.zeros(count, np.int64)
     prefixes[1:] = _shared_prefix_lengths(joined, starts, lengths)
     suffix_lengths = lengths - prefixes
     if prefixes.any():
-        keep = np.ones(joined.size, bool)
-        skipped = np.repeat(starts, prefixes) + (np.arange(int(prefixes.sum()))
-                                                  - np.repeat(np.cumsum(prefixes) - prefixes, prefixes))
-        keep[skipped] = False
-        suffixes = joined[keep].tobytes()
+        keep = np.ones(len(joined), bool)
+        skipped_starts = np.repeat(starts - np.add.accumulate(prefixes) + prefixes, prefixes)
+        keep[skipped_starts + np.arange(skipped_starts.size)] = False
+        suffixes = np.frombuffer(joined, np.uint8)[keep].tobytes()
     else:
-        suffixes = joined_bytes
+        suffixes = joined
     return varint_encode(np.concatenate([prefixes, suffix_lengths])) + suffixes
 
 
