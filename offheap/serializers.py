@@ -56,6 +56,7 @@ float64 (never a view of the caller's buffer) and a new list otherwise.
 
 from __future__ import annotations
 
+import abc
 import pickle
 import struct
 
@@ -77,7 +78,6 @@ __all__ = ["BYTES", "FLOAT64", "INT64", "OBJECT", "SERIALIZER_NAMES", "STR", "Se
            "get_serializer"]
 
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
-_INT64 = struct.Struct("<q")
 _FLOAT64 = struct.Struct("<d")
 _PICKLE_PROTOCOL = 5
 
@@ -86,31 +86,37 @@ def _corrupt(what: str, data, detail: str) -> CorruptionError:
     return CorruptionError(f"{what}: {detail} (got {len(data)} bytes); the data is corrupt")
 
 
-class Serializer:
+class Serializer(abc.ABC):
     """How one type of key or value becomes bytes, alone or as a column.
 
     ``validate`` normalises one value (numpy scalars to Python ones) or raises the ``TypeError``
     or ``OverflowError`` a dict-like container would; ``dumps``/``loads`` handle one value;
     ``pack_column``/``unpack_column`` a sequence of them (see the module docstring for bytes).
+    ``dtype`` is the numpy dtype of a typed column (int64, float64), else ``None``.
     """
 
     name: str
     dtype: np.dtype | None = None
 
+    @abc.abstractmethod
     def validate(self, value):
-        raise NotImplementedError
+        """``value`` normalised, or ``TypeError``/``OverflowError`` naming the expected type."""
 
+    @abc.abstractmethod
     def dumps(self, value) -> bytes:
-        raise NotImplementedError
+        """One value as bytes (validated first)."""
 
+    @abc.abstractmethod
     def loads(self, data):
-        raise NotImplementedError
+        """The value ``dumps`` wrote into ``data`` (bytes-like); ``CorruptionError`` if malformed."""
 
+    @abc.abstractmethod
     def pack_column(self, values) -> bytes:
-        raise NotImplementedError
+        """A sequence of values as one column; zero bytes when it is empty."""
 
+    @abc.abstractmethod
     def unpack_column(self, data, count: int, offset: int = 0):
-        raise NotImplementedError
+        """``(values, end_offset)`` of the ``count``-value column at ``data[offset:]``."""
 
     def __repr__(self) -> str:
         return f"<serializer {self.name}>"
@@ -121,9 +127,46 @@ class Serializer:
 
 # -- typed: int64, float64 --------------------------------------------------------------------------
 
-class _Int64Serializer(Serializer):
+class _TypedSerializer(Serializer):
+    """A fixed-size numpy type; columns are delta-packed 64-bit patterns (module docstring)."""
+
+    dtype: np.dtype
+
+    @abc.abstractmethod
+    def _converts_in_bulk(self, array: np.ndarray) -> bool:
+        """Whether ``array.astype(dtype)`` gives, for this non-empty array, what ``validate``
+        would give value by value."""
+
+    def as_array(self, values) -> np.ndarray:
+        """``values`` as a 1-D array of ``dtype``, no copy when it already is one.
+
+        Arrays and homogeneous sequences convert in bulk; anything else is validated value by
+        value, so the error names the offending value's type. (A list mixing bools with ints
+        becomes an int array in numpy, so its bools pass as 0 and 1.)
+        """
+        array = values if isinstance(values, np.ndarray) else np.asarray(values)
+        if array.ndim == 1:
+            if array.dtype == self.dtype:
+                return array
+            if not array.size:
+                return np.zeros(0, self.dtype)
+            if self._converts_in_bulk(array):
+                return array.astype(self.dtype)
+        return np.array([self.validate(v) for v in values], self.dtype)
+
+    def loads(self, data):
+        if len(data) != 8:
+            raise _corrupt(f"{self.name} value", data, "expected 8 bytes")
+        return self._struct.unpack(data)[0]
+
+    def dumps(self, value) -> bytes:
+        return self._struct.pack(self.validate(value))
+
+
+class _Int64Serializer(_TypedSerializer):
     name = "int64"
     dtype = np.dtype(np.int64)
+    _struct = struct.Struct("<q")
 
     def validate(self, value) -> int:
         if type(value) is not int:
@@ -135,25 +178,10 @@ class _Int64Serializer(Serializer):
                                 f"use the 'object' serializer for bigger ints")
         return value
 
-    def dumps(self, value) -> bytes:
-        return _INT64.pack(self.validate(value))
-
-    def loads(self, data) -> int:
-        if len(data) != 8:
-            raise _corrupt("int64 value", data, "expected 8 bytes")
-        return _INT64.unpack(data)[0]
-
-    def as_array(self, values) -> np.ndarray:
-        """``values`` as an int64 array, checked like :meth:`validate` (no copy for int64 arrays)."""
-        array = values if isinstance(values, np.ndarray) else np.asarray(values)
-        if array.dtype == self.dtype and array.ndim == 1:
-            return array
-        if array.dtype.kind in "iu" and array.ndim == 1:
-            if not array.size or (int(array.min()) >= _INT64_MIN and int(array.max()) <= _INT64_MAX):
-                return array.astype(self.dtype)
-        elif not array.size and array.ndim == 1:
-            return np.zeros(0, self.dtype)
-        return np.array([self.validate(v) for v in values], self.dtype)
+    def _converts_in_bulk(self, array: np.ndarray) -> bool:
+        if array.dtype.kind == "i":
+            return True
+        return array.dtype.kind == "u" and int(array.max()) <= _INT64_MAX
 
     def pack_column(self, values) -> bytes:
         return encode_int64_deltas(self.as_array(values))
@@ -162,9 +190,10 @@ class _Int64Serializer(Serializer):
         return decode_int64_deltas(data, count, offset)
 
 
-class _Float64Serializer(Serializer):
+class _Float64Serializer(_TypedSerializer):
     name = "float64"
     dtype = np.dtype(np.float64)
+    _struct = struct.Struct("<d")
 
     def validate(self, value) -> float:
         if type(value) is float:
@@ -173,24 +202,8 @@ class _Float64Serializer(Serializer):
             raise TypeError(f"float64 values must be float or int, not {type(value).__name__}")
         return float(value)
 
-    def dumps(self, value) -> bytes:
-        return _FLOAT64.pack(self.validate(value))
-
-    def loads(self, data) -> float:
-        if len(data) != 8:
-            raise _corrupt("float64 value", data, "expected 8 bytes")
-        return _FLOAT64.unpack(data)[0]
-
-    def as_array(self, values) -> np.ndarray:
-        """``values`` as a float64 array, checked like :meth:`validate` (no copy for float64 arrays)."""
-        array = values if isinstance(values, np.ndarray) else np.asarray(values)
-        if array.dtype == self.dtype and array.ndim == 1:
-            return array
-        if array.dtype.kind in "iuf" and array.ndim == 1:
-            return array.astype(self.dtype)
-        if not array.size and array.ndim == 1:
-            return np.zeros(0, self.dtype)
-        return np.array([self.validate(v) for v in values], self.dtype)
+    def _converts_in_bulk(self, array: np.ndarray) -> bool:
+        return array.dtype.kind in "iuf"
 
     def pack_column(self, values) -> bytes:
         return encode_int64_deltas(np.ascontiguousarray(self.as_array(values)).view(np.int64))
@@ -253,20 +266,25 @@ def _pack_byte_strings(encoded: list[bytes]) -> bytes:
     return bytes((_PLAIN,)) + plain
 
 
-def _unpack_byte_strings(data, count: int, offset: int, what: str) -> tuple[list[bytes], int]:
-    """Inverse of :func:`_pack_byte_strings`: ``count`` raw values and the end offset."""
+def _unpack_byte_strings(data, count: int, offset: int, what: str, convert=None) -> tuple[list, int]:
+    """Inverse of :func:`_pack_byte_strings`: ``count`` values and the end offset.
+
+    ``convert`` (bytes -> value) is applied to each value, and once for a constant column.
+    """
     if not count:
         return [], offset
     what = f"{what} column"
     form, view = _form_and_view(data, offset, what)
     if form == _CONSTANT:
         value, end = _read_sized(view, offset + 1, what)
-        return [value] * count, end
+        return [value if convert is None else convert(value)] * count, end
     if form == _FRONT:
-        return front_decode(view, count, offset + 1)
-    if form == _PLAIN:
-        return _read_sized_many(view, count, offset + 1, what)
-    raise _corrupt(what, view, f"unknown column form {form} at offset {offset}")
+        values, end = front_decode(view, count, offset + 1)
+    elif form == _PLAIN:
+        values, end = _read_sized_many(view, count, offset + 1, what)
+    else:
+        raise _corrupt(what, view, f"unknown column form {form} at offset {offset}")
+    return (values if convert is None else list(map(convert, values))), end
 
 
 class _BytesSerializer(Serializer):
@@ -295,7 +313,7 @@ class _BytesSerializer(Serializer):
         return _unpack_byte_strings(data, count, offset, "bytes")
 
 
-def _decode_text(data, what: str) -> str:
+def _decode_text(data, what: str = "str value") -> str:
     try:
         return str(data, "utf-8", "surrogatepass")
     except UnicodeDecodeError as exc:
@@ -317,7 +335,7 @@ class _StrSerializer(Serializer):
         return self.validate(value).encode("utf-8", "surrogatepass")
 
     def loads(self, data) -> str:
-        return _decode_text(data, "str value")
+        return _decode_text(data)
 
     def pack_column(self, values) -> bytes:
         if not len(values):
@@ -331,13 +349,7 @@ class _StrSerializer(Serializer):
         return _pack_byte_strings(encoded)
 
     def unpack_column(self, data, count: int, offset: int = 0) -> tuple[list[str], int]:
-        raw, end = _unpack_byte_strings(data, count, offset, "str")
-        try:
-            return [str(v, "utf-8", "surrogatepass") for v in raw], end
-        except UnicodeDecodeError:
-            for value in raw:
-                _decode_text(value, "str column value")
-            raise
+        return _unpack_byte_strings(data, count, offset, "str", _decode_text)
 
 
 # -- object ---------------------------------------------------------------------------------------
