@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from experiments.contenders import MAPDB_BUDGET_BYTES, Contender
-from experiments.machine import REPOSITORY, describe_machine
+from experiments.machine import REPOSITORY, describe_machine, git_commit
 
 _STDERR_TAIL_CHARS = 2000
 _STOP_GRACE_SECONDS = 60
@@ -168,7 +168,8 @@ def _progress_bar(label: str, budget_bytes: int, enabled: bool):
 def run_contender(contender: Contender, config: CapacityConfig, progress: bool) -> tuple[dict, bool]:
     """Fill one contender in a child; return its record and whether Ctrl-C stopped it."""
     keys = contender.key_order(config.keys)
-    base = {"name": contender.name, "label": contender.label, "keys": keys, "mode": config.mode}
+    base = {"name": contender.name, "label": contender.label, "keys": keys, "mode": config.mode,
+            "git_commit": git_commit()}  # the code under test may change between contenders
     reason = contender.unavailable_reason()
     if reason is not None:
         return {**base, "skipped": reason}, False

@@ -61,6 +61,11 @@ def package_versions() -> dict[str, str | None]:
     return versions
 
 
+def git_commit() -> str | None:
+    """The commit checked out now (the code a child process about to start will import)."""
+    return _git("rev-parse", "HEAD")
+
+
 def describe_machine() -> dict:
     """A JSON-ready dict: date, host, CPU, cores, RAM, OS, Python, versions, git commit."""
     status = _git("status", "--porcelain", "--untracked-files=no")
@@ -74,7 +79,7 @@ def describe_machine() -> dict:
         "python": sys.version.split()[0],
         "python_implementation": platform.python_implementation(),
         "versions": package_versions(),
-        "git_commit": _git("rev-parse", "HEAD"),
+        "git_commit": git_commit(),
         "git_dirty": None if status is None else bool(status),
     }
 
