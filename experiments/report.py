@@ -157,7 +157,11 @@ def plot_capacity(document: dict, path: Path) -> None:
 
 
 def _ratio(ours, theirs) -> str:
-    return "-" if not ours or not theirs else f"{ours / theirs:.2f}"
+    """``ours / theirs`` with two significant digits at least (0.0047, 0.52, 3.10)."""
+    if not ours or not theirs:
+        return "-"
+    ratio = ours / theirs
+    return f"{ratio:.2f}" if ratio >= 0.1 else f"{ratio:.2g}"
 
 
 def sparkey_tables(document: dict, *, markdown: bool = False) -> str:
