@@ -46,6 +46,18 @@ keys with a constant gap (sequential ids) take width 0, so the whole block is it
 bytes. Example: ``[10, 11, 12, 14]`` -> ``14 01 01 04`` (zigzag(10) = 20; width 1; base 1; gaps 1, 1, 2
 packed as ``0, 0, 1``).
 
+**int64 frame** (:func:`encode_int64_frame`), frame-of-reference bit packing of the values
+themselves, for unsorted columns whose gaps would wrap::
+
+    count == 0:  nothing (zero bytes)
+    count >= 1:  varint  zigzag(base), base = min(values)
+                 u8      0x80 | w, where w (0..64) is the bit length of max(values) - base
+                 bit-packed values - base at width w, count values
+
+The high bit of the width byte tells the two int64 layouts apart: both start with a varint,
+and for two or more values the byte after it is the width, below 0x80 only in a delta block.
+Example: ``[7, 3, 5]`` -> ``06 83 84 00`` (base 3, zigzag 6; width 3; packed ``4, 0, 2``).
+
 **front coding** (:func:`front_encode`) of ``count`` byte strings::
 
     count varints   p[i]  length of the prefix key i shares with key i-1 (p[0] == 0)
@@ -65,10 +77,13 @@ import numpy as np
 from offheap.errors import CorruptionError
 
 __all__ = [
+    "FRAME_WIDTH_FLAG",
     "bitpack",
     "bitunpack",
     "decode_int64_deltas",
+    "decode_int64_frame",
     "encode_int64_deltas",
+    "encode_int64_frame",
     "front_decode",
     "front_encode",
     "varint_decode",
@@ -83,6 +98,8 @@ _U64 = np.dtype(np.uint64)
 _I64 = np.dtype(np.int64)
 _LE_U64 = np.dtype("<u8")
 _MAX_VARINT_BYTES = 10
+FRAME_WIDTH_FLAG = 0x80
+"""Set in the width byte of an int64 frame block, clear in a delta block."""
 _UINT64_LIMIT = 1 << 64
 # A varint of this many groups or more does not fit a uint64 unless it is exactly 10 long and
 # its last group is 0 or 1: thresholds 2**7, 2**14, ..., 2**63 give the group count of a value.
@@ -394,10 +411,15 @@ def encode_int64_deltas(keys) -> bytes:
     gaps = np.subtract(unsigned[1:], unsigned[:-1])
     base = np.minimum.reduce(gaps)
     width = int(np.maximum.reduce(gaps) - base).bit_length()
+    return header + bytes((width,)) + varint_encode_one(int(base)) + _pack_above(gaps, base, width)
+
+
+def _pack_above(values: np.ndarray, base, width: int) -> bytes:
+    """Bit-packs ``values - base`` (uint64, modified in place) at ``width`` bits."""
     if not width:
-        return header + b"\x00" + varint_encode_one(int(base))
-    np.subtract(gaps, base, out=gaps)
-    return header + bytes((width,)) + varint_encode_one(int(base)) + _bitpack_unchecked(gaps, width)
+        return b""
+    np.subtract(values, base, out=values)
+    return _bitpack_unchecked(values, width)
 
 
 def decode_int64_deltas(buf, count: int, offset: int = 0) -> tuple[np.ndarray, int]:
@@ -408,29 +430,74 @@ def decode_int64_deltas(buf, count: int, offset: int = 0) -> tuple[np.ndarray, i
         return np.zeros(0, _I64), offset
     data = buf if type(buf) is bytes else memoryview(buf).cast("B")
     code, position = varint_decode_one(data, offset)
-    first = ((code >> 1) ^ -(code & 1)) & (_UINT64_LIMIT - 1)
+    first = _unzigzag_bits(code)
     if count == 1:
         return np.array([first], _U64).view(_I64), position
-    if position >= len(data):
-        raise CorruptionError(f"int64 delta block at offset {offset} ends before its bit width: "
-                              f"the data is truncated")
-    width = data[position]
-    if width > 64:
-        raise CorruptionError(f"int64 delta block at offset {offset} has bit width {width} (> 64): "
-                              f"the data is corrupt")
-    base, position = varint_decode_one(data, position + 1)
-    n_bytes = ((count - 1) * width + 7) // 8
+    width, position = _read_width(data, position, "int64 delta block")
+    base, position = varint_decode_one(data, position)
     keys = np.empty(count, _U64)
     keys[0] = first
-    if width:
-        gaps = keys[1:]
-        gaps[:] = _bitunpack_unchecked(_byte_array(data, position, n_bytes, "int64 delta block"),
-                                       count - 1, width)
-        np.add(gaps, np.uint64(base), out=gaps)
-    else:
-        keys[1:] = base
+    position = _unpack_above(data, position, keys[1:], base, width)
     np.add.accumulate(keys, out=keys)
-    return keys.view(_I64), position + n_bytes
+    return keys.view(_I64), position
+
+
+def encode_int64_frame(values) -> bytes:
+    """Frame-of-reference bit packing of int64 values, no deltas (layout above). O(n).
+
+    The better layout for unsorted columns: the width follows the spread of the values, where
+    the gaps of unsorted values wrap around and need all 64 bits.
+    """
+    signed = _integer_array(values, _I64, "int64 values")
+    if not signed.size:
+        return b""
+    low = int(np.minimum.reduce(signed))
+    width = (int(np.maximum.reduce(signed)) - low).bit_length()
+    header = varint_encode_one((low << 1) ^ (low >> 63)) + bytes((FRAME_WIDTH_FLAG | width,))
+    return header + _pack_above(signed.view(_U64).copy(), np.uint64(low & (_UINT64_LIMIT - 1)), width)
+
+
+def decode_int64_frame(buf, count: int, offset: int = 0) -> tuple[np.ndarray, int]:
+    """``(values, end_offset)``: ``count`` int64 values written by :func:`encode_int64_frame`."""
+    count = _check_count(count)
+    offset = _check_offset(offset)
+    if not count:
+        return np.zeros(0, _I64), offset
+    data = buf if type(buf) is bytes else memoryview(buf).cast("B")
+    code, position = varint_decode_one(data, offset)
+    width, position = _read_width(data, position, "int64 frame block", FRAME_WIDTH_FLAG)
+    values = np.empty(count, _U64)
+    position = _unpack_above(data, position, values, _unzigzag_bits(code), width)
+    return values.view(_I64), position
+
+
+def _unzigzag_bits(code: int) -> int:
+    """The int64 whose zigzag code is ``code``, as its 64-bit two's complement pattern."""
+    return ((code >> 1) ^ -(code & 1)) & (_UINT64_LIMIT - 1)
+
+
+def _read_width(data, position: int, what: str, flag: int = 0) -> tuple[int, int]:
+    """The bit width in the byte at ``position`` (which must carry exactly ``flag``)."""
+    if position >= len(data):
+        raise CorruptionError(f"{what} ends before its bit width at offset {position}: "
+                              f"the data is truncated")
+    width = data[position] ^ flag
+    if width > 64:
+        raise CorruptionError(f"{what} has width byte {data[position]:#04x} at offset {position}, "
+                              f"not {flag:#04x} + a bit width of 0..64: the data is corrupt")
+    return width, position + 1
+
+
+def _unpack_above(data, position: int, out: np.ndarray, base: int, width: int) -> int:
+    """Fills ``out`` with ``base`` + the ``out.size`` packed values at ``position``; returns the end."""
+    n_bytes = (out.size * width + 7) // 8
+    if width:
+        out[:] = _bitunpack_unchecked(_byte_array(data, position, n_bytes, "bit-packed block"),
+                                      out.size, width)
+        np.add(out, np.uint64(base), out=out)
+    else:
+        out[:] = base
+    return position + n_bytes
 
 
 # -- front coding ---------------------------------------------------------------------------------

@@ -28,9 +28,12 @@ Columns (``pack_column``) hold ``count`` values; the count itself is the caller'
 empty column is zero bytes for every serializer. Layouts, with the kernels of
 :mod:`offheap.packing`::
 
-    int64     encode_int64_deltas(values)               a constant column (or constant step)
-                                                        costs its 3..12-byte header
-    float64   encode_int64_deltas(bits of the values)   the same, over the IEEE bit patterns
+    int64     encode_int64_deltas(values) (sorted values, constant steps) or
+              encode_int64_frame(values) (unsorted values of a narrow range), whichever is
+              shorter, deltas on a tie; the width byte's high bit tells them apart. A constant
+              column costs 2..11 bytes
+    float64   the int64 column of the IEEE bit patterns (constant columns, runs of equal
+              exponents; -0.0 and NaN payloads survive)
     str/bytes u8 form, then
               00 constant: varint length, the value's bytes once     ["", "", ...] -> 00 00
               01 plain:    count varint lengths, the values' bytes concatenated
@@ -47,7 +50,7 @@ empty column is zero bytes for every serializer. Layouts, with the kernels of
               is the same, else 05
 
 A column of 120 empty strings is therefore ``00 00`` as str and ``03 00 00`` as object; 120
-sequential ints cost about 4 bytes as int64.
+sequential ints cost 3 bytes as int64 (``00 00 01``), 120 random ints below 1000 about 152.
 
 Decoding never trusts its input: truncated or malformed data raises
 :class:`~offheap.errors.CorruptionError`. ``unpack_column`` returns a new ndarray for int64 and
@@ -64,8 +67,11 @@ import numpy as np
 
 from offheap.errors import CorruptionError
 from offheap.packing import (
+    FRAME_WIDTH_FLAG,
     decode_int64_deltas,
+    decode_int64_frame,
     encode_int64_deltas,
+    encode_int64_frame,
     front_decode,
     front_encode,
     varint_decode,
@@ -82,8 +88,46 @@ _FLOAT64 = struct.Struct("<d")
 _PICKLE_PROTOCOL = 5
 
 
+# -- column building blocks ----------------------------------------------------------------------
+
 def _corrupt(what: str, data, detail: str) -> CorruptionError:
     return CorruptionError(f"{what}: {detail} (got {len(data)} bytes); the data is corrupt")
+
+
+def _sized(payload: bytes) -> bytes:
+    """One payload preceded by its varint length."""
+    return varint_encode_one(len(payload)) + payload
+
+
+def _sized_many(payloads: list[bytes]) -> bytes:
+    """The varint lengths of all payloads, then the payloads concatenated."""
+    return varint_encode(np.array(list(map(len, payloads)), np.uint64)) + b"".join(payloads)
+
+
+def _read_sized(view: memoryview, offset: int, what: str) -> tuple[bytes, int]:
+    """Inverse of :func:`_sized`: the payload at ``offset`` and the offset after it."""
+    size, start = varint_decode_one(view, offset)
+    if size > len(view) - start:
+        raise _corrupt(what, view, f"a {size}-byte value at offset {start} runs past the end")
+    return bytes(view[start:start + size]), start + size
+
+
+def _read_sized_many(view: memoryview, count: int, offset: int, what: str) -> tuple[list[bytes], int]:
+    """Inverse of :func:`_sized_many` for ``count`` payloads."""
+    lengths, start = varint_decode(view, count, offset)
+    room = len(view) - start
+    if lengths.max() > room or int(lengths.sum()) > room:
+        raise _corrupt(what, view, f"{count} values at offset {start} run past the end")
+    bounds = [0] + np.cumsum(lengths).tolist()
+    body = bytes(view[start:start + bounds[-1]])
+    return [body[a:b] for a, b in zip(bounds, bounds[1:])], start + bounds[-1]
+
+
+def _form_and_view(data, offset: int, what: str) -> tuple[int, memoryview]:
+    view = memoryview(data).cast("B")
+    if not 0 <= offset < len(view):
+        raise _corrupt(what, view, f"no column form byte at offset {offset}")
+    return view[offset], view
 
 
 class Serializer(abc.ABC):
@@ -126,6 +170,25 @@ class Serializer(abc.ABC):
 
 
 # -- typed: int64, float64 --------------------------------------------------------------------------
+
+def _pack_int64_column(array: np.ndarray) -> bytes:
+    """The int64 column layout: the shorter of the delta and the frame block."""
+    if not array.size:
+        return b""
+    deltas = encode_int64_deltas(array)
+    frame = encode_int64_frame(array)
+    return frame if len(frame) < len(deltas) else deltas
+
+
+def _unpack_int64_column(data, count: int, offset: int) -> tuple[np.ndarray, int]:
+    """Reads either block, told apart by the flag in the byte after the first varint."""
+    if count > 1:
+        view = memoryview(data).cast("B")
+        _, width_at = varint_decode_one(view, offset)
+        if width_at < len(view) and view[width_at] & FRAME_WIDTH_FLAG:
+            return decode_int64_frame(view, count, offset)
+    return decode_int64_deltas(data, count, offset)
+
 
 class _TypedSerializer(Serializer):
     """A fixed-size numpy type; columns are delta-packed 64-bit patterns (module docstring)."""
@@ -184,10 +247,10 @@ class _Int64Serializer(_TypedSerializer):
         return array.dtype.kind == "u" and int(array.max()) <= _INT64_MAX
 
     def pack_column(self, values) -> bytes:
-        return encode_int64_deltas(self.as_array(values))
+        return _pack_int64_column(self.as_array(values))
 
     def unpack_column(self, data, count: int, offset: int = 0) -> tuple[np.ndarray, int]:
-        return decode_int64_deltas(data, count, offset)
+        return _unpack_int64_column(data, count, offset)
 
 
 class _Float64Serializer(_TypedSerializer):
@@ -206,52 +269,16 @@ class _Float64Serializer(_TypedSerializer):
         return array.dtype.kind in "iuf"
 
     def pack_column(self, values) -> bytes:
-        return encode_int64_deltas(np.ascontiguousarray(self.as_array(values)).view(np.int64))
+        return _pack_int64_column(np.ascontiguousarray(self.as_array(values)).view(np.int64))
 
     def unpack_column(self, data, count: int, offset: int = 0) -> tuple[np.ndarray, int]:
-        bits, end = decode_int64_deltas(data, count, offset)
+        bits, end = _unpack_int64_column(data, count, offset)
         return bits.view(self.dtype), end
 
 
 # -- variable size: str, bytes ------------------------------------------------------------------------
 
 _CONSTANT, _PLAIN, _FRONT = 0, 1, 2
-
-
-def _sized(payload: bytes) -> bytes:
-    """One payload preceded by its varint length."""
-    return varint_encode_one(len(payload)) + payload
-
-
-def _sized_many(payloads: list[bytes]) -> bytes:
-    """The varint lengths of all payloads, then the payloads concatenated."""
-    return varint_encode(np.fromiter(map(len, payloads), np.uint64, len(payloads))) + b"".join(payloads)
-
-
-def _read_sized(view: memoryview, offset: int, what: str) -> tuple[bytes, int]:
-    """Inverse of :func:`_sized`: the payload at ``offset`` and the offset after it."""
-    size, start = varint_decode_one(view, offset)
-    if size > len(view) - start:
-        raise _corrupt(what, view, f"a {size}-byte value at offset {start} runs past the end")
-    return bytes(view[start:start + size]), start + size
-
-
-def _read_sized_many(view: memoryview, count: int, offset: int, what: str) -> tuple[list[bytes], int]:
-    """Inverse of :func:`_sized_many` for ``count`` payloads."""
-    lengths, start = varint_decode(view, count, offset)
-    room = len(view) - start
-    if lengths.max() > room or int(lengths.sum()) > room:
-        raise _corrupt(what, view, f"{count} values at offset {start} run past the end")
-    bounds = [0] + np.cumsum(lengths).tolist()
-    body = bytes(view[start:start + bounds[-1]])
-    return [body[a:b] for a, b in zip(bounds, bounds[1:])], start + bounds[-1]
-
-
-def _form_and_view(data, offset: int, what: str) -> tuple[int, memoryview]:
-    view = memoryview(data).cast("B")
-    if not 0 <= offset < len(view):
-        raise _corrupt(what, view, f"no column form byte at offset {offset}")
-    return view[offset], view
 
 
 def _pack_byte_strings(encoded: list[bytes]) -> bytes:
@@ -460,7 +487,7 @@ class _ObjectSerializer(Serializer):
                 except OverflowError:
                     pass
                 else:
-                    return bytes((_FORM_INT,)) + encode_int64_deltas(array)
+                    return bytes((_FORM_INT,)) + _pack_int64_column(array)
             elif kind is float:
                 return bytes((_FORM_FLOAT,)) + FLOAT64.pack_column(np.array(values, np.float64))
             elif kind is str:
@@ -478,7 +505,7 @@ class _ObjectSerializer(Serializer):
         form, view = _form_and_view(data, offset, "object column")
         start = offset + 1
         if form == _FORM_INT:
-            array, end = decode_int64_deltas(view, count, start)
+            array, end = INT64.unpack_column(view, count, start)
             return array.tolist(), end
         if form == _FORM_FLOAT:
             array, end = FLOAT64.unpack_column(view, count, start)

@@ -14,7 +14,9 @@ from offheap.packing import (
     bitpack,
     bitunpack,
     decode_int64_deltas,
+    decode_int64_frame,
     encode_int64_deltas,
+    encode_int64_frame,
     front_decode,
     front_encode,
     varint_decode,
@@ -102,6 +104,20 @@ def test_int64_deltas_golden(keys, encoded):
     assert decoded.tolist() == keys and end == len(encoded) // 2
 
 
+@pytest.mark.parametrize("values, encoded", [
+    ([], ""),
+    ([5], "0a" "80"),
+    ([7, 3, 5], "06" "83" "8400"),
+    ([3, 3, 3], "06" "80"),
+    ([-1, 1], "01" "82" "08"),
+    ([INT64_MAX, INT64_MIN], "ffffffffffffffffff01" "c0" "ffffffffffffffff" "0000000000000000"),
+])
+def test_int64_frame_golden(values, encoded):
+    assert encode_int64_frame(i64(values)).hex() == encoded
+    decoded, end = decode_int64_frame(bytes.fromhex(encoded), len(values))
+    assert decoded.tolist() == values and end == len(encoded) // 2
+
+
 def test_front_coding_golden():
     keys = [b"apple", b"applesauce", b"apricot", b"", b"b"]
     encoded = bytes.fromhex("00" "05" "02" "00" "00"    # shared prefix lengths
@@ -186,6 +202,18 @@ def test_int64_deltas_roundtrip(keys, before, after):
     decoded, end = decode_int64_deltas(before + encoded + after, len(keys), len(before))
     assert decoded.dtype == np.int64 and decoded.tolist() == keys
     assert end == len(before) + len(encoded)
+
+
+@settings(max_examples=200)
+@given(key_lists, st.binary(max_size=3), st.binary(max_size=3))
+def test_int64_frame_roundtrip(values, before, after):
+    encoded = encode_int64_frame(i64(values))
+    decoded, end = decode_int64_frame(before + encoded + after, len(values), len(before))
+    assert decoded.dtype == np.int64 and decoded.tolist() == values
+    assert end == len(before) + len(encoded)
+    if values:
+        assert encoded[len(varint_encode_one(int(zigzag_encode(i64([min(values)]))[0])))] == (
+            0x80 | (max(values) - min(values)).bit_length())
 
 
 @given(int64s, st.integers(-2**40, 2**40), st.integers(2, 500))
@@ -305,6 +333,7 @@ DECODERS = {
     "varint_decode_one": lambda buf, n, o: varint_decode_one(buf, o),
     "bitunpack": lambda buf, n, o: bitunpack(buf, n, n % 65, o),
     "decode_int64_deltas": lambda buf, n, o: decode_int64_deltas(buf, n, o),
+    "decode_int64_frame": lambda buf, n, o: decode_int64_frame(buf, n, o),
     "front_decode": lambda buf, n, o: front_decode(buf, n, o),
 }
 
@@ -322,6 +351,8 @@ def test_random_bytes_raise_only_corruption_error(decoder, buf, count, offset):
 @pytest.mark.parametrize("encode, decode, values", [
     (lambda v: varint_encode(u64(v)), varint_decode, [0, 300, 2**64 - 1, 5]),
     (encode_int64_deltas, decode_int64_deltas, i64([INT64_MIN, 0, INT64_MAX, 17])),
+    (encode_int64_frame, decode_int64_frame, i64([INT64_MIN, 0, INT64_MAX, 17])),
+    (encode_int64_frame, decode_int64_frame, i64([5, 5, 5])),
     (front_encode, front_decode, [b"alpha", b"alphabet", b"beta"]),
 ])
 def test_every_truncation_raises_corruption_error(encode, decode, values):
@@ -340,8 +371,12 @@ def test_impossible_values_raise_corruption_error():
         varint_decode_one(b"\xff" * 9 + b"\x02")
     with pytest.raises(CorruptionError, match="64 bits"):
         varint_decode(b"\xff" * 9 + b"\x02", 1)
-    with pytest.raises(CorruptionError, match="bit width 65"):
+    with pytest.raises(CorruptionError, match="width byte 0x41"):
         decode_int64_deltas(b"\x00\x41\x00" + bytes(16), 2)
+    with pytest.raises(CorruptionError, match="width byte 0xc1"):
+        decode_int64_frame(b"\x00\xc1" + bytes(16), 2)
+    with pytest.raises(CorruptionError, match="width byte 0x03"):
+        decode_int64_frame(b"\x00\x03" + bytes(16), 2)  # a delta block is not a frame block
     with pytest.raises(CorruptionError, match="prefix"):
         front_decode(b"\x01\x00\x00\x00", 2)  # the first key cannot share a prefix
     with pytest.raises(CorruptionError, match="prefix"):

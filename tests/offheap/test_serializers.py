@@ -88,9 +88,10 @@ def test_dumps_golden(name, value, encoded):
     ("object", [""] * 120, "03" "00" "00"),
     ("object", [None] * 5, "00" "01" "00"),
     ("bytes", [b"ab"] * 3, "00" "02" "6162"),
-    ("int64", list(range(10**9, 10**9 + 120)), "80a8d6b907" "00" "01"),
+    ("int64", list(range(10**9, 10**9 + 120)), "80a8d6b907" "00" "01"),  # delta block
+    ("int64", [7, 3, 5], "06" "83" "8400"),  # frame block: unsorted, narrow range
     ("object", [1, 2, 3], "01" "02" "00" "01"),
-    ("float64", [1.0, 1.0], "80808080808080f07f" "00" "00"),
+    ("float64", [1.0, 1.0], "80808080808080f07f" "80"),
     ("str", ["a", "bc"], "01" "0102" "616263"),
     ("str", ["applesauce", "applet"], "02" "0005" "0a01" + b"applesaucet".hex()),
     ("object", [None, 1, "a"], "05" "010202" "00" "0302" "0661"),
@@ -187,6 +188,14 @@ def test_object_column_keeps_exact_types():
     for homogeneous in ([1, 2, 2**64], [1.0, -0.0, math.inf], ["a", "\ud800"], [b"", b"\xff"], [True, False]):
         got, _ = OBJECT.unpack_column(OBJECT.pack_column(homogeneous), len(homogeneous))
         assert same_column(got, homogeneous)
+
+
+def test_unsorted_int_columns_pack_at_the_width_of_their_range():
+    values = np.random.default_rng(5).integers(0, 1000, 120).tolist()
+    for serializer, overhead in ((INT64, 3), (OBJECT, 4)):
+        packed = serializer.pack_column(values)
+        assert len(packed) <= overhead + 120 * 10 // 8
+        assert same_column(serializer.unpack_column(packed, 120)[0], values)
 
 
 def test_sorted_str_keys_are_front_coded():
