@@ -110,7 +110,7 @@ def bench_bitpack_kernels(rng) -> None:
     print("\n## bit packing kernels: matrix vs word shifting, ns/value (width 37)")
     print(f"{'values':>8} {'matrix pack':>12} {'words pack':>11} {'matrix unpack':>14} {'words unpack':>13}")
     width = 37
-    for count in (120, 1024, 2048, 4096, 16384):
+    for count in (120, 256, 512, 1024, 2048, 4096, 16384):
         values = rng.integers(0, 1 << width, count, dtype=np.uint64)
         packed = packing._bitpack_words(values, width)
         assert packing._bitpack_matrix(values, width) == packed

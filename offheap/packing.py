@@ -105,9 +105,11 @@ _UINT64_LIMIT = 1 << 64
 # its last group is 0 or 1: thresholds 2**7, 2**14, ..., 2**63 give the group count of a value.
 _VARINT_THRESHOLDS = np.array([1 << (7 * k) for k in range(1, 10)], dtype=np.uint64)
 # Bit (un)packing through a 64-bytes-per-value bit matrix takes the fewest numpy calls, so it
-# wins on page-sized inputs; above this many values the word-shifting kernel wins and its
-# temporaries stay at a few words per value (benchmarks/packing_bench.py measures both).
-_BIT_MATRIX_MAX_VALUES = 2048
+# wins on page-sized inputs; above these many values the word-shifting kernels win, and their
+# temporaries stay at a few words per value (benchmarks/packing_bench.py measures both: the
+# crossover is near 512 values for unpacking and 1000-3000, growing with the width, for packing).
+_PACK_MATRIX_MAX_VALUES = 2048
+_UNPACK_MATRIX_MAX_VALUES = 512
 
 
 # -- argument checks ----------------------------------------------------------------------------
@@ -329,7 +331,7 @@ def _bitpack_unchecked(values: np.ndarray, width: int) -> bytes:
         return b""
     if width == 64:
         return values.astype(_LE_U64, copy=False).tobytes()
-    if values.size <= _BIT_MATRIX_MAX_VALUES:
+    if values.size <= _PACK_MATRIX_MAX_VALUES:
         return _bitpack_matrix(values, width)
     return _bitpack_words(values, width)
 
@@ -387,7 +389,7 @@ def _bitunpack_unchecked(packed: np.ndarray, count: int, width: int) -> np.ndarr
         return np.zeros(count, _U64)
     if width == 64:
         return packed.view(_LE_U64).astype(_U64)
-    if count <= _BIT_MATRIX_MAX_VALUES:
+    if count <= _UNPACK_MATRIX_MAX_VALUES:
         return _bitunpack_matrix(packed, count, width)
     return _bitunpack_words(packed, count, width)
 
