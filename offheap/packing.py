@@ -110,6 +110,9 @@ _VARINT_THRESHOLDS = np.array([1 << (7 * k) for k in range(1, 10)], dtype=np.uin
 # crossover is near 512 values for unpacking and 1000-3000, growing with the width, for packing).
 _PACK_MATRIX_MAX_VALUES = 2048
 _UNPACK_MATRIX_MAX_VALUES = 512
+# Larger inputs go through the word kernels in blocks of this many values (a multiple of 8, so
+# every block starts on a byte boundary) whose temporaries stay in cache: 2-3x faster at 1M.
+_WORD_BLOCK_VALUES = 16384
 
 
 # -- argument checks ----------------------------------------------------------------------------
@@ -333,7 +336,8 @@ def _bitpack_unchecked(values: np.ndarray, width: int) -> bytes:
         return values.astype(_LE_U64, copy=False).tobytes()
     if values.size <= _PACK_MATRIX_MAX_VALUES:
         return _bitpack_matrix(values, width)
-    return _bitpack_words(values, width)
+    return b"".join(_bitpack_words(values[start:start + _WORD_BLOCK_VALUES], width)
+                    for start in range(0, values.size, _WORD_BLOCK_VALUES))
 
 
 def bitpack(values, width: int) -> bytes:
@@ -391,7 +395,12 @@ def _bitunpack_unchecked(packed: np.ndarray, count: int, width: int) -> np.ndarr
         return packed.view(_LE_U64).astype(_U64)
     if count <= _UNPACK_MATRIX_MAX_VALUES:
         return _bitunpack_matrix(packed, count, width)
-    return _bitunpack_words(packed, count, width)
+    values = np.empty(count, _U64)
+    for start in range(0, count, _WORD_BLOCK_VALUES):
+        stop = min(start + _WORD_BLOCK_VALUES, count)
+        block = packed[start * width // 8:(stop * width + 7) // 8]
+        values[start:stop] = _bitunpack_words(block, stop - start, width)
+    return values
 
 
 # -- int64 deltas ---------------------------------------------------------------------------------

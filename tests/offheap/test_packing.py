@@ -187,7 +187,8 @@ def test_bitpack_kernels_agree_every_width(width):
 
 
 @pytest.mark.parametrize("count", [packing._UNPACK_MATRIX_MAX_VALUES, packing._UNPACK_MATRIX_MAX_VALUES + 1,
-                                   packing._PACK_MATRIX_MAX_VALUES, packing._PACK_MATRIX_MAX_VALUES + 1, 20_000])
+                                   packing._PACK_MATRIX_MAX_VALUES, packing._PACK_MATRIX_MAX_VALUES + 1,
+                                   2 * packing._WORD_BLOCK_VALUES + 3])
 @pytest.mark.parametrize("width", [1, 13, 33, 63, 64])
 def test_bitpack_bulk_roundtrip(count, width):
     rng = np.random.default_rng(count + width)
