@@ -6,8 +6,12 @@ never a Python loop per element, except where a Python object must be built per 
 ``offset``, read exactly the bytes their layout names, return a fresh array or list (never a view
 into the caller's buffer) and the offset just past what they read. A buffer that is too short or
 holds an impossible value raises :class:`~offheap.errors.CorruptionError`; a bad argument from the
-caller (a negative count, a width above 64, a value that does not fit) raises ``ValueError`` or
-``TypeError``.
+caller (a negative count, a width above 64, a value that does not fit) raises ``ValueError``,
+``TypeError`` or ``OverflowError``.
+
+Decoders allocate O(count) whatever the size of the data (a constant block is a few bytes for
+any count), so ``count`` must come from a header the caller has checked. Every function is pure
+and thread-safe; the numpy work releases the GIL only where numpy does.
 
 Byte layouts
 ============
@@ -42,8 +46,8 @@ Example: ``[1, 2, 3]`` at width 2 -> ``39`` (``0b00_11_10_01``).
 
 Wrapping arithmetic makes every int64 sequence encodable, sorted or not, whatever its gaps; the
 decoder undoes it with a wrapping running sum. Sorted keys give small gaps and so a small width;
-keys with a constant gap (sequential ids) take width 0, so the whole block is its 3 to 12 header
-bytes. Example: ``[10, 11, 12, 14]`` -> ``14 01 01 04`` (zigzag(10) = 20; width 1; base 1; gaps 1, 1, 2
+keys with a constant gap (sequential ids) take width 0, so the whole block is its 3 to 21 header
+bytes (7 for ids near 10**9). Example: ``[10, 11, 12, 14]`` -> ``14 01 01 04`` (zigzag(10) = 20; width 1; base 1; gaps 1, 1, 2
 packed as ``0, 0, 1``).
 
 **int64 frame** (:func:`encode_int64_frame`), frame-of-reference bit packing of the values
@@ -101,8 +105,8 @@ _MAX_VARINT_BYTES = 10
 FRAME_WIDTH_FLAG = 0x80
 """Set in the width byte of an int64 frame block, clear in a delta block."""
 _UINT64_LIMIT = 1 << 64
-# A varint of this many groups or more does not fit a uint64 unless it is exactly 10 long and
-# its last group is 0 or 1: thresholds 2**7, 2**14, ..., 2**63 give the group count of a value.
+# A value at or above 2**(7*k) needs more than k groups, so searchsorted over these thresholds
+# gives the number of groups of every value at once.
 _VARINT_THRESHOLDS = np.array([1 << (7 * k) for k in range(1, 10)], dtype=np.uint64)
 # Bit (un)packing through a 64-bytes-per-value bit matrix takes the fewest numpy calls, so it
 # wins on page-sized inputs; above these many values the word-shifting kernels win, and their
@@ -162,13 +166,10 @@ def _check_offset(offset: int) -> int:
 
 
 def _byte_array(buf, offset: int, size: int, what: str) -> np.ndarray:
-    """``size`` bytes of ``buf`` from ``offset`` as a uint8 view; CorruptionError if short.
-
-    ``what`` names the data in the error message (a format string of ``size``).
-    """
+    """``size`` bytes of ``buf`` from ``offset`` as a uint8 view; CorruptionError if short."""
     available = memoryview(buf).nbytes - offset
     if size > available:
-        raise CorruptionError(f"{what.format(size=size)} needs {size} bytes at offset {offset}, but "
+        raise CorruptionError(f"{what} needs {size} bytes at offset {offset}, but "
                               f"only {max(available, 0)} remain: the data is truncated or corrupt")
     return np.frombuffer(buf, np.uint8, size, offset)
 

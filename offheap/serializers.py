@@ -17,7 +17,7 @@ object    anything           one tag byte, then a payload (below)
 
     00 None      01 False     02 True        (no payload)
     03 int in int64          varint of zigzag(value)               5 -> 03 0A,  -1 -> 03 01
-    04 int outside int64     two's complement little-endian, shortest form
+    04 int outside int64     two's complement little-endian, (bit_length + 8) // 8 bytes
     05 float                 8 bytes IEEE 754 little-endian
     06 str                   UTF-8 with surrogatepass              "" -> 06
     07 bytes                 the bytes                             b"" -> 07
@@ -382,6 +382,7 @@ class _StrSerializer(Serializer):
 # -- object ---------------------------------------------------------------------------------------
 
 _NONE, _FALSE, _TRUE, _INT, _BIG_INT, _FLOAT, _TEXT, _BYTES, _PICKLE = range(9)
+_TAG = [bytes((tag,)) for tag in range(9)]
 _SINGLETONS = {_NONE: None, _FALSE: False, _TRUE: True}
 _FORM_CONSTANT, _FORM_INT, _FORM_FLOAT, _FORM_STR, _FORM_BYTES, _FORM_MIXED = range(6)
 _IMMUTABLE = (type(None), bool, int, float, str, bytes)  # a constant column may share one object
@@ -389,22 +390,18 @@ _IMMUTABLE = (type(None), bool, int, float, str, bytes)  # a constant column may
 
 def _dump_int(value: int) -> bytes:
     if _INT64_MIN <= value <= _INT64_MAX:
-        return b"\x03" + varint_encode_one((value << 1) ^ (value >> 63))
+        return _TAG[_INT] + varint_encode_one((value << 1) ^ (value >> 63))
     size = (value.bit_length() + 8) // 8  # room for the sign bit
-    return b"\x04" + value.to_bytes(size, "little", signed=True)
-
-
-def _dump_text(value: str) -> bytes:
-    return b"\x06" + value.encode("utf-8", "surrogatepass")
+    return _TAG[_BIG_INT] + value.to_bytes(size, "little", signed=True)
 
 
 _DUMPERS = {
-    type(None): lambda value: b"\x00",
-    bool: lambda value: b"\x02" if value else b"\x01",
+    type(None): lambda value: _TAG[_NONE],
+    bool: lambda value: _TAG[_TRUE] if value else _TAG[_FALSE],
     int: _dump_int,
-    float: lambda value: b"\x05" + _FLOAT64.pack(value),
-    str: _dump_text,
-    bytes: lambda value: b"\x07" + value,
+    float: lambda value: _TAG[_FLOAT] + _FLOAT64.pack(value),
+    str: lambda value: _TAG[_TEXT] + value.encode("utf-8", "surrogatepass"),
+    bytes: lambda value: _TAG[_BYTES] + value,
 }
 
 
@@ -456,7 +453,7 @@ class _ObjectSerializer(Serializer):
         if dumper is not None:
             return dumper(value)
         try:
-            return b"\x08" + pickle.dumps(value, protocol=_PICKLE_PROTOCOL)
+            return _TAG[_PICKLE] + pickle.dumps(value, protocol=_PICKLE_PROTOCOL)
         except Exception as exc:  # pickling raises PicklingError, TypeError, AttributeError, ...
             raise TypeError(f"cannot store a {type(value).__name__} as an 'object' value: it does "
                             f"not pickle ({exc})") from exc
