@@ -58,7 +58,7 @@ def test_iteration_is_in_key_order_both_ways(write_cache):
 def test_irange_and_range_views_match_sorteddict(inclusive):
     tree, model = _filled()
     rnd = random.Random(3)
-    for _ in range(40):
+    for _ in range(8):
         lo, hi = sorted(rnd.randrange(-1600, 1600) for _ in range(2))
         for bounds in ((lo, hi), (None, hi), (lo, None), (None, None)):
             for reverse in (False, True):
@@ -161,7 +161,7 @@ def test_sequential_inserts_leave_full_leaves():
 def test_random_inserts_keep_tree_valid_and_reasonably_full():
     tree = TreeMap(node_size=32, cache_size=64)
     rnd = random.Random(11)
-    for _ in range(20_000):
+    for _ in range(8000):
         tree[rnd.getrandbits(63)] = ""
     tree._check()
     assert tree.stats().leaf_fill > 0.6
@@ -317,7 +317,7 @@ def _fill_until_full(tree, model, rnd):
 @pytest.mark.parametrize("write_cache", [True, False])
 def test_capacity_error_leaves_tree_unchanged_and_usable(write_cache):
     tree = TreeMap(value="bytes", node_size=8, cache_size=8, write_cache=write_cache,
-                   limit=400_000)
+                   limit=200_000)
     model = SortedDict()
     rnd = random.Random(1)
     _fill_until_full(tree, model, rnd)
