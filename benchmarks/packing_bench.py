@@ -12,6 +12,7 @@ Reports, each against a peer measured in the same run:
 * bytes per key of sequential and uniformly random sorted keys cut into 32- and 120-key pages,
   for both encodings and after each codec (a codec is only worth it when it shrinks the page);
 * the two bit-packing kernels around the size where one takes over from the other;
+* front coding of 32- and 120-key pages of sorted byte keys;
 * value columns of 120 entries (empty strings, small ints, short strings) per serializer;
 * codec levels on delta-packed leaf bodies, to choose the default levels.
 
@@ -29,7 +30,14 @@ import numpy as np
 
 from offheap import packing
 from offheap.codecs import ZlibCodec, ZstdCodec, get_codec, names
-from offheap.packing import decode_int64_deltas, encode_int64_deltas, varint_decode, varint_encode
+from offheap.packing import (
+    decode_int64_deltas,
+    encode_int64_deltas,
+    front_decode,
+    front_encode,
+    varint_decode,
+    varint_encode,
+)
 from offheap.serializers import get_serializer
 
 
@@ -88,7 +96,7 @@ def bench_page_speed(rng, quick: bool) -> None:
 
 
 def bench_page_sizes(rng, quick: bool) -> None:
-    n_keys = 120_000 if quick else 1_200_000
+    n_keys = 120_000 if quick else 1_000_000
     print(f"\n## bytes per key, {n_keys:,} keys cut into pages (keys only, no page header)")
     codecs = [get_codec(name) for name in names() if name != "none"]
     header = " ".join(f"{'+' + c.name:>9}" for c in codecs)
@@ -123,6 +131,20 @@ def bench_bitpack_kernels(rng) -> None:
             best_seconds(lambda: packing._bitunpack_words(packed_array, count, width), number),
         ]
         print(f"{count:>8,} " + " ".join(f"{t * 1e9 / count:>12.1f}" for t in times))
+
+
+def bench_front_coding() -> None:
+    print("\n## front coding of sorted byte keys: bytes/key, encode µs, decode µs (peer: plain lengths + bytes)")
+    for n_keys in (32, 120):
+        for label, keys in (("user ids", [f"user{i:06d}".encode() for i in range(n_keys)]),
+                            ("urls", [f"https://example.com/items/{i:08d}".encode() for i in range(n_keys)])):
+            encoded = front_encode(keys)
+            assert front_decode(encoded, n_keys)[0] == keys
+            plain = len(varint_encode(np.array(list(map(len, keys))))) + sum(map(len, keys))
+            encode = best_seconds(lambda: front_encode(keys), 1000)
+            decode = best_seconds(lambda: front_decode(encoded, n_keys), 1000)
+            print(f"{n_keys:>5} {label:<9} {len(encoded) / n_keys:6.2f} B (plain {plain / n_keys:5.2f}) "
+                  f"{encode * 1e6:8.2f} {decode * 1e6:8.2f}")
 
 
 def bench_value_columns() -> None:
@@ -184,6 +206,7 @@ def main() -> None:
     bench_page_speed(rng, args.quick)
     bench_page_sizes(rng, args.quick)
     bench_bitpack_kernels(rng)
+    bench_front_coding()
     bench_value_columns()
     bench_codec_levels(rng, args.quick)
 

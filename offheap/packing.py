@@ -241,11 +241,16 @@ def varint_encode(values) -> bytes:
     """
     if type(values) is int:
         return varint_encode_one(values)
-    unsigned = _integer_array(values, _U64, "varint_encode input")
+    return _varints(_integer_array(values, _U64, "varint_encode input"))
+
+
+def _varints(unsigned: np.ndarray) -> bytes:
+    """:func:`varint_encode` of an array already known to hold values in 0..2**64-1."""
     if not unsigned.size:
         return b""
-    if unsigned.max() < 0x80:
+    if np.maximum.reduce(unsigned) < 0x80:
         return unsigned.astype(np.uint8).tobytes()
+    unsigned = unsigned.astype(_U64, copy=False)
     groups = np.searchsorted(_VARINT_THRESHOLDS, unsigned, side="right") + 1
     ends = np.cumsum(groups)
     out = np.empty(int(ends[-1]), np.uint8)
@@ -514,59 +519,51 @@ def _unpack_above(data, position: int, out: np.ndarray, base: int, width: int) -
 
 # -- front coding ---------------------------------------------------------------------------------
 
-# The shared-prefix search compares this many bytes of every adjacent pair in its first round
-# (one 8-byte group, enough for most sorted keys), doubling the window each further round up to
-# the maximum, in blocks of rows small enough to keep the gathered bytes to a few MiB.
-_PREFIX_FIRST_WINDOW = 8
-_PREFIX_MAX_WINDOW = 128
-_PREFIX_BLOCK_BYTES = 1 << 22
+# The shared-prefix search compares 8-byte words: its first round compares this many words of
+# every adjacent pair (enough for most sorted keys), each further round twice as many, up to the
+# maximum, in blocks of pairs small enough to keep the gathered words to a few MiB.
+_PREFIX_FIRST_WORDS = 2
+_PREFIX_MAX_WORDS = 16
+_PREFIX_BLOCK_WORDS = 1 << 19
 _BYTE_THRESHOLDS = np.array([1 << (8 * k) for k in range(1, 8)], dtype=np.uint64)
-
-
-def _windows(padded: bytes, window: int) -> np.ndarray:
-    """A read-only view whose row ``i`` is ``padded[i:i+window]``, for every row that fits."""
-    return np.ndarray((len(padded) - window + 1, window), np.uint8, padded, 0, (1, 1))
 
 
 def _shared_prefix_lengths(joined: bytes, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """For each key after the first, the length of the prefix it shares with the key before it.
 
-    Keys are slices ``joined[starts[i]:starts[i]+lengths[i]]``. Each round gathers a window of
-    bytes at the same column of both keys of every unresolved pair (one fancy index per side
-    through an overlapping strided view, so no per-byte index arrays) and finds the first
-    differing byte.
-    Pairs whose window was all equal, with both keys going on, move to the next, wider window:
-    a shared prefix of p bytes costs O(log p) rounds.
+    Keys are slices ``joined[starts[i]:starts[i]+lengths[i]]``. A round reads, for both keys of
+    every unresolved pair, ``n_words`` little-endian 8-byte words from the same column, through
+    one fancy index into a view whose row ``i`` is the words at byte ``i`` (overlapping strides,
+    no copy). The first differing byte is the lowest non-zero byte of the first non-zero XOR
+    word. Pairs equal over the whole window, with both keys going on, move to the next round
+    with a window twice as wide: a shared prefix of p bytes costs O(log p) rounds.
     """
     limits = np.minimum(lengths[:-1], lengths[1:])
-    padded = joined + bytes(_PREFIX_MAX_WINDOW)
-    # First round, all pairs at once, 8 bytes as one little-endian word per key: the first
-    # differing byte is the lowest non-zero byte of the XOR of the two words.
-    words = np.ndarray((len(padded) - 7,), _LE_U64, padded, 0, (1,))
-    differ = words[starts[:-1]] ^ words[starts[1:]]
-    lowest_bit = differ & np.negative(differ)
-    found = differ != 0
-    shared = np.where(found, np.searchsorted(_BYTE_THRESHOLDS, lowest_bit, side="right"),
-                      _PREFIX_FIRST_WINDOW)
-    np.minimum(shared, limits, out=shared)
-    pending = (~found & (limits > _PREFIX_FIRST_WINDOW)).nonzero()[0]
-    column, window = _PREFIX_FIRST_WINDOW, 2 * _PREFIX_FIRST_WINDOW
+    shared = np.empty_like(limits)
+    padded = joined + bytes(8 * _PREFIX_MAX_WORDS)
+    pending = np.arange(limits.size)
+    column, n_words = 0, _PREFIX_FIRST_WORDS
     while pending.size:
-        rows = _windows(padded, window)
+        words = np.ndarray((len(joined) + 1, n_words), _LE_U64, padded, 0, (1, 8))
         unresolved = []
-        block_rows = _PREFIX_BLOCK_BYTES // window
-        for block_start in range(0, pending.size, block_rows):
-            pairs = pending[block_start:block_start + block_rows]
+        block_pairs = _PREFIX_BLOCK_WORDS // n_words
+        for block_start in range(0, pending.size, block_pairs):
+            pairs = pending[block_start:block_start + block_pairs]
             left = starts[pairs] + column
-            differ = rows[left] != rows[left + lengths[pairs]]
-            first = differ.argmax(axis=1)
-            found = differ[np.arange(pairs.size), first]
+            differ = words[left] ^ words[left + lengths[pairs]]
+            first_word = (differ != 0).argmax(axis=1)
+            first_differ = differ[np.arange(pairs.size), first_word]
+            found = first_differ != 0
+            first_byte = np.searchsorted(_BYTE_THRESHOLDS, first_differ & np.negative(first_differ),
+                                         side="right")
+            window_end = column + 8 * n_words
             pair_limits = limits[pairs]
-            shared[pairs] = np.minimum(np.where(found, column + first, column + window), pair_limits)
-            unresolved.append(pairs[~found & (pair_limits > column + window)])
-        pending = np.concatenate(unresolved)
-        column += window
-        window = min(window * 2, _PREFIX_MAX_WINDOW)
+            shared[pairs] = np.minimum(np.where(found, column + 8 * first_word + first_byte, window_end),
+                                       pair_limits)
+            unresolved.append(pairs[~found & (pair_limits > window_end)])
+        pending = unresolved[0] if len(unresolved) == 1 else np.concatenate(unresolved)
+        column += 8 * n_words
+        n_words = min(2 * n_words, _PREFIX_MAX_WORDS)
     return shared
 
 
@@ -590,7 +587,7 @@ def front_encode(keys: Sequence[bytes]) -> bytes:
         suffixes = np.frombuffer(joined, np.uint8)[keep].tobytes()
     else:
         suffixes = joined
-    return varint_encode(np.concatenate([prefixes, suffix_lengths])) + suffixes
+    return _varints(np.concatenate([prefixes, suffix_lengths])) + suffixes
 
 
 def front_decode(buf, count: int, offset: int = 0) -> tuple[list[bytes], int]:

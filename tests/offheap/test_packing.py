@@ -264,7 +264,9 @@ def test_front_coding_long_shared_prefixes():
     assert len(encoded) < 1400  # each shared prefix is stored once
 
 
-def test_front_coding_many_keys_roundtrip():
+@pytest.mark.parametrize("block_words", [packing._PREFIX_BLOCK_WORDS, 64])
+def test_front_coding_many_keys_roundtrip(monkeypatch, block_words):
+    monkeypatch.setattr(packing, "_PREFIX_BLOCK_WORDS", block_words)  # 64: many blocks per round
     keys = [f"https://example.com/users/{i:08d}".encode() for i in range(30_000)]
     encoded = front_encode(keys)
     assert front_decode(encoded, len(keys)) == (keys, len(encoded))
