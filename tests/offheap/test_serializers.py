@@ -277,9 +277,10 @@ def test_get_serializer():
 @given(data=st.binary(max_size=40))
 def test_loads_of_random_bytes_raises_only_corruption_error(name, data):
     try:
-        ALL[name].loads(data)
+        value = ALL[name].loads(data)
     except CorruptionError:
-        pass
+        return
+    assert same(ALL[name].loads(ALL[name].dumps(value)), value)  # whatever loads is a valid value
 
 
 @pytest.mark.parametrize("name", sorted(ALL))
@@ -287,9 +288,10 @@ def test_loads_of_random_bytes_raises_only_corruption_error(name, data):
 @given(data=st.binary(max_size=60), count=st.integers(0, 30), offset=st.integers(0, 62))
 def test_unpack_of_random_bytes_raises_only_corruption_error(name, data, count, offset):
     try:
-        ALL[name].unpack_column(data, count, offset)
+        values, end = ALL[name].unpack_column(data, count, offset)
     except CorruptionError:
-        pass
+        return
+    assert len(values) == count and offset <= end <= max(len(data), offset)
 
 
 @pytest.mark.parametrize("name, values", [
