@@ -148,11 +148,16 @@ class _IndexBuilder:
     def tables(self, chunk_entries=SCAN_CHUNK_ENTRIES):
         """Scan the log; yield ``(table, hashes, addresses)`` per chunk of entries."""
         bits = self.params.entry_block_bits
+        puts = 0
         for table in self.log.scan(chunk_entries=chunk_entries):
             if len(table) and int(table.entry_index.max()) >> bits:
                 raise LogFormatError(
                     f"a block holds more entries than max_entries_per_block "
                     f"{self.log.header.max_entries_per_block} says", "max_entries_per_block")
+            puts += int(np.count_nonzero(table.kind == EntryKind.PUT))
+            if puts > self.log.header.num_puts:  # the table could overflow: capacity follows it
+                raise LogFormatError(f"the log holds more PUT entries than its num_puts "
+                                     f"{self.log.header.num_puts}", "num_puts")
             hashes = hash_buffer(table.key_buffer, table.key_offset, table.key_len, self.seed,
                                  self.params.hash_size)
             addresses = (table.position << np.uint64(bits)) | table.entry_index
