@@ -322,7 +322,7 @@ class LongHashMap(MutableMapping):
             width = max(self._width, self._values.width_of_many(words))
             if (width > self._width or self._n + n_new > self._max_n
                     or n_new * 8 >= max(self._n, 1024)):
-                self._rebuild_with(keys, words)
+                self._rebuild_with(keys, words, replaced_slots=slots[found])
             else:
                 self._insert_new(keys[~found], words[~found])
                 slots = self._find_many(keys[found])  # the inserts shifted entries
@@ -354,10 +354,13 @@ class LongHashMap(MutableMapping):
             out = np.full(len(keys), default, dtype=values.dtype)
             out[found] = values
             return out
-        out = [default] * len(keys)
-        for index, value in zip(np.flatnonzero(found).tolist(), values):
-            out[index] = value
-        return out
+        if found.all():
+            return values.tolist()
+        fill = np.empty(1, object)
+        fill[0] = default  # a one-element object array repeats any default, tuples included
+        out = fill[np.zeros(len(keys), np.intp)]
+        out[found] = values
+        return out.tolist()
 
     def contains_many(self, keys) -> np.ndarray:
         """A bool array: which keys are in the map."""
@@ -600,22 +603,24 @@ class LongHashMap(MutableMapping):
                 self._remove_slot(self._find(key))
             raise
 
-    def _rebuild_with(self, keys: np.ndarray, words: np.ndarray) -> None:
-        """Rebuild the table holding its entries overwritten by (and joined with) a batch."""
-        live_keys, live_words = self._live_entries()
-        replaced = np.isin(live_keys, keys)
-        all_keys = np.concatenate([live_keys[~replaced], keys])
-        all_words = np.concatenate([live_words[~replaced].astype(words.dtype), words])
+    def _rebuild_with(self, keys: np.ndarray, words: np.ndarray, replaced_slots: np.ndarray) -> None:
+        """Rebuild the table holding its entries, those at ``replaced_slots`` overwritten by (and
+        the rest joined with) a batch of distinct keys."""
+        keep = self._d != 0
+        keep[replaced_slots] = False
+        replaced_words = self._v[replaced_slots].copy()
+        all_keys = np.concatenate([self._k[keep], keys])
+        all_words = np.concatenate([self._v[keep].astype(words.dtype), words])
         bits = max(self._bits, _bits_for(len(all_keys)))
         width = max(self._width, self._values.width_of_many(words))
         self._rebuild(bits, width, all_keys, all_words)
-        self._values.release_many(live_words[replaced])
+        self._values.release_many(replaced_words)
 
     def _rebuild(self, bits: int, width: int, keys: np.ndarray, words: np.ndarray) -> None:
         """Replace the table by one of ``2**bits`` slots (or more) holding exactly these entries."""
         while True:
             home = (mix64_array(keys) >> np.uint64(64 - bits)).astype(np.int64)
-            order = np.argsort(home, kind="stable")
+            order = np.argsort(home)  # entries with equal homes may sit in any order
             home = home[order]
             index = np.arange(len(keys), dtype=np.int64)
             slots = index + np.maximum.accumulate(home - index) if len(keys) else index
@@ -639,9 +644,10 @@ class LongHashMap(MutableMapping):
 
     def _last_wins(self, keys: np.ndarray, words: np.ndarray):
         """Drop all but the last occurrence of each key in a batch (releasing dropped words)."""
-        reverse_first = np.unique(keys[::-1], return_index=True)[1]
-        if reverse_first.size == keys.size:
+        ordered = np.sort(keys)
+        if not np.any(ordered[1:] == ordered[:-1]):
             return keys, words
+        reverse_first = np.unique(keys[::-1], return_index=True)[1]
         keep = np.zeros(keys.size, bool)
         keep[keys.size - 1 - reverse_first] = True
         self._values.release_many(words[~keep])
@@ -717,9 +723,7 @@ class LongHashMap(MutableMapping):
             self._check_open()
             occupied = np.flatnonzero(self._d[start: start + _ITER_CHUNK]) + start
             keys = self._k[occupied].tolist()
-            values = self._values.decode_many(self._v[occupied]) if with_values else None
-            if self._values.typed and with_values:
-                values = values.tolist()
+            values = self._values.decode_many(self._v[occupied]).tolist() if with_values else None
             yield keys, values
         if self._mods != mods:
             raise RuntimeError("LongHashMap changed size during iteration")
@@ -728,7 +732,8 @@ class LongHashMap(MutableMapping):
         """All keys (int64 array) and values (ndarray or list), in slot order."""
         self._check_open()
         occupied = self._d != 0
-        return self._k[occupied].copy(), self._values.decode_many(self._v[occupied])
+        values = self._values.decode_many(self._v[occupied])
+        return self._k[occupied].copy(), values if self._values.typed else values.tolist()
 
     # -- persistence --------------------------------------------------------------------------
 

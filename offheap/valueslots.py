@@ -29,7 +29,7 @@ EXTERNAL = 0xFF
 _INLINE_MAX = 7
 _WIDTH_DTYPES = {2: np.dtype(np.uint16), 4: np.dtype(np.uint32), 8: np.dtype(np.uint64)}
 _CACHE_LIMIT = 4096
-_CACHEABLE_TYPES = (str, bytes, int, bool, type(None))
+_CACHEABLE_TYPES = frozenset((str, bytes, int, bool, type(None)))
 
 
 def width_for_word(word: int) -> int:
@@ -121,22 +121,34 @@ class ValueSlots:
             if array.dtype.kind not in self._accepted_kinds():
                 array = np.array([self.serializer.validate(v) for v in values])
             return self._checked_typed_array(array)
-        words = np.empty(len(values), np.uint64)
+        stored = []  # external words made so far, freed again if a later value fails
+
+        def encode_one(value):
+            word = self.encode(value)
+            if word & 0xFF == EXTERNAL:
+                stored.append(word)
+            return word
+
         try:
-            for i, value in enumerate(values):
-                words[i] = self.encode(value)
+            kinds = set(map(type, values))
+            if len(kinds) == 1 and kinds <= _CACHEABLE_TYPES:
+                # one hashable type: equal values share a word, so encode each distinct one once
+                word_of = {value: encode_one(value) for value in dict.fromkeys(values)}
+                return np.fromiter(map(word_of.__getitem__, values), np.uint64, len(values))
+            return np.fromiter(map(encode_one, values), np.uint64, len(values))
         except BaseException:
-            self.release_many(words[:i])
+            self.release_many(np.array(stored, np.uint64))
             raise
-        return words
 
     def decode_many(self, words: np.ndarray):
-        """Values for an array of slot words: an ndarray for typed values, else a list."""
+        """Values for an array of slot words: an ndarray for typed values, else an object
+        ndarray (each distinct word is decoded once)."""
         if self.typed:
             return words.astype(self.serializer.dtype, copy=True)
         unique, inverse = np.unique(words.astype(np.uint64), return_inverse=True)
-        decoded = [self.decode(w) for w in unique.tolist()]
-        return [decoded[i] for i in inverse.tolist()]
+        decoded = np.empty(len(unique), object)
+        decoded[:] = [self.decode(w) for w in unique.tolist()]
+        return decoded[inverse.reshape(-1)]
 
     def release_many(self, words: np.ndarray) -> None:
         if self.typed or not len(words):
