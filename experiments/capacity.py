@@ -91,6 +91,7 @@ class ChildRun:
         self.result: dict | None = None
         self.error: dict | None = None
         self.interrupted = False
+        self.stderr_tail = ""
         child_config = {
             "contender": contender.name, "budget_bytes": config.budget_bytes,
             "keys": contender.key_order(config.keys), "mode": config.mode,
@@ -123,8 +124,9 @@ class ChildRun:
             self.error = {"type": "ChildExited",
                           "message": f"the child exited with code {self.process.returncode} "
                                      f"without a result"}
+        self.stderr_tail = self._stderr_path.read_text()[-_STDERR_TAIL_CHARS:]
         if self.error is not None:
-            self.error["stderr_tail"] = self._stderr_path.read_text()[-_STDERR_TAIL_CHARS:]
+            self.error["stderr_tail"] = self.stderr_tail
 
     def kill_if_running(self) -> None:
         """Kill the child if it still runs (the parent is leaving on an error or a second Ctrl-C)."""
@@ -189,6 +191,8 @@ def run_contender(contender: Contender, config: CapacityConfig, progress: bool) 
     if run.error is not None:
         return {**base, "error": run.error}, run.interrupted
     record = derive_figures({**base, **run.result}, config.budget_bytes, contender)
+    if run.stderr_tail:  # warnings, or errors in a map's background threads
+        record["stderr_tail"] = run.stderr_tail
     return record, run.interrupted
 
 

@@ -78,6 +78,9 @@ def capacity_rows(document: dict) -> tuple[list[str], list[list[str]], list[str]
                 (format_count(extrapolated) + mark) if extrapolated else "-", mapdb_cell,
                 _number(record["ratio_to_mapdb"], ".2f")]
         rows.append(row)
+        if record.get("stderr_tail"):
+            notes.append(f"{record['label']}: the child wrote to stderr (see results.json): "
+                         f"{record['stderr_tail'].strip().splitlines()[-1]}")
         if config["mode"] == "batch" and not record["bulk_api"]:
             notes.append(f"{record['label']}: no bulk insert API, so batch mode put one entry "
                          f"at a time")
