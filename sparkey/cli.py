@@ -7,7 +7,7 @@ Exit status: 0 on success, 1 on an error (message on stderr), 2 when ``get`` fin
 import argparse
 import sys
 
-from sparkey.errors import LogFormatError, SparkeyError
+from sparkey.errors import IndexFormatError, LogFormatError, SparkeyError
 from sparkey.format import Compression, file_pair
 from sparkey.index import METHODS, read_index_header, write_index
 from sparkey.log import LogReader, LogWriter, read_log_header
@@ -58,7 +58,9 @@ def _parser():
     create.add_argument("log", metavar="FILE.spl")
     create.set_defaults(command=_create)
 
-    append = commands.add_parser("append", help="append KEY<TAB>VALUE lines from stdin to a log")
+    append = commands.add_parser(
+        "append", help="append KEY<TAB>VALUE lines from stdin to a log (a malformed line stops "
+                       "the command; the lines before it are kept)")
     append.add_argument("-d", "--delimiter", default="\t", help="key/value separator (tab)")
     append.add_argument("log", metavar="FILE.spl")
     append.set_defaults(command=_append)
@@ -102,10 +104,16 @@ def _info(args, stdin, stdout):
     for path in args.files:
         try:
             kind, header = "log", read_log_header(path)
-        except LogFormatError as exc:
-            if exc.field != "magic":
+        except LogFormatError as log_error:
+            if log_error.field != "magic":
                 raise
-            kind, header = "index", read_index_header(path)
+            try:
+                kind, header = "index", read_index_header(path)
+            except IndexFormatError as index_error:
+                if index_error.field != "magic":
+                    raise
+                raise SparkeyError(f"{path} is neither a Sparkey log nor a Sparkey index "
+                                   "(unknown magic number)") from None
         lines = [f"{path}: Sparkey {kind} file"]
         for name in header.__dataclass_fields__:
             value = getattr(header, name)

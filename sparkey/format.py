@@ -265,16 +265,18 @@ class LogHeader:
     @classmethod
     def unpack(cls, buf):
         """Parse and validate the first 84 bytes of ``buf``; raise LogFormatError naming the field."""
+        if len(buf) >= 4 and int.from_bytes(buf[:4], "little") != LOG_MAGIC:
+            magic = int.from_bytes(buf[:4], "little")
+            raise LogFormatError(f"magic is {magic:#010x}, not {LOG_MAGIC:#010x}: this is not "
+                                 "a Sparkey log (.spl) file", "magic")
         if len(buf) < LOG_HEADER_SIZE:
             raise LogFormatError(
                 f"log header is truncated: {len(buf)} bytes, need {LOG_HEADER_SIZE}; "
                 "this is not a complete Sparkey log")
-        (magic, major, minor, file_identifier, num_puts, num_deletes, data_end, max_key_len,
+        (_magic, major, minor, file_identifier, num_puts, num_deletes, data_end, max_key_len,
          max_value_len, del_size, compression_type, block_size, p_size,
          max_entries_per_block) = _LOG_STRUCT.unpack_from(buf, 0)
         err = LogFormatError
-        _check(magic == LOG_MAGIC, err, "magic",
-               f"is {magic:#010x}, not {LOG_MAGIC:#010x}: this is not a Sparkey log (.spl) file")
         _check(major == LOG_MAJOR_VERSION, err, "major_version",
                f"is {major}; only version {LOG_MAJOR_VERSION} logs can be read")
         _check(minor <= LOG_MINOR_VERSION, err, "minor_version",
@@ -361,16 +363,18 @@ class IndexHeader:
     @classmethod
     def unpack(cls, buf):
         """Parse and validate the first 112 bytes of ``buf``; raise IndexFormatError naming the field."""
+        if len(buf) >= 4 and int.from_bytes(buf[:4], "little") != INDEX_MAGIC:
+            magic = int.from_bytes(buf[:4], "little")
+            raise IndexFormatError(f"magic is {magic:#010x}, not {INDEX_MAGIC:#010x}: this is "
+                                   "not a Sparkey index (.spi) file", "magic")
         if len(buf) < INDEX_HEADER_SIZE:
             raise IndexFormatError(
                 f"index header is truncated: {len(buf)} bytes, need {INDEX_HEADER_SIZE}; "
                 "rebuild the index with sparkey.write_index")
-        (magic, major, minor, file_identifier, seed, data_end, max_key_len, max_value_len,
+        (_magic, major, minor, file_identifier, seed, data_end, max_key_len, max_value_len,
          num_puts, garbage_size, num_entries, address_size, hash_size, capacity,
          max_displacement, bits, collisions, total_displacement) = _INDEX_STRUCT.unpack_from(buf)
         err = IndexFormatError
-        _check(magic == INDEX_MAGIC, err, "magic",
-               f"is {magic:#010x}, not {INDEX_MAGIC:#010x}: this is not a Sparkey index (.spi)")
         _check(major == INDEX_MAJOR_VERSION, err, "major_version",
                f"is {major}; only version {INDEX_MAJOR_VERSION} indexes can be read")
         _check(minor <= INDEX_MINOR_VERSION, err, "minor_version",
