@@ -358,6 +358,8 @@ class HashIndex:
     ``max_displacement + 1`` slots even in a corrupt file. Safe to share between threads for
     reads; a ``close()`` racing with them makes them raise ClosedError, never crash. The
     LogReader passed in stays owned by the caller.
+
+    ``get(key)`` returns the value stored for ``key`` (bytes or str), or None.
     """
 
     def __init__(self, index_path, log):
@@ -392,6 +394,7 @@ class HashIndex:
                               offset=INDEX_HEADER_SIZE, count=header.hash_capacity)
         self._slot_hashes = slots["hash"]
         self._slot_addresses = slots["address"]
+        self.get = self._lookup_function()
 
     def close(self):
         """Unmap the index (the log is closed by its owner). Idempotent."""
@@ -399,6 +402,7 @@ class HashIndex:
         if mm is None:
             return
         self._mm = None
+        self.get = self._raise_closed
         self._slot_hashes = self._slot_addresses = None
         try:
             mm.close()
@@ -412,44 +416,54 @@ class HashIndex:
     def _closed_error(self):
         return ClosedError("the index is closed; open the store again with sparkey.open")
 
-    def get(self, key):
-        """Value stored for ``key`` (bytes or str), or None."""
-        if key.__class__ is not bytes:
-            key = entry_bytes(key, "key")
-        try:
-            return self._get(key)
-        except (TypeError, ValueError):
-            if self._mm is None:
-                raise self._closed_error() from None
-            raise
+    def _raise_closed(self, *args):
+        raise self._closed_error()
 
-    def _get(self, key):
-        h = self._hash(key, self._seed)
-        capacity = self._capacity
-        slot = h % capacity
-        slot_size = self._slot_size
-        offset = INDEX_HEADER_SIZE + slot * slot_size
-        unpack = self._unpack_slot
+    def _lookup_function(self):
+        """``get(key)``: the value stored for ``key`` (bytes or str), or None.
+
+        A closure over the mapping and the table geometry: it runs for every lookup, and cell
+        variables cost less than attribute loads.
+        """
+        index = self
         mm = self._mm
-        max_displacement = self._max_displacement
-        displacement = 0
-        while True:
-            other_hash, address = unpack(mm, offset)
-            if not address:
-                return None
-            if other_hash == h:
-                value = self._log.value_for(address >> self._bits, address & self._mask, key)
-                if value is not None:
-                    return value
-            if (displacement >= max_displacement
-                    or displacement > (slot - other_hash % capacity) % capacity):
-                return None
-            displacement += 1
-            slot += 1
-            offset += slot_size
-            if slot == capacity:
-                slot = 0
-                offset = INDEX_HEADER_SIZE
+        unpack = self._unpack_slot
+        hasher = self._hash
+        value_for = self._log.value_for
+        seed, capacity, slot_size = self._seed, self._capacity, self._slot_size
+        bits, mask, max_displacement = self._bits, self._mask, self._max_displacement
+        first_slot = INDEX_HEADER_SIZE
+
+        def get(key):
+            if key.__class__ is not bytes:
+                key = entry_bytes(key, "key")
+            try:
+                h = hasher(key, seed)
+                slot = h % capacity
+                offset = first_slot + slot * slot_size
+                displacement = 0
+                while True:
+                    other_hash, address = unpack(mm, offset)
+                    if not address:
+                        return None
+                    if other_hash == h:
+                        value = value_for(address >> bits, address & mask, key)
+                        if value is not None:
+                            return value
+                    if (displacement >= max_displacement
+                            or displacement > (slot - other_hash % capacity) % capacity):
+                        return None
+                    displacement += 1
+                    slot += 1
+                    offset += slot_size
+                    if slot == capacity:
+                        slot = 0
+                        offset = first_slot
+            except (TypeError, ValueError):
+                if index._mm is None:  # closed under a racing lookup
+                    raise index._closed_error() from None
+                raise
+        return get
 
     def get_many(self, keys):
         """Values for a sequence of keys (None where absent), hashing and probing in bulk.
@@ -478,7 +492,8 @@ class HashIndex:
             offsets = np.arange(len(keys), dtype=np.int64) * width
             return hash_buffer(keys.view(np.uint8), offsets, lengths, seed, hash_size), \
                 keys.tolist()
-        keys = [key if key.__class__ is bytes else entry_bytes(key, "key") for key in keys]
+        if not isinstance(keys, list) or set(map(type, keys)) - {bytes}:
+            keys = [key if key.__class__ is bytes else entry_bytes(key, "key") for key in keys]
         return hash_keys(keys, seed, hash_size), keys
 
     def _get_many(self, hashes, keys):
@@ -502,18 +517,23 @@ class HashIndex:
             slots[pending] = (slots[pending] + 1) % self._capacity
             displacement += 1
         found = np.flatnonzero(candidates)
-        values = [None] * len(keys)
-        if not len(found):
-            return values
-        addresses = candidates[found]
-        found_keys = [keys[i] for i in found.tolist()]
+        if len(found) == len(keys):
+            found_keys = keys
+        else:
+            found_keys = [keys[i] for i in found.tolist()]
+            candidates = candidates[found]
         bits = np.uint64(self._bits)
         found_values = self._log.values_for_many(
-            (addresses >> bits).astype(np.int64),
-            (addresses & np.uint64(self._mask)).astype(np.int64), found_keys)
-        for i, key, value in zip(found.tolist(), found_keys, found_values):
-            values[i] = value if value is not None else self._get(key)
-        return values
+            (candidates >> bits).astype(np.int64),
+            (candidates & np.uint64(self._mask)).astype(np.int64), found_keys)
+        if None in found_values:  # a slot with an equal hash held another key
+            found_values = [self.get(key) if value is None else value
+                            for key, value in zip(found_keys, found_values)]
+        if len(found) == len(keys):
+            return found_values
+        values = np.full(len(keys), None, dtype=object)
+        values[found] = np.array(found_values + [None], dtype=object)[:-1]
+        return values.tolist()
 
     def _check(self):
         """Assert every table invariant (O(capacity) plus a log read per entry; for tests).

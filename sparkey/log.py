@@ -405,6 +405,10 @@ class LogReader:
     The file is mapped read-only up to ``data_end`` as of opening; entries appended later are
     not seen. A reader may be shared by threads (every call keeps its state in locals); each
     iterator belongs to one thread. ``close()`` unmaps the file; later calls raise ClosedError.
+
+    ``value_for(position, entry_index, key)`` is the lookup hot path: the value of the PUT at
+    that address if its key is ``key``, else None; IndexFormatError if the address is outside
+    the log or names a DELETE.
     """
 
     def __init__(self, path):
@@ -425,7 +429,8 @@ class LogReader:
         self._block_size = header.compression_block_size
         if header.compression_type == Compression.NONE:
             self._codec = None
-            self.value_for = self._value_for_uncompressed
+            self.value_for = _uncompressed_value_reader(self._mm, self.data_end,
+                                                        self._value_for_entry)
         else:
             self._codec = codec_for(header.compression_type)
             self.value_for = self._value_for_compressed
@@ -626,41 +631,8 @@ class LogReader:
             raise IndexFormatError(f"address points at offset {position}, outside the log body "
                                    f"[{LOG_HEADER_SIZE}, {self.data_end})")
 
-    def _value_for_uncompressed(self, position, entry_index, key):
-        """Value of the PUT at the address if its key is ``key``, else None (hot path of get)."""
-        mm = self._mm
-        end = self.data_end
-        if entry_index or not LOG_HEADER_SIZE <= position < end:
-            if entry_index:
-                entry = self.entry_at(position, entry_index)
-                return entry.value if entry.kind == EntryKind.PUT and entry.key == key else None
-            self._check_position(position)
-        a = mm[position]
-        if a < 0x80:
-            pos = position + 1
-        else:
-            a, pos = vlq_decode(mm, position, end)
-        if not a:
-            raise IndexFormatError(f"index slot points at the DELETE entry at {position}")
-        if a - 1 != len(key):
-            return None
-        if pos >= end:
-            raise _truncated(position, end)
-        b = mm[pos]
-        if b < 0x80:
-            pos += 1
-        else:
-            b, pos = vlq_decode(mm, pos, end)
-        key_end = pos + a - 1
-        stop = key_end + b
-        if stop > end:
-            raise _truncated(position, end)
-        if mm[pos:key_end] != key:
-            return None
-        return mm[key_end:stop]
-
     def _value_for_compressed(self, position, entry_index, key):
-        """Compressed variant of _value_for_uncompressed: decompress, skip, compare."""
+        """value_for of compressed logs: decompress the block, skip, compare."""
         mm = self._mm
         self._check_position(position)
         block, _ = self._block_at(mm, position)
@@ -674,7 +646,7 @@ class LogReader:
             a, pos = _vlq_at(block, pos, size)
             b, pos = _vlq_at(block, pos, size)
         except _SpansBlocks:
-            return self._value_for_spanning(position, entry_index, key)
+            return self._value_for_entry(position, entry_index, key)
         if not a:
             raise IndexFormatError(f"index slot points at a DELETE entry in the block at "
                                    f"{position}")
@@ -683,12 +655,13 @@ class LogReader:
         key_end = pos + a - 1
         stop = key_end + b
         if stop > size:
-            return self._value_for_spanning(position, entry_index, key)
+            return self._value_for_entry(position, entry_index, key)
         if block[pos:key_end] != key:
             return None
         return block[key_end:stop]
 
-    def _value_for_spanning(self, position, entry_index, key):
+    def _value_for_entry(self, position, entry_index, key):
+        """value_for through entry_at: any entry index, entries spanning blocks, checks."""
         entry = self.entry_at(position, entry_index)
         if entry.kind != EntryKind.PUT:
             raise IndexFormatError(f"index slot points at a DELETE entry in the block at "
@@ -709,17 +682,16 @@ class LogReader:
             self._check_position(int(bad))
         if self._codec is not None:
             return self._values_for_many_compressed(mm, positions, entry_indexes, keys)
-        values = [None] * len(keys)
-        simple = np.flatnonzero(np.asarray(entry_indexes) == 0)
-        for i in np.flatnonzero(np.asarray(entry_indexes) != 0).tolist():
-            values[i] = self._value_for_uncompressed(int(positions[i]),
-                                                     int(entry_indexes[i]), keys[i])
+        entry_indexes = np.asarray(entry_indexes, dtype=np.int64)
+        if entry_indexes.any():  # entry bits over an uncompressed log: not worth a fast path
+            return [self._value_for_entry(position, index, key) for position, index, key in
+                    zip(positions.tolist(), entry_indexes.tolist(), keys)]
         end = self.data_end
         buf = np.frombuffer(mm, dtype=np.uint8)
         try:
-            first, after_first = _vlq_many(buf, positions[simple], end)
+            first, after_first = _vlq_many(buf, positions, end)
             if len(first) and not first.all():
-                bad = int(positions[simple][first == 0][0])
+                bad = int(positions[first == 0][0])
                 raise IndexFormatError(f"index slot points at the DELETE entry at {bad}")
             second, key_start = _vlq_many(buf, after_first, end)
         finally:
@@ -727,12 +699,10 @@ class LogReader:
         key_end = key_start + first - 1
         value_end = key_end + second
         if len(value_end) and value_end.max() > end:
-            raise _truncated(int(positions[simple][value_end > end][0]), end)
-        for i, start, stop, value_stop in zip(simple.tolist(), key_start.tolist(),
-                                              key_end.tolist(), value_end.tolist()):
-            if mm[start:stop] == keys[i]:
-                values[i] = mm[stop:value_stop]
-        return values
+            raise _truncated(int(positions[value_end > end][0]), end)
+        return [mm[stop:value_stop] if mm[start:stop] == key else None
+                for start, stop, value_stop, key in zip(
+                    key_start.tolist(), key_end.tolist(), value_end.tolist(), keys)]
 
     def _values_for_many_compressed(self, mm, positions, entry_indexes, keys):
         values = [None] * len(keys)
@@ -760,14 +730,14 @@ class LogReader:
                     a, start = _vlq_at(block, pos, size)
                     b, start = _vlq_at(block, start, size)
                 except _SpansBlocks:
-                    values[target] = self._value_for_spanning(position, wanted, keys[target])
+                    values[target] = self._value_for_entry(position, wanted, keys[target])
                     continue
                 if not a:
                     raise IndexFormatError(f"index slot points at a DELETE entry in the block "
                                            f"at {position}")
                 key_end = start + a - 1
                 if key_end + b > size:
-                    values[target] = self._value_for_spanning(position, wanted, keys[target])
+                    values[target] = self._value_for_entry(position, wanted, keys[target])
                 elif block[start:key_end] == keys[target]:
                     values[target] = block[key_end:key_end + b]
         return values
@@ -781,6 +751,42 @@ class LogReader:
             raise LogFormatError(f"block at offset {position} of {length} bytes runs past "
                                  f"data_end {end}; the log is truncated or corrupt")
         return self._codec.decompress(mm[start:stop], self._block_size), stop
+
+
+def _uncompressed_value_reader(mm, end, fallback):
+    """value_for of an uncompressed log: the hot path of every lookup, as a closure.
+
+    Returns the value of the PUT at ``position`` if its key is ``key``, else None. Entry
+    indexes other than 0 (an index written with entry bits over an uncompressed log) and
+    positions outside the body take ``fallback``, which checks and raises.
+    """
+    def value_for(position, entry_index, key):
+        if entry_index or not LOG_HEADER_SIZE <= position < end:
+            return fallback(position, entry_index, key)
+        a = mm[position]
+        if a < 0x80:
+            pos = position + 1
+        else:
+            a, pos = vlq_decode(mm, position, end)
+        if not a:
+            raise IndexFormatError(f"index slot points at the DELETE entry at {position}")
+        if a - 1 != len(key):
+            return None
+        if pos >= end:
+            raise _truncated(position, end)
+        b = mm[pos]
+        if b < 0x80:
+            pos += 1
+        else:
+            b, pos = vlq_decode(mm, pos, end)
+        key_end = pos + a - 1
+        stop = key_end + b
+        if stop > end:
+            raise _truncated(position, end)
+        if mm[pos:key_end] != key:
+            return None
+        return mm[key_end:stop]
+    return value_for
 
 
 def _vlq_sizes(values):

@@ -13,6 +13,8 @@ without creating a Python object per key: keys are grouped by length, gathered i
 by column with wrapping uint32/uint64 arithmetic.
 """
 
+import itertools
+
 import mmh3
 import numpy as np
 
@@ -34,9 +36,9 @@ def hash64(key, seed):
 
 
 def scalar_hasher(hash_size):
-    """The scalar hash function for an index with ``hash_size`` 4 or 8."""
+    """The scalar hash function ``(key, seed) -> int`` for an index with ``hash_size`` 4 or 8."""
     if hash_size == 4:
-        return hash32
+        return _mmh3_32
     if hash_size == 8:
         return hash64
     raise ValueError(f"hash_size must be 4 or 8, not {hash_size}")
@@ -45,12 +47,12 @@ def scalar_hasher(hash_size):
 def hash_keys(keys, seed, hash_size):
     """Hashes of a sequence of ``bytes`` keys as a uint64 array (one ``mmh3`` call per key)."""
     if hash_size == 4:
-        values = [_mmh3_32(key, seed) for key in keys]
+        hashes = map(_mmh3_32, keys, itertools.repeat(seed))
     elif hash_size == 8:
-        values = [_mmh3_128(key, seed)[0] for key in keys]
+        hashes = (pair[0] for pair in map(_mmh3_128, keys, itertools.repeat(seed)))
     else:
         raise ValueError(f"hash_size must be 4 or 8, not {hash_size}")
-    return np.array(values, dtype=np.uint64).reshape(len(values))
+    return np.fromiter(hashes, dtype=np.uint64, count=len(keys))
 
 
 def hash_buffer(buffer, offsets, lengths, seed, hash_size):
