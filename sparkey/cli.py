@@ -20,7 +20,7 @@ EXIT_NOT_FOUND = 2
 
 
 def main(argv=None, stdin=None, stdout=None):
-    """Run the command line; returns the exit status. Streams default to the process's binary ones."""
+    """Run the command line and return the exit status (streams default to the process's)."""
     stdin = stdin if stdin is not None else sys.stdin.buffer
     stdout = stdout if stdout is not None else sys.stdout.buffer
     args = _parser().parse_args(argv)

@@ -3,8 +3,8 @@
 A codec turns one uncompressed block into the payload stored after its VLQ length, and back.
 Decompression is bounded: a payload that declares or produces more than ``max_size`` bytes (the
 log's ``compression_block_size``), or more than its codec can expand it to, is rejected before
-memory is spent on it, and every codec failure surfaces as LogFormatError. Codecs are shared module singletons and thread-safe: zstd
-contexts are kept per thread.
+memory is spent on it, and every codec failure surfaces as LogFormatError. Codecs are shared
+module singletons and thread-safe: zstd contexts are kept per thread.
 
 Compressed bytes are not portable across library versions (both C and Java use zstd level 3 with
 the content size in the frame header, as we do); only the decompressed blocks are comparable.

@@ -264,7 +264,7 @@ class LogHeader:
 
     @classmethod
     def unpack(cls, buf):
-        """Parse and validate the first 84 bytes of ``buf``; raise LogFormatError naming the field."""
+        """Parse and validate the first 84 bytes of ``buf`` (LogFormatError names the field)."""
         if len(buf) >= 4 and int.from_bytes(buf[:4], "little") != LOG_MAGIC:
             magic = int.from_bytes(buf[:4], "little")
             raise LogFormatError(f"magic is {magic:#010x}, not {LOG_MAGIC:#010x}: this is not "
@@ -362,7 +362,7 @@ class IndexHeader:
 
     @classmethod
     def unpack(cls, buf):
-        """Parse and validate the first 112 bytes of ``buf``; raise IndexFormatError naming the field."""
+        """Parse and validate the first 112 bytes of ``buf`` (IndexFormatError names the field)."""
         if len(buf) >= 4 and int.from_bytes(buf[:4], "little") != INDEX_MAGIC:
             magic = int.from_bytes(buf[:4], "little")
             raise IndexFormatError(f"magic is {magic:#010x}, not {INDEX_MAGIC:#010x}: this is "

@@ -1,8 +1,8 @@
 """Sparkey index files (IO layer): ``write_index`` builds a ``.spi``, ``HashIndex`` answers lookups.
 
-Only this module and ``sparkey.log`` open Sparkey files. Slot layout and header rules are in
-``sparkey.format``; the parameters per rule set in ``sparkey.table``; the two table builders in
-``sparkey.robinhood`` (sequential, byte-identical to libsparkey or sparkey-java) and
+Only this module and the ``sparkey.log`` package open Sparkey files. Slot layout and header
+rules are in ``sparkey.format``; the parameters per rule set in ``sparkey.table``; the two table
+builders in ``sparkey.robinhood`` (sequential, byte-identical to libsparkey or sparkey-java) and
 ``sparkey.canonical`` (vectorized).
 
 Building the canonical table by partitions

@@ -1,4 +1,4 @@
-"""Access to the golden Sparkey vectors in tests/sparkey/vectors (written by libsparkey / sparkey-java).
+"""The golden Sparkey vectors in tests/sparkey/vectors, written by libsparkey and sparkey-java.
 
 Each vector directory holds data.spl, data.spi, manifest.json and the operations that produced
 them (ops.txt: ``P <hexkey> <hexvalue>``, ``D <hexkey>``, ``F`` for flush, ``-`` for empty).

@@ -1,4 +1,4 @@
-"""Writing: logs and indexes rebuilt from each golden vector's operations match the reference bytes."""
+"""Writing: logs and indexes rebuilt from each golden vector's operations match the reference."""
 
 import dataclasses
 

@@ -1,4 +1,4 @@
-"""sparkey.index, sparkey.canonical and sparkey.robinhood: table builds, parameters, file handling."""
+"""sparkey.index, sparkey.canonical, sparkey.robinhood: table builds, options, file handling."""
 
 import os
 

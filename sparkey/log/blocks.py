@@ -1,0 +1,132 @@
+"""The logical entry stream of compressed logs, read across block boundaries (IO layer helpers).
+
+An entry belongs to the block its header starts in; its key and value may continue into the
+following blocks. ``BlockCursor`` follows the stream; ``vlq_in_block`` reads one decompressed
+block and signals with ``SpansBlocks`` when an entry continues past it.
+"""
+
+from sparkey.errors import LogFormatError
+from sparkey.format import LOG_HEADER_SIZE, EntryKind, vlq_decode
+from sparkey.log.entries import truncated_error
+
+
+class SpansBlocks(Exception):
+    """An entry read from one decompressed block continues in the next block."""
+
+
+def vlq_in_block(block, pos, size):
+    """VLQ at ``block[pos]``; raises SpansBlocks if the block ends first."""
+    if pos < size:
+        byte = block[pos]
+        if byte < 0x80:
+            return byte, pos + 1
+    if pos >= size:
+        raise SpansBlocks
+    try:
+        return vlq_decode(block, pos, size)
+    except LogFormatError:
+        if size - pos < 10:
+            raise SpansBlocks from None
+        raise
+
+
+class BlockCursor:
+    """Reads the logical entry stream of a compressed log across block boundaries.
+
+    ``block_position`` is the offset of the loaded block and ``started`` the number of entries
+    that started in it, which is the entry index of the next entry that starts there.
+    """
+
+    __slots__ = ("_log", "_mm", "_end", "_block", "_offset", "_next_block", "block_position",
+                 "started")
+
+    def __init__(self, log, mm, end, position=LOG_HEADER_SIZE):
+        self._log = log
+        self._mm = mm
+        self._end = end
+        self._block = b""
+        self._offset = 0
+        self._next_block = position
+        self.block_position = position
+        self.started = 0
+
+    def _load_next(self):
+        if self._next_block >= self._end:
+            return False
+        self.block_position = self._next_block
+        self._block, self._next_block = self._log.block_at(self._mm, self._next_block)
+        self._offset = 0
+        self.started = 0
+        return True
+
+    def at_entry_start(self):
+        """Move past exhausted blocks; False at the end of the stream."""
+        while self._offset >= len(self._block):
+            if not self._load_next():
+                return False
+        return True
+
+    def _byte(self):
+        while self._offset >= len(self._block):
+            if not self._load_next():
+                raise truncated_error(self.block_position, self._end)
+        byte = self._block[self._offset]
+        self._offset += 1
+        return byte
+
+    def _vlq(self):
+        value = shift = 0
+        for _ in range(10):
+            byte = self._byte()
+            value |= (byte & 0x7F) << shift
+            if byte < 0x80:
+                return value
+            shift += 7
+        raise LogFormatError(f"entry header in the block at {self.block_position} is longer "
+                             "than 10 bytes; the log is corrupt")
+
+    def read_header(self):
+        """``(kind, key_len, value_len)`` of the entry starting here."""
+        a = self._vlq()
+        b = self._vlq()
+        if a:
+            return EntryKind.PUT, a - 1, b
+        return EntryKind.DELETE, b, 0
+
+    def read(self, length):
+        """The next ``length`` bytes of the stream."""
+        stop = self._offset + length
+        if stop <= len(self._block):
+            data = self._block[self._offset:stop]
+            self._offset = stop
+            return bytes(data)
+        parts = []
+        while length:
+            if self._offset >= len(self._block) and not self._load_next():
+                raise truncated_error(self.block_position, self._end)
+            take = min(length, len(self._block) - self._offset)
+            parts.append(self._block[self._offset:self._offset + take])
+            self._offset += take
+            length -= take
+        return b"".join(parts)
+
+    def skip(self, length):
+        """Advance ``length`` bytes without copying them."""
+        while True:
+            available = len(self._block) - self._offset
+            if length <= available:
+                self._offset += length
+                return
+            length -= available
+            self._offset = len(self._block)
+            if not self._load_next():
+                raise truncated_error(self.block_position, self._end)
+
+    def skip_entries(self, count):
+        """Skip ``count`` whole entries."""
+        for _ in range(count):
+            if not self.at_entry_start():
+                return
+            self.started += 1
+            kind, key_len, value_len = self.read_header()
+            self.skip(key_len + value_len)

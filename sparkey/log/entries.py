@@ -1,0 +1,126 @@
+"""Log entries: as values (``LogEntry``), as columns (``EntryTable``), header decoding."""
+
+import dataclasses
+import typing
+
+import numpy as np
+
+from sparkey.errors import LogFormatError
+from sparkey.format import EntryKind, vlq_decode
+
+
+class LogEntry(typing.NamedTuple):
+    """One raw log entry. ``value`` is None for a DELETE.
+
+    ``position`` and ``entry_index`` locate the entry: for NONE logs the entry's file offset and
+    0; for compressed logs the offset of the block its header starts in, and its rank among the
+    entries starting in that block. ``format.encode_address`` turns them into a slot address.
+    """
+
+    kind: EntryKind
+    key: bytes
+    value: typing.Optional[bytes]
+    position: int
+    entry_index: int
+
+
+@dataclasses.dataclass(frozen=True)
+class EntryTable:
+    """A run of consecutive log entries as columns, for bulk index building.
+
+    Entry ``i`` has kind ``kind[i]`` (EntryKind codes), address parts ``position[i]`` and
+    ``entry_index[i]``, and key bytes ``key_buffer[key_offset[i]:key_offset[i] + key_len[i]]``.
+    ``key_buffer`` may be the log's own mapping: use the table only while its LogReader is open.
+    """
+
+    kind: np.ndarray
+    position: np.ndarray
+    entry_index: np.ndarray
+    key_offset: np.ndarray
+    key_len: np.ndarray
+    value_len: np.ndarray
+    key_buffer: typing.Any
+
+    def __len__(self):
+        return len(self.kind)
+
+    def key(self, i):
+        """The key of entry ``i`` as bytes."""
+        start = int(self.key_offset[i])
+        return bytes(self.key_buffer[start:start + int(self.key_len[i])])
+
+    @property
+    def entry_sizes(self):
+        """Encoded size of every entry (PUT: both VLQs, key, value; DELETE: 0, VLQ, key)."""
+        put = self.kind == EntryKind.PUT
+        first = np.where(put, self.key_len + 1, 0)
+        second = np.where(put, self.value_len, self.key_len)
+        return vlq_sizes(first) + vlq_sizes(second) + self.key_len + self.value_len
+
+    @classmethod
+    def empty(cls):
+        """A table of no entries."""
+        integers = np.zeros(0, dtype=np.int64)
+        return cls(kind=np.zeros(0, dtype=np.uint8), position=np.zeros(0, dtype=np.uint64),
+                   entry_index=np.zeros(0, dtype=np.uint64), key_offset=integers,
+                   key_len=integers, value_len=integers, key_buffer=b"")
+
+    @classmethod
+    def concat(cls, tables):
+        """One table holding the entries of ``tables`` in order."""
+        if len(tables) == 1:
+            return tables[0]
+        shared_buffer = all(t.key_buffer is tables[0].key_buffer for t in tables)
+        if shared_buffer:
+            key_buffer, key_offset = tables[0].key_buffer, [t.key_offset for t in tables]
+        else:
+            starts = np.cumsum([0] + [len(t.key_buffer) for t in tables[:-1]])
+            key_buffer = b"".join(bytes(t.key_buffer) for t in tables)
+            key_offset = [t.key_offset + start for t, start in zip(tables, starts)]
+        columns = {name: np.concatenate([getattr(t, name) for t in tables])
+                   for name in ("kind", "position", "entry_index", "key_len", "value_len")}
+        return cls(key_offset=np.concatenate(key_offset), key_buffer=key_buffer, **columns)
+
+
+def vlq_sizes(values):
+    """Vectorized format.vlq_size over a non-negative int64 array."""
+    sizes = np.ones(len(values), dtype=np.int64)
+    for groups in range(1, 9):
+        sizes += values >= (1 << (7 * groups))
+    return sizes
+
+
+def vlq_many(buf, positions, end):
+    """Vectorized vlq_decode at every offset of ``positions`` in the uint8 array ``buf``."""
+    values = np.zeros(len(positions), dtype=np.int64)
+    positions = positions.copy()
+    active = np.arange(len(positions))
+    for group in range(9):
+        where = positions[active]
+        if len(where) and where.max() >= end:
+            bad = int(where[where >= end][0])
+            raise LogFormatError(f"entry header at offset {bad} runs past data_end {end}; "
+                                 "the log is truncated or corrupt")
+        byte = buf[where].astype(np.int64)
+        values[active] |= (byte & 0x7F) << (7 * group)
+        positions[active] += 1
+        active = active[byte >= 0x80]
+        if not len(active):
+            return values, positions
+    raise LogFormatError(f"entry header at offset {int(positions[active[0]])} is too long for "
+                         "a length; the log is corrupt")
+
+
+def parse_header(buf, pos, end):
+    """``(kind, key_len, value_len, payload_pos)`` of the entry at ``buf[pos]``."""
+    a, pos = vlq_decode(buf, pos, end)
+    b, pos = vlq_decode(buf, pos, end)
+    if a:
+        return EntryKind.PUT, a - 1, b, pos
+    return EntryKind.DELETE, b, 0, pos
+
+
+def truncated_error(position, end):
+    """The error for an entry running past the end of the log body."""
+    return LogFormatError(f"entry at offset {position} runs past data_end {end}; "
+                          "the log is truncated or corrupt")
