@@ -7,14 +7,19 @@ from offheap.errors import (
     CorruptionError,
     OffheapError,
 )
+from offheap.db import DB
 from offheap.hashmap import HashMapStats, LongHashMap
+from offheap.treemap import TreeMap, TreeStats
 
 __all__ = [
     "CapacityError",
     "ClosedError",
     "CodecUnavailableError",
     "CorruptionError",
+    "DB",
     "HashMapStats",
     "LongHashMap",
     "OffheapError",
+    "TreeMap",
+    "TreeStats",
 ]
