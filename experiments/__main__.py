@@ -120,7 +120,7 @@ def _add_maps_bench(subparsers) -> None:
         "maps-bench", help="LongHashMap and TreeMap vs dict and SortedDict, as ratios",
         description="Scalar and bulk put/get/delete and iteration on the same keys for every "
                     "map, in one run.")
-    parser.add_argument("--n", type=int, default=1_000_000, help="entries (default 1M)")
+    parser.add_argument("--n", type=int, default=200_000, help="entries (default 200K)")
     parser.add_argument("--keys", choices=KEY_ORDERS, default="random",
                         help="key order (default random)")
     parser.add_argument("--value", choices=VALUE_TYPES, default="int64",
