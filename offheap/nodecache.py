@@ -9,6 +9,8 @@ also the *write cache*: a node changed in memory is marked ``dirty`` and written
 only when it is evicted or flushed, not on every change. Eviction happens only in :meth:`trim`,
 which the tree calls before an operation changes anything, so a :class:`CapacityError` raised by a
 write leaves every node (the failed one stays cached and dirty) and the tree as they were.
+
+:func:`merge_into` and :func:`redistribute` are the two ways two sibling nodes are rebalanced.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 
 from offheap.errors import CapacityError
+from offheap.page import separator
 
 
 class Leaf:
@@ -137,3 +140,30 @@ class NodeCache:
 
     def clear(self) -> None:
         self.nodes.clear()
+
+
+def merge_into(left, right, parent_separator) -> None:
+    """Append ``right``'s entries (children) to ``left``; for inner nodes the parent's
+    separator comes down between them."""
+    if left.is_leaf:
+        left.keys += right.keys
+        left.values += right.values
+    else:
+        left.keys += [parent_separator] + right.keys
+        left.children += right.children
+
+
+def redistribute(left, right, parent_separator):
+    """Even out two siblings; return the new separator between them."""
+    if left.is_leaf:
+        keys, values = left.keys + right.keys, left.values + right.values
+        half = len(keys) // 2
+        left.keys[:], left.values[:] = keys[:half], values[:half]
+        right.keys[:], right.values[:] = keys[half:], values[half:]
+        return separator(left.keys[-1], right.keys[0])
+    keys = left.keys + [parent_separator] + right.keys
+    children = left.children + right.children
+    half = len(children) // 2
+    left.children[:], right.children[:] = children[:half], children[half:]
+    left.keys[:], right.keys[:] = keys[:half - 1], keys[half:]
+    return keys[half - 1]

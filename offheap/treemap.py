@@ -44,13 +44,12 @@ RuntimeError, as with ``dict``.
 
 from __future__ import annotations
 
-import itertools
 import json
 import operator
 import struct
 import threading
 from bisect import bisect_left, bisect_right
-from collections.abc import ItemsView, Iterator, KeysView, Mapping, MutableMapping, ValuesView
+from collections.abc import Iterator, Mapping, MutableMapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -58,7 +57,7 @@ import numpy as np
 from offheap.codecs import get_codec
 from offheap.errors import CapacityError, ClosedError, CorruptionError
 from offheap.memory import Arena, format_bytes
-from offheap.nodecache import Inner, Leaf, NodeCache
+from offheap.nodecache import Inner, Leaf, NodeCache, merge_into, redistribute
 from offheap.page import (
     INT64_MAX,
     INT64_MIN,
@@ -72,6 +71,8 @@ from offheap.page import (
 )
 from offheap.serializers import get_serializer
 from offheap.store import RecordStore
+from offheap.treebulk import merge_sorted, runs, separators, take
+from offheap.treeviews import TreeItemsView, TreeKeysView, TreeValuesView
 
 _META_MAGIC = b"OHTREE01"
 _META = struct.Struct("<8sQIQQQQQ")  # magic, root, height, entries, leaves, inners, raw, stored
@@ -670,7 +671,7 @@ class TreeMap(MutableMapping):
         """Replace the tree by one built from its entries merged with a sorted batch."""
         if self._n:
             old_keys, old_values = self._export()
-            keys, values = _merge_sorted(old_keys, old_values, keys, values)
+            keys, values = merge_sorted(old_keys, old_values, keys, values)
         self._bulk_build(keys, values)
 
     def _export(self) -> tuple[list | np.ndarray, list]:
@@ -706,19 +707,19 @@ class TreeMap(MutableMapping):
 
         kind, size = self._key_kind, self._node_size
         try:
-            starts, ends = _runs(len(keys), size, self._min_fill)
+            starts, ends = runs(len(keys), size, self._min_fill)
             objects = isinstance(values, np.ndarray) and values.dtype == object
             recids = [store(encode_leaf(keys[a:b], values[a:b].tolist() if objects else values[a:b],
                                         kind, self._serializer, self._codec))
                       for a, b in zip(starts.tolist(), ends.tolist())]
-            firsts, lasts = _take(keys, starts), _take(keys, ends - 1)
+            firsts, lasts = take(keys, starts), take(keys, ends - 1)
             n_leaves, n_inner, height = len(recids), 0, 1
             while len(recids) > 1:
-                seps = _separators(lasts[:-1], firsts[1:])
-                starts, ends = _runs(len(recids), size, self._min_children)
+                seps = separators(lasts[:-1], firsts[1:])
+                starts, ends = runs(len(recids), size, self._min_children)
                 recids = [store(encode_inner(seps[a:b - 1], recids[a:b], kind, self._codec))
                           for a, b in zip(starts.tolist(), ends.tolist())]
-                firsts, lasts = _take(firsts, starts), _take(lasts, ends - 1)
+                firsts, lasts = take(firsts, starts), take(lasts, ends - 1)
                 n_inner += len(recids)
                 height += 1
         except BaseException:
@@ -819,7 +820,7 @@ class TreeMap(MutableMapping):
             leaf.keys.insert(i, key)
             leaf.values.insert(i, value)
             left, right, sep_index = (sibling, leaf, si) if si < ci else (leaf, sibling, ci)
-            parent.keys[sep_index] = _redistribute(left, right, None)
+            parent.keys[sep_index] = redistribute(left, right, None)
             self._commit([leaf, sibling, parent], [], [], shape)
             self._n += 1
             self._mods += 1
@@ -930,7 +931,7 @@ class TreeMap(MutableMapping):
                 left, right, sep_index = (sibling, node, si) if si < ci else (node, sibling, ci)
                 capacity = self._node_size
                 if len(left) + len(right) <= capacity:
-                    _merge_into(left, right, parent.keys[sep_index])
+                    merge_into(left, right, parent.keys[sep_index])
                     del parent.keys[sep_index], parent.children[sep_index + 1]
                     removed.append(right)
                     del changed[right.recid]
@@ -941,7 +942,7 @@ class TreeMap(MutableMapping):
                     node = parent
                     level -= 1
                 else:
-                    parent.keys[sep_index] = _redistribute(left, right, parent.keys[sep_index])
+                    parent.keys[sep_index] = redistribute(left, right, parent.keys[sep_index])
                     break
             root = self._cache.node(self._root)
             if not root.is_leaf and len(root.children) == 1:
@@ -1292,169 +1293,3 @@ class _Missing:
 
 
 _MISSING = _Missing()
-
-
-def _runs(n: int, size: int, minimum: int) -> tuple[np.ndarray, np.ndarray]:
-    """Starts and ends of runs of ``size`` items covering ``n``; a short last run borrows from
-    the one before so that no run has fewer than ``minimum`` items (unless there is one run)."""
-    starts = np.arange(0, n, size, dtype=np.int64)
-    ends = np.minimum(starts + size, n)
-    if len(starts) > 1 and ends[-1] - starts[-1] < minimum:
-        starts[-1] = (starts[-2] + n + 1) // 2
-        ends[-2] = starts[-1]
-    return starts, ends
-
-
-def _take(seq, indices: np.ndarray):
-    """``seq[i]`` for each index: a fancy index for arrays, a list otherwise."""
-    if isinstance(seq, np.ndarray):
-        return seq[indices]
-    return [seq[i] for i in indices.tolist()]
-
-
-def _separators(left_max, right_min) -> list:
-    """:func:`offheap.page.separator` for each neighbouring pair; vectorized for int64 arrays
-    (in offset binary the answer is ``right_min`` with every bit below the highest bit where the
-    two keys differ cleared)."""
-    if not isinstance(right_min, np.ndarray):
-        return [separator(a, b) for a, b in zip(left_max, right_min)]
-    sign = np.uint64(1 << 63)
-    a, b = left_max.view(np.uint64) ^ sign, right_min.view(np.uint64) ^ sign
-    smeared = a ^ b
-    for shift in (1, 2, 4, 8, 16, 32):
-        smeared |= smeared >> np.uint64(shift)
-    highest = smeared ^ (smeared >> np.uint64(1))
-    return ((b & ~(highest - np.uint64(1))) ^ sign).view(np.int64).tolist()
-
-
-def _merge_into(left, right, parent_separator) -> None:
-    """Append ``right``'s entries (children) to ``left``; for inner nodes the parent's
-    separator comes down between them."""
-    if left.is_leaf:
-        left.keys += right.keys
-        left.values += right.values
-    else:
-        left.keys += [parent_separator] + right.keys
-        left.children += right.children
-
-
-def _redistribute(left, right, parent_separator):
-    """Even out two siblings; return the new separator between them."""
-    if left.is_leaf:
-        keys, values = left.keys + right.keys, left.values + right.values
-        half = len(keys) // 2
-        left.keys[:], left.values[:] = keys[:half], values[:half]
-        right.keys[:], right.values[:] = keys[half:], values[half:]
-        return separator(left.keys[-1], right.keys[0])
-    keys = left.keys + [parent_separator] + right.keys
-    children = left.children + right.children
-    half = len(children) // 2
-    left.children[:], right.children[:] = children[:half], children[half:]
-    left.keys[:], right.keys[:] = keys[:half - 1], keys[half:]
-    return keys[half - 1]
-
-
-def _merge_sorted(old_keys, old_values: list, new_keys, new_values):
-    """Merge two sorted unique key runs; a key in both takes the new value. int64 keys (either
-    run an array) merge with one stable numpy sort."""
-    if isinstance(old_keys, np.ndarray) or isinstance(new_keys, np.ndarray):
-        keys = np.concatenate([np.asarray(old_keys, np.int64), np.asarray(new_keys, np.int64)])
-        order = np.argsort(keys, kind="stable")
-        keys = keys[order]
-        keep = np.ones(keys.size, bool)
-        keep[:-1] = keys[1:] != keys[:-1]
-        order = order[keep]
-        if isinstance(new_values, np.ndarray):
-            new_values = new_values.tolist()
-        combined = np.fromiter(itertools.chain(old_values, new_values), dtype=object,
-                               count=len(old_values) + len(new_values))
-        return keys[keep], combined[order]
-    keys, values = [], []
-    i = j = 0
-    while i < len(old_keys) and j < len(new_keys):
-        if old_keys[i] < new_keys[j]:
-            keys.append(old_keys[i])
-            values.append(old_values[i])
-            i += 1
-        else:
-            if old_keys[i] == new_keys[j]:
-                i += 1
-            keys.append(new_keys[j])
-            values.append(new_values[j])
-            j += 1
-    keys += old_keys[i:] + list(new_keys[j:])
-    values += old_values[i:] + list(new_values[j:])
-    return keys, values
-
-
-class _RangeView:
-    """A range of a TreeMap: iterable (in key order, or reversed), sized, and checked for
-    membership by lookup. Live: it reflects later changes to the map."""
-
-    _what = "keys"
-
-    def __init__(self, tree: TreeMap, lo, hi, inclusive, reverse: bool) -> None:
-        self._mapping = tree
-        self._range = (lo, hi, tuple(inclusive), reverse)
-
-    def _iterate(self, reverse: bool):
-        lo, hi, inclusive, _ = self._range
-        with_values = self._what != "keys"
-        for keys, values in self._mapping._chunks(lo, hi, inclusive, reverse, with_values):
-            if self._what == "keys":
-                yield from keys
-            elif self._what == "values":
-                yield from values
-            else:
-                yield from zip(keys, values)
-
-    def __iter__(self):
-        return self._iterate(self._range[3])
-
-    def __reversed__(self):
-        return self._iterate(not self._range[3])
-
-    def __len__(self) -> int:
-        lo, hi, inclusive, _ = self._range
-        if lo is None and hi is None:
-            return len(self._mapping)
-        return sum(len(keys) for keys, _ in self._mapping._chunks(lo, hi, inclusive, False, False))
-
-    def _in_range(self, key) -> bool:
-        lo, hi, (lo_inclusive, hi_inclusive), _ = self._range
-        try:
-            if lo is not None and (key < lo or (key == lo and not lo_inclusive)):
-                return False
-            if hi is not None and (key > hi or (key == hi and not hi_inclusive)):
-                return False
-        except TypeError:
-            return False
-        return True
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({list(self)!r})"
-
-
-class TreeKeysView(_RangeView, KeysView):
-    _what = "keys"
-
-    def __contains__(self, key) -> bool:
-        return self._in_range(key) and key in self._mapping
-
-
-class TreeValuesView(_RangeView, ValuesView):
-    _what = "values"
-
-    def __contains__(self, value) -> bool:
-        return any(v is value or v == value for v in self)
-
-
-class TreeItemsView(_RangeView, ItemsView):
-    _what = "items"
-
-    def __contains__(self, item) -> bool:
-        key, value = item
-        if not self._in_range(key):
-            return False
-        found = self._mapping.get(key, _MISSING)
-        return found is not _MISSING and (found is value or found == value)

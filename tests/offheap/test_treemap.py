@@ -14,7 +14,8 @@ from sortedcontainers import SortedDict
 
 from offheap.errors import CapacityError, ClosedError
 from offheap.page import separator
-from offheap.treemap import TreeMap, _separators
+from offheap.treebulk import separators
+from offheap.treemap import TreeMap
 from tests.contracts import MutableMappingContract
 
 _KEYS = random.Random(7).sample(range(-10**12, 10**12), 120)
@@ -420,4 +421,4 @@ def test_threads_see_whole_operations():
 def test_bulk_separators_match_the_scalar_rule(keys):
     keys = sorted(keys)
     left, right = np.array(keys[:-1], np.int64), np.array(keys[1:], np.int64)
-    assert _separators(left, right) == [separator(a, b) for a, b in zip(keys, keys[1:])]
+    assert separators(left, right) == [separator(a, b) for a, b in zip(keys, keys[1:])]

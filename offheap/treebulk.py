@@ -1,0 +1,82 @@
+"""Bulk loading of a TreeMap (layer 6, used by :mod:`offheap.treemap`): pure functions over
+sorted keys, numpy arrays for int64 keys and lists for str/bytes keys.
+
+A bulk load cuts the sorted entries into runs of ``node_size`` (:func:`runs`), encodes one leaf
+per run, then builds each inner level the same way over the level below, with the separators
+between neighbouring nodes computed all at once (:func:`separators`). Merging a batch into an
+existing map is one stable sort (:func:`merge_sorted`).
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from offheap.page import separator
+
+
+def runs(n: int, size: int, minimum: int) -> tuple[np.ndarray, np.ndarray]:
+    """Starts and ends of runs of ``size`` items covering ``n``; a short last run borrows from
+    the one before so that no run has fewer than ``minimum`` items (unless there is one run)."""
+    starts = np.arange(0, n, size, dtype=np.int64)
+    ends = np.minimum(starts + size, n)
+    if len(starts) > 1 and ends[-1] - starts[-1] < minimum:
+        starts[-1] = (starts[-2] + n + 1) // 2
+        ends[-2] = starts[-1]
+    return starts, ends
+
+
+def take(seq, indices: np.ndarray):
+    """``seq[i]`` for each index: a fancy index for arrays, a list otherwise."""
+    if isinstance(seq, np.ndarray):
+        return seq[indices]
+    return [seq[i] for i in indices.tolist()]
+
+
+def separators(left_max, right_min) -> list:
+    """:func:`offheap.page.separator` for each neighbouring pair; vectorized for int64 arrays
+    (in offset binary the answer is ``right_min`` with every bit below the highest bit where the
+    two keys differ cleared)."""
+    if not isinstance(right_min, np.ndarray):
+        return [separator(a, b) for a, b in zip(left_max, right_min)]
+    sign = np.uint64(1 << 63)
+    a, b = left_max.view(np.uint64) ^ sign, right_min.view(np.uint64) ^ sign
+    smeared = a ^ b
+    for shift in (1, 2, 4, 8, 16, 32):
+        smeared |= smeared >> np.uint64(shift)
+    highest = smeared ^ (smeared >> np.uint64(1))
+    return ((b & ~(highest - np.uint64(1))) ^ sign).view(np.int64).tolist()
+
+
+def merge_sorted(old_keys, old_values: list, new_keys, new_values):
+    """Merge two sorted unique key runs; a key in both takes the new value. int64 keys (either
+    run an array) merge with one stable numpy sort."""
+    if isinstance(old_keys, np.ndarray) or isinstance(new_keys, np.ndarray):
+        keys = np.concatenate([np.asarray(old_keys, np.int64), np.asarray(new_keys, np.int64)])
+        order = np.argsort(keys, kind="stable")
+        keys = keys[order]
+        keep = np.ones(keys.size, bool)
+        keep[:-1] = keys[1:] != keys[:-1]
+        order = order[keep]
+        if isinstance(new_values, np.ndarray):
+            new_values = new_values.tolist()
+        combined = np.fromiter(itertools.chain(old_values, new_values), dtype=object,
+                               count=len(old_values) + len(new_values))
+        return keys[keep], combined[order]
+    keys, values = [], []
+    i = j = 0
+    while i < len(old_keys) and j < len(new_keys):
+        if old_keys[i] < new_keys[j]:
+            keys.append(old_keys[i])
+            values.append(old_values[i])
+            i += 1
+        else:
+            if old_keys[i] == new_keys[j]:
+                i += 1
+            keys.append(new_keys[j])
+            values.append(new_values[j])
+            j += 1
+    keys += old_keys[i:] + list(new_keys[j:])
+    values += old_values[i:] + list(new_values[j:])
+    return keys, values

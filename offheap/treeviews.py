@@ -1,0 +1,86 @@
+"""Range views of a TreeMap (layer 6, used by :mod:`offheap.treemap`).
+
+``tree.keys(lo, hi, inclusive, reverse)``, ``values(...)`` and ``items(...)`` return these: live
+views of a key range that iterate leaf by leaf through the tree's ``_chunks`` generator, so they
+reflect later changes and raise RuntimeError, like a dict view, if the map's size changes while
+one is being iterated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import ItemsView, KeysView, ValuesView
+
+_ABSENT = object()
+
+
+class _RangeView:
+    """A range of a TreeMap: iterable (in key order, or reversed), sized, and checked for
+    membership by lookup. Live: it reflects later changes to the map."""
+
+    _what = "keys"
+
+    def __init__(self, tree, lo, hi, inclusive, reverse: bool) -> None:
+        self._mapping = tree
+        self._range = (lo, hi, tuple(inclusive), reverse)
+
+    def _iterate(self, reverse: bool):
+        lo, hi, inclusive, _ = self._range
+        with_values = self._what != "keys"
+        for keys, values in self._mapping._chunks(lo, hi, inclusive, reverse, with_values):
+            if self._what == "keys":
+                yield from keys
+            elif self._what == "values":
+                yield from values
+            else:
+                yield from zip(keys, values)
+
+    def __iter__(self):
+        return self._iterate(self._range[3])
+
+    def __reversed__(self):
+        return self._iterate(not self._range[3])
+
+    def __len__(self) -> int:
+        lo, hi, inclusive, _ = self._range
+        if lo is None and hi is None:
+            return len(self._mapping)
+        return sum(len(keys) for keys, _ in self._mapping._chunks(lo, hi, inclusive, False, False))
+
+    def _in_range(self, key) -> bool:
+        lo, hi, (lo_inclusive, hi_inclusive), _ = self._range
+        try:
+            if lo is not None and (key < lo or (key == lo and not lo_inclusive)):
+                return False
+            if hi is not None and (key > hi or (key == hi and not hi_inclusive)):
+                return False
+        except TypeError:
+            return False
+        return True
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({list(self)!r})"
+
+
+class TreeKeysView(_RangeView, KeysView):
+    _what = "keys"
+
+    def __contains__(self, key) -> bool:
+        return self._in_range(key) and key in self._mapping
+
+
+class TreeValuesView(_RangeView, ValuesView):
+    _what = "values"
+
+    def __contains__(self, value) -> bool:
+        return any(v is value or v == value for v in self)
+
+
+class TreeItemsView(_RangeView, ItemsView):
+    _what = "items"
+
+    def __contains__(self, item) -> bool:
+        key, value = item
+        if not self._in_range(key):
+            return False
+        found = self._mapping.get(key, _ABSENT)
+        return found is not _ABSENT and (found is value or found == value)
