@@ -1,9 +1,12 @@
 """The logical entry stream of compressed logs, read across block boundaries (IO layer helpers).
 
 An entry belongs to the block its header starts in; its key and value may continue into the
-following blocks. ``BlockCursor`` follows the stream; ``vlq_in_block`` reads one decompressed
-block and signals with ``SpansBlocks`` when an entry continues past it.
+following blocks. ``BlockCursor`` follows the stream (``walk_block`` quickly, entry by entry
+otherwise); ``vlq_in_block`` reads one decompressed block and signals with ``SpansBlocks`` when
+an entry continues past it.
 """
+
+import array
 
 from sparkey.errors import LogFormatError
 from sparkey.format import LOG_HEADER_SIZE, EntryKind, vlq_decode
@@ -65,6 +68,48 @@ class BlockCursor:
             if not self._load_next():
                 return False
         return True
+
+    @property
+    def block(self):
+        """The loaded block (decompressed bytes)."""
+        return self._block
+
+    def inside_block(self):
+        """Whether the next entry starts inside the loaded block (not at its end)."""
+        return self._offset < len(self._block)
+
+    def walk_block(self, limit):
+        """Offsets in ``block`` of the next entries that lie wholly inside it (at most ``limit``).
+
+        The cursor moves past them. The walk stops at the end of the block or at an entry that
+        continues into the next block, which the caller then reads with ``read_header``,
+        ``read`` and ``skip``. This is the fast path of scans: two byte reads per entry.
+        """
+        block = self._block
+        size = len(block)
+        pos = self._offset
+        offsets = array.array("q")
+        add = offsets.append
+        while pos + 1 < size and limit:
+            a = block[pos]
+            b = block[pos + 1]
+            if a < 0x80 and b < 0x80:
+                stop = pos + 1 + a + b if a else pos + 2 + b
+            else:
+                try:
+                    a, start = vlq_in_block(block, pos, size)
+                    b, start = vlq_in_block(block, start, size)
+                except SpansBlocks:
+                    break
+                stop = start + a - 1 + b if a else start + b
+            if stop > size:
+                break
+            add(pos)
+            pos = stop
+            limit -= 1
+        self._offset = pos
+        self.started += len(offsets)
+        return offsets
 
     def _byte(self):
         while self._offset >= len(self._block):

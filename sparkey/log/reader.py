@@ -8,7 +8,8 @@ import numpy as np
 
 from sparkey.codec import codec_for
 from sparkey.errors import ClosedError, IndexFormatError, LogFormatError
-from sparkey.format import LOG_HEADER_SIZE, Compression, EntryKind, LogHeader, vlq_decode
+from sparkey.format import (
+    LOG_HEADER_SIZE, Compression, EntryKind, LogHeader, delete_header, put_header, vlq_decode)
 from sparkey.log.blocks import BlockCursor, SpansBlocks, vlq_in_block
 from sparkey.log.entries import EntryTable, LogEntry, parse_header, truncated_error, vlq_many
 
@@ -136,12 +137,15 @@ class LogReader:
     def _entries_compressed(self, mm, end):
         cursor = BlockCursor(self, mm, end)
         while cursor.at_entry_start():
-            position, entry_index = cursor.block_position, cursor.started
-            cursor.started += 1
-            kind, key_len, value_len = cursor.read_header()
-            key = cursor.read(key_len)
-            value = cursor.read(value_len) if kind == EntryKind.PUT else None
-            yield LogEntry(kind, key, value, position, entry_index)
+            position, first_index, block = cursor.block_position, cursor.started, cursor.block
+            size = len(block)
+            for entry_index, offset in enumerate(cursor.walk_block(size), first_index):
+                kind, key_len, value_len, start = parse_header(block, offset, size)
+                stop = start + key_len
+                value = block[stop:stop + value_len] if kind == EntryKind.PUT else None
+                yield LogEntry(kind, block[start:stop], value, position, entry_index)
+            if cursor.inside_block():  # the next entry continues into the following blocks
+                yield _read_entry(cursor)
 
     def scan(self, end=None, chunk_entries=SCAN_CHUNK_ENTRIES):
         """Entries up to ``end`` as EntryTable chunks of at most ``chunk_entries`` rows.
@@ -197,31 +201,50 @@ class LogReader:
                 key_buffer=mm)
 
     def _scan_compressed(self, mm, end, chunk_entries):
+        """Entries within one block are located by ``walk_block`` and decoded with numpy from
+        the concatenated blocks; an entry spanning blocks is read by the cursor and its header
+        and key re-encoded into the same buffer."""
         cursor = BlockCursor(self, mm, end)
         while cursor.at_entry_start():
-            kinds, keys = bytearray(), bytearray()
-            positions, indexes, key_offsets, key_lens, value_lens = (
-                array.array("q") for _ in range(5))
-            while len(kinds) < chunk_entries and cursor.at_entry_start():
-                positions.append(cursor.block_position)
-                indexes.append(cursor.started)
-                cursor.started += 1
-                kind, key_len, value_len = cursor.read_header()
-                key_offsets.append(len(keys))
-                keys += cursor.read(key_len)
-                key_lens.append(key_len)
-                if kind == EntryKind.PUT:
+            pieces, headers, positions, indexes = [], [], [], []
+            stream_size = count = 0
+            while count < chunk_entries and cursor.at_entry_start():
+                position, first_index, block = cursor.block_position, cursor.started, cursor.block
+                offsets = np.frombuffer(cursor.walk_block(chunk_entries - count), dtype=np.int64)
+                if len(offsets):
+                    pieces.append(block)
+                    headers.append(offsets + stream_size)
+                    positions.append(np.full(len(offsets), position, dtype=np.int64))
+                    indexes.append(np.arange(first_index, first_index + len(offsets)))
+                    stream_size += len(block)
+                    count += len(offsets)
+                if count < chunk_entries and cursor.inside_block():
+                    positions.append(np.array([cursor.block_position]))
+                    indexes.append(np.array([cursor.started]))
+                    cursor.started += 1
+                    kind, key_len, value_len = cursor.read_header()
+                    header = (put_header(key_len, value_len) if kind == EntryKind.PUT
+                              else delete_header(key_len))
+                    pieces.append(header + cursor.read(key_len))
                     cursor.skip(value_len)
-                kinds.append(kind)
-                value_lens.append(value_len if kind == EntryKind.PUT else 0)
+                    headers.append(np.array([stream_size]))
+                    stream_size += len(pieces[-1])
+                    count += 1
+            stream = b"".join(pieces)
+            starts = np.concatenate(headers).astype(np.int64)
+            buf = np.frombuffer(stream, dtype=np.uint8)
+            first, after_first = vlq_many(buf, starts, len(stream))
+            second, key_offset = vlq_many(buf, after_first, len(stream))
+            del buf
+            is_put = first != 0
             yield EntryTable(
-                kind=np.frombuffer(kinds, dtype=np.uint8),
-                position=np.frombuffer(positions, dtype=np.int64).astype(np.uint64),
-                entry_index=np.frombuffer(indexes, dtype=np.int64).astype(np.uint64),
-                key_offset=np.frombuffer(key_offsets, dtype=np.int64),
-                key_len=np.frombuffer(key_lens, dtype=np.int64),
-                value_len=np.frombuffer(value_lens, dtype=np.int64),
-                key_buffer=bytes(keys))
+                kind=np.where(is_put, EntryKind.PUT, EntryKind.DELETE).astype(np.uint8),
+                position=np.concatenate(positions).astype(np.uint64),
+                entry_index=np.concatenate(indexes).astype(np.uint64),
+                key_offset=key_offset,
+                key_len=np.where(is_put, first - 1, second),
+                value_len=np.where(is_put, second, 0),
+                key_buffer=stream)
 
     # -- random access
 
@@ -244,10 +267,8 @@ class LogReader:
         cursor.skip_entries(entry_index)
         if not cursor.at_entry_start():
             raise IndexFormatError(f"no entry {entry_index} in the block at {position}")
-        kind, key_len, value_len = cursor.read_header()
-        key = cursor.read(key_len)
-        value = cursor.read(value_len) if kind == EntryKind.PUT else None
-        return LogEntry(kind, key, value, position, entry_index)
+        entry = _read_entry(cursor)
+        return entry._replace(position=position, entry_index=entry_index)
 
     def _check_position(self, position):
         if not LOG_HEADER_SIZE <= position < self.data_end:
@@ -374,6 +395,16 @@ class LogReader:
             raise LogFormatError(f"block at offset {position} of {length} bytes runs past "
                                  f"data_end {end}; the log is truncated or corrupt")
         return self._codec.decompress(mm[start:stop], self._block_size), stop
+
+
+def _read_entry(cursor):
+    """The entry at a BlockCursor, read byte by byte across blocks."""
+    position, entry_index = cursor.block_position, cursor.started
+    cursor.started += 1
+    kind, key_len, value_len = cursor.read_header()
+    key = cursor.read(key_len)
+    value = cursor.read(value_len) if kind == EntryKind.PUT else None
+    return LogEntry(kind, key, value, position, entry_index)
 
 
 def _uncompressed_value_reader(mm, end, fallback):
