@@ -10,7 +10,7 @@ from sparkey.codec import codec_for
 from sparkey.errors import ClosedError, IndexFormatError, LogFormatError
 from sparkey.format import (
     LOG_HEADER_SIZE, Compression, EntryKind, LogHeader, delete_header, put_header, vlq_decode)
-from sparkey.log.blocks import BlockCursor, SpansBlocks, vlq_in_block
+from sparkey.log.blocks import BlockCursor, SpansBlocks, skip_in_block, vlq_in_block
 from sparkey.log.entries import EntryTable, LogEntry, parse_header, truncated_error, vlq_many
 
 SCAN_CHUNK_ENTRIES = 1 << 20
@@ -283,10 +283,7 @@ class LogReader:
         size = len(block)
         try:
             pos = 0
-            for _ in range(entry_index):
-                a, pos = vlq_in_block(block, pos, size)
-                b, pos = vlq_in_block(block, pos, size)
-                pos += a - 1 + b if a else b
+            pos = skip_in_block(block, pos, entry_index)
             a, pos = vlq_in_block(block, pos, size)
             b, pos = vlq_in_block(block, pos, size)
         except SpansBlocks:
@@ -366,11 +363,8 @@ class LogReader:
                 wanted, target = indexes_sorted[i], order[i]
                 i += 1
                 try:
-                    while current < wanted:
-                        a, pos = vlq_in_block(block, pos, size)
-                        b, pos = vlq_in_block(block, pos, size)
-                        pos += a - 1 + b if a else b
-                        current += 1
+                    pos = skip_in_block(block, pos, wanted - current)
+                    current = wanted
                     a, start = vlq_in_block(block, pos, size)
                     b, start = vlq_in_block(block, start, size)
                 except SpansBlocks:
