@@ -180,48 +180,38 @@ class LongHashMap(MutableMapping):
         return self._n
 
     def __getitem__(self, key):
-        slot = self._find(key)
-        if slot < 0:
+        slot, missing = self._probe(key)
+        if missing:
             raise KeyError(key)
         return self._values.decode(self._vm[slot])
 
     def __contains__(self, key) -> bool:
-        return self._find(key) >= 0
+        return not self._probe(key)[1]
 
     def get(self, key, default=None):
-        slot = self._find(key)
-        return default if slot < 0 else self._values.decode(self._vm[slot])
+        slot, missing = self._probe(key)
+        return default if missing else self._values.decode(self._vm[slot])
 
     def __setitem__(self, key, value) -> None:
-        if self._closed:
-            raise ClosedError("the LongHashMap is closed")
-        if type(key) is not int or not _INT64_MIN <= key <= _INT64_MAX:
+        if type(key) is not int:
             key = _as_key(key)
+        slot, d = self._probe(key)
         word = self._values.encode(value)
-        if not self._narrow or not (word >> self._width_bits or word & 0xFF == 0xFF):
-            # the common case, inlined: overwrite in place, or take an empty slot
-            h = key & MASK64
-            h = ((h ^ (h >> 33)) * 0xFF51AFD7ED558CCD) & MASK64
-            h = ((h ^ (h >> 33)) * 0xC4CEB9FE1A85EC53) & MASK64
-            slot = (h ^ (h >> 33)) >> self._shift
-            dm, km = self._dm, self._km
-            d = 1
-            while dm[slot] >= d:
-                if km[slot] == key:
-                    old = self._vm[slot]
-                    self._vm[slot] = word
-                    if self._serialized and old & 0xFF == 0xFF:
-                        self._values.release(old)
-                    return
-                slot += 1
-                d += 1
-            if self._n < self._max_n and d <= MAX_DIST and (dm[slot] == 0 or self._shift_right(slot)):
-                km[slot] = key
-                dm[slot] = d
-                self._vm[slot] = word
-                self._n += 1
-                self._mods += 1
-                return
+        fits = not self._narrow or not (word >> self._width_bits or word & 0xFF == 0xFF)
+        if fits and not d:
+            old = self._vm[slot]
+            self._vm[slot] = word
+            if self._serialized and old & 0xFF == 0xFF:
+                self._values.release(old)
+            return
+        if fits and self._n < self._max_n and d <= MAX_DIST and (
+                self._dm[slot] == 0 or self._shift_right(slot)):
+            self._km[slot] = key
+            self._dm[slot] = d
+            self._vm[slot] = word
+            self._n += 1
+            self._mods += 1
+            return
         try:
             self._insert(key, word)
         except BaseException:
@@ -229,8 +219,8 @@ class LongHashMap(MutableMapping):
             raise
 
     def __delitem__(self, key) -> None:
-        slot = self._find(key)
-        if slot < 0:
+        slot, missing = self._probe(key)
+        if missing:
             raise KeyError(key)
         word = self._vm[slot]
         self._remove_slot(slot)
@@ -384,7 +374,7 @@ class LongHashMap(MutableMapping):
             self._rebuild(self._bits, self._width, self._k[keep].copy(), self._v[keep].copy())
         else:
             for key in keys.tolist():  # slots move as entries shift: find each one afresh
-                self._remove_slot(self._find(key))
+                self._remove_slot(self._probe(key)[0])
         self._values.release_many(removed_words)
         return int(slots.size)
 
@@ -472,8 +462,9 @@ class LongHashMap(MutableMapping):
 
     # -- probing ------------------------------------------------------------------------------
 
-    def _find(self, key) -> int:
-        """The slot holding ``key``, or -1."""
+    def _probe(self, key) -> tuple[int, int]:
+        """Where ``key`` is: ``(slot, 0)`` if present, else ``(slot, d)`` with the slot where
+        it would go and its distance from home plus one there."""
         if self._closed:
             raise ClosedError("the LongHashMap is closed")
         if type(key) is not int or not _INT64_MIN <= key <= _INT64_MAX:
@@ -486,10 +477,10 @@ class LongHashMap(MutableMapping):
         d = 1
         while dm[slot] >= d:
             if km[slot] == key:
-                return slot
+                return slot, 0
             slot += 1
             d += 1
-        return -1
+        return slot, d
 
     def _find_many(self, keys: np.ndarray) -> np.ndarray:
         """Slots of many keys (-1 where absent): one vectorized round per probe distance."""
@@ -600,7 +591,7 @@ class LongHashMap(MutableMapping):
                 done.append(key)
         except BaseException:
             for key in done:
-                self._remove_slot(self._find(key))
+                self._remove_slot(self._probe(key)[0])
             raise
 
     def _rebuild_with(self, keys: np.ndarray, words: np.ndarray, replaced_slots: np.ndarray) -> None:
