@@ -309,7 +309,7 @@ def _tree_map_builder(**options) -> Callable[[int, Path], ArenaTarget]:
     """A builder of ``TreeMap(value="object", limit=budget, **options)`` targets."""
 
     def build(budget_bytes: int, workdir: Path) -> ArenaTarget:
-        from offheap.treemap import TreeMap
+        from offheap import TreeMap
 
         def update(mapping, keys):
             mapping.update((keys, _empty_values(len(keys))))

@@ -66,7 +66,7 @@ def _long_hash_map(value_type: str):
 
 
 def _tree_map(value_type: str):
-    from offheap.treemap import TreeMap
+    from offheap import TreeMap
 
     return TreeMap("int64", value_type)
 
