@@ -72,6 +72,15 @@ def test_get_many(store):
     assert store.get_many(array) == [b"value_1", None, b"value_299", b"", b"five"]
 
 
+def test_get_many_in_chunks(store, monkeypatch):
+    import sparkey.index
+    import sparkey.log.reader
+    monkeypatch.setattr(sparkey.index, "PROBE_CHUNK_KEYS", 7)
+    monkeypatch.setattr(sparkey.log.reader, "BULK_CHUNK_ENTRIES", 3)
+    keys = [b"nope"] + list(_expected()) + [b"key_7"] * 5
+    assert store.get_many(keys) == [_expected().get(key) for key in keys]
+
+
 def test_headers(store):
     assert store.log_header.num_puts == 303
     assert store.index_header.num_entries == len(store)
