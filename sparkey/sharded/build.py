@@ -1,0 +1,51 @@
+"""``write``: build a sharded store from an in-process iterable (API layer of ``sparkey.sharded``).
+
+All shard writers are open at once and each pair is routed to its shard as it arrives, so the
+input is read once, streaming, with memory independent of its length (one write buffer per
+shard). Shard logs keep the input order, and a key put twice keeps its last value, exactly as
+in one ``sparkey.Writer``.
+"""
+
+import collections.abc
+import contextlib
+
+from sparkey.format import entry_bytes
+from sparkey.sharded.manifest import Manifest
+from sparkey.sharded.publish import Staging
+from sparkey.sharded.routing import (
+    DEFAULT_ROUTING_SEED, check_num_shards, check_routing_seed, shard_of)
+from sparkey.sharded.shard import check_writer_options, open_shard_writer, seal_shard
+
+
+def write(items, path, num_shards, *, routing_seed=DEFAULT_ROUTING_SEED, overwrite=False,
+          **writer_options):
+    """Write ``(key, value)`` pairs (or a mapping) as a sharded store at ``path``; its Manifest.
+
+    ``path`` becomes a directory of ``num_shards`` Sparkey stores ``part-<i>-of-<n>.spl/.spi``
+    plus ``manifest.json``, published atomically (see ``sparkey.sharded.publish``); every shard
+    is written, even an empty one. ``writer_options`` are ``compression``, ``block_size`` and the
+    ``sparkey.write_index`` options, applied to every shard. An existing store at ``path`` is
+    replaced only with ``overwrite=True``. If anything fails, nothing is published and the
+    staging directory is removed.
+    """
+    check_num_shards(num_shards)
+    check_routing_seed(routing_seed)
+    options = check_writer_options(writer_options, routing_seed)
+    if isinstance(items, collections.abc.Mapping):
+        items = items.items()
+    with Staging(path, overwrite) as staging, contextlib.ExitStack() as open_writers:
+        writers = [open_writers.enter_context(
+                       open_shard_writer(staging.directory, shard, num_shards, options))
+                   for shard in range(num_shards)]
+        puts = [writer.put for writer in writers]
+        for key, value in items:
+            if key.__class__ is not bytes:
+                key = entry_bytes(key, "key")
+            puts[shard_of(key, num_shards, routing_seed)](key, value)
+        infos = []
+        for shard, writer in enumerate(writers):
+            writer.close()
+            infos.append(seal_shard(writer, shard))
+        manifest = Manifest(num_shards, routing_seed, tuple(infos))
+        staging.publish(manifest)
+    return manifest

@@ -1,0 +1,258 @@
+"""``ShardedReader``: one read-only Mapping over every shard of a store (API layer).
+
+Opening reads ``manifest.json``, opens each shard with ``sparkey.open`` and checks it against the
+manifest: file identifier (log and index carry the same one, and ``sparkey.Reader`` already
+checks that they agree), live entries and the sizes of both files. A missing file raises
+MissingShardError, any difference ShardMismatchError, each naming the shard and its file.
+
+A store replaced while it is being opened (``overwrite=True`` publishes by renaming) can show a
+manifest from one build and shards from the next. The checks catch that; the reader then reads
+the manifest again and, if it changed, opens the new store (up to OPEN_ATTEMPTS times), so an
+open either returns one consistent store or raises.
+"""
+
+import collections.abc
+import itertools
+import os
+
+import numpy as np
+
+from sparkey.errors import ClosedError, SparkeyError
+from sparkey.format import entry_bytes
+from sparkey.reader import Reader
+from sparkey.sharded.errors import (
+    ManifestNotFoundError, MissingShardError, ShardMismatchError)
+from sparkey.sharded.manifest import MANIFEST_NAME, Manifest
+from sparkey.sharded.routing import shard_of, shards_of
+
+OPEN_ATTEMPTS = 3
+
+
+class ShardedReader(collections.abc.Mapping):
+    """Read-only ``Mapping[bytes, bytes]`` over a sharded store, routing each key to its shard.
+
+    ``get``, ``[]``, ``in`` and ``get_many`` cost one routing hash more than a single
+    ``sparkey.Reader``. ``len`` is O(1) (the manifest's total, checked against the shards).
+    Iteration, ``keys()``, ``values()`` and ``items()`` go shard by shard in shard order, each
+    shard in its log order. Thread safety, value ownership and closing are those of
+    ``sparkey.Reader``: lookups may run from many threads, values are new ``bytes`` objects, and
+    after ``close()`` every call raises ClosedError. ``shards`` holds the shard Readers, owned by
+    this object and closed with it.
+    """
+
+    def __init__(self, path):
+        """Open the store directory ``path`` (see the module docstring for the checks)."""
+        self.path = os.fspath(path)
+        self.manifest, self.shards = _open_consistent(self.path)
+        self._num_shards = self.manifest.num_shards
+        self._seed = self.manifest.routing_seed
+        self._lookups = [reader.get for reader in self.shards]
+        self._get = self._routed_lookup()
+
+    def _routed_lookup(self):
+        """``lookup(key)``: the value of ``key`` or None; a closure, as it runs per lookup."""
+        lookups, num_shards, seed = self._lookups, self._num_shards, self._seed
+
+        def lookup(key):
+            if key.__class__ is not bytes:
+                key = entry_bytes(key, "key")
+            return lookups[shard_of(key, num_shards, seed)](key)
+        return lookup
+
+    # -- lookups
+
+    def get(self, key, default=None):
+        """Value of ``key``, or ``default``."""
+        value = self._get(key)
+        return default if value is None else value
+
+    def __getitem__(self, key):
+        value = self._get(key)
+        if value is None:
+            raise KeyError(key)
+        return value
+
+    def __contains__(self, key):
+        return self._get(key) is not None
+
+    def shard_of(self, key):
+        """Number of the shard that holds (or would hold) ``key``."""
+        return shard_of(key, self._num_shards, self._seed)
+
+    def get_many(self, keys, default=None):
+        """Values for many keys, as a list aligned with ``keys`` (``default`` where absent).
+
+        Keys are routed in one pass, grouped by shard, and each group is one ``get_many`` call
+        on its shard (bulk hashing and probing there). ``keys`` may be a numpy ``S`` array, as
+        for ``sparkey.Reader.get_many``.
+        """
+        self._check_open()
+        if isinstance(keys, np.ndarray):
+            shard_numbers = shards_of(keys, self._num_shards, self._seed)
+            select = keys.__getitem__
+        else:
+            keys = [key if key.__class__ is bytes else entry_bytes(key, "key") for key in keys]
+            shard_numbers = shards_of(keys, self._num_shards, self._seed)
+            key_array = _object_array(keys)
+
+            def select(positions):
+                return key_array[positions].tolist()
+        order = np.argsort(shard_numbers, kind="stable")
+        bounds = np.searchsorted(shard_numbers[order], np.arange(self._num_shards + 1))
+        values = np.full(len(shard_numbers), default, dtype=object)
+        for shard, reader in enumerate(self.shards):
+            positions = order[bounds[shard]:bounds[shard + 1]]
+            if len(positions):
+                values[positions] = _object_array(reader.get_many(select(positions), default))
+        return values.tolist()
+
+    def __len__(self):
+        self._check_open()
+        return self.manifest.num_entries
+
+    # -- iteration
+
+    def __iter__(self):
+        self._check_open()
+        return itertools.chain.from_iterable(self.shards)
+
+    def items(self):
+        """View of ``(key, value)`` pairs, shard by shard, each read straight from its log."""
+        return _ItemsView(self)
+
+    def values(self):
+        """View of the values, in the order of ``items()``."""
+        return _ValuesView(self)
+
+    def _check(self):
+        """Assert every shard's invariants and that each key lives in its routed shard (O(n))."""
+        self._check_open()
+        assert len(self.shards) == self._num_shards
+        for shard, reader in enumerate(self.shards):
+            reader._check()
+            assert len(reader) == self.manifest.shards[shard].num_entries
+            keys = list(reader)
+            assert (shards_of(keys, self._num_shards, self._seed) == shard).all()
+
+    # -- lifecycle
+
+    def close(self):
+        """Close every shard. Idempotent."""
+        self._get = self._closed_lookup
+        for reader in self.shards:
+            reader.close()
+
+    @property
+    def closed(self):
+        return self.shards[0].closed
+
+    def _closed_lookup(self, key):
+        raise ClosedError("the sharded reader is closed; open the store again with "
+                          "sparkey.open_sharded")
+
+    def _check_open(self):
+        if self.closed:
+            self._closed_lookup(None)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.close()
+
+    def __repr__(self):
+        state = "closed" if self.closed else f"entries={self.manifest.num_entries}"
+        return f"<sparkey.ShardedReader {self.path!r} shards={self._num_shards} {state}>"
+
+
+class _ItemsView(collections.abc.ItemsView):
+    def __iter__(self):
+        self._mapping._check_open()
+        return itertools.chain.from_iterable(reader.items() for reader in self._mapping.shards)
+
+
+class _ValuesView(collections.abc.ValuesView):
+    def __iter__(self):
+        self._mapping._check_open()
+        return itertools.chain.from_iterable(reader.values() for reader in self._mapping.shards)
+
+
+def _object_array(items):
+    """A 1-d object array holding the elements of the list ``items`` (never a 2-d array)."""
+    array = np.empty(len(items), dtype=object)
+    array[:] = items
+    return array
+
+
+def open_sharded(path):
+    """Open the sharded store directory ``path`` for reading: a ShardedReader."""
+    return ShardedReader(path)
+
+
+def _read_manifest_text(directory):
+    try:
+        with open(os.path.join(directory, MANIFEST_NAME), encoding="utf-8") as file:
+            return file.read()
+    except FileNotFoundError:
+        raise ManifestNotFoundError(
+            f"{directory!r} holds no {MANIFEST_NAME}: it is not a published sharded store "
+            "(build it with sparkey.sharded.write or write_dask, or copy the whole directory)"
+        ) from None
+
+
+def _open_consistent(directory):
+    """``(manifest, shard readers)`` of one build, re-reading a manifest replaced meanwhile."""
+    text = _read_manifest_text(directory)
+    for attempt in range(OPEN_ATTEMPTS):
+        manifest = Manifest.from_json(text)
+        try:
+            return manifest, _open_shards(directory, manifest)
+        except (MissingShardError, ShardMismatchError):
+            newer = _read_manifest_text(directory)
+            if newer == text or attempt + 1 == OPEN_ATTEMPTS:
+                raise
+            text = newer
+
+
+def _open_shards(directory, manifest):
+    """Open and check every shard named by ``manifest``; close them all if one fails."""
+    readers = []
+    try:
+        for info in manifest.shards:
+            readers.append(_open_shard(directory, manifest, info))
+    except BaseException:
+        for reader in readers:
+            reader.close()
+        raise
+    return tuple(readers)
+
+
+def _open_shard(directory, manifest, info):
+    """The Reader of one shard, after checking it against its ShardInfo."""
+    log_name, index_name = manifest.file_names(info.shard)
+    where = f"shard {info.shard} of {manifest.num_shards} in {directory!r}"
+    try:
+        reader = Reader(os.path.join(directory, log_name))
+    except FileNotFoundError as error:
+        raise MissingShardError(
+            f"{where}: {os.path.basename(error.filename or log_name)} is missing; copy the "
+            "whole store directory, or build the store again") from None
+    except SparkeyError as error:
+        raise ShardMismatchError(f"{where} is damaged ({error}); build the store again") \
+            from error
+    try:
+        found = {"file_identifier": reader.log_header.file_identifier,
+                 "num_entries": len(reader),
+                 "log_bytes": os.path.getsize(os.path.join(directory, log_name)),
+                 "index_bytes": os.path.getsize(os.path.join(directory, index_name))}
+        for field, value in found.items():
+            expected = getattr(info, field)
+            if value != expected:
+                raise ShardMismatchError(
+                    f"{where}: {log_name} / {index_name} have {field} {value}, but the manifest "
+                    f"records {expected}; the files belong to another build (copy the whole "
+                    "store directory, never single shards)")
+    except BaseException:
+        reader.close()
+        raise
+    return reader

@@ -1,0 +1,72 @@
+"""One shard of a sharded build: writer options, writing and sealing (IO layer).
+
+Every builder, in-process or on a Dask worker, writes shard ``i`` of ``n`` through the same two
+steps: ``open_shard_writer`` creates ``part-<i>-of-<n>`` in the staging directory with the
+build's options, and ``seal_shard`` (after the writer is closed and the index built) fsyncs both
+files and returns the ShardInfo the manifest records. The shard files themselves are ordinary
+Sparkey stores, written by ``sparkey.Writer``.
+"""
+
+import os
+
+from sparkey.format import Compression
+from sparkey.index import check_index_options, read_index_header
+from sparkey.sharded.manifest import ShardInfo
+from sparkey.sharded.publish import fsync_path
+from sparkey.sharded.routing import part_name
+from sparkey.writer import Writer
+
+LOG_OPTIONS = ("compression", "block_size")
+INDEX_OPTIONS = ("hash_size", "hash_seed", "rules", "sparsity", "method", "max_memory_bytes")
+
+
+def check_writer_options(options, routing_seed):
+    """Validate the ``**writer_options`` of a build before any work starts; return a copy.
+
+    Accepted: ``compression``, ``block_size`` and the options of ``sparkey.write_index``. File
+    identifiers are random per shard (they are how a reader tells shards apart) and durability is
+    the publisher's job, so ``file_identifier`` and ``fsync`` are not options here.
+    """
+    unknown = sorted(set(options) - set(LOG_OPTIONS) - set(INDEX_OPTIONS))
+    if unknown:
+        raise TypeError(f"unexpected writer option(s) {', '.join(unknown)}; a sharded build "
+                        f"accepts {', '.join(LOG_OPTIONS + INDEX_OPTIONS)}")
+    Compression.parse(options.get("compression", "none"))
+    index_options = check_index_options(
+        **{name: value for name, value in options.items() if name in INDEX_OPTIONS})
+    if index_options["hash_seed"] == routing_seed and index_options["hash_size"] != 8:
+        raise ValueError(
+            f"hash_seed {routing_seed} equals the routing seed: with 32-bit index hashes every "
+            "key of a shard would fall in the same residue class of its index; pick another "
+            "hash_seed (or leave it random), or pass hash_size=8")
+    return dict(options)
+
+
+def shard_base(directory, shard, num_shards):
+    """Base path (no suffix) of the files of ``shard`` in ``directory``."""
+    return os.path.join(directory, part_name(shard, num_shards))
+
+
+def open_shard_writer(directory, shard, num_shards, options):
+    """A new ``sparkey.Writer`` for ``shard`` in ``directory``; the caller closes it."""
+    return Writer(shard_base(directory, shard, num_shards), **options)
+
+
+def seal_shard(writer, shard):
+    """Fsync the files of a closed shard writer; return the shard's ShardInfo."""
+    for path in (writer.log_path, writer.index_path):
+        fsync_path(path)
+    header = read_index_header(writer.index_path)
+    return ShardInfo(shard=shard, file_identifier=header.file_identifier,
+                     num_entries=header.num_entries,
+                     log_bytes=os.path.getsize(writer.log_path),
+                     index_bytes=os.path.getsize(writer.index_path))
+
+
+def write_shard(directory, shard, num_shards, items, options):
+    """Write the ``(key, value)`` pairs of one shard, build its index, seal it; its ShardInfo."""
+    with open_shard_writer(directory, shard, num_shards, options) as writer:
+        put = writer.put
+        for key, value in items:
+            put(key, value)
+    return seal_shard(writer, shard)
