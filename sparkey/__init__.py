@@ -8,8 +8,8 @@ A store is a log ``<base>.spl`` of PUT/DELETE entries plus a hash index ``<base>
         reader[b"key"]
 
 Modules, bottom up: ``errors``; the pure layer ``format`` (byte layouts), ``murmur``, ``codec``,
-``table``, ``robinhood``, ``canonical``; the file layer ``log`` and ``index``; the API ``reader``,
-``writer``; the command line ``cli``.
+``table``, ``robinhood``, ``canonical``; the file layer, the only code that opens Sparkey files:
+the ``log`` package and ``index``; the API ``reader`` and ``writer``; the command line ``cli``.
 """
 
 from sparkey.errors import (

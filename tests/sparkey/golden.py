@@ -11,6 +11,7 @@ import struct
 
 import numpy as np
 
+import sparkey
 from sparkey.codec import codec_for
 from sparkey.format import (
     INDEX_HEADER_SIZE, LOG_HEADER_SIZE, Compression, IndexHeader, LogHeader, vlq_decode)
@@ -130,7 +131,6 @@ def murmur_vectors():
 
 def replay(vector, log_path):
     """Write the vector's operations with sparkey.LogWriter, with its file identifier."""
-    import sparkey
     header = vector.log_header
     with sparkey.LogWriter(log_path, vector.compression,
                            block_size=header["compression_block_size"] or 4096,
