@@ -12,6 +12,7 @@ write with the same numpy arrays (a lookup loop, ``dict.update(zip(...))``).
 from __future__ import annotations
 
 import argparse
+import ctypes
 import gc
 import json
 import subprocess
@@ -22,6 +23,10 @@ import numpy as np
 
 
 def rss_bytes() -> int:
+    """Resident bytes after a collection and after glibc gives freed heap pages back, so that
+    temporaries already freed (the key list, numpy scratch arrays) do not count."""
+    gc.collect()
+    ctypes.CDLL("libc.so.6").malloc_trim(0)
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * 4096
 
@@ -37,14 +42,12 @@ def memory_case(kind: str, order: str, n: int) -> dict:
     from offheap import LongHashMap
 
     keys = make_keys(n, order)
-    gc.collect()
     before = rss_bytes()
     start = time.perf_counter()
     m = {} if kind == "dict" else LongHashMap()
     for key in keys.tolist():
         m[key] = ""
     seconds = time.perf_counter() - start
-    gc.collect()
     result = {"kind": kind, "order": order, "n": n, "seconds": seconds,
               "rss_bytes_per_entry": (rss_bytes() - before) / n}
     if kind != "dict":

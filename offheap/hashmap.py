@@ -161,6 +161,7 @@ class LongHashMap(MutableMapping):
         self._store = store
         self._owns_store = owns_store
         self._values = ValueSlots(serializer, store)
+        self._encode = self._values.encode
         self._closed = False
         self._mods = 0
         self._keys_off = self._dist_off = self._vals_off = 0
@@ -196,15 +197,16 @@ class LongHashMap(MutableMapping):
         if type(key) is not int:
             key = _as_key(key)
         slot, d = self._probe(key)
-        word = self._values.encode(value)
-        fits = not self._narrow or not (word >> self._width_bits or word & 0xFF == 0xFF)
-        if fits and not d:
+        word = self._encode(value)
+        if self._narrow and (word >> self._width_bits or word & 0xFF == 0xFF):
+            pass  # the value column must widen first: the general path below
+        elif not d:
             old = self._vm[slot]
             self._vm[slot] = word
             if self._serialized and old & 0xFF == 0xFF:
                 self._values.release(old)
             return
-        if fits and self._n < self._max_n and d <= MAX_DIST and (
+        elif self._n < self._max_n and d <= MAX_DIST and (
                 self._dm[slot] == 0 or self._shift_right(slot)):
             self._km[slot] = key
             self._dm[slot] = d
