@@ -167,8 +167,11 @@ def _filter_live(batch, live, bits):
     """The entries of ``batch`` whose address is in the sorted array ``live``."""
     if not batch:
         return []
-    addresses = np.array([(entry.position << bits) | entry.entry_index for entry in batch],
-                         dtype=np.uint64)
+    if bits:
+        addresses = [(entry.position << bits) | entry.entry_index for entry in batch]
+    else:
+        addresses = [entry.position for entry in batch]
+    addresses = np.array(addresses, dtype=np.uint64)
     where = np.minimum(np.searchsorted(live, addresses), max(len(live) - 1, 0))
     is_live = (live[where] == addresses) if len(live) else np.zeros(len(batch), dtype=bool)
     return [entry for entry, keep in zip(batch, is_live.tolist()) if keep]

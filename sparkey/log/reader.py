@@ -128,14 +128,21 @@ class LogReader:
     @staticmethod
     def _entries_uncompressed(mm, end):
         pos = LOG_HEADER_SIZE
+        put = EntryKind.PUT
         while pos < end:
             start = pos
-            kind, key_len, value_len, pos = parse_header(mm, pos, end)
+            a = mm[pos]
+            b = mm[pos + 1] if pos + 1 < end else 0x80
+            if a < 0x80 and b < 0x80:
+                kind, key_len, value_len = (put, a - 1, b) if a else (EntryKind.DELETE, b, 0)
+                pos += 2
+            else:
+                kind, key_len, value_len, pos = parse_header(mm, pos, end)
             stop = pos + key_len + value_len
             if stop > end:
                 raise truncated_error(start, end)
             key = mm[pos:pos + key_len]
-            value = mm[pos + key_len:stop] if kind == EntryKind.PUT else None
+            value = mm[pos + key_len:stop] if kind is put else None
             pos = stop
             yield LogEntry(kind, key, value, start, 0)
 
