@@ -19,6 +19,7 @@ from sparkey.format import Compression, EntryKind, IndexHeader, LogHeader
 from sparkey.index import HashIndex, write_index
 from sparkey.log import LogEntry, LogReader, LogWriter
 from sparkey.reader import Reader, open
+from sparkey.sharded import open_sharded
 from sparkey.writer import Writer
 
 __all__ = [

@@ -37,6 +37,13 @@ __all__ = [
 def __getattr__(name):
     """Import ``write_dask`` on first use: Dask is an optional dependency."""
     if name == "write_dask":
-        from sparkey.sharded.dask_build import write_dask
+        try:
+            from sparkey.sharded.dask_build import write_dask
+        except ImportError as error:
+            if (error.name or "").partition(".")[0] not in ("dask", "distributed", "pandas"):
+                raise
+            raise DaskUnavailableError(
+                f"write_dask needs Dask ({error}); install it with pip install 'offheap[dask]', "
+                "or build in-process with sparkey.sharded.write") from error
         return write_dask
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

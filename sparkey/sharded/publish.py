@@ -15,8 +15,8 @@ in the same parent (so on the same filesystem, where a rename is atomic). ``Stag
 3. fsyncs the parent directory, so that the rename is durable, then deletes the old store.
 
 Readers that opened the old store keep reading it: deleted files stay mapped until closed.
-One build per target path at a time; ``overwrite=True`` replaces only a directory that holds a
-``manifest.json`` (a published store) or nothing at all, never other data.
+One build per target path at a time. An empty directory is replaced freely; anything else only
+with ``overwrite=True``, and only if it holds a ``manifest.json`` (a published store).
 """
 
 import ctypes
@@ -97,11 +97,13 @@ def _check_target(target, overwrite):
     """Raise StoreExistsError unless ``target`` may be (re)placed by a new store."""
     if not os.path.lexists(target):
         return
+    if os.path.isdir(target) and not os.path.islink(target) and not os.listdir(target):
+        return  # an empty directory is replaced like a missing one
     if not overwrite:
         raise StoreExistsError(f"{target!r} already exists; pass overwrite=True to replace the "
                                "store, or choose another path")
-    if os.path.islink(target) or not os.path.isdir(target) or (
-            os.listdir(target) and not os.path.isfile(os.path.join(target, MANIFEST_NAME))):
+    if (os.path.islink(target) or not os.path.isdir(target)
+            or not os.path.isfile(os.path.join(target, MANIFEST_NAME))):
         raise StoreExistsError(f"{target!r} exists and is not a sharded store (no "
                                f"{MANIFEST_NAME}); refusing to replace it: remove it yourself or "
                                "choose another path")
