@@ -12,8 +12,9 @@ For each compression (blocks of --block-size bytes) it measures, best of --repea
 * get_many: ``Reader.get_many`` of the same keys in one batch, ns per key;
 
 and, as the peer in the same run, a ``dict`` holding the same entries, looked up with the same
-keys. Lookup keys are fresh ``bytes`` objects (as a caller would build them), not the objects
-used for writing.
+keys (``get`` per key; a list comprehension of ``get`` for the batch). Lookup keys are fresh
+``bytes`` objects (as a caller would build them), not the objects used for writing. Each figure
+is reported as wall time and, in parentheses, CPU time of the process.
 """
 
 import argparse
@@ -33,13 +34,22 @@ import sparkey  # noqa: E402  (after the path set-up for standalone runs)
 
 
 def best_of(repeat, function):
-    """Smallest wall time of ``repeat`` calls, in seconds."""
-    times = []
+    """Smallest wall time and smallest CPU time of ``repeat`` calls, in seconds.
+
+    On a shared machine the CPU time (time.process_time) excludes the waits for a core; memory
+    contention from other processes still shows in both.
+    """
+    walls, cpus = [], []
     for _ in range(repeat):
-        start = time.perf_counter()
+        wall, cpu = time.perf_counter(), time.process_time()
         function()
-        times.append(time.perf_counter() - start)
-    return min(times)
+        cpus.append(time.process_time() - cpu)
+        walls.append(time.perf_counter() - wall)
+    return min(walls), min(cpus)
+
+
+def per_item_ns(times, count):
+    return tuple(seconds / count * 1e9 for seconds in times)
 
 
 def bench_compression(directory, compression, n, lookups, block_size, repeat, keys, values):
@@ -59,7 +69,8 @@ def bench_compression(directory, compression, n, lookups, block_size, repeat, ke
     result = {"compression": compression, "log_write_s": best_of(repeat, write_log),
               "index_build_s": best_of(repeat, build_index),
               "log_bytes": os.path.getsize(log_path), "index_bytes": os.path.getsize(index_path)}
-    result["write_total_s"] = result["log_write_s"] + result["index_build_s"]
+    result["write_total_s"] = tuple(
+        log + index for log, index in zip(result["log_write_s"], result["index_build_s"]))
     with sparkey.open(base) as reader:
         get = reader.get
 
@@ -67,9 +78,9 @@ def bench_compression(directory, compression, n, lookups, block_size, repeat, ke
             for key in lookups:
                 get(key)
 
-        result["get_ns"] = best_of(repeat, scalar) / len(lookups) * 1e9
-        result["get_many_ns"] = best_of(repeat, lambda: reader.get_many(lookups)) / len(
-            lookups) * 1e9
+        result["get_ns"] = per_item_ns(best_of(repeat, scalar), len(lookups))
+        result["get_many_ns"] = per_item_ns(
+            best_of(repeat, lambda: reader.get_many(lookups)), len(lookups))
         expected = [b"value_" + key[4:] for key in lookups[:1000]]
         assert reader.get_many(lookups[:1000]) == expected
         assert [get(key) for key in lookups[:1000]] == expected
@@ -84,9 +95,9 @@ def bench_dict(keys, values, lookups, repeat):
         for key in lookups:
             get(key)
 
-    return {"get_ns": best_of(repeat, scalar) / len(lookups) * 1e9,
-            "get_many_ns": best_of(repeat, lambda: [get(key) for key in lookups])
-            / len(lookups) * 1e9}
+    return {"get_ns": per_item_ns(best_of(repeat, scalar), len(lookups)),
+            "get_many_ns": per_item_ns(best_of(repeat, lambda: [get(key) for key in lookups]),
+                                       len(lookups))}
 
 
 def main(argv=None):
@@ -109,7 +120,8 @@ def main(argv=None):
     lookups = [b"key_%d" % i for i in picks]
     results = {"n": args.n, "block_size": args.block_size, "repeat": args.repeat,
                "python": platform.python_version(), "machine": platform.machine(),
-               "cpus": os.cpu_count(), "date": time.strftime("%Y-%m-%d"), "runs": []}
+               "cpus": os.cpu_count(), "date": time.strftime("%Y-%m-%d"),
+               "load_average": os.getloadavg()[0], "runs": []}
     results["dict"] = bench_dict(keys, values, lookups, args.repeat)
     with tempfile.TemporaryDirectory(prefix="sparkey-bench-") as directory:
         for compression in args.compressions.split(","):
@@ -119,18 +131,25 @@ def main(argv=None):
                 keys, values))
     print(f"sparkey benchmark: n={args.n:,} key_%d -> value_%d, block size {args.block_size}, "
           f"best of {args.repeat}, Python {results['python']}, {results['cpus']} CPUs, "
-          f"{results['date']}")
-    print(f"{'store':<8} {'log write s':>11} {'index s':>8} {'total s':>8} "
-          f"{'get ns/op':>10} {'get_many ns/key':>16} {'log MB':>7}")
+          f"{results['date']}, load average {results['load_average']:.1f}")
+    print("each figure: wall (CPU time)")
+    print(f"{'store':<7} {'log write s':>15} {'index s':>15} {'total s':>15} "
+          f"{'get ns/op':>15} {'get_many ns/key':>15} {'log MB':>7}")
     for run in results["runs"]:
-        print(f"{run['compression']:<8} {run['log_write_s']:>11.3f} {run['index_build_s']:>8.3f} "
-              f"{run['write_total_s']:>8.3f} {run['get_ns']:>10.0f} {run['get_many_ns']:>16.0f} "
+        print(f"{run['compression']:<7} {_pair(run['log_write_s'], 3):>15} "
+              f"{_pair(run['index_build_s'], 3):>15} {_pair(run['write_total_s'], 3):>15} "
+              f"{_pair(run['get_ns']):>15} {_pair(run['get_many_ns']):>15} "
               f"{run['log_bytes'] / 1e6:>7.1f}")
     peer = results["dict"]
-    print(f"{'dict':<8} {'':>11} {'':>8} {'':>8} {peer['get_ns']:>10.0f} "
-          f"{peer['get_many_ns']:>16.0f}   (peer: same keys, same run)")
+    print(f"{'dict':<7} {'':>15} {'':>15} {'':>15} {_pair(peer['get_ns']):>15} "
+          f"{_pair(peer['get_many_ns']):>15}   (peer: same keys, same run)")
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))
+
+
+def _pair(values, decimals=0):
+    wall, cpu = values
+    return f"{wall:.{decimals}f} ({cpu:.{decimals}f})"
 
 
 if __name__ == "__main__":
