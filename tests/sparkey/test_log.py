@@ -199,3 +199,15 @@ def test_scan_columns(tmp_path):
             table = sparkey.log.EntryTable.concat(tables)
             assert [table.key(i) for i in range(3)] == keys
             assert table.entry_sizes.tolist() == [4, 4 + 400, 3]
+
+
+def test_fsync_on_flush_and_close(tmp_path, monkeypatch):
+    synced = []
+    monkeypatch.setattr(os, "fsync", synced.append)
+    with sparkey.LogWriter(tmp_path / "a.spl", fsync=True) as writer:
+        writer.put(b"a", b"1")
+        writer.flush()
+    assert len(synced) == 2
+    with sparkey.LogWriter(tmp_path / "b.spl") as writer:
+        writer.put(b"a", b"1")
+    assert len(synced) == 2
