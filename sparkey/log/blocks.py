@@ -1,4 +1,4 @@
-"""The logical entry stream of compressed logs, read across block boundaries (IO layer helpers).
+"""The logical entry stream of compressed logs, read across block boundaries (IO layer).
 
 An entry belongs to the block its header starts in; its key and value may continue into the
 following blocks. ``BlockCursor`` follows the stream (``walk_block`` quickly, entry by entry
