@@ -18,7 +18,8 @@ are missing, damaged, or from another build (shown compactly; the file is indent
     }
 
 ``file_identifier`` is the shard log's random 32-bit identifier (its index carries the same one),
-``num_entries`` the live keys of the shard, ``log_bytes``/``index_bytes`` the exact file sizes.
+``num_entries`` the live keys of the shard, ``log_bytes``/``index_bytes`` the sizes of its files
+(the log's ``data_end`` and the index's header plus slots: what the files hold when written).
 Shard ``i`` is the ``i``-th element and its file names are fixed by ``routing.part_name``, so a
 manifest cannot point outside its directory. A reader accepts ``format_version`` 1 only.
 """

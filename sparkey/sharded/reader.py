@@ -2,7 +2,8 @@
 
 Opening reads ``manifest.json``, opens each shard with ``sparkey.open`` and checks it against the
 manifest: file identifier (log and index carry the same one, and ``sparkey.Reader`` already
-checks that they agree), live entries and the sizes of both files. A missing file raises
+checks that they agree), live entries and the sizes of both files (as their headers state them;
+opening fails if a file is shorter). A missing file raises
 MissingShardError, any difference ShardMismatchError, each naming the shard and its file.
 
 A store replaced while it is being opened (``overwrite=True`` publishes by renaming) can show a
@@ -243,8 +244,8 @@ def _open_shard(directory, manifest, info):
     try:
         found = {"file_identifier": reader.log_header.file_identifier,
                  "num_entries": len(reader),
-                 "log_bytes": os.path.getsize(os.path.join(directory, log_name)),
-                 "index_bytes": os.path.getsize(os.path.join(directory, index_name))}
+                 "log_bytes": reader.log_header.data_end,
+                 "index_bytes": reader.index_header.file_size}
         for field, value in found.items():
             expected = getattr(info, field)
             if value != expected:

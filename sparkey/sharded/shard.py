@@ -11,6 +11,7 @@ import os
 
 from sparkey.format import Compression
 from sparkey.index import check_index_options, read_index_header
+from sparkey.log import read_log_header
 from sparkey.sharded.manifest import ShardInfo
 from sparkey.sharded.publish import fsync_path
 from sparkey.sharded.routing import part_name
@@ -59,8 +60,8 @@ def seal_shard(writer, shard):
     header = read_index_header(writer.index_path)
     return ShardInfo(shard=shard, file_identifier=header.file_identifier,
                      num_entries=header.num_entries,
-                     log_bytes=os.path.getsize(writer.log_path),
-                     index_bytes=os.path.getsize(writer.index_path))
+                     log_bytes=read_log_header(writer.log_path).data_end,
+                     index_bytes=header.file_size)
 
 
 def write_shard(directory, shard, num_shards, items, options):
