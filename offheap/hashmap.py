@@ -1,12 +1,13 @@
 """LongHashMap: an int64-keyed hash map whose entries live in an arena (layer 6).
 
-Layout. Three arrays of ``2**bits + SLACK`` slots each, every one an arena region:
+Layout. Three arrays of ``homes + SLACK`` slots each, every one an arena region:
 
     keys   int64   the key
     dist   uint8   0 = empty, else 1 + the slot's distance from the key's home slot
     values         typed values or 2/4/8-byte slot words (:mod:`offheap.valueslots`)
 
-A key's *home* is the top ``bits`` bits of ``mix64(key)``. Collisions are resolved by linear
+A key's *home* is ``mix64(key) * homes >> 64``: the hash scaled to ``[0, homes)``, which
+keeps homes in hash order for any table size. Collisions are resolved by linear
 probing in Robin Hood order: along the table, entries are sorted by home slot, and each sits as
 close to its home as that order allows. Probing never wraps around: the ``SLACK`` extra slots at
 the end take the overflow of the last homes, and a probe distance above ``MAX_DIST`` grows the
@@ -25,7 +26,9 @@ A(home 3) B(home 3) C(home 4) and a new D with home 3::
 Delete (backward shift, no tombstones). Remove the entry at ``i`` and move the following entries
 one place left until an empty slot or an entry already at its home.
 
-Growth doubles the slot count (load factor above ``MAX_LOAD``) with the vectorized rebuild. Bulk
+Growth doubles ``homes`` (load factor above ``MAX_LOAD``) with the vectorized rebuild. When a
+doubled table would cross the arena's limit, the table grows instead to the largest size that
+fits beside the old one, so a map under a limit is not stuck at a third of it. Bulk
 calls (``put_many``, ``get_many``, ``contains_many``, ``delete_many``) probe all keys at once,
 one numpy round per probe distance, and large batches rebuild the table instead of inserting one
 by one.
@@ -47,8 +50,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from offheap.errors import ClosedError, CorruptionError
-from offheap.memory import Arena, format_bytes
+from offheap.errors import CapacityError, ClosedError, CorruptionError
+from offheap.memory import PAGE_BYTES, Arena, format_bytes
 from offheap.mix import MASK64, mix64, mix64_array
 from offheap.serializers import get_serializer
 from offheap.store import RecordStore
@@ -57,7 +60,6 @@ from offheap.valueslots import ValueSlots
 MAX_LOAD = 0.875
 MAX_DIST = 250
 SLACK = 256
-_MIN_BITS = 4
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 _SCAN_BYTES = 256
 _FIRST_SCAN_BYTES = 16  # most runs end within a few slots
@@ -67,7 +69,9 @@ _INCREMENT = bytes(min(b + 1, 255) for b in range(256))
 _DECREMENT = bytes(max(b - 1, 0) for b in range(256))
 _AT_HOME_OR_EMPTY = bytes(0 if b <= 1 else 1 for b in range(256))
 _META_MAGIC = b"OHLHMAP1"
-_META = struct.Struct("<8s16sBBxxxxxxQQQQ")  # magic, value type, bits, width, n, 3 region offsets
+_META = struct.Struct("<8s16sQBxxxxxxxQQQQ")  # magic, value type, homes, width, n, 3 regions
+_MIN_HOMES = 16
+_MAX_HOMES = 1 << 32  # the vectorized home computation multiplies 32-bit halves
 _WORD_FORMATS = {"uint16": "H", "uint32": "I", "uint64": "Q", "int64": "q", "float64": "d"}
 
 
@@ -167,9 +171,9 @@ class LongHashMap(MutableMapping):
         self._keys_off = self._dist_off = self._vals_off = 0
         if meta_recid is None:
             self._meta_recid = store.put(b"")
-            bits, width = _MIN_BITS, self._values.initial_width
-            offsets = self._allocate_table(bits, width)
-            self._install(bits, width, 0, *offsets)
+            width = self._values.initial_width
+            offsets = self._allocate_table(_MIN_HOMES, width)
+            self._install(_MIN_HOMES, width, 0, *offsets)
             self._write_meta()
         else:
             self._meta_recid = meta_recid
@@ -198,7 +202,7 @@ class LongHashMap(MutableMapping):
             key = _as_key(key)
         slot, d = self._probe(key)
         word = self._encode(value)
-        if self._narrow and (word >> self._width_bits or word & 0xFF == 0xFF):
+        if self._narrow and word & 0xFF >= self._width:  # inline length (or 0xFF) too long
             pass  # the value column must widen first: the general path below
         elif not d:
             old = self._vm[slot]
@@ -261,9 +265,9 @@ class LongHashMap(MutableMapping):
         """Remove every entry and shrink the table back to its initial size."""
         self._check_open()
         old_words = self._v[self._d != 0].copy()
-        bits, width = _MIN_BITS, self._values.initial_width
-        offsets = self._allocate_table(bits, width)
-        self._replace_table(bits, width, 0, offsets)
+        width = self._values.initial_width
+        offsets = self._allocate_table(_MIN_HOMES, width)
+        self._replace_table(_MIN_HOMES, width, 0, offsets)
         self._values.release_many(old_words)
 
     def update(self, other=(), /, **kwargs) -> None:
@@ -373,7 +377,7 @@ class LongHashMap(MutableMapping):
             keep = np.ones(self._slots, bool)
             keep[slots] = False
             keep &= self._d != 0
-            self._rebuild(self._bits, self._width, self._k[keep].copy(), self._v[keep].copy())
+            self._rebuild(self._homes, self._width, self._k[keep].copy(), self._v[keep].copy())
         else:
             for key in keys.tolist():  # slots move as entries shift: find each one afresh
                 self._remove_slot(self._probe(key)[0])
@@ -386,7 +390,7 @@ class LongHashMap(MutableMapping):
         self._check_open()
         return HashMapStats(
             n_entries=self._n, n_slots=self._slots,
-            load_factor=self._n / (1 << self._bits), value_width_bytes=self._width,
+            load_factor=self._n / self._homes, value_width_bytes=self._width,
             external_values=self._count_external(),
             reserved_bytes=self._store.arena.reserved_bytes,
             used_bytes=self._store.arena.used_bytes)
@@ -449,12 +453,12 @@ class LongHashMap(MutableMapping):
         occupied = np.flatnonzero(self._d)
         assert occupied.size == self._n, (occupied.size, self._n)
         keys = self._k[occupied]
-        home = (mix64_array(keys) >> np.uint64(64 - self._bits)).astype(np.int64)
+        home = _homes_of(keys, self._homes)
         assert np.array_equal(home + self._d[occupied].astype(np.int64) - 1, occupied), "misplaced"
         assert np.all(self._d[1:].astype(np.int64) <= self._d[:-1].astype(np.int64) + 1), \
             "Robin Hood order broken"
         assert np.unique(keys).size == keys.size, "duplicate keys"
-        assert self._n <= self._max_n or self._bits == _MIN_BITS
+        assert self._n <= self._max_n
         if not self._values.typed:
             words = self._v[occupied].astype(np.uint64)
             assert self._values.width_of_many(words) <= self._width
@@ -474,7 +478,7 @@ class LongHashMap(MutableMapping):
         h = key & MASK64  # mix64(key), inlined: a call costs as much as the probe
         h = ((h ^ (h >> 33)) * 0xFF51AFD7ED558CCD) & MASK64
         h = ((h ^ (h >> 33)) * 0xC4CEB9FE1A85EC53) & MASK64
-        slot = (h ^ (h >> 33)) >> self._shift
+        slot = (h ^ (h >> 33)) * self._homes >> 64
         dm, km = self._dm, self._km
         d = 1
         while dm[slot] >= d:
@@ -488,7 +492,7 @@ class LongHashMap(MutableMapping):
         """Slots of many keys (-1 where absent): one vectorized round per probe distance."""
         result = np.full(len(keys), -1, np.int64)
         pending = np.arange(len(keys))
-        slot = (mix64_array(keys) >> np.uint64(self._shift)).astype(np.int64)
+        slot = _homes_of(keys, self._homes)
         wanted = keys
         d = 1
         while pending.size:
@@ -505,9 +509,9 @@ class LongHashMap(MutableMapping):
     def _insert(self, key: int, word) -> None:
         """Set ``key`` to ``word`` (a new slot or an overwrite); grows the table when needed."""
         if self._values.width_of(word) > self._width:
-            self._rebuild(self._bits, self._values.width_of(word), *self._live_entries())
+            self._rebuild(self._homes, self._values.width_of(word), *self._live_entries())
         while True:
-            home = mix64(key) >> self._shift
+            home = mix64(key) * self._homes >> 64
             slot, d = home, 1
             dm, km = self._dm, self._km
             while dm[slot] >= d:
@@ -525,7 +529,7 @@ class LongHashMap(MutableMapping):
                 self._n += 1
                 self._mods += 1
                 return
-            self._rebuild(self._bits + 1, self._width, *self._live_entries())
+            self._grow(self._homes * 2, *self._live_entries())
 
     def _shift_right(self, slot: int) -> bool:
         """Open slot ``slot`` by moving the run up to the next empty slot one place right.
@@ -604,32 +608,58 @@ class LongHashMap(MutableMapping):
         replaced_words = self._v[replaced_slots].copy()
         all_keys = np.concatenate([self._k[keep], keys])
         all_words = np.concatenate([self._v[keep].astype(words.dtype), words])
-        bits = max(self._bits, _bits_for(len(all_keys)))
         width = max(self._width, self._values.width_of_many(words))
-        self._rebuild(bits, width, all_keys, all_words)
+        homes = self._homes
+        while len(all_keys) > MAX_LOAD * homes:
+            homes *= 2
+        self._grow(homes, all_keys, all_words, width)
         self._values.release_many(replaced_words)
 
-    def _rebuild(self, bits: int, width: int, keys: np.ndarray, words: np.ndarray) -> None:
-        """Replace the table by one of ``2**bits`` slots (or more) holding exactly these entries."""
+    def _grow(self, homes: int, keys: np.ndarray, words: np.ndarray, width: int | None = None) -> None:
+        """Rebuild with ``homes`` home slots holding these entries or, when that table would
+        cross the arena's limit, with the largest table that fits and still holds them."""
+        width = width or self._width
+        try:
+            self._rebuild(homes, width, keys, words)
+        except CapacityError:
+            fitting = self._homes_that_fit(width)
+            if fitting is None or fitting >= homes or len(keys) > MAX_LOAD * fitting:
+                raise
+            self._rebuild(fitting, width, keys, words)
+
+    def _homes_that_fit(self, width: int) -> int | None:
+        """The most home slots a new table of ``width``-byte values may have within the limit."""
+        arena = self._store.arena
+        if arena.limit_bytes is None:
+            return None
+        room = arena.limit_bytes - arena.reserved_bytes - 3 * 2 * PAGE_BYTES  # tags, rounding
+        homes = room // (8 + 1 + width) - SLACK
+        return homes if homes > self._homes else None
+
+    def _rebuild(self, homes: int, width: int, keys: np.ndarray, words: np.ndarray) -> None:
+        """Replace the table by one of ``homes`` home slots (more if some probe would run past
+        MAX_DIST or the slack) holding exactly these entries."""
         while True:
-            home = (mix64_array(keys) >> np.uint64(64 - bits)).astype(np.int64)
+            if homes > _MAX_HOMES:
+                raise CapacityError(f"a LongHashMap holds at most {int(MAX_LOAD * _MAX_HOMES):,} entries")
+            home = _homes_of(keys, homes)
             order = np.argsort(home)  # entries with equal homes may sit in any order
             home = home[order]
             index = np.arange(len(keys), dtype=np.int64)
             slots = index + np.maximum.accumulate(home - index) if len(keys) else index
-            if not len(keys) or (slots[-1] < (1 << bits) + SLACK
+            if not len(keys) or (slots[-1] < homes + SLACK
                                  and int((slots - home).max()) < MAX_DIST):
                 break
-            bits += 1
-        offsets = self._allocate_table(bits, width)
-        k = self._store.region_array(offsets[0], np.int64, (1 << bits) + SLACK)
-        d = self._store.region_array(offsets[1], np.uint8, (1 << bits) + SLACK)
-        v = self._store.region_array(offsets[2], self._values.dtype_for_width(width), (1 << bits) + SLACK)
+            homes *= 2
+        offsets = self._allocate_table(homes, width)
+        k = self._store.region_array(offsets[0], np.int64, homes + SLACK)
+        d = self._store.region_array(offsets[1], np.uint8, homes + SLACK)
+        v = self._store.region_array(offsets[2], self._values.dtype_for_width(width), homes + SLACK)
         k[slots] = keys[order]
         d[slots] = (slots - home + 1).astype(np.uint8)
         v[slots] = words[order]
         del k, d, v
-        self._replace_table(bits, width, len(keys), offsets)
+        self._replace_table(homes, width, len(keys), offsets)
 
     def _live_entries(self) -> tuple[np.ndarray, np.ndarray]:
         occupied = self._d != 0
@@ -648,9 +678,9 @@ class LongHashMap(MutableMapping):
 
     # -- table memory -------------------------------------------------------------------------
 
-    def _allocate_table(self, bits: int, width: int) -> tuple[int, int, int]:
+    def _allocate_table(self, homes: int, width: int) -> tuple[int, int, int]:
         """Regions for keys, distances and values; all three or none (CapacityError)."""
-        n_slots = (1 << bits) + SLACK
+        n_slots = homes + SLACK
         sizes = (n_slots * 8, n_slots, n_slots * width)
         offsets = []
         try:
@@ -662,24 +692,23 @@ class LongHashMap(MutableMapping):
             raise
         return tuple(offsets)
 
-    def _replace_table(self, bits: int, width: int, n: int, offsets) -> None:
+    def _replace_table(self, homes: int, width: int, n: int, offsets) -> None:
         old = (self._keys_off, self._dist_off, self._vals_off)
         self._drop_views()
         for offset in old:
             if offset:
                 self._store.free_region(offset)
-        self._install(bits, width, n, *offsets)
+        self._install(homes, width, n, *offsets)
         self._mods += 1
 
-    def _install(self, bits: int, width: int, n: int, keys_off: int, dist_off: int,
+    def _install(self, homes: int, width: int, n: int, keys_off: int, dist_off: int,
                  vals_off: int) -> None:
-        n_slots = (1 << bits) + SLACK
-        self._bits, self._shift, self._slots = bits, 64 - bits, n_slots
+        n_slots = homes + SLACK
+        self._homes, self._slots = homes, n_slots
         self._width, self._n = width, n
-        self._max_n = int(MAX_LOAD * (1 << bits))
+        self._max_n = int(MAX_LOAD * homes)
         self._serialized = not self._values.typed
         self._narrow = self._serialized and width < 8  # a word may need a wider column
-        self._width_bits = 8 * width
         self._keys_off, self._dist_off, self._vals_off = keys_off, dist_off, vals_off
         dtype = self._values.dtype_for_width(width)
         self._k = self._store.region_array(keys_off, np.int64, n_slots)
@@ -732,7 +761,7 @@ class LongHashMap(MutableMapping):
 
     def _write_meta(self) -> None:
         name = self._values.serializer.name.encode()
-        meta = _META.pack(_META_MAGIC, name, self._bits, self._width, self._n,
+        meta = _META.pack(_META_MAGIC, name, self._homes, self._width, self._n,
                           self._keys_off, self._dist_off, self._vals_off)
         self._store.update(self._meta_recid, meta)
 
@@ -743,16 +772,16 @@ class LongHashMap(MutableMapping):
             raise CorruptionError(f"LongHashMap metadata record {self._meta_recid} is missing") from None
         if len(meta) != _META.size or meta[:8] != _META_MAGIC:
             raise CorruptionError("LongHashMap metadata is damaged (bad magic or size)")
-        _, name, bits, width, n, keys_off, dist_off, vals_off = _META.unpack(meta)
+        _, name, homes, width, n, keys_off, dist_off, vals_off = _META.unpack(meta)
         stored = name.rstrip(b"\0").decode("ascii", "replace")
         if stored != serializer.name:
             raise ValueError(f"the stored map holds {stored!r} values, not {serializer.name!r}; "
                              f"open it with value={stored!r}")
-        if not _MIN_BITS <= bits <= 40 or width not in (2, 4, 8) or n > (1 << bits):
-            raise CorruptionError(f"LongHashMap metadata is out of range (bits={bits}, "
+        if not _MIN_HOMES <= homes <= _MAX_HOMES or width not in (2, 4, 8) or n > homes:
+            raise CorruptionError(f"LongHashMap metadata is out of range (homes={homes}, "
                                   f"width={width}, n={n})")
         try:
-            self._install(bits, width, n, keys_off, dist_off, vals_off)
+            self._install(homes, width, n, keys_off, dist_off, vals_off)
         except (KeyError, ValueError) as exc:
             raise CorruptionError(f"LongHashMap table region is missing or short: {exc}") from None
         if int(np.count_nonzero(self._d)) != n:
@@ -760,12 +789,14 @@ class LongHashMap(MutableMapping):
                                   f"its metadata says {n}")
 
 
-def _bits_for(n: int) -> int:
-    """The smallest table exponent whose load stays within MAX_LOAD for ``n`` entries."""
-    bits = _MIN_BITS
-    while n > MAX_LOAD * (1 << bits):
-        bits += 1
-    return bits
+def _homes_of(keys: np.ndarray, homes: int) -> np.ndarray:
+    """``mix64(key) * homes >> 64`` for every key (int64 result), exact for ``homes <= 2**32``:
+    the 64x32-bit product is formed from the hash's two 32-bit halves."""
+    h = mix64_array(keys)
+    n = np.uint64(homes)
+    low = (h & np.uint64(0xFFFF_FFFF)) * n
+    high = (h >> np.uint64(32)) * n + (low >> np.uint64(32))
+    return (high >> np.uint64(32)).astype(np.int64)
 
 
 class _FastItemsView(ItemsView):

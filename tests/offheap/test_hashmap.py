@@ -180,8 +180,24 @@ def test_capacity_error_leaves_map_unchanged_and_usable():
         m.put_many(np.arange(10**6, 2 * 10**6), [""] * 10**6)
     assert dict(m.items()) == d
     m.delete_many(np.arange(1000))
-    m[-5] = "still works"
-    assert m[-5] == "still works"
+    m[-5] = None  # fits the 2-byte slot: a longer value would need memory the limit does not have
+    assert m[-5] is None
+    m._check()
+
+
+def test_growth_under_a_limit_uses_the_room_left():
+    """A doubling that cannot fit is replaced by the largest table that does."""
+    limit = 4 << 20
+    m = LongHashMap(limit=limit)
+    with pytest.raises(CapacityError):
+        m.put_many(np.arange(10**6), [""] * 10**6)
+    n = 0
+    with pytest.raises(CapacityError):
+        for n in range(10**6):
+            m[n] = ""
+    stats = m.stats()
+    assert stats.load_factor > 0.8
+    assert stats.reserved_bytes > limit * 0.45  # a table of the doubling steps alone gets < 1/3
     m._check()
 
 
@@ -215,3 +231,12 @@ def test_damaged_files_raise_corruption(tmp_path, damage):
     path.write_bytes(bytes(data))
     with pytest.raises(CorruptionError):
         LongHashMap(path=path)
+
+
+def test_values_whose_high_bytes_are_zero_still_widen_the_column():
+    m = LongHashMap()
+    m[1] = ""
+    m[2] = 0  # tag and one zero byte: two serialized bytes, numerically small
+    m[3] = "\0\0"
+    assert (m[1], m[2], m[3]) == ("", 0, "\0\0")
+    m._check()
