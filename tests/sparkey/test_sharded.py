@@ -2,6 +2,7 @@
 
 import json
 import os
+import sys
 
 import numpy as np
 import pytest
@@ -436,6 +437,16 @@ def test_empty_directory_is_replaced(tmp_path):
 
 def test_open_sharded_is_exported():
     assert sparkey.open_sharded is sharded.open_sharded
+
+
+def test_write_dask_without_dask(monkeypatch):
+    monkeypatch.setitem(sys.modules, "dask", None)
+    monkeypatch.delitem(sys.modules, "sparkey.sharded.dask_build", raising=False)
+    with pytest.raises(sharded.DaskUnavailableError, match=r"pip install 'offheap\[dask\]'") as info:
+        sharded.write_dask
+    assert isinstance(info.value, ImportError)
+    with pytest.raises(AttributeError):
+        sharded.no_such_name
 
 
 def test_duplicate_key_error_is_a_value_error():
