@@ -1,0 +1,194 @@
+"""Sharded Sparkey benchmark: build N ``key_%d`` -> ``value_%d`` entries three ways, then look up.
+
+Run standalone from the repository root (needs the ``dask`` extra):
+
+    python benchmarks/sparkey_sharded_bench.py --n 10000000 --shards 8
+
+Builds, each timed from the first entry to a published, readable store:
+
+* single: one ``sparkey.Writer`` in this process (log, then index), the peer;
+* sharded-local: ``sparkey.sharded.write`` in this process, all shard writers open at once;
+* sharded-dask: ``sparkey.sharded.write_dask`` on a ``LocalCluster`` of --workers processes
+  with --threads-per-worker threads and --memory-limit each. The input is a dataframe of
+  --partitions partitions generated on the workers (``dask.dataframe.from_map``); the cluster's
+  start-up is timed separately and not included.
+
+Lookups, best of --repeat: --lookups existing keys in random order with ``get`` (ns per lookup)
+and with one ``get_many`` call (ns per key), on the single store (the peer) and on the sharded
+store through ``open_sharded``, in the same run with the same keys. Peak resident memory of this
+process and of each worker is reported (``ru_maxrss``).
+
+On a single machine the engine's routing, shuffle and process hops cost more than they save;
+Dask pays off when workers are separate machines writing to a shared filesystem.
+"""
+
+import argparse
+import functools
+import json
+import os
+import pathlib
+import platform
+import resource
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
+
+import sparkey  # noqa: E402  (after the path set-up for standalone runs)
+from sparkey import sharded  # noqa: E402
+
+
+def entries(start, stop):
+    """The benchmark's entries ``start`` to ``stop``, generated lazily."""
+    return ((b"key_%d" % i, b"value_%d" % i) for i in range(start, stop))
+
+
+def key_value_partition(number, rows, n):
+    """Partition ``number`` of the input as a pandas frame; runs on a worker."""
+    import pandas as pd
+    start, stop = number * rows, min(n, (number + 1) * rows)
+    return pd.DataFrame({"key": [b"key_%d" % i for i in range(start, stop)],
+                         "value": [b"value_%d" % i for i in range(start, stop)]})
+
+
+def timed(function):
+    start = time.perf_counter()
+    result = function()
+    return time.perf_counter() - start, result
+
+
+def best_of(repeat, function):
+    return min(timed(function)[0] for _ in range(repeat))
+
+
+def peak_rss_mib():
+    """Peak resident memory of the calling process, MiB (Linux reports ru_maxrss in KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def build_single(directory, n, compression):
+    def build():
+        with sparkey.Writer(directory / "single", compression) as writer:
+            put = writer.put
+            for key, value in entries(0, n):
+                put(key, value)
+    return timed(build)[0]
+
+
+def build_sharded_local(directory, n, shards, compression):
+    return timed(lambda: sharded.write(entries(0, n), directory / "local", shards,
+                                       compression=compression))[0]
+
+
+def build_sharded_dask(directory, args):
+    import dask
+    import dask.dataframe
+    import distributed
+    result = {}
+    with dask.config.set({"dataframe.convert-string": False}):
+        start = time.perf_counter()
+        with distributed.LocalCluster(n_workers=args.workers,
+                                      threads_per_worker=args.threads_per_worker,
+                                      memory_limit=args.memory_limit, processes=True,
+                                      dashboard_address=":0") as cluster, \
+                distributed.Client(cluster) as client:
+            result["cluster_start_s"] = time.perf_counter() - start
+            rows = -(-args.n // args.partitions)
+            frame = dask.dataframe.from_map(
+                functools.partial(key_value_partition, rows=rows, n=args.n),
+                range(args.partitions))
+            result["build_s"], manifest = timed(lambda: sharded.write_dask(
+                frame, directory / "dask", args.shards, compression=args.compression))
+            result["worker_peak_rss_mib"] = sorted(client.run(peak_rss_mib).values())
+    result["shard_entries"] = [info.num_entries for info in manifest.shards]
+    return result
+
+
+def lookups(store, keys, repeat):
+    get = store.get
+
+    def scalar():
+        for key in keys:
+            get(key)
+
+    return {"get_ns": best_of(repeat, scalar) / len(keys) * 1e9,
+            "get_many_ns": best_of(repeat, lambda: store.get_many(keys)) / len(keys) * 1e9}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=10_000_000, help="entries (default 10M)")
+    parser.add_argument("--shards", type=int, default=8)
+    parser.add_argument("--partitions", type=int, default=16, help="input partitions (Dask)")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--threads-per-worker", type=int, default=1)
+    parser.add_argument("--memory-limit", default="2.5GiB", help="per worker")
+    parser.add_argument("--compression", default="none")
+    parser.add_argument("--lookups", type=int, default=200_000)
+    parser.add_argument("--repeat", type=int, default=3, help="repeats of each lookup timing")
+    parser.add_argument("--skip-dask", action="store_true")
+    parser.add_argument("--dir", type=pathlib.Path, help="where to write (default: temp dir)")
+    parser.add_argument("--json", type=pathlib.Path, help="also write the results here")
+    args = parser.parse_args(argv)
+
+    results = {"n": args.n, "shards": args.shards, "partitions": args.partitions,
+               "workers": args.workers, "threads_per_worker": args.threads_per_worker,
+               "compression": args.compression, "python": platform.python_version(),
+               "cpus": os.cpu_count(), "date": time.strftime("%Y-%m-%d")}
+    picks = np.random.default_rng(12345).integers(0, args.n, args.lookups).tolist()
+    keys = [b"key_%d" % i for i in picks]
+    with tempfile.TemporaryDirectory(prefix="sparkey-sharded-bench-", dir=args.dir) as directory:
+        directory = pathlib.Path(directory)
+        results["single_build_s"] = build_single(directory, args.n, args.compression)
+        print(f"single writer: {results['single_build_s']:.1f} s", flush=True)
+        results["local_build_s"] = build_sharded_local(directory, args.n, args.shards,
+                                                       args.compression)
+        print(f"sharded, in-process: {results['local_build_s']:.1f} s", flush=True)
+        if not args.skip_dask:
+            results["dask"] = build_sharded_dask(directory, args)
+            print(f"sharded, Dask: {results['dask']['build_s']:.1f} s", flush=True)
+        with sparkey.open(directory / "single") as single:
+            results["single_lookups"] = lookups(single, keys, args.repeat)
+        results["open_sharded_s"], reader = timed(
+            lambda: sparkey.open_sharded(directory / "local"))
+        with reader:
+            results["sharded_lookups"] = lookups(reader, keys, args.repeat)
+            assert reader.get_many(keys[:1000]) == [b"value_" + key[4:] for key in keys[:1000]]
+        results["client_peak_rss_mib"] = peak_rss_mib()
+    report(results)
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1))
+
+
+def report(results):
+    print(f"\nsparkey sharded benchmark: n={results['n']:,} key_%d -> value_%d, "
+          f"{results['shards']} shards, compression {results['compression']}, "
+          f"Python {results['python']}, {results['cpus']} CPUs, {results['date']}")
+    print(f"{'build':<44} {'seconds':>8} {'vs single':>9}")
+    single = results["single_build_s"]
+    rows = [("single sparkey.Writer (peer)", single),
+            (f"sharded.write, in-process, S={results['shards']}", results["local_build_s"])]
+    if "dask" in results:
+        dask_result = results["dask"]
+        rows.append((f"write_dask, LocalCluster {results['workers']}x"
+                     f"{results['threads_per_worker']} thread, S={results['shards']}",
+                     dask_result["build_s"]))
+    for name, seconds in rows:
+        print(f"{name:<44} {seconds:>8.1f} {seconds / single:>8.2f}x")
+    if "dask" in results:
+        print(f"  (cluster start-up {dask_result['cluster_start_s']:.1f} s, not included; "
+              f"{results['partitions']} input partitions; worker peak RSS "
+              f"{', '.join(f'{mib:.0f}' for mib in dask_result['worker_peak_rss_mib'])} MiB)")
+    print(f"{'lookups':<44} {'get ns':>8} {'get_many ns/key':>16}")
+    for name, key in (("single store (peer)", "single_lookups"),
+                      (f"open_sharded, S={results['shards']}", "sharded_lookups")):
+        print(f"{name:<44} {results[key]['get_ns']:>8.0f} {results[key]['get_many_ns']:>16.0f}")
+    print(f"open_sharded took {results['open_sharded_s'] * 1e3:.1f} ms; this process peaked at "
+          f"{results['client_peak_rss_mib']:.0f} MiB")
+
+
+if __name__ == "__main__":
+    main()
