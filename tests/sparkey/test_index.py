@@ -1,5 +1,6 @@
 """sparkey.index, sparkey.canonical, sparkey.robinhood: table builds, options, file handling."""
 
+import dataclasses
 import os
 
 import numpy as np
@@ -13,7 +14,7 @@ from sparkey.errors import LogFormatError
 from sparkey.format import EntryKind
 from sparkey.murmur import hash32
 
-from .golden import slot_table
+from .golden import VECTORS_DIR, slot_table
 
 
 def test_robinhood_worked_example():
@@ -179,3 +180,20 @@ def test_entry_index_beyond_the_header_bound_is_refused(tmp_path):
     with pytest.raises(LogFormatError) as info:
         sparkey.write_index(tmp_path / "data.spi", tmp_path / "data.spl", rules="java")
     assert info.value.field == "max_entries_per_block"
+
+
+def test_reads_an_index_with_entry_bits_over_an_uncompressed_log(tmp_path):
+    """libsparkey derives entry_block_bits 1 from a sparkey-java NONE log (pitfall P1)."""
+    vector = VECTORS_DIR / "j_kv1000_none"
+    (tmp_path / "data.spl").write_bytes((vector / "data.spl").read_bytes())
+    header, hashes, addresses = slot_table(vector / "data.spi")
+    header = dataclasses.replace(header, entry_block_bits=1)
+    slots = np.zeros(len(hashes), dtype=[("hash", "<u4"), ("address", "<u4")])
+    slots["hash"], slots["address"] = hashes, addresses << np.uint64(1)
+    (tmp_path / "data.spi").write_bytes(header.pack() + slots.tobytes())
+    with sparkey.open(tmp_path / "data") as reader:
+        reader._check()
+        keys = [b"key_%d" % i for i in range(1000)]
+        assert reader.get_many(keys) == [b"value_%d" % i for i in range(1000)]
+        assert reader[b"key_7"] == b"value_7"
+        assert list(reader) == keys
