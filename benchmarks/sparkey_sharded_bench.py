@@ -15,8 +15,9 @@ Builds, each timed from the first entry to a published, readable store:
 
 Lookups, best of --repeat: --lookups existing keys in random order with ``get`` (ns per lookup)
 and with one ``get_many`` call (ns per key), on the single store (the peer) and on the sharded
-store through ``open_sharded``, in the same run with the same keys. Peak resident memory of this
-process and of each worker is reported (``ru_maxrss``).
+store through ``open_sharded``, in the same run with the same keys. Peak resident memory during
+each build is sampled every 50 ms (``psutil``): of this process for the in-process builds, of
+each worker process for the Dask build.
 
 On a single machine the engine's routing, shuffle and process hops cost more than they save;
 Dask pays off when workers are separate machines writing to a shared filesystem.
@@ -28,9 +29,9 @@ import json
 import os
 import pathlib
 import platform
-import resource
 import sys
 import tempfile
+import threading
 import time
 
 import numpy as np
@@ -64,9 +65,39 @@ def best_of(repeat, function):
     return min(timed(function)[0] for _ in range(repeat))
 
 
-def peak_rss_mib():
-    """Peak resident memory of the calling process, MiB (Linux reports ru_maxrss in KiB)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+class PeakRss:
+    """Samples the resident memory of some processes in a thread; ``peaks_mib`` per process."""
+
+    def __init__(self, pids, interval_s=0.05):
+        import psutil
+        self._processes = [psutil.Process(pid) for pid in pids]
+        self.peaks_mib = [0.0] * len(pids)
+        self._interval_s = interval_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self):
+        while True:
+            for i, process in enumerate(self._processes):
+                rss_mib = process.memory_info().rss / 2**20
+                self.peaks_mib[i] = max(self.peaks_mib[i], rss_mib)
+            if self._stop.wait(self._interval_s):
+                return
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info):
+        self._stop.set()
+        self._thread.join()
+
+
+def timed_with_peak(pids, function):
+    """``(seconds, peak MiB of each pid, result)`` of calling ``function``."""
+    with PeakRss(pids) as peak:
+        seconds, result = timed(function)
+    return seconds, peak.peaks_mib, result
 
 
 def build_single(directory, n, compression):
@@ -75,12 +106,14 @@ def build_single(directory, n, compression):
             put = writer.put
             for key, value in entries(0, n):
                 put(key, value)
-    return timed(build)[0]
+    seconds, peaks, _ = timed_with_peak([os.getpid()], build)
+    return {"build_s": seconds, "peak_rss_mib": peaks[0]}
 
 
 def build_sharded_local(directory, n, shards, compression):
-    return timed(lambda: sharded.write(entries(0, n), directory / "local", shards,
-                                       compression=compression))[0]
+    seconds, peaks, _ = timed_with_peak([os.getpid()], lambda: sharded.write(
+        entries(0, n), directory / "local", shards, compression=compression))
+    return {"build_s": seconds, "peak_rss_mib": peaks[0]}
 
 
 def build_sharded_dask(directory, args):
@@ -100,9 +133,10 @@ def build_sharded_dask(directory, args):
             frame = dask.dataframe.from_map(
                 functools.partial(key_value_partition, rows=rows, n=args.n),
                 range(args.partitions))
-            result["build_s"], manifest = timed(lambda: sharded.write_dask(
-                frame, directory / "dask", args.shards, compression=args.compression))
-            result["worker_peak_rss_mib"] = sorted(client.run(peak_rss_mib).values())
+            worker_pids = sorted(client.run(os.getpid).values())
+            result["build_s"], result["worker_peak_rss_mib"], manifest = timed_with_peak(
+                worker_pids, lambda: sharded.write_dask(frame, directory / "dask", args.shards,
+                                                        compression=args.compression))
     result["shard_entries"] = [info.num_entries for info in manifest.shards]
     return result
 
@@ -142,11 +176,10 @@ def main(argv=None):
     keys = [b"key_%d" % i for i in picks]
     with tempfile.TemporaryDirectory(prefix="sparkey-sharded-bench-", dir=args.dir) as directory:
         directory = pathlib.Path(directory)
-        results["single_build_s"] = build_single(directory, args.n, args.compression)
-        print(f"single writer: {results['single_build_s']:.1f} s", flush=True)
-        results["local_build_s"] = build_sharded_local(directory, args.n, args.shards,
-                                                       args.compression)
-        print(f"sharded, in-process: {results['local_build_s']:.1f} s", flush=True)
+        results["single"] = build_single(directory, args.n, args.compression)
+        print(f"single writer: {results['single']['build_s']:.1f} s", flush=True)
+        results["local"] = build_sharded_local(directory, args.n, args.shards, args.compression)
+        print(f"sharded, in-process: {results['local']['build_s']:.1f} s", flush=True)
         if not args.skip_dask:
             results["dask"] = build_sharded_dask(directory, args)
             print(f"sharded, Dask: {results['dask']['build_s']:.1f} s", flush=True)
@@ -157,7 +190,6 @@ def main(argv=None):
         with reader:
             results["sharded_lookups"] = lookups(reader, keys, args.repeat)
             assert reader.get_many(keys[:1000]) == [b"value_" + key[4:] for key in keys[:1000]]
-        results["client_peak_rss_mib"] = peak_rss_mib()
     report(results)
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))
@@ -167,27 +199,28 @@ def report(results):
     print(f"\nsparkey sharded benchmark: n={results['n']:,} key_%d -> value_%d, "
           f"{results['shards']} shards, compression {results['compression']}, "
           f"Python {results['python']}, {results['cpus']} CPUs, {results['date']}")
-    print(f"{'build':<44} {'seconds':>8} {'vs single':>9}")
-    single = results["single_build_s"]
-    rows = [("single sparkey.Writer (peer)", single),
-            (f"sharded.write, in-process, S={results['shards']}", results["local_build_s"])]
+    print(f"{'build':<44} {'seconds':>8} {'vs single':>9}  peak RSS MiB")
+    single = results["single"]["build_s"]
+    rows = [("single sparkey.Writer (peer)", results["single"]["build_s"],
+             f"{results['single']['peak_rss_mib']:.0f}"),
+            (f"sharded.write, in-process, S={results['shards']}", results["local"]["build_s"],
+             f"{results['local']['peak_rss_mib']:.0f}")]
     if "dask" in results:
         dask_result = results["dask"]
         rows.append((f"write_dask, LocalCluster {results['workers']}x"
                      f"{results['threads_per_worker']} thread, S={results['shards']}",
-                     dask_result["build_s"]))
-    for name, seconds in rows:
-        print(f"{name:<44} {seconds:>8.1f} {seconds / single:>8.2f}x")
+                     dask_result["build_s"], " + ".join(
+                         f"{mib:.0f}" for mib in dask_result["worker_peak_rss_mib"])))
+    for name, seconds, peak in rows:
+        print(f"{name:<44} {seconds:>8.1f} {seconds / single:>8.2f}x  {peak}")
     if "dask" in results:
         print(f"  (cluster start-up {dask_result['cluster_start_s']:.1f} s, not included; "
-              f"{results['partitions']} input partitions; worker peak RSS "
-              f"{', '.join(f'{mib:.0f}' for mib in dask_result['worker_peak_rss_mib'])} MiB)")
+              f"{results['partitions']} input partitions; peak RSS per worker process)")
     print(f"{'lookups':<44} {'get ns':>8} {'get_many ns/key':>16}")
     for name, key in (("single store (peer)", "single_lookups"),
                       (f"open_sharded, S={results['shards']}", "sharded_lookups")):
         print(f"{name:<44} {results[key]['get_ns']:>8.0f} {results[key]['get_many_ns']:>16.0f}")
-    print(f"open_sharded took {results['open_sharded_s'] * 1e3:.1f} ms; this process peaked at "
-          f"{results['client_peak_rss_mib']:.0f} MiB")
+    print(f"open_sharded took {results['open_sharded_s'] * 1e3:.1f} ms")
 
 
 if __name__ == "__main__":
