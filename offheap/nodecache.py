@@ -15,6 +15,7 @@ write leaves every node (the failed one stays cached and dirty) and the tree as 
 
 from __future__ import annotations
 
+import itertools
 from collections import OrderedDict
 from collections.abc import Callable
 
@@ -59,11 +60,15 @@ class Inner:
 
 
 class NodeCache:
-    """Up to ``capacity`` decoded nodes by record id, in least-recently-used order.
+    """Decoded nodes by record id: up to ``capacity`` leaves and, apart, up to ``capacity`` inner
+    nodes, each kind in least-recently-used order.
 
-    ``load(recid)`` decodes a node from the store; ``write(node)`` encodes and stores a dirty
-    node and clears its flag (raising :class:`CapacityError` with nothing changed if the store is
-    full). The cache may hold more than ``capacity`` nodes between two :meth:`trim` calls.
+    Keeping the kinds apart keeps the inner nodes, which every descent passes through, from being
+    pushed out by a stream of leaves: under random inserts a shared LRU would decode an inner
+    node as well as a leaf for most operations. ``load(recid)`` decodes a node from the store;
+    ``write(node)`` encodes and stores a dirty node and clears its flag (raising
+    :class:`CapacityError` with nothing changed if the store is full). The cache may hold more
+    than ``capacity`` nodes of a kind between two :meth:`trim` calls.
     """
 
     def __init__(self, capacity: int, load: Callable[[int], Leaf | Inner],
@@ -71,75 +76,86 @@ class NodeCache:
         if capacity < 8:
             raise ValueError(f"cache_size must be at least 8 nodes, got {capacity}")
         self.capacity = capacity
-        # the nodes, least recently used first; the owner may read it (len, lookups) but
-        # changes it only through the methods here
-        self.nodes: OrderedDict[int, Leaf | Inner] = OrderedDict()
+        self._leaves: OrderedDict[int, Leaf] = OrderedDict()
+        self._inner: OrderedDict[int, Inner] = OrderedDict()
         self._load = load
         self._write = write
 
     def node(self, recid: int) -> Leaf | Inner:
         """The node ``recid``, decoded from the store if it is not cached; now most recent."""
-        nodes = self.nodes
-        node = nodes.get(recid)
-        if node is None:
-            node = nodes[recid] = self._load(recid)
-        else:
-            nodes.move_to_end(recid)
+        node = self._inner.get(recid)
+        if node is not None:
+            self._inner.move_to_end(recid)
+            return node
+        node = self._leaves.get(recid)
+        if node is not None:
+            self._leaves.move_to_end(recid)
+            return node
+        node = self._load(recid)
+        self.add(node)
         return node
 
     def peek(self, recid: int) -> Leaf | Inner | None:
         """The cached node ``recid`` or None, without changing the LRU order."""
-        return self.nodes.get(recid)
+        node = self._leaves.get(recid)
+        return self._inner.get(recid) if node is None else node
 
     def read(self, recid: int) -> Leaf | Inner:
         """The cached node ``recid``, or else one decoded for the caller alone (not cached, so a
         long scan does not evict the working set). LRU order does not change."""
-        node = self.nodes.get(recid)
+        node = self.peek(recid)
         return self._load(recid) if node is None else node
 
     def add(self, node: Leaf | Inner) -> None:
-        self.nodes[node.recid] = node
+        (self._leaves if node.is_leaf else self._inner)[node.recid] = node
 
     def discard(self, recid: int) -> None:
-        self.nodes.pop(recid, None)
+        if self._leaves.pop(recid, None) is None:
+            self._inner.pop(recid, None)
+
+    def over_capacity(self) -> bool:
+        """Whether :meth:`trim` has work to do."""
+        return len(self._leaves) > self.capacity or len(self._inner) > self.capacity
 
     def __len__(self) -> int:
-        return len(self.nodes)
+        return len(self._leaves) + len(self._inner)
 
     def __contains__(self, recid: int) -> bool:
-        return recid in self.nodes
+        return recid in self._leaves or recid in self._inner
 
     def __iter__(self):
-        return iter(self.nodes.values())
+        return itertools.chain(self._leaves.values(), self._inner.values())
 
     def trim(self, strict: bool = True) -> None:
-        """Evict least recently used nodes down to ``capacity``, writing dirty ones first.
+        """Evict least recently used nodes down to ``capacity`` of each kind, writing dirty ones
+        first.
 
         ``strict=False`` (read paths) keeps a node whose write fails and stops trimming, so
         reading never raises :class:`CapacityError`.
         """
-        nodes = self.nodes
-        while len(nodes) > self.capacity:
-            recid, node = next(iter(nodes.items()))
-            if node.dirty:
-                try:
-                    self._write(node)
-                except CapacityError:
-                    if strict:
-                        raise
-                    return
-            del nodes[recid]
+        for nodes in (self._leaves, self._inner):
+            while len(nodes) > self.capacity:
+                recid, node = next(iter(nodes.items()))
+                if node.dirty:
+                    try:
+                        self._write(node)
+                    except CapacityError:
+                        if strict:
+                            raise
+                        return
+                del nodes[recid]
 
     def n_dirty(self) -> int:
-        return sum(1 for node in self.nodes.values() if node.dirty)
+        return sum(1 for node in self if node.dirty)
 
     def write_dirty(self) -> None:
         """Write every dirty node (in record-id order); the first failure propagates."""
-        for node in sorted((n for n in self.nodes.values() if n.dirty), key=lambda n: n.recid):
+        for node in sorted((n for n in self if n.dirty), key=lambda n: n.recid):
             self._write(node)
 
     def clear(self) -> None:
-        self.nodes.clear()
+        self._leaves.clear()
+        self._inner.clear()
 
 
 def merge_into(left, right, parent_separator) -> None:

@@ -6,9 +6,9 @@ between them. A separator ``s`` between two children satisfies ``max(left) < s <
 and is chosen short (:func:`offheap.page.separator`). All leaves are at the same depth;
 ``height`` counts levels, 1 when the root is a leaf.
 
-Memory. Decoded nodes (Python lists) are kept in a :class:`~offheap.nodecache.NodeCache` of
-``cache_size`` nodes. With ``write_cache=True`` a changed node stays there, dirty, and is encoded
-once: when evicted, on :meth:`TreeMap.flush`/:meth:`TreeMap.close`, or ``flush_delay``
+Memory. Decoded nodes (Python lists) are kept in a :class:`~offheap.nodecache.NodeCache` of up
+to ``cache_size`` leaves and as many inner nodes. With ``write_cache=True`` a changed node stays
+there, dirty, and is encoded once: when evicted, on :meth:`TreeMap.flush`/:meth:`TreeMap.close`, or ``flush_delay``
 milliseconds after the first change (a daemon timer). With ``write_cache=False`` every change is
 encoded and written through at once, as MapDB does without its write cache.
 
@@ -151,8 +151,8 @@ class TreeMap(MutableMapping):
     (``"object"``, ``"int64"``, ``"float64"``, ``"str"``, ``"bytes"``). Iteration is in key order.
     ``node_size`` bounds entries per leaf and children per inner node; ``compression`` is a codec
     name applied per page (kept only where it helps); ``write_cache``, ``flush_delay`` (ms) and
-    ``cache_size`` (decoded nodes kept) are described in the module docstring. ``limit`` caps the
-    memory in bytes (:class:`CapacityError` beyond it). With ``path`` the map lives in that file:
+    ``cache_size`` (decoded leaves kept, and as many inner nodes) are described in the module
+    docstring. ``limit`` caps the memory in bytes (:class:`CapacityError` beyond it). With ``path`` the map lives in that file:
     :meth:`close` it, and ``TreeMap(path=...)`` opens it again.
     """
 
@@ -289,7 +289,7 @@ class TreeMap(MutableMapping):
             if (leaf is None or (self._hint_lo is not None and key < self._hint_lo)
                     or (self._hint_hi is not None and key >= self._hint_hi)):
                 self._check_open()
-                if len(self._cache.nodes) > self._cache.capacity:
+                if self._cache.over_capacity():
                     self._trim(strict=False)
                 leaf = self._descend(key)[1]
             keys = leaf.keys
@@ -311,7 +311,7 @@ class TreeMap(MutableMapping):
                 key = self._as_key(key)
             if not (self._copy_values and type(value) in _SCALAR_TYPES):
                 value = self._accept_value(value)
-            if len(self._cache.nodes) > self._cache.capacity:
+            if self._cache.over_capacity():
                 self._trim()
             leaf = self._hint  # None when closed
             if (leaf is not None and (self._hint_lo is None or self._hint_lo <= key)
@@ -352,7 +352,7 @@ class TreeMap(MutableMapping):
             if self._closed:
                 raise ClosedError("the TreeMap is closed")
             key = self._as_key(key)
-            if len(self._cache.nodes) > self._cache.capacity:
+            if self._cache.over_capacity():
                 self._trim(strict=False)
             path, leaf = self._descend(key)
             keys = leaf.keys
@@ -367,7 +367,7 @@ class TreeMap(MutableMapping):
             if self._closed:
                 raise ClosedError("the TreeMap is closed")
             key = self._as_key(key)
-            if len(self._cache.nodes) > self._cache.capacity:
+            if self._cache.over_capacity():
                 self._trim(strict=False)
             path, leaf = self._descend(key)
             i = bisect_left(leaf.keys, key)
@@ -386,7 +386,7 @@ class TreeMap(MutableMapping):
             self._check_open()
             if not self._n:
                 raise KeyError("popitem(): TreeMap is empty")
-            if len(self._cache.nodes) > self._cache.capacity:
+            if self._cache.over_capacity():
                 self._trim(strict=False)
             path, leaf = self._descend_edge(last)
             i = len(leaf.keys) - 1 if last else 0
@@ -418,7 +418,7 @@ class TreeMap(MutableMapping):
             removed = 0
             seek, seek_inclusive = lo, inclusive[0]
             while self._n:
-                if len(self._cache.nodes) > self._cache.capacity:
+                if self._cache.over_capacity():
                     self._trim(strict=False)
                 path, leaf = self._descend_edge(False) if seek is None else self._descend(seek)
                 upper = self._hint_hi
