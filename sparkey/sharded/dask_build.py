@@ -100,7 +100,7 @@ def _routed_meta(frame, columns):
     """Empty pandas frame describing a routed partition: key, value, [sequence], shard."""
     meta = {"key": pd.Series(dtype=object), "value": pd.Series(dtype=object)}
     if len(columns) == 3:
-        meta["sequence"] = pd.Series(dtype=frame._meta[columns[2]].dtype)
+        meta["sequence"] = pd.Series(dtype=frame.dtypes[columns[2]])
     meta[SHARD_COLUMN] = pd.Series(dtype="int64")
     return pd.DataFrame(meta)
 

@@ -3,8 +3,8 @@
 Opening reads ``manifest.json``, opens each shard with ``sparkey.open`` and checks it against the
 manifest: file identifier (log and index carry the same one, and ``sparkey.Reader`` already
 checks that they agree), live entries and the sizes of both files (as their headers state them;
-opening fails if a file is shorter). A missing file raises
-MissingShardError, any difference ShardMismatchError, each naming the shard and its file.
+opening fails if a file is shorter). A missing file raises MissingShardError, any difference
+ShardMismatchError, each naming the shard and its file.
 
 A store replaced while it is being opened (``overwrite=True`` publishes by renaming) can show a
 manifest from one build and shards from the next. The checks catch that; the reader then reads
@@ -24,7 +24,7 @@ from sparkey.reader import Reader
 from sparkey.sharded.errors import (
     ManifestNotFoundError, MissingShardError, ShardMismatchError)
 from sparkey.sharded.manifest import MANIFEST_NAME, Manifest
-from sparkey.sharded.routing import shard_of, shards_of
+from sparkey.sharded.routing import routing_hash, shard_of, shards_of
 
 OPEN_ATTEMPTS = 3
 
@@ -51,13 +51,17 @@ class ShardedReader(collections.abc.Mapping):
         self._get = self._routed_lookup()
 
     def _routed_lookup(self):
-        """``lookup(key)``: the value of ``key`` or None; a closure, as it runs per lookup."""
+        """``lookup(key)``: the value of ``key`` or None.
+
+        A closure that routes inline (``routing.shard_of`` without its call): it runs for every
+        lookup, and cell variables cost less than attribute loads and calls.
+        """
         lookups, num_shards, seed = self._lookups, self._num_shards, self._seed
 
         def lookup(key):
             if key.__class__ is not bytes:
                 key = entry_bytes(key, "key")
-            return lookups[shard_of(key, num_shards, seed)](key)
+            return lookups[routing_hash(key, seed) % num_shards](key)
         return lookup
 
     # -- lookups

@@ -28,7 +28,9 @@ ROUTING_HASH = "murmur3_x86_32"
 DEFAULT_ROUTING_SEED = 1
 MAX_SHARDS = 99_999
 
-_signed_murmur32 = mmh3.mmh3_32_sintdigest
+routing_hash = mmh3.mmh3_32_sintdigest
+"""``routing_hash(key_bytes, seed)``: MurmurHash3_x86_32 as a signed int; the shard is it modulo
+``num_shards`` (Python's ``%`` is the floor modulo)."""
 
 
 def check_num_shards(num_shards):
@@ -55,7 +57,7 @@ def shard_of(key, num_shards, seed=DEFAULT_ROUTING_SEED):
     """The shard of one key (``bytes``-like or ``str``)."""
     if key.__class__ is not bytes:
         key = entry_bytes(key, "key")
-    return _signed_murmur32(key, seed) % num_shards
+    return routing_hash(key, seed) % num_shards
 
 
 def shards_of(keys, num_shards, seed=DEFAULT_ROUTING_SEED):

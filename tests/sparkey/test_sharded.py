@@ -442,7 +442,8 @@ def test_open_sharded_is_exported():
 def test_write_dask_without_dask(monkeypatch):
     monkeypatch.setitem(sys.modules, "dask", None)
     monkeypatch.delitem(sys.modules, "sparkey.sharded.dask_build", raising=False)
-    with pytest.raises(sharded.DaskUnavailableError, match=r"pip install 'offheap\[dask\]'") as info:
+    with pytest.raises(sharded.DaskUnavailableError,
+                       match=r"pip install 'offheap\[dask\]'") as info:
         sharded.write_dask
     assert isinstance(info.value, ImportError)
     with pytest.raises(AttributeError):
