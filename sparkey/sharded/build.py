@@ -12,9 +12,8 @@ import contextlib
 from sparkey.format import entry_bytes
 from sparkey.sharded.manifest import Manifest
 from sparkey.sharded.publish import Staging
-from sparkey.sharded.routing import (
-    DEFAULT_ROUTING_SEED, check_num_shards, check_routing_seed, shard_of)
-from sparkey.sharded.shard import check_writer_options, open_shard_writer, seal_shard
+from sparkey.sharded.routing import DEFAULT_ROUTING_SEED, shard_of
+from sparkey.sharded.shard import check_build, open_shard_writer, seal_shard
 
 
 def write(items, path, num_shards, *, routing_seed=DEFAULT_ROUTING_SEED, overwrite=False,
@@ -28,9 +27,7 @@ def write(items, path, num_shards, *, routing_seed=DEFAULT_ROUTING_SEED, overwri
     replaced only with ``overwrite=True``. If anything fails, nothing is published and the
     staging directory is removed.
     """
-    check_num_shards(num_shards)
-    check_routing_seed(routing_seed)
-    options = check_writer_options(writer_options, routing_seed)
+    options = check_build(num_shards, routing_seed, writer_options)
     if isinstance(items, collections.abc.Mapping):
         items = items.items()
     with Staging(path, overwrite) as staging, contextlib.ExitStack() as open_writers:

@@ -32,9 +32,8 @@ from sparkey.format import entry_bytes
 from sparkey.sharded.errors import DuplicateKeyError
 from sparkey.sharded.manifest import Manifest
 from sparkey.sharded.publish import Staging
-from sparkey.sharded.routing import (
-    DEFAULT_ROUTING_SEED, check_num_shards, check_routing_seed, shards_of)
-from sparkey.sharded.shard import check_writer_options, write_shard
+from sparkey.sharded.routing import DEFAULT_ROUTING_SEED, shards_of
+from sparkey.sharded.shard import check_build, write_shard
 
 SHARD_COLUMN = "shard"
 
@@ -53,9 +52,7 @@ def write_dask(collection, path, num_shards, *, key="key", value="value", sequen
     Build the collection with ``dask.config.set({"dataframe.convert-string": False})``: with
     the default, Dask turns object columns into Arrow strings, which cannot hold arbitrary bytes.
     """
-    check_num_shards(num_shards)
-    check_routing_seed(routing_seed)
-    options = check_writer_options(writer_options, routing_seed)
+    options = check_build(num_shards, routing_seed, writer_options)
     columns = [key, value] + ([sequence] if sequence is not None else [])
     with dask.config.set({"dataframe.convert-string": False}):
         frame = _as_frame(collection, columns)

@@ -1,4 +1,4 @@
-"""One shard of a sharded build: writer options, writing and sealing (IO layer).
+"""One shard of a sharded build: argument checks, writing and sealing (IO layer).
 
 Every builder, in-process or on a Dask worker, writes shard ``i`` of ``n`` through the same two
 steps: ``open_shard_writer`` creates ``part-<i>-of-<n>`` in the staging directory with the
@@ -14,33 +14,36 @@ from sparkey.index import check_index_options, read_index_header
 from sparkey.log import read_log_header
 from sparkey.sharded.manifest import ShardInfo
 from sparkey.sharded.publish import fsync_path
-from sparkey.sharded.routing import part_name
+from sparkey.sharded.routing import check_num_shards, check_routing_seed, part_name
 from sparkey.writer import Writer
 
 LOG_OPTIONS = ("compression", "block_size")
 INDEX_OPTIONS = ("hash_size", "hash_seed", "rules", "sparsity", "method", "max_memory_bytes")
 
 
-def check_writer_options(options, routing_seed):
-    """Validate the ``**writer_options`` of a build before any work starts; return a copy.
+def check_build(num_shards, routing_seed, writer_options):
+    """Validate a build's arguments before any work starts; return the writer options to use.
 
-    Accepted: ``compression``, ``block_size`` and the options of ``sparkey.write_index``. File
-    identifiers are random per shard (they are how a reader tells shards apart) and durability is
-    the publisher's job, so ``file_identifier`` and ``fsync`` are not options here.
+    ``writer_options`` may hold ``compression``, ``block_size`` and the options of
+    ``sparkey.write_index``. File identifiers are random per shard (they are how a reader tells
+    shards apart) and durability is the publisher's job, so ``file_identifier`` and ``fsync``
+    are not options here.
     """
-    unknown = sorted(set(options) - set(LOG_OPTIONS) - set(INDEX_OPTIONS))
+    check_num_shards(num_shards)
+    check_routing_seed(routing_seed)
+    unknown = sorted(set(writer_options) - set(LOG_OPTIONS) - set(INDEX_OPTIONS))
     if unknown:
         raise TypeError(f"unexpected writer option(s) {', '.join(unknown)}; a sharded build "
                         f"accepts {', '.join(LOG_OPTIONS + INDEX_OPTIONS)}")
-    Compression.parse(options.get("compression", "none"))
+    Compression.parse(writer_options.get("compression", "none"))
     index_options = check_index_options(
-        **{name: value for name, value in options.items() if name in INDEX_OPTIONS})
+        **{name: value for name, value in writer_options.items() if name in INDEX_OPTIONS})
     if index_options["hash_seed"] == routing_seed and index_options["hash_size"] != 8:
         raise ValueError(
             f"hash_seed {routing_seed} equals the routing seed: with 32-bit index hashes every "
             "key of a shard would fall in the same residue class of its index; pick another "
             "hash_seed (or leave it random), or pass hash_size=8")
-    return dict(options)
+    return dict(writer_options)
 
 
 def shard_base(directory, shard, num_shards):
