@@ -52,8 +52,8 @@ def _add_capacity(subparsers) -> None:
     parser.add_argument("--mode", choices=("scalar", "batch"), default="scalar",
                         help="scalar: the blog's one-put-at-a-time loop (default); "
                              "batch: the bulk APIs")
-    parser.add_argument("--max-seconds", type=_positive_seconds, default=30.0,
-                        help="time cap per contender's fill (default 30); a capped contender's "
+    parser.add_argument("--max-seconds", type=_positive_seconds, default=45.0,
+                        help="time cap per contender's fill (default 45); a capped contender's "
                              "capacity is extrapolated from its bytes/entry and marked")
     parser.add_argument("--memray", action="store_true",
                         help="record each child's Python-heap peak with memray (slower)")
