@@ -13,6 +13,9 @@ Builds, each timed from the first entry to a published, readable store:
   --partitions partitions generated on the workers (``dask.dataframe.from_map``); the cluster's
   start-up is timed separately and not included.
 
+With --phases, the same cluster then runs the Dask graph up to each step and counts rows there:
+input generation only, plus routing, plus the shuffle; the rest of the build is writing shards.
+
 Lookups, best of --repeat: --lookups existing keys in random order with ``get`` (ns per lookup)
 and with one ``get_many`` call (ns per key), on the single store (the peer) and on the sharded
 store through ``open_sharded``, in the same run with the same keys. Peak resident memory during
@@ -137,8 +140,22 @@ def build_sharded_dask(directory, args):
             result["build_s"], result["worker_peak_rss_mib"], manifest = timed_with_peak(
                 worker_pids, lambda: sharded.write_dask(frame, directory / "dask", args.shards,
                                                         compression=args.compression))
+            if args.phases:
+                result["phases_s"] = dask_phases(frame, args.shards)
     result["shard_entries"] = [info.num_entries for info in manifest.shards]
     return result
+
+
+def dask_phases(frame, shards):
+    """Seconds to run the write_dask graph up to input, routing and shuffle (rows counted)."""
+    from sparkey.sharded import dask_build
+    columns = ["key", "value"]
+    routed = frame.map_partitions(dask_build._route_partition, columns, shards, 1,
+                                  meta=dask_build._routed_meta(frame, columns))
+    by_shard = routed.set_index(dask_build.SHARD_COLUMN, divisions=list(range(shards + 1)))
+    return {name: timed(lambda: collection.map_partitions(len).compute().sum())[0]
+            for name, collection in (("input", frame), ("input+route", routed),
+                                     ("input+route+shuffle", by_shard))}
 
 
 def lookups(store, keys, repeat):
@@ -164,6 +181,8 @@ def main(argv=None):
     parser.add_argument("--lookups", type=int, default=200_000)
     parser.add_argument("--repeat", type=int, default=3, help="repeats of each lookup timing")
     parser.add_argument("--skip-dask", action="store_true")
+    parser.add_argument("--phases", action="store_true",
+                        help="also time the Dask graph up to each step")
     parser.add_argument("--dir", type=pathlib.Path, help="where to write (default: temp dir)")
     parser.add_argument("--json", type=pathlib.Path, help="also write the results here")
     args = parser.parse_args(argv)
@@ -216,6 +235,8 @@ def report(results):
     if "dask" in results:
         print(f"  (cluster start-up {dask_result['cluster_start_s']:.1f} s, not included; "
               f"{results['partitions']} input partitions; peak RSS per worker process)")
+        for name, seconds in dask_result.get("phases_s", {}).items():
+            print(f"  graph up to {name}: {seconds:.1f} s")
     print(f"{'lookups':<44} {'get ns':>8} {'get_many ns/key':>16}")
     for name, key in (("single store (peer)", "single_lookups"),
                       (f"open_sharded, S={results['shards']}", "sharded_lookups")):
