@@ -541,7 +541,7 @@ class HashIndex:
         if len(found) == len(keys):
             return found_values
         values = np.full(len(keys), None, dtype=object)
-        values[found] = np.array(found_values + [None], dtype=object)[:-1]
+        values[found] = found_values
         return values.tolist()
 
     def _check(self):
