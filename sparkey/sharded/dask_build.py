@@ -104,16 +104,22 @@ def _routed_meta(frame, columns):
 
 def _route_partition(partition, columns, num_shards, routing_seed):
     """One input partition with canonical columns, ``bytes`` keys/values and its shard column."""
-    keys = [item if item.__class__ is bytes else entry_bytes(item, "key")
-            for item in partition[columns[0]]]
-    values = [item if item.__class__ is bytes else entry_bytes(item, "value")
-              for item in partition[columns[1]]]
+    keys = _as_bytes(partition[columns[0]], "key")
     routed = pd.DataFrame({"key": pd.Series(keys, dtype=object),
-                           "value": pd.Series(values, dtype=object)})
+                           "value": pd.Series(_as_bytes(partition[columns[1]], "value"),
+                                              dtype=object)})
     if len(columns) == 3:
         routed["sequence"] = partition[columns[2]].to_numpy()
     routed[SHARD_COLUMN] = shards_of(keys, num_shards, routing_seed)
     return routed
+
+
+def _as_bytes(column, role):
+    """The items of a pandas column as a list of ``bytes`` (``str`` encoded as UTF-8)."""
+    items = column.tolist()
+    if set(map(type, items)) <= {bytes}:
+        return items
+    return [item if item.__class__ is bytes else entry_bytes(item, role) for item in items]
 
 
 def _build_shard(partition, directory, shard, num_shards, has_sequence, options):
