@@ -123,26 +123,27 @@ def _as_bytes(column, role):
 
 
 def _build_shard(partition, directory, shard, num_shards, has_sequence, options):
-    """Write one shard from its partition; its ShardInfo, or a _Failure (never raises)."""
+    """Write one shard from its partition; its ShardInfo, or a _Failure (never raises).
+
+    Without a sequence, duplicates are found for free after the build: the index keeps one
+    entry per key, so fewer entries than rows means a key came twice (the shard is then
+    discarded with the staging directory).
+    """
     try:
         if has_sequence:
             partition = _latest_versions(partition, shard)
-        else:
-            _reject_duplicates(partition, shard)
         items = zip(partition["key"].tolist(), partition["value"].tolist())
-        return write_shard(directory, shard, num_shards, items, options)
+        info = write_shard(directory, shard, num_shards, items, options)
+        if info.num_entries < len(partition):
+            duplicated = partition["key"].duplicated()
+            raise DuplicateKeyError(
+                f"key {partition['key'][duplicated].iloc[0]!r} (shard {shard}) occurs more "
+                "than once; a shuffled collection has no order to pick the last value by: "
+                "deduplicate the input, or pass sequence=<column> so that the row with the "
+                "largest sequence value wins")
+        return info
     except Exception as error:
         return _Failure(error, traceback.format_exc())
-
-
-def _reject_duplicates(partition, shard):
-    duplicated = partition["key"].duplicated()
-    if duplicated.any():
-        key = partition["key"][duplicated].iloc[0]
-        raise DuplicateKeyError(
-            f"key {key!r} (shard {shard}) occurs more than once; a shuffled collection has no "
-            "order to pick the last value by: deduplicate the input, or pass sequence=<column> "
-            "so that the row with the largest sequence value wins")
 
 
 def _latest_versions(partition, shard):
