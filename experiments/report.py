@@ -119,17 +119,19 @@ def plot_capacity(document: dict, path: Path) -> None:
 
     budget = document["config"]["budget_bytes"]
     records = [r for r in document["results"] if "entries_in_budget" in r and r["entries_in_budget"]]
-    labels = [f"{r['label']} ({r['keys'][:3]})" for r in records]
+    labels = [f"{r['label']} ({'seq' if r['keys'] == 'sequential' else r['keys']})"
+              for r in records]
     figure, axes = plt.subplots(figsize=(10, 1.8 + 0.6 * max(1, len(records))))
     positions = range(len(records))
     height = 0.38
     values = []
     for index, record in enumerate(records):
         measured = record["entries_in_budget_measured"]
-        bars = [(index - height / 2, record["entries_in_budget"],
-                 dict(color="tab:blue" if measured else "none", edgecolor="tab:blue",
-                      hatch=None if measured else "//",
-                      label="measured" if measured else "extrapolated from a time-capped fill"))]
+        bars = [(index - height / 2, record["entries"], dict(color="tab:blue", label="measured"))]
+        if not measured:  # the entries it reached, inside the capacity extrapolated from them
+            bars.append((index - height / 2, record["entries_in_budget"],
+                         dict(color="none", edgecolor="tab:blue", hatch="//",
+                              label="extrapolated from a time-capped fill")))
         if record["mapdb"] is not None:
             bars.append((index + height / 2, record["mapdb"]["entries_scaled_to_budget"],
                          dict(color="tab:gray", label="MapDB's 15 GiB figure x budget / 15 GiB")))
