@@ -15,7 +15,7 @@ from experiments.machine import machine_line
 from experiments.sizes import format_bytes, format_count
 
 _MEASURES = {"rss": "peak RSS growth", "arena": "arena reserved", "disk": "log + index files"}
-_TIME_MARK = "*"
+_EXTRAPOLATED_MARK = "~"  # before a capacity extrapolated from bytes/entry (Markdown-safe)
 
 
 def format_table(headers: list[str], rows: list[list[str]], *, markdown: bool = False) -> str:
@@ -59,7 +59,7 @@ def capacity_rows(document: dict) -> tuple[list[str], list[list[str]], list[str]
                          else "error"] + [""] * (len(headers) - 3))
             notes.append(f"{record['label']}: {problem.splitlines()[0]}")
             continue
-        mark = "" if record["entries_in_budget_measured"] else _TIME_MARK
+        mark = "" if record["entries_in_budget_measured"] else _EXTRAPOLATED_MARK
         mapdb = record["mapdb"]
         mapdb_cell = "-"
         if mapdb is not None:
@@ -75,7 +75,7 @@ def capacity_rows(document: dict) -> tuple[list[str], list[list[str]], list[str]
             row.append(format_bytes(memray["heap_at_peak_bytes"]) if memray else "-")
         extrapolated = record["entries_in_15gib_extrapolated"]
         row += [f"{record['seconds']:.1f}", _number(record["inserts_per_second"], ",.0f"),
-                (format_count(extrapolated) + mark) if extrapolated else "-", mapdb_cell,
+                (mark + format_count(extrapolated)) if extrapolated else "-", mapdb_cell,
                 _number(record["ratio_to_mapdb"], ".2f")]
         rows.append(row)
         if record.get("stderr_tail"):
@@ -85,7 +85,7 @@ def capacity_rows(document: dict) -> tuple[list[str], list[list[str]], list[str]
             notes.append(f"{record['label']}: no bulk insert API, so batch mode put one entry "
                          f"at a time")
         if mark:
-            notes.append(f"{_TIME_MARK} {record['label']}: stopped by {record['stop']} at "
+            notes.append(f"{_EXTRAPOLATED_MARK} {record['label']}: stopped by {record['stop']} at "
                          f"{record['entries']:,} entries, "
                          f"{_number(record['bytes_per_entry'], '.2f')} B/entry; "
                          f"its capacity is extrapolated from that, not measured")
@@ -101,7 +101,7 @@ def capacity_table(document: dict, *, markdown: bool = False) -> str:
              f"({machine_line(document['machine'])})")
     parts = [title, "", format_table(headers, rows, markdown=markdown)]
     notes.append("in 15 GiB: a count measured at the budget is scaled by 15 GiB / budget; "
-                 f"{_TIME_MARK} marks a capacity extrapolated from bytes/entry instead")
+                 f"{_EXTRAPOLATED_MARK} marks a capacity extrapolated from bytes/entry instead")
     if document.get("interrupted"):
         notes.append("interrupted by Ctrl-C: later contenders did not run")
     if notes:
