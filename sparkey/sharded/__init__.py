@@ -30,8 +30,9 @@ __all__ = [
     "DEFAULT_ROUTING_SEED", "DaskUnavailableError", "DuplicateKeyError", "MANIFEST_NAME",
     "Manifest", "ManifestError", "ManifestNotFoundError", "MissingShardError", "ShardInfo",
     "ShardMismatchError", "ShardedReader", "StoreExistsError", "open_sharded", "part_name",
-    "shard_of", "shards_of", "write", "write_dask",
+    "shard_of", "shards_of", "write",
 ]
+# write_dask is left out of __all__: a star import must not need the optional Dask extra.
 
 
 def __getattr__(name):

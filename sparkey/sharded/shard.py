@@ -40,20 +40,17 @@ def check_build(num_shards, routing_seed, writer_options):
         **{name: value for name, value in writer_options.items() if name in INDEX_OPTIONS})
     if index_options["hash_seed"] == routing_seed and index_options["hash_size"] != 8:
         raise ValueError(
-            f"hash_seed {routing_seed} equals the routing seed: with 32-bit index hashes every "
-            "key of a shard would fall in the same residue class of its index; pick another "
-            "hash_seed (or leave it random), or pass hash_size=8")
+            f"hash_seed {routing_seed} equals the routing seed: with 32-bit index hashes the "
+            "index would hash with the routing hash, so a shard's keys would share their hash "
+            "modulo num_shards and crowd into a fraction of the slots whenever the capacity "
+            "shares a factor with num_shards; pick another hash_seed (or leave it random), or "
+            "pass hash_size=8")
     return dict(writer_options)
-
-
-def shard_base(directory, shard, num_shards):
-    """Base path (no suffix) of the files of ``shard`` in ``directory``."""
-    return os.path.join(directory, part_name(shard, num_shards))
 
 
 def open_shard_writer(directory, shard, num_shards, options):
     """A new ``sparkey.Writer`` for ``shard`` in ``directory``; the caller closes it."""
-    return Writer(shard_base(directory, shard, num_shards), **options)
+    return Writer(os.path.join(directory, part_name(shard, num_shards)), **options)
 
 
 def seal_shard(writer, shard):
