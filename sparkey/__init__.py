@@ -26,5 +26,5 @@ __all__ = [
     "ClosedError", "Compression", "EntryKind", "EntrySizeError", "EntryTypeError",
     "FileIdentifierMismatch", "HashIndex", "IndexFormatError", "IndexHeader", "LogEntry",
     "LogFormatError", "LogHeader", "LogReader", "LogWriter", "Reader", "SparkeyError", "Writer",
-    "open", "write_index",
+    "open", "open_sharded", "write_index",
 ]
