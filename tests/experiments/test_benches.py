@@ -49,7 +49,7 @@ def test_sparkey_appends_and_index_builds(sparkey_document):
 
 
 def test_maps_bench_times_every_operation_of_every_map(tmp_path):
-    done = run_runner("maps-bench", "--n", "20000", "--out", str(tmp_path))
+    done = run_runner("maps-bench", "--n", "5000", "--out", str(tmp_path))
     assert done.returncode == 0, done.stderr
     document = json.loads((tmp_path / "results.json").read_text())
     results = document["results"]
