@@ -104,7 +104,7 @@ class DB:
             if not isinstance(merged["value"], str):
                 merged["value"] = merged["value"].name
             collection = self._create(kind, merged)
-            meta_recid = collection.meta_recid if kind == "tree_map" else collection._meta_recid
+            meta_recid = collection.meta_recid
             self._catalog[name] = {"kind": kind, "options": merged, "meta_recid": meta_recid}
         else:
             _check_same(name, entry["options"], options, fixed)

@@ -441,6 +441,11 @@ class LongHashMap(MutableMapping):
     def closed(self) -> bool:
         return self._closed
 
+    @property
+    def meta_recid(self) -> int:
+        """The store record holding this map's metadata: what reopens it with :meth:`in_store`."""
+        return self._meta_recid
+
     def __enter__(self) -> LongHashMap:
         return self
 

@@ -132,9 +132,13 @@ class ValueSlots:
         try:
             kinds = set(map(type, values))
             if len(kinds) == 1 and kinds <= _CACHEABLE_TYPES:
-                # one hashable type: equal values share a word, so encode each distinct one once
+                # one hashable type: equal values share an inline word, so encode each distinct
+                # one once; an external word names a record of its own and is never shared
                 word_of = {value: encode_one(value) for value in dict.fromkeys(values)}
-                return np.fromiter(map(word_of.__getitem__, values), np.uint64, len(values))
+                if not stored:
+                    return np.fromiter(map(word_of.__getitem__, values), np.uint64, len(values))
+                self.release_many(np.array(stored, np.uint64))
+                stored.clear()
             return np.fromiter(map(encode_one, values), np.uint64, len(values))
         except BaseException:
             self.release_many(np.array(stored, np.uint64))

@@ -240,3 +240,13 @@ def test_values_whose_high_bytes_are_zero_still_widen_the_column():
     m[3] = "\0\0"
     assert (m[1], m[2], m[3]) == ("", 0, "\0\0")
     m._check()
+
+
+def test_equal_long_values_in_a_batch_get_records_of_their_own():
+    m = LongHashMap()
+    long_value = "a value too long to sit in the slot"
+    m.put_many([1, 2, 2], [long_value] * 3)
+    assert m.stats().external_values == 2
+    m[1] = None  # frees the first record only
+    assert m[2] == long_value
+    m._check()
