@@ -10,6 +10,7 @@ For each compression (blocks of --block-size bytes) it measures, best of --repea
 * index build: ``write_index`` (canonical rules, in memory);
 * scalar get: ``Reader.get`` of --lookups existing keys in random order, ns per lookup;
 * get_many: ``Reader.get_many`` of the same keys in one batch, ns per key;
+* items: iteration of all live ``(key, value)`` pairs, ns per entry;
 
 and, as the peer in the same run, a ``dict`` holding the same entries, looked up with the same
 keys (``get`` per key; a list comprehension of ``get`` for the batch). Lookup keys are fresh
@@ -18,6 +19,7 @@ is reported as wall time and, in parentheses, CPU time of the process.
 """
 
 import argparse
+import collections
 import json
 import os
 import pathlib
@@ -81,6 +83,8 @@ def bench_compression(directory, compression, n, lookups, block_size, repeat, ke
         result["get_ns"] = per_item_ns(best_of(repeat, scalar), len(lookups))
         result["get_many_ns"] = per_item_ns(
             best_of(repeat, lambda: reader.get_many(lookups)), len(lookups))
+        result["items_ns"] = per_item_ns(
+            best_of(repeat, lambda: collections.deque(reader.items(), maxlen=0)), n)
         expected = [b"value_" + key[4:] for key in lookups[:1000]]
         assert reader.get_many(lookups[:1000]) == expected
         assert [get(key) for key in lookups[:1000]] == expected
@@ -134,12 +138,12 @@ def main(argv=None):
           f"{results['date']}, load average {results['load_average']:.1f}")
     print("each figure: wall (CPU time)")
     print(f"{'store':<7} {'log write s':>15} {'index s':>15} {'total s':>15} "
-          f"{'get ns/op':>15} {'get_many ns/key':>15} {'log MB':>7}")
+          f"{'get ns/op':>15} {'get_many ns/key':>15} {'items ns/entry':>15} {'log MB':>7}")
     for run in results["runs"]:
         print(f"{run['compression']:<7} {_pair(run['log_write_s'], 3):>15} "
               f"{_pair(run['index_build_s'], 3):>15} {_pair(run['write_total_s'], 3):>15} "
               f"{_pair(run['get_ns']):>15} {_pair(run['get_many_ns']):>15} "
-              f"{run['log_bytes'] / 1e6:>7.1f}")
+              f"{_pair(run['items_ns']):>15} {run['log_bytes'] / 1e6:>7.1f}")
     peer = results["dict"]
     print(f"{'dict':<7} {'':>15} {'':>15} {'':>15} {_pair(peer['get_ns']):>15} "
           f"{_pair(peer['get_many_ns']):>15}   (peer: same keys, same run)")
