@@ -149,6 +149,13 @@ class ValueSlots:
         ndarray (each distinct word is decoded once)."""
         if self.typed:
             return words.astype(self.serializer.dtype, copy=True)
+        if words.dtype == np.uint16:  # a table of all 2**16 words beats sorting for uniqueness
+            seen = np.zeros(1 << 16, bool)
+            seen[words] = True
+            table = np.empty(1 << 16, object)
+            unique = np.flatnonzero(seen)
+            table[unique] = [self.decode(w) for w in unique.tolist()]
+            return table[words]
         unique, inverse = np.unique(words.astype(np.uint64), return_inverse=True)
         decoded = np.empty(len(unique), object)
         decoded[:] = [self.decode(w) for w in unique.tolist()]
