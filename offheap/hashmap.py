@@ -312,7 +312,7 @@ class LongHashMap(MutableMapping):
         words = self._values.encode_many(values)
         try:
             keys, words = self._last_wins(keys, words)
-            slots = self._find_many(keys)
+            slots = self._find_many(keys) if self._n else np.full(len(keys), -1, np.int64)
             found = slots >= 0
             n_new = int(len(keys) - found.sum())
             width = max(self._width, self._values.width_of_many(words))

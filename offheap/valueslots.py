@@ -131,7 +131,14 @@ class ValueSlots:
 
         try:
             kinds = set(map(type, values))
-            if len(kinds) == 1 and kinds <= _CACHEABLE_TYPES:
+            if len(kinds) == 1 and kinds <= _CACHEABLE_TYPES and isinstance(values, list) \
+                    and values.count(values[0]) == len(values):
+                word = encode_one(values[0])  # one value throughout, as in dict.fromkeys
+                if not stored:
+                    return np.full(len(values), word, np.uint64)
+                self.release_many(np.array(stored, np.uint64))
+                stored.clear()
+            elif len(kinds) == 1 and kinds <= _CACHEABLE_TYPES:
                 # one hashable type: equal values share an inline word, so encode each distinct
                 # one once; an external word names a record of its own and is never shared
                 word_of = {value: encode_one(value) for value in dict.fromkeys(values)}
