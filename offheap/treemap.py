@@ -348,19 +348,7 @@ class TreeMap(MutableMapping):
             lock.release()
 
     def __delitem__(self, key) -> None:
-        with self._lock:
-            if self._closed:
-                raise ClosedError("the TreeMap is closed")
-            key = self._as_key(key)
-            if self._cache.over_capacity():
-                self._trim(strict=False)
-            path, leaf = self._descend(key)
-            keys = leaf.keys
-            i = bisect_left(keys, key)
-            if i == len(keys) or keys[i] != key:
-                raise KeyError(key)
-            self._remove(path, leaf, i, i + 1)
-            self._arm_timer()
+        self.pop(key)
 
     def pop(self, key, *default):
         with self._lock:
