@@ -11,11 +11,12 @@ from sparkey.errors import ClosedError
 from sparkey.format import EntryKind, file_pair
 from sparkey.index import HashIndex
 from sparkey.log import LogReader
+from sparkey.lookup import LookupMapping
 
 _LIVE_BATCH = 4096
 
 
-class Reader(collections.abc.Mapping):
+class Reader(LookupMapping):
     """Read-only mapping over a Sparkey store: ``get``, ``[]``, ``in``, ``len``, iteration.
 
     Keys are ``bytes``; ``str`` keys are accepted and encoded as UTF-8. Values are returned as
@@ -40,20 +41,6 @@ class Reader(collections.abc.Mapping):
         self._lookup = self._index.get
 
     # -- lookups
-
-    def get(self, key, default=None):
-        """Value of ``key``, or ``default``."""
-        value = self._lookup(key)
-        return default if value is None else value
-
-    def __getitem__(self, key):
-        value = self._lookup(key)
-        if value is None:
-            raise KeyError(key)
-        return value
-
-    def __contains__(self, key):
-        return self._lookup(key) is not None
 
     def get_many(self, keys, default=None):
         """Values for many keys at once, as a list aligned with ``keys`` (``default`` if absent).

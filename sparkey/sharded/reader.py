@@ -20,6 +20,7 @@ import numpy as np
 
 from sparkey.errors import ClosedError, SparkeyError
 from sparkey.format import entry_bytes
+from sparkey.lookup import LookupMapping
 from sparkey.reader import Reader
 from sparkey.sharded.errors import (
     ManifestNotFoundError, MissingShardError, ShardMismatchError)
@@ -29,7 +30,7 @@ from sparkey.sharded.routing import routing_hash, shard_of, shards_of
 OPEN_ATTEMPTS = 3
 
 
-class ShardedReader(collections.abc.Mapping):
+class ShardedReader(LookupMapping):
     """Read-only ``Mapping[bytes, bytes]`` over a sharded store, routing each key to its shard.
 
     ``get``, ``[]``, ``in`` and ``get_many`` cost one routing hash more than a single
@@ -48,7 +49,7 @@ class ShardedReader(collections.abc.Mapping):
         self._num_shards = self.manifest.num_shards
         self._seed = self.manifest.routing_seed
         self._lookups = [reader.get for reader in self.shards]
-        self._get = self._routed_lookup()
+        self._lookup = self._routed_lookup()
 
     def _routed_lookup(self):
         """``lookup(key)``: the value of ``key`` or None.
@@ -65,20 +66,6 @@ class ShardedReader(collections.abc.Mapping):
         return lookup
 
     # -- lookups
-
-    def get(self, key, default=None):
-        """Value of ``key``, or ``default``."""
-        value = self._get(key)
-        return default if value is None else value
-
-    def __getitem__(self, key):
-        value = self._get(key)
-        if value is None:
-            raise KeyError(key)
-        return value
-
-    def __contains__(self, key):
-        return self._get(key) is not None
 
     def shard_of(self, key):
         """Number of the shard that holds (or would hold) ``key``."""
@@ -143,7 +130,7 @@ class ShardedReader(collections.abc.Mapping):
 
     def close(self):
         """Close every shard. Idempotent."""
-        self._get = self._closed_lookup
+        self._lookup = self._closed_lookup
         for reader in self.shards:
             reader.close()
 
