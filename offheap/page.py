@@ -30,6 +30,7 @@ from __future__ import annotations
 import numpy as np
 
 from offheap.codecs import get_codec
+from offheap import smallpack
 from offheap.errors import CorruptionError
 from offheap.packing import (
     bitpack,
@@ -62,9 +63,19 @@ def _common_shift(keys: np.ndarray) -> int:
     return min((merged & -merged).bit_length() - 1, _MAX_SHIFT)
 
 
+def _fits_int64(keys) -> bool:
+    """Whether a list holds only Python ints in the int64 range (else numpy checks and converts)."""
+    return (all(type(key) is int for key in keys)
+            and -(1 << 63) <= min(keys) and max(keys) < (1 << 63))
+
+
 def encode_keys(keys, key_kind: str) -> bytes:
     """The key block of a page for a sorted list of keys."""
     if key_kind == "int64":
+        if 0 < len(keys) <= smallpack.SMALL_BLOCK_VALUES and _fits_int64(keys):
+            shift = smallpack.common_shift(keys, _MAX_SHIFT)
+            shifted = [key >> shift for key in keys] if shift else list(keys)
+            return bytes((shift,)) + smallpack.encode_int64_deltas(shifted)
         array = np.array(keys, dtype=np.int64)
         shift = _common_shift(array)
         return bytes((shift,)) + encode_int64_deltas(array >> shift)
@@ -77,6 +88,9 @@ def decode_keys(buf, count: int, key_kind: str, offset: int = 0) -> tuple[list, 
     """Keys of a key block as a Python list, and the offset after the block."""
     if key_kind == "int64":
         shift = buf[offset]
+        if 0 < count <= smallpack.SMALL_BLOCK_VALUES:
+            keys, end = smallpack.decode_int64_deltas(buf, count, offset + 1)
+            return ([key << shift for key in keys] if shift else keys), end
         array, end = decode_int64_deltas(buf, count, offset + 1)
         if shift:
             array = array << shift
@@ -177,12 +191,12 @@ def decode_leaf(page, key_kind: str, value_serializer) -> tuple[list, list]:
 
 def encode_inner(separators, children, key_kind: str, codec=None) -> bytes:
     """An inner page: ``len(children) == len(separators) + 1`` child record ids."""
-    recids = np.array(children, dtype=np.int64)
-    base = int(recids.min())
-    offsets = (recids - base).astype(np.uint64)
-    width = int(offsets.max()).bit_length()
-    body = (encode_keys(separators, key_kind) + varint_encode_one(base) + bytes((width,))
-            + bitpack(offsets, width))
+    base = min(children)
+    offsets = [child - base for child in children]
+    width = max(offsets).bit_length()
+    packed = (smallpack.pack(offsets, width) if len(offsets) <= smallpack.SMALL_BLOCK_VALUES
+              else bitpack(np.array(offsets, dtype=np.uint64), width))
+    body = encode_keys(separators, key_kind) + varint_encode_one(base) + bytes((width,)) + packed
     return _seal(INNER, len(children), body, codec)
 
 
@@ -195,6 +209,9 @@ def decode_inner(page, key_kind: str) -> tuple[list, list]:
         separators, offset = decode_keys(body, count - 1, key_kind, offset)
         base, offset = varint_decode_one(body, offset)
         width = body[offset]
+        if count <= smallpack.SMALL_BLOCK_VALUES and width <= 64:
+            offsets, _ = smallpack.unpack(body, offset + 1, count, width)
+            return separators, [child + base for child in offsets]
         offsets = bitunpack(body, count, width, offset + 1)
     except (IndexError, ValueError) as exc:
         raise CorruptionError(f"inner page of {count} children is damaged: {exc}") from None
