@@ -53,6 +53,7 @@ import numpy as np
 from offheap.errors import CapacityError, ClosedError, CorruptionError
 from offheap.memory import PAGE_BYTES, Arena, format_bytes
 from offheap.mix import MASK64, mix64, mix64_array
+from offheap.readers import ChunkItemsView, ChunkValuesView
 from offheap.serializers import get_serializer
 from offheap.store import RecordStore
 from offheap.valueslots import ValueSlots
@@ -240,10 +241,10 @@ class LongHashMap(MutableMapping):
         return KeysView(self)
 
     def values(self) -> ValuesView:
-        return _FastValuesView(self)
+        return ChunkValuesView(self)
 
     def items(self) -> ItemsView:
-        return _FastItemsView(self)
+        return ChunkItemsView(self)
 
     def popitem(self):
         """Remove and return some ``(key, value)`` pair; KeyError when empty."""
@@ -734,6 +735,24 @@ class LongHashMap(MutableMapping):
         if self._closed:
             raise ClosedError("the LongHashMap is closed")
 
+    def _release(self) -> None:
+        """Drop the table views before the store rolls back or remaps (see :meth:`_reload`)."""
+        self._drop_views()
+
+    def _reload(self) -> None:
+        """Re-read the table from the metadata record, dropping the old views: after a rollback,
+        or when a reader's arena picked up another process's commit. Iterators in progress
+        raise RuntimeError on their next step."""
+        self._drop_views()
+        self._mods += 1
+        self._load_meta(self._values.serializer)
+
+    def _invalidate(self) -> None:
+        """Close without writing anything: the store no longer holds this map (a rollback
+        dropped it, having been created after the last commit)."""
+        self._drop_views()
+        self._closed = True
+
     def _count_external(self) -> int:
         if self._values.typed:
             return 0
@@ -802,15 +821,3 @@ def _homes_of(keys: np.ndarray, homes: int) -> np.ndarray:
     low = (h & np.uint64(0xFFFF_FFFF)) * n
     high = (h >> np.uint64(32)) * n + (low >> np.uint64(32))
     return (high >> np.uint64(32)).astype(np.int64)
-
-
-class _FastItemsView(ItemsView):
-    def __iter__(self):
-        for keys, values in self._mapping._chunks(with_values=True):
-            yield from zip(keys, values)
-
-
-class _FastValuesView(ValuesView):
-    def __iter__(self):
-        for _, values in self._mapping._chunks(with_values=True):
-            yield from values

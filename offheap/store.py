@@ -20,6 +20,14 @@ index location, the owner's ``root`` blob) as the arena's root blob. Free lists 
 :meth:`RecordStore.open` rebuilds them from the gaps between live records, which also makes them
 immune to a stale free list.
 
+Transactions. Every byte the store writes goes into arena memory (record chunks, the index
+arrays) or into the arena's root blob, never around the arena, so a durable arena's commit sees
+all of it and its rollback undoes all of it. :meth:`RecordStore.commit` writes the metadata and
+commits the arena; :meth:`RecordStore.rollback` rolls the arena back and re-reads the metadata in
+place, and :meth:`RecordStore.reload` re-reads it after another process committed. The store
+object stays the same one, so the collections built on it keep their reference; they must drop
+their own views first (:meth:`release_views` is the store's half of that).
+
 Failure atomicity. Every method that may allocate does so before it changes any state, so a
 :class:`CapacityError` leaves the store exactly as it was.
 
@@ -109,6 +117,16 @@ class RecordStore:
         store._load(arena.root)
         return store
 
+    @classmethod
+    def open_damaged(cls, arena: Arena) -> RecordStore:
+        """Open a store that may be damaged, for salvage: the metadata is read, but free space
+        is not rebuilt (overlapping records are not an error here). Read it only with
+        :meth:`get_checked`; never write to it."""
+        store = cls.__new__(cls)
+        store.arena = arena
+        store._load(arena.root, rebuild_free_space=False)
+        return store
+
     # -- records ------------------------------------------------------------------------------
 
     def put(self, data) -> int:
@@ -133,6 +151,24 @@ class RecordStore:
     def get(self, recid: int) -> bytes:
         """A copy of record ``recid``."""
         return bytes(self.view(recid))
+
+    def get_checked(self, recid: int) -> bytes:
+        """A copy of record ``recid`` after checking that its address and size lie inside one
+        live segment: :class:`CorruptionError` otherwise, KeyError for a free id. The read path
+        of salvage, where the index itself may be wrong."""
+        self._check_open()
+        addr = self._live_addr(recid)
+        size = int(self._size[recid])
+        if addr == EMPTY_ADDR:
+            if size:
+                raise CorruptionError(f"record {recid}: {size} bytes at the empty address")
+            return b""
+        seg_no, pos = addr >> 32, addr & 0xFFFF_FFFF
+        view = self._views[seg_no] if seg_no < len(self._views) else None
+        if view is None or pos + size > len(view) or (seg_no in self._large and pos):
+            raise CorruptionError(f"record {recid} points outside its segment "
+                                  f"(segment {seg_no}, position {pos}, {size} bytes)")
+        return bytes(view[pos: pos + size])
 
     def view(self, recid: int) -> memoryview:
         """Zero-copy view of record ``recid``, valid until the next write to this store."""
@@ -217,6 +253,38 @@ class RecordStore:
             return
         self.arena.set_root(self._meta_bytes())
         self.arena.flush()
+
+    def commit(self) -> None:
+        """Write the metadata into the arena root and commit the arena: every change up to now
+        becomes durable at once (a durable file arena; see :mod:`offheap.memory`)."""
+        self._check_open()
+        self.arena.set_root(self._meta_bytes())
+        self.arena.commit()
+
+    def rollback(self) -> None:
+        """Drop every change since the last commit and re-read the committed metadata in place.
+
+        The owners of views into this store (hash tables, decoded nodes) must drop them first and
+        re-read their own metadata afterwards.
+        """
+        self._check_open()
+        self.release_views()
+        self.arena.rollback()
+        self.reload()
+
+    def reload(self) -> None:
+        """Re-read the metadata from ``arena.root`` in place (after a rollback, or when the arena
+        of a reader picked up another process's commit); the free lists are rebuilt."""
+        self._check_open()
+        self.release_views()
+        self._load(self.arena.root)
+
+    def release_views(self) -> None:
+        """Drop every view this store holds into arena memory (before the arena remaps or rolls
+        back); :meth:`reload` makes new ones."""
+        self._views = []
+        self._addr, self._size = np.empty(0, np.uint64), np.empty(0, np.uint32)
+        self._index_capacity = 0
 
     def close(self) -> None:
         """Flush and close the arena; idempotent."""
@@ -368,7 +436,7 @@ class RecordStore:
                           self._bump_seg & FREE_ADDR, self._bump_pos, len(self._segments))
         return head + segments.tobytes() + large.tobytes() + self.root
 
-    def _load(self, meta: bytes) -> None:
+    def _load(self, meta: bytes, rebuild_free_space: bool = True) -> None:
         if len(meta) < _META.size or meta[:8] != _META_MAGIC:
             raise CorruptionError("the file holds no offheap record store (metadata missing)")
         _, index_extent, capacity, bump_seg, bump_pos, n_segs = _META.unpack_from(meta)
@@ -388,11 +456,18 @@ class RecordStore:
             raise CorruptionError(f"the record store refers to a missing extent: {exc}") from None
         self._large = {i for i in np.flatnonzero(large).tolist()}
         self._index_extent, self._index_capacity = index_extent, capacity
+        if bump_seg != FREE_ADDR and (bump_seg >= n_segs or self._views[bump_seg] is None
+                                      or bump_pos > len(self._views[bump_seg])):
+            raise CorruptionError(f"the record store's bump pointer (segment {bump_seg}, "
+                                  f"position {bump_pos}) lies outside its segments")
         self._bump_seg = -1 if bump_seg == FREE_ADDR else bump_seg
         self._bump_pos = bump_pos
         self._free_recids = []
         self._free_chunks = {}
-        self._rebuild_free_space()
+        if rebuild_free_space:
+            self._rebuild_free_space()
+        else:
+            self._next_recid = capacity
 
     def _rebuild_free_space(self) -> None:
         """Recount live records and turn every gap between their chunks into free chunks."""
@@ -407,7 +482,13 @@ class RecordStore:
         addrs = self._addr[live]
         seg_of = (addrs >> np.uint64(32)).astype(np.int64)
         pos = (addrs & np.uint64(0xFFFF_FFFF)).astype(np.int64)
+        known = [view is not None for view in self._views]
+        if any(s >= len(known) or not known[s] for s in np.unique(seg_of).tolist()):
+            raise CorruptionError("a record lies in a segment the store does not have")
         small = np.array([s not in self._large for s in seg_of.tolist()], bool)
+        large_sizes = [len(self._views[s]) for s in seg_of[~small].tolist()]
+        if np.any(pos[~small] != 0) or np.any(sizes[~small] > np.array(large_sizes, np.int64)):
+            raise CorruptionError("a large record does not fit its segment")
         chunks = np.array([chunk_bytes(s) for s in sizes.tolist()], np.int64)
         self._chunk_bytes = int(chunks[small].sum() + sizes[~small].sum())
         for seg_no, view in enumerate(self._views):

@@ -1255,6 +1255,29 @@ class TreeMap(MutableMapping):
                               "node_size": self._node_size}).encode()
         self._store.update(self._meta_recid, fixed + options)
 
+    def _release(self) -> None:
+        """Drop every decoded node, dirty ones included, and stop the flush timer: before the
+        store rolls back, so nothing written since the last commit is written again."""
+        self._cancel_timer()
+        self._cache.clear()
+        self._hint = None
+
+    def _reload(self) -> None:
+        """Re-read the tree from its metadata record with an empty node cache: after a rollback,
+        or when a reader's arena picked up another process's commit. Iterators in progress
+        raise RuntimeError on their next step."""
+        with self._lock:
+            self._release()
+            self._mods += 1
+            self._load_meta()
+
+    def _invalidate(self) -> None:
+        """Close without writing anything: the store no longer holds this tree (a rollback
+        dropped it, having been created after the last commit)."""
+        with self._lock:
+            self._release()
+            self._closed = True
+
     def _load_meta(self) -> None:
         try:
             meta = self._store.get(self._meta_recid)

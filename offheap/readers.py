@@ -1,0 +1,274 @@
+"""Read-only collections over a file that one writer process may be changing (layer 6).
+
+A reader opens the file with ``readonly=True``: its arena maps the pages shared and read-only, so
+every reader process shares the page cache with the writer instead of copying. What keeps a
+reader consistent is the arena's *read section* (:meth:`offheap.memory.Arena.read_section`): the
+writer applies a commit to the file only while no read section is open, and a section that starts
+after a commit reloads the arena's extent table first and reports the change. A
+:class:`ReadSession` turns that report into a reload of everything built on the arena (the record
+store, a DB catalog, each collection's metadata and caches).
+
+The reader classes wrap one collection and run every operation inside a section, so an operation
+sees the state of one commit, whole: the last commit applied when it started. Iteration takes one
+section per chunk (a leaf of a TreeMap, 65,536 slots of a LongHashMap); if a commit lands between
+two chunks the iterator raises RuntimeError instead of mixing two states, as a ``dict`` does when
+it changes during iteration. Writing through a reader raises PermissionError.
+
+Thread safety: a session's lock serializes the operations of all readers on one file in this
+process, so readers may be shared between threads.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, ItemsView, Iterator, Mapping, ValuesView
+from contextlib import contextmanager
+
+from offheap.errors import ClosedError
+from offheap.treeviews import TreeItemsView, TreeKeysView, TreeValuesView
+
+
+class ReadSession:
+    """The reading side of one file: its read-only arena, a lock, and the reload to run when
+    another process committed.
+
+    ``reload`` re-reads everything built on the arena; ``close`` releases it all. ``epoch``
+    counts the commits this session has picked up, so an iterator can tell that one landed.
+    """
+
+    def __init__(self, arena, reload: Callable[[], None], close: Callable[[], None]) -> None:
+        self.arena = arena
+        self.lock = threading.RLock()
+        self.epoch = 0
+        self._reload = reload
+        self._close = close
+        self._depth = 0
+        self._stale = False  # a reload failed: the next section tries again
+        self.closed = False
+
+    @contextmanager
+    def section(self):
+        """Hold the arena's read section (re-entrant), reloading first if the file changed."""
+        with self.lock:
+            if self.closed:
+                raise ClosedError(f"the reader of {self.arena.path!r} is closed")
+            if self._depth:
+                yield
+                return
+            self._depth += 1
+            try:
+                with self.arena.read_section() as changed:
+                    if changed or self._stale:
+                        self.epoch += 1
+                        self._stale = True
+                        self._reload()
+                        self._stale = False
+                    yield
+            finally:
+                self._depth -= 1
+
+    def close(self) -> None:
+        with self.lock:
+            if not self.closed:
+                self.closed = True
+                self._close()
+
+
+def refuse_write(path) -> PermissionError:
+    """The error every write through a reader raises."""
+    return PermissionError(f"{path!r} was opened read-only: open it with readonly=False to change "
+                           f"it (one writer process at a time)")
+
+
+class MapReader(Mapping):
+    """A read-only ``Mapping`` over a collection, every operation inside a read section.
+
+    ``owns_session``: closing this reader closes the session (a standalone file map); readers
+    handed out by a DB share the DB's session and are closed with it.
+    """
+
+    def __init__(self, collection, session: ReadSession, owns_session: bool) -> None:
+        self._map = collection
+        self._session = session
+        self._owns_session = owns_session
+
+    # -- reads --------------------------------------------------------------------------------
+
+    def __getitem__(self, key):
+        with self._session.section():
+            return self._map[key]
+
+    def get(self, key, default=None):
+        with self._session.section():
+            return self._map.get(key, default)
+
+    def __contains__(self, key) -> bool:
+        with self._session.section():
+            return key in self._map
+
+    def __len__(self) -> int:
+        with self._session.section():
+            return len(self._map)
+
+    def stats(self):
+        with self._session.section():
+            return self._map.stats()
+
+    def _check(self) -> None:
+        with self._session.section():
+            self._map._check()
+
+    def _guarded(self, make_chunks: Callable[[], Iterator]) -> Iterator:
+        """Chunks of ``make_chunks()``, each fetched inside its own read section; RuntimeError
+        when a commit was picked up since the first one."""
+        session = self._session
+        with session.section():
+            epoch = session.epoch
+            chunks = make_chunks()
+        while True:
+            with session.section():
+                if session.epoch != epoch:
+                    raise RuntimeError(f"{session.arena.path!r} changed during iteration: the "
+                                       f"writer committed; iterate again to read the new state")
+                try:
+                    chunk = next(chunks)
+                except StopIteration:
+                    return
+            yield chunk
+
+    # -- writes are refused -------------------------------------------------------------------
+
+    def _refuse(self, *args, **kwargs):
+        raise refuse_write(self._session.arena.path)
+
+    __setitem__ = __delitem__ = update = pop = popitem = clear = setdefault = _refuse
+    flush = commit = rollback = _refuse
+
+    # -- lifetime -----------------------------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        return self._session.closed or self._map.closed
+
+    def close(self) -> None:
+        """Close this reader (and its file, when it opened the file itself). Idempotent."""
+        if self._owns_session:
+            self._session.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        if self.closed:
+            return f"<{type(self).__name__} (closed)>"
+        with self._session.section():
+            return f"<{type(self).__name__} of {self._map!r}, read-only>"
+
+    def _repr_html_(self) -> str:
+        with self._session.section():
+            return self._map._repr_html_()
+
+
+class TreeReader(MapReader):
+    """A read-only TreeMap: the lookups, ranges and neighbours of :class:`~offheap.TreeMap`."""
+
+    def _chunks(self, lo, hi, inclusive, reverse: bool, with_values: bool) -> Iterator:
+        return self._guarded(lambda: self._map._chunks(lo, hi, inclusive, reverse, with_values))
+
+    def irange(self, lo=None, hi=None, inclusive=(True, True), reverse: bool = False) -> Iterator:
+        """Keys in a range, in key order (descending with ``reverse``); see TreeMap.irange."""
+        for keys, _ in self._chunks(lo, hi, inclusive, reverse, False):
+            yield from keys
+
+    def __iter__(self) -> Iterator:
+        return self.irange()
+
+    def __reversed__(self) -> Iterator:
+        return self.irange(reverse=True)
+
+    def reversed(self) -> Iterator:
+        return self.irange(reverse=True)
+
+    def keys(self, lo=None, hi=None, inclusive=(True, True), reverse: bool = False):
+        return TreeKeysView(self, lo, hi, inclusive, reverse)
+
+    def values(self, lo=None, hi=None, inclusive=(True, True), reverse: bool = False):
+        return TreeValuesView(self, lo, hi, inclusive, reverse)
+
+    def items(self, lo=None, hi=None, inclusive=(True, True), reverse: bool = False):
+        return TreeItemsView(self, lo, hi, inclusive, reverse)
+
+    def _one(self, name: str, *args):
+        with self._session.section():
+            return getattr(self._map, name)(*args)
+
+    def first_key(self):
+        return self._one("first_key")
+
+    def last_key(self):
+        return self._one("last_key")
+
+    def floor_key(self, key):
+        return self._one("floor_key", key)
+
+    def ceiling_key(self, key):
+        return self._one("ceiling_key", key)
+
+    def lower_key(self, key):
+        return self._one("lower_key", key)
+
+    def higher_key(self, key):
+        return self._one("higher_key", key)
+
+    @property
+    def options(self) -> dict:
+        return self._map.options
+
+    delete_range = MapReader._refuse
+
+
+class HashReader(MapReader):
+    """A read-only LongHashMap: lookups, iteration and the bulk reads of
+    :class:`~offheap.LongHashMap`."""
+
+    def _chunks(self, with_values: bool) -> Iterator:
+        return self._guarded(lambda: self._map._chunks(with_values))
+
+    def __iter__(self) -> Iterator:
+        for keys, _ in self._chunks(False):
+            yield from keys
+
+    def items(self) -> ItemsView:
+        return ChunkItemsView(self)
+
+    def values(self) -> ValuesView:
+        return ChunkValuesView(self)
+
+    def get_many(self, keys, default=None):
+        with self._session.section():
+            return self._map.get_many(keys, default)
+
+    def contains_many(self, keys):
+        with self._session.section():
+            return self._map.contains_many(keys)
+
+    put_many = delete_many = MapReader._refuse
+
+
+class ChunkItemsView(ItemsView):
+    """Items of a map that yields ``(keys, values)`` list chunks from ``_chunks(with_values)``."""
+
+    def __iter__(self):
+        for keys, values in self._mapping._chunks(with_values=True):
+            yield from zip(keys, values)
+
+
+class ChunkValuesView(ValuesView):
+    """Values of a map that yields ``(keys, values)`` list chunks from ``_chunks(with_values)``."""
+
+    def __iter__(self):
+        for _, values in self._mapping._chunks(with_values=True):
+            yield from values
