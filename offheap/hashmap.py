@@ -142,9 +142,7 @@ class LongHashMap(MutableMapping):
         try:
             if arena.root:
                 store = RecordStore.open(arena)
-                if len(store.root) != 8:
-                    raise CorruptionError(f"{path!r} holds no LongHashMap (root of {len(store.root)} bytes)")
-                (meta_recid,) = struct.unpack("<Q", store.root)
+                meta_recid = standalone_meta_recid(store.root)
                 self._setup(store, serializer, meta_recid=meta_recid, owns_store=True)
             else:
                 store = RecordStore(arena)
@@ -459,7 +457,7 @@ class LongHashMap(MutableMapping):
         occupied = np.flatnonzero(self._d)
         assert occupied.size == self._n, (occupied.size, self._n)
         keys = self._k[occupied]
-        home = _homes_of(keys, self._homes)
+        home = homes_of(keys, self._homes)
         assert np.array_equal(home + self._d[occupied].astype(np.int64) - 1, occupied), "misplaced"
         assert np.all(self._d[1:].astype(np.int64) <= self._d[:-1].astype(np.int64) + 1), \
             "Robin Hood order broken"
@@ -498,7 +496,7 @@ class LongHashMap(MutableMapping):
         """Slots of many keys (-1 where absent): one vectorized round per probe distance."""
         result = np.full(len(keys), -1, np.int64)
         pending = np.arange(len(keys))
-        slot = _homes_of(keys, self._homes)
+        slot = homes_of(keys, self._homes)
         wanted = keys
         d = 1
         while pending.size:
@@ -648,7 +646,7 @@ class LongHashMap(MutableMapping):
         while True:
             if homes > _MAX_HOMES:
                 raise CapacityError(f"a LongHashMap holds at most {int(MAX_LOAD * _MAX_HOMES):,} entries")
-            home = _homes_of(keys, homes)
+            home = homes_of(keys, homes)
             order = np.argsort(home)  # entries with equal homes may sit in any order
             home = home[order]
             index = np.arange(len(keys), dtype=np.int64)
@@ -791,29 +789,52 @@ class LongHashMap(MutableMapping):
 
     def _load_meta(self, serializer) -> None:
         try:
-            meta = self._store.get(self._meta_recid)
+            meta = parse_meta(self._store.get(self._meta_recid))
         except KeyError:
             raise CorruptionError(f"LongHashMap metadata record {self._meta_recid} is missing") from None
-        if len(meta) != _META.size or meta[:8] != _META_MAGIC:
-            raise CorruptionError("LongHashMap metadata is damaged (bad magic or size)")
-        _, name, homes, width, n, keys_off, dist_off, vals_off = _META.unpack(meta)
-        stored = name.rstrip(b"\0").decode("ascii", "replace")
-        if stored != serializer.name:
-            raise ValueError(f"the stored map holds {stored!r} values, not {serializer.name!r}; "
-                             f"open it with value={stored!r}")
-        if not _MIN_HOMES <= homes <= _MAX_HOMES or width not in (2, 4, 8) or n > homes:
-            raise CorruptionError(f"LongHashMap metadata is out of range (homes={homes}, "
-                                  f"width={width}, n={n})")
+        if meta.value != serializer.name:
+            raise ValueError(f"the stored map holds {meta.value!r} values, not {serializer.name!r}; "
+                             f"open it with value={meta.value!r}")
         try:
-            self._install(homes, width, n, keys_off, dist_off, vals_off)
+            self._install(meta.homes, meta.width, meta.n_entries, *meta.regions)
         except (KeyError, ValueError) as exc:
             raise CorruptionError(f"LongHashMap table region is missing or short: {exc}") from None
-        if int(np.count_nonzero(self._d)) != n:
+        if int(np.count_nonzero(self._d)) != meta.n_entries:
             raise CorruptionError(f"LongHashMap holds {np.count_nonzero(self._d)} entries, "
-                                  f"its metadata says {n}")
+                                  f"its metadata says {meta.n_entries}")
 
 
-def _homes_of(keys: np.ndarray, homes: int) -> np.ndarray:
+@dataclass(frozen=True)
+class TableMeta:
+    """The metadata record of a LongHashMap: value type, table shape, where its arrays live."""
+
+    value: str
+    homes: int
+    width: int  # bytes per value slot
+    n_entries: int
+    regions: tuple[int, int, int]  # arena offsets of the keys, dist and values arrays
+
+
+def parse_meta(meta: bytes) -> TableMeta:
+    """Decode a LongHashMap metadata record; CorruptionError if it is not one or out of range."""
+    if len(meta) != _META.size or meta[:8] != _META_MAGIC:
+        raise CorruptionError("LongHashMap metadata is damaged (bad magic or size)")
+    _, name, homes, width, n, keys_off, dist_off, vals_off = _META.unpack(meta)
+    if not _MIN_HOMES <= homes <= _MAX_HOMES or width not in (2, 4, 8) or n > homes:
+        raise CorruptionError(f"LongHashMap metadata is out of range (homes={homes}, "
+                              f"width={width}, n={n})")
+    value = name.rstrip(b"\0").decode("ascii", "replace")
+    return TableMeta(value, homes, width, n, (keys_off, dist_off, vals_off))
+
+
+def standalone_meta_recid(root: bytes) -> int:
+    """The metadata record named by the store root of a standalone LongHashMap file."""
+    if len(root) != 8:
+        raise CorruptionError(f"the file holds no LongHashMap (store root of {len(root)} bytes)")
+    return struct.unpack("<Q", root)[0]
+
+
+def homes_of(keys: np.ndarray, homes: int) -> np.ndarray:
     """``mix64(key) * homes >> 64`` for every key (int64 result), exact for ``homes <= 2**32``:
     the 64x32-bit product is formed from the hash's two 32-bit halves."""
     h = mix64_array(keys)

@@ -169,10 +169,7 @@ class TreeMap(MutableMapping):
         try:
             if arena.root:
                 store = RecordStore.open(arena)
-                root = store.root
-                if len(root) != 16 or root[:8] != _ROOT_MAGIC:
-                    raise CorruptionError(f"{path!r} holds no TreeMap (another collection or a DB?)")
-                meta_recid = struct.unpack_from("<Q", root, 8)[0]
+                meta_recid = standalone_meta_recid(store.root)
                 self._setup(store, owns_store=True, meta_recid=meta_recid, **options)
             else:
                 store = RecordStore(arena)
@@ -1280,22 +1277,56 @@ class TreeMap(MutableMapping):
 
     def _load_meta(self) -> None:
         try:
-            meta = self._store.get(self._meta_recid)
+            meta = parse_meta(self._store.get(self._meta_recid))
         except KeyError:
             raise CorruptionError(f"TreeMap metadata record {self._meta_recid} is missing") from None
-        if len(meta) < _META.size or meta[:8] != _META_MAGIC:
-            raise CorruptionError("TreeMap metadata is damaged (bad magic or size)")
-        (_, self._root, self._height, self._n, self._n_leaves, self._n_inner,
-         self._raw_total, self._stored_total) = _META.unpack_from(meta)
-        try:
-            stored = json.loads(meta[_META.size:])
-        except ValueError:
-            raise CorruptionError("TreeMap metadata options are damaged") from None
         for name, mine in (("key", self._key_kind), ("value", self._serializer.name),
                            ("node_size", self._node_size)):
-            if stored.get(name) != mine:
-                raise ValueError(f"this TreeMap was created with {name}={stored.get(name)!r}; "
+            if meta.options.get(name) != mine:
+                raise ValueError(f"this TreeMap was created with {name}={meta.options.get(name)!r}; "
                                  f"open it with that, not {name}={mine!r}")
+        (self._root, self._height, self._n, self._n_leaves, self._n_inner,
+         self._raw_total, self._stored_total) = meta.shape
+
+
+@dataclass(frozen=True)
+class TreeMeta:
+    """The metadata record of a TreeMap: its shape and its fixed options."""
+
+    root: int
+    height: int
+    n_entries: int
+    n_leaves: int
+    n_inner: int
+    raw_bytes: int
+    stored_bytes: int
+    options: dict  # key, value, node_size
+
+    @property
+    def shape(self) -> tuple:
+        return (self.root, self.height, self.n_entries, self.n_leaves, self.n_inner,
+                self.raw_bytes, self.stored_bytes)
+
+
+def parse_meta(meta: bytes) -> TreeMeta:
+    """Decode a TreeMap metadata record; CorruptionError if it is not one."""
+    if len(meta) < _META.size or meta[:8] != _META_MAGIC:
+        raise CorruptionError("TreeMap metadata is damaged (bad magic or size)")
+    fields = _META.unpack_from(meta)[1:]
+    try:
+        options = json.loads(meta[_META.size:])
+    except ValueError:
+        raise CorruptionError("TreeMap metadata options are damaged") from None
+    if not isinstance(options, dict):
+        raise CorruptionError("TreeMap metadata options are damaged")
+    return TreeMeta(*fields, options=options)
+
+
+def standalone_meta_recid(root: bytes) -> int:
+    """The metadata record named by the store root of a standalone TreeMap file."""
+    if len(root) != 16 or root[:8] != _ROOT_MAGIC:
+        raise CorruptionError("the file holds no TreeMap (another collection or a DB?)")
+    return struct.unpack_from("<Q", root, 8)[0]
 
 
 class _Missing:
