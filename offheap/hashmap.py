@@ -737,13 +737,30 @@ class LongHashMap(MutableMapping):
         """Drop the table views before the store rolls back or remaps (see :meth:`_reload`)."""
         self._drop_views()
 
-    def _reload(self) -> None:
-        """Re-read the table from the metadata record, dropping the old views: after a rollback,
-        or when a reader's arena picked up another process's commit. Iterators in progress
-        raise RuntimeError on their next step."""
+    def _reload(self, meta_recid: int | None = None) -> None:
+        """Re-read the table from the metadata record (``meta_recid`` when it moved, as in a
+        compacted file), dropping the old views: after a rollback, or when a reader's arena
+        picked up another process's commit. Iterators in progress raise RuntimeError on their
+        next step."""
         self._drop_views()
         self._mods += 1
+        if meta_recid is not None:
+            self._meta_recid = meta_recid
         self._load_meta(self._values.serializer)
+
+    def _table_bytes(self) -> int:
+        """Bytes of the three table arrays' extents."""
+        return sum(self._store.arena.payload_bytes(offset)
+                   for offset in (self._keys_off, self._dist_off, self._vals_off))
+
+    def _live_bytes(self) -> int:
+        """Bytes this map holds in its store: the table arrays and the external value records."""
+        self._check_open()
+        if self._values.typed:
+            return self._table_bytes()
+        words = self._v[self._d != 0].astype(np.uint64)
+        external = (words[(words & np.uint64(0xFF)) == 0xFF] >> np.uint64(8)).astype(np.int64)
+        return self._table_bytes() + self._store.record_bytes(external)
 
     def _invalidate(self) -> None:
         """Close without writing anything: the store no longer holds this map (a rollback

@@ -32,13 +32,16 @@ class ReadSession:
     """The reading side of one file: its read-only arena, a lock, and the reload to run when
     another process committed.
 
-    ``reload`` re-reads everything built on the arena; ``close`` releases it all. ``epoch``
-    counts the commits this session has picked up, so an iterator can tell that one landed.
+    ``reload`` re-reads everything built on the arena; ``close`` releases it all; ``lock`` (a
+    re-entrant lock, by default a new one) is shared with the collections' own locks, so there
+    is one lock order. ``epoch`` counts the commits this session has picked up, so an iterator
+    can tell that one landed.
     """
 
-    def __init__(self, arena, reload: Callable[[], None], close: Callable[[], None]) -> None:
+    def __init__(self, arena, reload: Callable[[], None], close: Callable[[], None],
+                 lock=None) -> None:
         self.arena = arena
-        self.lock = threading.RLock()
+        self.lock = threading.RLock() if lock is None else lock
         self.epoch = 0
         self._reload = reload
         self._close = close

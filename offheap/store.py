@@ -279,6 +279,18 @@ class RecordStore:
         self.release_views()
         self._load(self.arena.root)
 
+    def switch_arena(self, arena: Arena) -> None:
+        """Continue on ``arena``, which holds this store's data in another file (a compacted
+        copy): drop the views into the old arena, which the caller closes, and read the new
+        metadata in place."""
+        self.release_views()
+        self.arena = arena
+        self._load(arena.root)
+
+    def record_bytes(self, recids: np.ndarray) -> int:
+        """Total size of the given live records (an int array of recids)."""
+        return int(self._size[recids].sum()) if len(recids) else 0
+
     def release_views(self) -> None:
         """Drop every view this store holds into arena memory (before the arena remaps or rolls
         back); :meth:`reload` makes new ones."""

@@ -1259,14 +1259,21 @@ class TreeMap(MutableMapping):
         self._cache.clear()
         self._hint = None
 
-    def _reload(self) -> None:
-        """Re-read the tree from its metadata record with an empty node cache: after a rollback,
-        or when a reader's arena picked up another process's commit. Iterators in progress
-        raise RuntimeError on their next step."""
+    def _reload(self, meta_recid: int | None = None) -> None:
+        """Re-read the tree from its metadata record (``meta_recid`` when it moved, as in a
+        compacted file) with an empty node cache: after a rollback, or when a reader's arena
+        picked up another process's commit. Iterators in progress raise RuntimeError on their
+        next step."""
         with self._lock:
             self._release()
             self._mods += 1
+            if meta_recid is not None:
+                self._meta_recid = meta_recid
             self._load_meta()
+
+    def _live_bytes(self) -> int:
+        """Bytes of this tree's pages as last written into the store."""
+        return self._stored_total
 
     def _invalidate(self) -> None:
         """Close without writing anything: the store no longer holds this tree (a rollback
