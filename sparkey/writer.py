@@ -3,6 +3,7 @@
 from sparkey.format import file_pair
 from sparkey.index import check_index_options, write_index
 from sparkey.log import LogWriter
+from sparkey.log.bulk import PARALLEL_THRESHOLD
 
 
 class Writer:
@@ -43,6 +44,16 @@ class Writer:
     def put(self, key, value):
         """Store ``key`` -> ``value`` (bytes-like or str)."""
         self._log.put(key, value)
+
+    def put_many(self, items, *, parallelism=1, threshold=PARALLEL_THRESHOLD):
+        """Store every ``(key, value)`` of ``items`` in order, as ``put`` would one by one.
+
+        ``items`` is a tuple ``(keys, values)`` of two columns, a mapping or an iterable of
+        pairs; ``parallelism`` threads frame and compress batches of at least ``threshold``
+        entries. Error handling and the column types: ``LogWriter.put_many``; mechanism and
+        figures: docs/parallel-writes.md.
+        """
+        self._log.put_many(items, parallelism=parallelism, threshold=threshold)
 
     def delete(self, key):
         """Remove ``key`` (a no-op for keys never stored)."""

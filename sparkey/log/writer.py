@@ -22,6 +22,7 @@ sparkey-java splits differently (it moves an entry only if it is smaller than th
 the block); both layouts are readable by every reader.
 """
 
+import contextlib
 import os
 import secrets
 
@@ -30,6 +31,7 @@ from sparkey.errors import ClosedError, LogFormatError
 from sparkey.format import (
     LOG_HEADER_SIZE, MAX_ENTRY_PART_LEN, MIN_BLOCK_SIZE, Compression, LogHeader, delete_header,
     entry_bytes, put_header, vlq_encode)
+from sparkey.log.bulk import PARALLEL_THRESHOLD, BulkAppend, check_parallelism, entry_chunks
 
 WRITE_CHUNK_BYTES = 1 << 20
 """Pending output is written to the file once it reaches this size (and on flush/close)."""
@@ -169,6 +171,44 @@ class LogWriter:
         if value_len > self._max_value_len:
             self._max_value_len = value_len
 
+    def put_many(self, items, *, parallelism=1, threshold=PARALLEL_THRESHOLD):
+        """Append a PUT for each entry of ``items``, in order; the log is byte for byte the one
+        ``put`` would write entry by entry (compressed: the same blocks, headers and bytes).
+
+        ``items``: a tuple ``(keys, values)`` of two columns (sequences of bytes-likes or str,
+        numpy arrays of bytes, ``sparkey.PackedBytes``, or lazy columns with ``pack(start,
+        stop)``), a mapping, or an iterable of ``(key, value)`` pairs. With ``parallelism`` > 1
+        and at least ``threshold`` entries, that many threads frame and compress chunks of the
+        batch while the caller appends the results in order (``sparkey.log.bulk``); otherwise
+        the same steps run in the calling thread. Unlike ``put``, entries are checked chunk by
+        chunk: on an error (a bad key or value, or a failure in a worker) the blocks completed
+        before the failing chunk are kept, nothing after them, the header is rewritten so the
+        file is a valid log of what was kept, and the error propagates. Blocks still open before
+        the call are kept whatever happens.
+        """
+        if self._fd < 0:
+            raise ClosedError("put_many() on a closed LogWriter; open it again with "
+                              "LogWriter.append")
+        check_parallelism(parallelism, threshold)
+        source, above_threshold = entry_chunks(items, threshold)
+        bulk = BulkAppend(self._codec, self._block_size, self._block, self._block_entries)
+        taken = False
+        try:
+            for commit in bulk.commits(source, parallelism if above_threshold else 1):
+                if not taken:  # the first commit holds the open block, if there was one
+                    self._block.clear()
+                    self._block_entries = 0
+                    taken = True
+                self._commit(commit.data, commit.stats, commit.max_entries_per_block)
+        except BaseException:
+            with contextlib.suppress(OSError):  # the header on disk stays valid either way
+                self.flush()
+            raise
+        tail = bulk.open_block
+        self._block[:] = tail.data
+        self._block_entries = tail.started
+        self._commit(b"", tail.stats, 0)
+
     def delete(self, key):
         """Append a DELETE of ``key``.
 
@@ -291,14 +331,31 @@ class LogWriter:
         if len(pending) >= WRITE_CHUNK_BYTES:
             self._drain()
 
+    def _commit(self, data, stats, max_entries_per_block):
+        """Append encoded output (whole entries or blocks) and count the entries it holds."""
+        if len(data) >= WRITE_CHUNK_BYTES:
+            self._drain()
+            self._write_at_end(data)
+        else:
+            self._pending += memoryview(data)
+            if len(self._pending) >= WRITE_CHUNK_BYTES:
+                self._drain()
+        self._num_puts += stats.puts
+        self._put_size += stats.put_size
+        self._max_key_len = max(self._max_key_len, stats.max_key_len)
+        self._max_value_len = max(self._max_value_len, stats.max_value_len)
+        self._max_entries_per_block = max(self._max_entries_per_block, max_entries_per_block)
+
     def _drain(self):
         """Write pending output at the end of the file (past the header's data_end until flush)."""
-        pending = self._pending
-        if pending:
-            view = memoryview(pending)
-            written = 0
-            while written < len(view):
-                written += os.pwrite(self._fd, view[written:], self._file_end + written)
-            view.release()
-            self._file_end += len(pending)
-            pending.clear()
+        if self._pending:
+            self._write_at_end(self._pending)
+            self._pending.clear()
+
+    def _write_at_end(self, data):
+        view = memoryview(data).cast("B")
+        written = 0
+        while written < len(view):
+            written += os.pwrite(self._fd, view[written:], self._file_end + written)
+        view.release()
+        self._file_end += written

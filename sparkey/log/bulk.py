@@ -1,0 +1,253 @@
+"""The engine of ``LogWriter.put_many``: PUTs framed and compressed chunk by chunk, on threads.
+
+The entries arrive as chunks (row ranges of two columns, or runs of ``(key, value)`` pairs).
+Each chunk goes through three steps::
+
+    worker:  pack keys and values, frame the entries (sparkey.log.framing.frame_puts)
+    caller:  cut the chunk's entry stream into blocks (BlockCutter), in chunk order
+    worker:  compress the closed blocks and prefix each with VLQ(compressed length)
+
+and the caller hands the results on as ``Commit`` objects in log order, each ending on an entry
+boundary. Uncompressed logs skip the last two steps. Block boundaries depend only on entry
+sizes, so the output is byte for byte the output of ``LogWriter.put`` called entry by entry,
+whatever the number of workers and the chunking.
+
+Why threads: numpy copies and the snappy and zstd compressors release the GIL, and the
+remaining Python work is per block and per chunk, never per entry; chunks of about
+``TARGET_CHUNK_BYTES`` stay in the CPU cache between the steps. Measurements and the process
+alternatives that lost are in docs/parallel-writes.md. With one worker the same steps run in
+the caller's thread, with no pool.
+
+At most ``2 * workers + 1`` chunks are in flight, so memory stays a few chunks whatever the
+batch size.
+"""
+
+import collections
+import concurrent.futures
+import dataclasses
+import itertools
+from collections.abc import Mapping
+
+import numpy as np
+
+from sparkey.format import vlq_encode
+from sparkey.log.framing import BlockCutter, frame_puts
+from sparkey.packed import PackedBytes, as_column
+
+PARALLEL_THRESHOLD = 20_000
+"""Default ``threshold`` of put_many: smaller batches are written without a thread pool."""
+FIRST_CHUNK_ROWS = 1024
+TARGET_CHUNK_BYTES = 1 << 20
+MAX_CHUNK_ROWS = 1 << 16
+
+
+@dataclasses.dataclass(frozen=True)
+class EntryStats:
+    """Header counters of a run of PUT entries."""
+
+    puts: int = 0
+    put_size: int = 0
+    max_key_len: int = 0
+    max_value_len: int = 0
+
+    @classmethod
+    def of(cls, framed, start, stop):
+        if start >= stop:
+            return cls()
+        sizes = framed.sizes[start:stop]
+        return cls(stop - start, int(sizes.sum()), int(framed.key_lengths[start:stop].max()),
+                   int(framed.value_lengths[start:stop].max()))
+
+    def __add__(self, other):
+        return EntryStats(self.puts + other.puts, self.put_size + other.put_size,
+                          max(self.max_key_len, other.max_key_len),
+                          max(self.max_value_len, other.max_value_len))
+
+
+@dataclasses.dataclass(frozen=True)
+class Commit:
+    """Bytes to append to the log body and the counters of the entries they complete.
+
+    ``data`` is whole blocks (compressed logs) or whole entries (NONE), so a log cut after any
+    commit is valid. ``max_entries_per_block`` is 0 for NONE.
+    """
+
+    data: object
+    stats: EntryStats
+    max_entries_per_block: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class OpenBlock:
+    """The block left open after the last entry: its bytes, the entries starting in it, and
+    the counters of those of them that the bulk write added."""
+
+    data: bytes
+    started: int
+    stats: EntryStats
+
+
+def check_parallelism(parallelism, threshold):
+    for name, value, low in (("parallelism", parallelism, 1), ("threshold", threshold, 0)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < low:
+            raise ValueError(f"{name} must be an int >= {low}, not {value!r}")
+
+
+def entry_chunks(items, threshold):
+    """``(source, count)``: a chunk source for ``items`` and whether it reaches ``threshold``.
+
+    ``items`` is a tuple ``(keys, values)`` of two columns (sequences of byte strings, numpy
+    arrays of bytes, PackedBytes or lazy columns, see ``sparkey.packed``), a mapping, or an
+    iterable of ``(key, value)`` pairs (read ``threshold`` pairs ahead to decide).
+    """
+    if isinstance(items, tuple) and len(items) == 2 and not any(
+            isinstance(column, (tuple, bytes, bytearray, memoryview, str)) for column in items):
+        keys, values = as_column(items[0], "key"), as_column(items[1], "value")
+        if len(keys) != len(values):
+            raise ValueError(f"put_many got {len(keys)} keys but {len(values)} values")
+        return _ColumnChunks(keys, values), len(keys) >= threshold
+    if isinstance(items, Mapping):
+        items = items.items()
+    if hasattr(items, "__len__"):
+        return _PairChunks(iter(items)), len(items) >= threshold
+    iterator = iter(items)
+    head = list(itertools.islice(iterator, threshold))
+    return _PairChunks(itertools.chain(head, iterator)), len(head) >= threshold
+
+
+class _ColumnChunks:
+    """Row ranges of two columns; packing runs in the worker."""
+
+    def __init__(self, keys, values):
+        self._keys, self._values = keys, values
+        self._next = 0
+
+    def take(self, rows):
+        start = self._next
+        if start >= len(self._keys):
+            return None
+        stop = self._next = min(len(self._keys), start + rows)
+        keys, values = self._keys, self._values
+        return lambda: frame_puts(keys.pack(start, stop), values.pack(start, stop))
+
+
+class _PairChunks:
+    """Runs of ``(key, value)`` pairs read by the caller; packing runs in the worker."""
+
+    def __init__(self, iterator):
+        self._iterator = iterator
+
+    def take(self, rows):
+        batch = list(itertools.islice(self._iterator, rows))
+        if not batch:
+            return None
+        try:
+            keys, values = zip(*batch)
+        except ValueError:
+            raise ValueError("put_many items must be (key, value) pairs") from None
+        return lambda: frame_puts(PackedBytes.from_sequence(keys, "key"),
+                                  PackedBytes.from_sequence(values, "value"))
+
+
+class _InlineExecutor:
+    """Runs each task at once in the caller's thread (the one-worker path)."""
+
+    @staticmethod
+    def submit(function, *args):
+        future = concurrent.futures.Future()
+        try:
+            future.set_result(function(*args))
+        except BaseException as exc:  # delivered by result(), like a pool's future
+            future.set_exception(exc)
+        return future
+
+    @staticmethod
+    def shutdown(wait=True, cancel_futures=False):
+        pass
+
+
+def encode_blocks(codec, carry, stream, ends):
+    """``VLQ(len) payload`` of each closed block; the first one starts with ``carry``."""
+    view = memoryview(stream)
+    parts = []
+    start = 0
+    for end in ends:
+        block = view[start:end]
+        if carry and not parts:
+            block = carry + block
+        payload = codec.compress(block)
+        parts.append(vlq_encode(len(payload)))
+        parts.append(payload)
+        start = end
+    return b"".join(parts)
+
+
+class BulkAppend:
+    """One bulk write: ``commits()`` yields Commit objects in log order, then ``open_block``
+    holds the block left open (compressed logs) for the writer to continue."""
+
+    def __init__(self, codec, block_size, open_block=b"", open_started=0):
+        self._codec = codec
+        self._cutter = None if codec is None else BlockCutter(block_size, len(open_block),
+                                                              open_started)
+        self._carry = bytes(open_block)
+        self._carry_stats = EntryStats()
+        self.open_block = None
+
+    def commits(self, source, workers):
+        """Frame (and compress) every chunk of ``source`` on ``workers`` threads.
+
+        A failure in any step propagates from here at its place in log order, after the
+        commits before it; the pool is shut down (running tasks finish, queued ones are
+        cancelled) however the iteration ends.
+        """
+        pool = (_InlineExecutor() if workers == 1
+                else concurrent.futures.ThreadPoolExecutor(workers, "sparkey-put-many"))
+        window = 2 * workers + 1
+        framing = collections.deque()
+        encoding = collections.deque()  # (future of block bytes, stats, max entries per block)
+        rows = FIRST_CHUNK_ROWS
+        exhausted = False
+        try:
+            while True:
+                while not exhausted and len(framing) + len(encoding) < window:
+                    job = source.take(rows)
+                    if job is None:
+                        exhausted = True
+                    else:
+                        framing.append(pool.submit(job))
+                if not framing:
+                    break
+                framed = framing.popleft().result()
+                if len(framed):
+                    rows = min(MAX_CHUNK_ROWS, max(1, TARGET_CHUNK_BYTES * len(framed)
+                                                   // max(1, len(framed.stream))))
+                if self._codec is None:
+                    yield Commit(framed.stream, EntryStats.of(framed, 0, len(framed)))
+                    continue
+                encoding.extend(self._cut(pool, framed))
+                while encoding and (encoding[0][0].done() or len(encoding) >= window):
+                    future, stats, most = encoding.popleft()
+                    yield Commit(future.result(), stats, most)
+            while encoding:
+                future, stats, most = encoding.popleft()
+                yield Commit(future.result(), stats, most)
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+        self.open_block = OpenBlock(self._carry, 0 if self._cutter is None else
+                                    self._cutter.started, self._carry_stats)
+
+    def _cut(self, pool, framed):
+        """Close the blocks ``framed`` completes; submit their compression; carry the rest."""
+        carried = self._cutter.started
+        ends, started = self._cutter.cut(framed.sizes, framed.header_sizes)
+        if not ends:
+            self._carry += framed.stream.tobytes()
+            self._carry_stats += EntryStats.of(framed, 0, len(framed))
+            return []
+        done = sum(started) - carried
+        stats = self._carry_stats + EntryStats.of(framed, 0, done)
+        future = pool.submit(encode_blocks, self._codec, self._carry, framed.stream, ends)
+        self._carry = framed.stream[ends[-1]:].tobytes()
+        self._carry_stats = EntryStats.of(framed, done, len(framed))
+        return [(future, stats, max(started))]

@@ -1,0 +1,170 @@
+"""``PackedBytes``: a column of byte strings as one buffer plus offsets (pure layer, no IO).
+
+The bulk write path (``Writer.put_many``) works on columns rather than on one ``bytes`` object
+per entry. String ``i`` of a column is ``data[offsets[i]:offsets[i + 1]]``, the layout of Apache
+Arrow's binary arrays; ``offsets`` holds ``len + 1`` non-decreasing positions and need not start
+at 0, so a row range of a column is a view, not a copy.
+
+A column may also be *lazy*: any object with ``__len__`` and ``pack(start, stop)`` returning a
+PackedBytes of its rows ``start`` to ``stop - 1``. ``put_many`` calls ``pack`` from its worker
+threads, concurrently, on disjoint row ranges, so ``pack`` must not mutate shared state (a
+function of the row range is). This is how records are encoded into values chunk by chunk, in
+parallel, with numpy, instead of one Python call per record.
+
+``copy_rows`` is the vectorized copy of variable-length rows to arbitrary offsets that framing
+(``sparkey.log.framing``) and record encoders share.
+"""
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from sparkey.format import entry_bytes
+
+_EXACT_GROUPS_LIMIT = 8
+"""``copy_rows`` groups rows by exact length when a batch has at most this many distinct
+lengths (a uniform column is one group); beyond that, by the bits of the length."""
+
+
+class PackedBytes:
+    """``len(offsets) - 1`` byte strings stored in ``data`` (a 1-D uint8 array).
+
+    The column owns neither buffer exclusively: ``pack`` and ``from_rows`` return views, so do
+    not write into a buffer while a PackedBytes of it is in use. Thread safety: read-only, so it
+    can be shared between threads.
+    """
+
+    __slots__ = ("data", "offsets")
+
+    def __init__(self, data, offsets):
+        """Wrap ``data`` (bytes-like or uint8 array) and ``offsets`` (integers, len + 1)."""
+        if isinstance(data, np.ndarray):
+            if data.dtype != np.uint8 or data.ndim != 1:
+                raise TypeError(f"PackedBytes data must be a 1-D uint8 array, not {data.dtype} "
+                                f"with {data.ndim} dimensions")
+        else:
+            data = np.frombuffer(data, dtype=np.uint8)
+        offsets = np.asarray(offsets)
+        if offsets.ndim != 1 or not len(offsets) or offsets.dtype.kind not in "iu":
+            raise ValueError("PackedBytes offsets must be a non-empty 1-D integer array "
+                             "(len(column) + 1 positions)")
+        offsets = offsets.astype(np.int64, copy=False)
+        if offsets[0] < 0 or offsets[-1] > len(data) or np.any(offsets[1:] < offsets[:-1]):
+            raise ValueError(f"PackedBytes offsets must be non-decreasing and within the "
+                             f"{len(data)} bytes of data")
+        self.data = data
+        self.offsets = offsets
+
+    @classmethod
+    def from_sequence(cls, items, role="value"):
+        """Pack a sequence of ``bytes``/``bytearray``/``memoryview``/``str`` (UTF-8).
+
+        Raises EntryTypeError for other types, naming ``role`` (``"key"`` or ``"value"``).
+        """
+        kinds = set(map(type, items))
+        if not kinds <= {bytes, bytearray}:
+            items = [entry_bytes(item, role) for item in items]
+        lengths = np.fromiter(map(len, items), dtype=np.int64, count=len(items))
+        offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        return cls(b"".join(items), offsets)
+
+    @classmethod
+    def from_rows(cls, rows):
+        """A column of the rows of a 2-D uint8 array, all ``rows.shape[1]`` bytes long."""
+        rows = np.ascontiguousarray(rows, dtype=np.uint8)
+        count, width = rows.shape
+        return cls(rows.reshape(-1), np.arange(count + 1, dtype=np.int64) * width)
+
+    def __len__(self):
+        return len(self.offsets) - 1
+
+    def __getitem__(self, i):
+        """String ``i`` as ``bytes``."""
+        if not -len(self) <= i < len(self):
+            raise IndexError(f"row {i} of a column of {len(self)}")
+        i %= len(self)
+        return self.data[self.offsets[i]:self.offsets[i + 1]].tobytes()
+
+    def __iter__(self):
+        data = self.data
+        bounds = self.offsets.tolist()
+        return (data[a:b].tobytes() for a, b in zip(bounds, bounds[1:]))
+
+    @property
+    def lengths(self):
+        """Length of every string (int64 array)."""
+        return np.diff(self.offsets)
+
+    def pack(self, start, stop):
+        """Rows ``start`` to ``stop - 1`` as a PackedBytes sharing this one's data."""
+        return PackedBytes(self.data, self.offsets[start:stop + 1])
+
+    def __repr__(self):
+        return f"<sparkey.PackedBytes {len(self)} strings, {self.offsets[-1] - self.offsets[0]} bytes>"
+
+
+class SequenceColumn:
+    """Adapts a sequence of bytes-likes/str to the lazy column protocol (``pack`` per range)."""
+
+    __slots__ = ("items", "role")
+
+    def __init__(self, items, role):
+        self.items = items
+        self.role = role
+
+    def __len__(self):
+        return len(self.items)
+
+    def pack(self, start, stop):
+        return PackedBytes.from_sequence(self.items[start:stop], self.role)
+
+
+def as_column(column, role):
+    """``column`` as an object with ``__len__`` and ``pack``: lazy columns and PackedBytes as they
+    are, numpy arrays of bytes/str and other sequences through SequenceColumn."""
+    if hasattr(column, "pack") and hasattr(column, "__len__"):
+        return column
+    if isinstance(column, np.ndarray):
+        column = column.tolist()
+    if isinstance(column, (bytes, bytearray, memoryview, str)) or not hasattr(column, "__len__"):
+        raise TypeError(f"{role}s must be a sequence of byte strings, a PackedBytes or an object "
+                        f"with pack(start, stop), not {type(column).__name__}")
+    return SequenceColumn(column, role)
+
+
+def _windows(buffer, width):
+    """Every ``width``-byte window of a 1-D uint8 array as the rows of an overlapping 2-D view."""
+    step = buffer.strides[0]
+    return as_strided(buffer, shape=(len(buffer) - width + 1, width), strides=(step, step))
+
+
+def copy_rows(out, destinations, source, starts, lengths):
+    """``out[destinations[i]:][:lengths[i]] = source[starts[i]:][:lengths[i]]`` for every ``i``.
+
+    ``out`` and ``source`` are 1-D uint8 arrays; the destination ranges must not overlap. Rows
+    of one length are moved by one fancy-indexed copy between overlapping window views, so the
+    cost is a few numpy calls per distinct length, not per row: batches with many distinct
+    lengths are copied by the bits of the length instead (one group per bit, at an offset of the
+    higher bits), which bounds the calls by the bit length of the longest row. Example: rows of
+    5 and 7 bytes with many other lengths around them move as pieces of 4 (both), 2 (the 7)
+    and 1 (both) bytes. numpy releases the GIL inside the copies.
+    """
+    if not len(lengths):
+        return
+    distinct = np.unique(lengths)
+    if len(distinct) <= _EXACT_GROUPS_LIMIT:
+        if len(distinct) == 1:
+            groups = [(int(distinct[0]), slice(None))]
+        else:
+            groups = [(int(width), lengths == width) for width in distinct]
+        for width, rows in groups:
+            if width:
+                _windows(out, width)[destinations[rows]] = _windows(source, width)[starts[rows]]
+        return
+    for bit in range(int(distinct[-1]).bit_length()):
+        width = 1 << bit
+        rows = (lengths & width) != 0
+        if rows.any():
+            shift = lengths[rows] & ~((width << 1) - 1)
+            _windows(out, width)[destinations[rows] + shift] = (
+                _windows(source, width)[starts[rows] + shift])
