@@ -23,3 +23,18 @@ class CorruptionError(OffheapError, ValueError):
 
 class CodecUnavailableError(OffheapError, ImportError):
     """An optional compression library is not installed."""
+
+
+class LockedError(OffheapError, BlockingIOError):
+    """Another process holds the file in a way that excludes this open (a second writer,
+    or readers and a writer without transactions)."""
+
+
+class RecoveryPendingError(OffheapError, PermissionError):
+    """A committed transaction waits in the write-ahead log and this process may not write the
+    file to apply it; open the file once with write access."""
+
+
+class TransactionError(OffheapError, RuntimeError):
+    """A transaction operation the arena cannot perform: ``rollback()`` without
+    ``durability="commit"``, or a commit that could not be applied to the file."""

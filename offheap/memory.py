@@ -3,61 +3,85 @@
 An arena is a set of *extents*, each its own memory mapping: anonymous memory (``mmap(-1, n)``)
 or a page-aligned range of one file. Extents are never resized in place, because a mapping whose
 buffer is exported to numpy cannot be resized; a structure that grows allocates a larger extent,
-copies, and frees the old one. This module is the only one in offheap that maps memory or opens a
-file for a collection.
+copies, and frees the old one. This module is the only one in offheap that maps memory.
 
-Accounting is exact: ``reserved_bytes`` is the header plus the mapped size of every live extent,
-``used_bytes`` the sum of the payload sizes callers asked for. ``limit_bytes`` bounds
-``reserved_bytes``: :meth:`Arena.allocate` raises :class:`CapacityError` *before* mapping anything
-that would cross it, the analogue of Java's ``-XX:MaxDirectMemorySize``.
+Accounting is exact: ``reserved_bytes`` is the header, the checksum extent of a file arena and
+the mapped size of every live extent; ``used_bytes`` the sum of the payload sizes callers asked
+for. ``limit_bytes`` bounds ``reserved_bytes``: :meth:`Arena.allocate` raises
+:class:`CapacityError` *before* mapping anything that would cross it, the analogue of Java's
+``-XX:MaxDirectMemorySize``.
 
-File layout (all integers little-endian)::
+File arenas. The format (header, extent tags, page checksums) is specified in
+:mod:`offheap.arenaformat`. The *root blob* is a small byte string owned by the layer directly
+above (the record store, or a standalone hash map): where its own metadata lives. Free extents
+are found again on open by walking the tags; a free extent at the end of the file is cut off.
+Two durability modes:
 
-    offset 0, HEADER_BYTES (4096) bytes: the header
-        0   8s  magic  b"OFFHEAP\\x01"
-        8   u32 format version (1)
-        12  u32 crc32 of bytes 16..4095 of the header
-        16  u64 file size the header describes (extents end there)
-        24  u64 root extent offset (0: the root blob is inline, below)
-        32  u32 root blob length
-        36  ... root blob, inline when it fits in the header
-    then extents, back to back, each a multiple of PAGE_BYTES, each starting with a tag:
-        0   8s  magic b"OHEXTENT"
-        8   u64 extent size in bytes (tag included)
-        16  u64 payload bytes requested by the caller (0 for a free extent)
-        24  u32 state: 1 live, 2 free
-        28  u32 crc32 of tag bytes 0..27
-    the payload follows the tag at offset TAG_BYTES (64), so it is 64-byte aligned.
+- ``durability="commit"`` (the default): extents are mapped ``MAP_PRIVATE``, so nothing reaches
+  the file until :meth:`Arena.commit`. A commit finds the pages this process wrote (see
+  :mod:`offheap.dirtypages`), writes them with the new tags, checksums and header as one record of
+  ``PATH-wal`` and syncs it (the commit point, :mod:`offheap.wal`), copies them into the file
+  under the checkpoint lock, syncs, empties the log and drops the private copies. Space freed
+  during a transaction stays untouched until the commit that frees it (it is live in the
+  committed file), and every file change made before the commit point touches only space free
+  in the committed file, so a crash at any moment reopens as the last commit.
+  :meth:`Arena.rollback` returns to the last commit. :meth:`Arena.close` does not commit.
+- ``durability="none"``: extents are mapped ``MAP_SHARED`` and every write reaches the file at
+  the kernel's pace. The header's "open for writing" flag is set while a writer has the file and
+  cleared, with every page checksum recomputed, by :meth:`Arena.close`; a file found with the
+  flag set did not close cleanly and opens only with ``recover=True``.
 
-The *root blob* is a small byte string owned by the layer directly above the arena (the record
-store, or a standalone hash map): where its own metadata lives. Free extents of a file arena are
-found again on open by walking the tags; a free extent at the end of the file is cut off.
+Sharing between processes (:mod:`offheap.filelocks`): one writer at a time; read-only openers map
+``MAP_SHARED`` read-only and do their reads inside :meth:`Arena.read_section`, which excludes a
+commit being applied and picks up the commits made since. Readers and a writer share a file only
+with ``durability="commit"``. While readers exist the writer never makes the file shorter: it
+punches holes into space it frees instead (:mod:`offheap.fileholes`).
 
 Thread safety: none; the owner of an arena serializes access to it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import mmap
 import os
-import struct
 import zlib
 from dataclasses import dataclass
 
 import numpy as np
 
-from offheap.errors import CapacityError, ClosedError, CorruptionError
+from offheap import filelocks, wal
+from offheap.arenaformat import (
+    CHECKSUMS,
+    FREE,
+    HEADER_BYTES,
+    INLINE_ROOT_BYTES,
+    LIVE,
+    PAGE_BYTES,
+    TAG_BYTES,
+    Header,
+    encode_header,
+    encode_tag,
+    parse_header,
+    parse_tag,
+)
+from offheap.dirtypages import Pagemap, differing_pages
+from offheap.errors import (
+    CapacityError,
+    ClosedError,
+    CorruptionError,
+    LockedError,
+    RecoveryPendingError,
+    TransactionError,
+)
+from offheap.fileholes import punch_hole, zero_range
+from offheap.freespace import FreeSpace, cut_tail
+from offheap.pagecrc import ZERO_PAGE_CRC, ChecksumTable, extent_bytes_for, page_crcs
 
-PAGE_BYTES = mmap.PAGESIZE
-HEADER_BYTES = 4096
-TAG_BYTES = 64
-MAGIC = b"OFFHEAP\x01"
-FORMAT_VERSION = 1
-_HEADER = struct.Struct("<8sIIQQI")
-_TAG = struct.Struct("<8sQQI")
-_TAG_MAGIC = b"OHEXTENT"
-_LIVE, _FREE = 1, 2
-_INLINE_ROOT_BYTES = HEADER_BYTES - _HEADER.size
+DURABILITIES = ("commit", "none")
+_VERIFY_CHUNK_BYTES = 8 << 20
+_ZERO_PAGE = bytes(PAGE_BYTES)
 
 
 def _round_to_pages(nbytes: int) -> int:
@@ -75,13 +99,81 @@ def format_bytes(nbytes: float) -> str:
 
 @dataclass(frozen=True)
 class ArenaStats:
-    """A snapshot of an arena's accounting."""
+    """A snapshot of an arena's accounting.
+
+    ``free_bytes``: free extents of a file (including space freed since the last commit);
+    ``live_bytes``: live extents, tags included; ``file_bytes``: the file's size;
+    ``disk_bytes``: the blocks it occupies on disk (less than ``file_bytes`` where holes are).
+    """
 
     reserved_bytes: int
     used_bytes: int
     free_bytes: int
     n_extents: int
     limit_bytes: int | None
+    file_bytes: int = 0
+    live_bytes: int = 0
+    disk_bytes: int = 0
+
+
+@dataclass(frozen=True)
+class _FileState:
+    """Everything a file arena reads from its file on open (and a reader on reload)."""
+
+    generation: int
+    end: int
+    sizes: dict[int, int]
+    payload: dict[int, int]
+    free: dict[int, int]
+    table: ChecksumTable
+    table_offset: int
+    root: bytes
+    root_offset: int
+
+
+def _address_of(mm: mmap.mmap) -> int:
+    """The virtual address of a writable mapping."""
+    anchor = (ctypes.c_char * 1).from_buffer(mm)
+    try:
+        return ctypes.addressof(anchor)
+    finally:
+        del anchor
+
+
+def _open_pagemap() -> Pagemap | None:
+    """This process's pagemap if it reports written private pages correctly, else None.
+
+    Checked on a two-page private anonymous mapping with only its first page written.
+    """
+    pagemap = Pagemap.open()
+    if pagemap is None:
+        return None
+    probe = mmap.mmap(-1, 2 * PAGE_BYTES, flags=mmap.MAP_PRIVATE)
+    try:
+        probe[0] = 1
+        works = pagemap.written_pages(_address_of(probe), 2).tolist() == [True, False]
+    except OSError:
+        works = False
+    finally:
+        probe.close()
+    if not works:
+        pagemap.close()
+        return None
+    return pagemap
+
+
+def _page_runs(mask: np.ndarray) -> list[tuple[int, int]]:
+    """``(first, count)`` of every run of True in ``mask``."""
+    edges = np.flatnonzero(np.diff(np.concatenate(([0], mask.astype(np.int8), [0]))))
+    return [(int(start), int(stop - start)) for start, stop in zip(edges[::2], edges[1::2])]
+
+
+def _fsync_directory(path: str) -> None:
+    fd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 class Arena:
@@ -90,25 +182,42 @@ class Arena:
     Build one with :meth:`anonymous` or :meth:`file`. An extent is named by its ``offset``
     (its position in the file, or a unique number for anonymous memory); owners keep offsets in
     their metadata and ask for views with :meth:`view` or :meth:`array`. Views returned here point
-    into the mapping: the owner must drop them before :meth:`free` of that extent. :meth:`close`
-    unmaps every extent whose buffer is no longer exported; one still exported (a zero-copy view a
-    user asked for) stays mapped until its last view is gone, so a stale view never faults.
+    into the mapping: the owner must drop them before :meth:`free` of that extent, and before
+    :meth:`rollback` or a :meth:`read_section` that reports a change. :meth:`close` unmaps every
+    extent whose buffer is no longer exported; one still exported (a zero-copy view a user asked
+    for) stays mapped until its last view is gone, so a stale view never faults.
     """
 
-    def __init__(self, *, path: str | None, limit_bytes: int | None, readonly: bool) -> None:
+    def __init__(self, *, path: str | None, limit_bytes: int | None, readonly: bool,
+                 durability: str | None = None) -> None:
         if limit_bytes is not None and limit_bytes < HEADER_BYTES:
             raise ValueError(f"limit_bytes must be at least {HEADER_BYTES}, got {limit_bytes}")
         self.path = path
         self.limit_bytes = limit_bytes
         self.readonly = readonly
+        self.durability = durability  # None for anonymous memory
         self._fd: int | None = None
+        self._log_fd: int | None = None
+        self._pagemap: Pagemap | None = None
         self._maps: dict[int, mmap.mmap] = {}
+        self._addresses: dict[int, int] = {}  # extent offset -> address of its private mapping
         self._sizes: dict[int, int] = {}  # live extent offset -> extent size
         self._payload: dict[int, int] = {}  # live extent offset -> payload bytes requested
-        self._free: dict[int, int] = {}  # free extent offset -> size (file arenas only)
-        self._end = HEADER_BYTES  # next offset to hand out (the file size for file arenas)
+        self._space = FreeSpace()
+        self._end = HEADER_BYTES  # next offset to hand out (where the file's extents end)
+        self._file_bytes = 0  # the file's size; past _end it reads as zeros
+        self._table: ChecksumTable | None = None
+        self._table_offset = 0
         self._root = b""
         self._root_offset = 0
+        self._generation = 0
+        self._recover = False
+        self._committed: _FileState | None = None  # commit mode: what rollback returns to
+        self._new: set[int] = set()  # extents allocated since the last commit
+        self._zeroed: list[tuple[int, int]] = []  # file ranges zeroed since the last commit
+        self._structure_changed = False  # allocations, frees or root since the last commit
+        self._broken: str | None = None
+        self._read_depth = 0
         self._closed = False
 
     # -- construction -------------------------------------------------------------------------
@@ -120,29 +229,33 @@ class Arena:
 
     @classmethod
     def file(cls, path: str | os.PathLike, *, limit_bytes: int | None = None,
-             readonly: bool = False, create: bool | None = None) -> Arena:
+             readonly: bool = False, create: bool | None = None, durability: str = "commit",
+             verify: bool = True, recover: bool = False) -> Arena:
         """Open the arena stored in ``path``, or create it (``create=None``: if it is missing).
 
-        Raises :class:`CorruptionError` when the file is not an offheap arena or is damaged.
+        ``verify`` checks every live page against its checksum: O(file), about 1 s per GiB.
+        ``recover`` opens a file that was not closed cleanly and skips the checksum checks, to
+        read what is there (a writer opened so rewrites every checksum). Raises
+        :class:`CorruptionError` when the file is not an offheap arena or is damaged,
+        :class:`LockedError` when another process's open excludes this one.
         """
         path = os.fspath(path)
+        if durability not in DURABILITIES:
+            raise ValueError(f"durability must be one of {DURABILITIES}, got {durability!r}")
         exists = os.path.exists(path) and os.path.getsize(path) > 0
         if create is None:
             create = not exists
         if create and readonly:
             raise ValueError(f"cannot create {path!r} read-only")
-        arena = cls(path=path, limit_bytes=limit_bytes, readonly=readonly)
-        flags = os.O_RDONLY if readonly else os.O_RDWR | (os.O_CREAT | os.O_TRUNC if create else 0)
-        arena._fd = os.open(path, flags, 0o644)
+        arena = cls(path=path, limit_bytes=limit_bytes, readonly=readonly, durability=durability)
+        arena._recover = recover
         try:
-            if create:
-                os.ftruncate(arena._fd, HEADER_BYTES)
-                arena._write_header()
+            if readonly:
+                arena._open_reader(verify and not recover)
             else:
-                arena._load()
+                arena._open_writer(create, verify and not recover)
         except BaseException:
-            os.close(arena._fd)
-            arena._fd = None
+            arena._release_files()
             raise
         return arena
 
@@ -158,37 +271,65 @@ class Arena:
         if nbytes < 0:
             raise ValueError(f"nbytes must be >= 0, got {nbytes}")
         size = _round_to_pages(nbytes + TAG_BYTES)
-        reserved = self.reserved_bytes
-        if self.limit_bytes is not None and reserved + size > self.limit_bytes:
-            raise CapacityError(
-                f"arena limit of {format_bytes(self.limit_bytes)} reached: "
-                f"{format_bytes(reserved)} reserved, {format_bytes(size)} more needed; "
-                f"pass a larger limit=, delete entries, or use compression")
-        offset = self._take_free(size) if self._fd is not None else None
+        if self._fd is None:
+            self._check_limit(size)
+            offset = self._end
+            self._register(offset, size, nbytes, mmap.mmap(-1, size))
+            self._end += size
+            return offset
+        offset = self._space.first_fit(size)
+        end = self._end if offset is not None else self._end + size
+        table_bytes = self._table_growth(end)
+        self._check_limit(size + (table_bytes - self._table.extent_bytes if table_bytes else 0))
+        self._grow_file(end + table_bytes)
         if offset is None:
             offset = self._end
-            if self._fd is not None:
-                os.ftruncate(self._fd, offset + size)
-            self._end += size
-        mm = self._map(offset, size)
-        self._sizes[offset] = size
-        self._payload[offset] = nbytes
-        self._maps[offset] = mm
-        self._write_tag(offset, size, nbytes, _LIVE)
+            mm = self._map(offset, size)
+            self._end = end
+        else:
+            mm = self._map(offset, size)
+            try:
+                self._zero_reused(offset, size, mm)
+            except BaseException:
+                self._unmap(offset, mm)
+                raise
+            remainder = self._space.take(offset, size)
+            if remainder and self.durability == "none":
+                self._write_free_tag(*remainder)
+        mm[:TAG_BYTES] = encode_tag(size, nbytes, LIVE)
+        self._register(offset, size, nbytes, mm)
+        if table_bytes:
+            self._move_table(table_bytes)
+        self._new.add(offset)
+        self._structure_changed = True
         return offset
 
     def free(self, offset: int) -> None:
-        """Unmap extent ``offset`` and give its memory back (anonymous) or mark it free (file)."""
+        """Unmap extent ``offset`` and give its memory back (anonymous) or mark it free (file).
+
+        With ``durability="commit"`` the space becomes reusable after the next commit.
+        """
         self._check_writable()
+        if offset not in self._sizes:
+            raise KeyError(f"no live extent at offset {offset}")
+        mm = self._maps.pop(offset, None)
+        if mm is not None:
+            try:
+                mm.close()
+            except BufferError:
+                self._maps[offset] = mm
+                raise
+        self._addresses.pop(offset, None)
         size = self._sizes.pop(offset)
         del self._payload[offset]
-        mm = self._maps.pop(offset)
+        self._new.discard(offset)
+        self._structure_changed = True
         if self._fd is None:
-            mm.close()
             return
-        self._write_tag_into(mm, size, 0, _FREE)
-        mm.close()
-        self._release_file_range(offset, size)
+        if self.durability == "commit":
+            self._space.defer(offset, size)
+        else:
+            self._release_now(offset, size)
 
     # -- access -------------------------------------------------------------------------------
 
@@ -214,7 +355,7 @@ class Arena:
 
     @property
     def root(self) -> bytes:
-        """The owner's metadata blob (persisted by :meth:`flush` in file arenas)."""
+        """The owner's metadata blob (persisted by :meth:`commit`/:meth:`flush` in file arenas)."""
         self._check_open()
         return self._root
 
@@ -222,27 +363,139 @@ class Arena:
         """Replace the root blob; a large one is kept in an extent of its own."""
         self._check_writable()
         blob = bytes(blob)
-        if self._root_offset:
-            self.free(self._root_offset)
-            self._root_offset = 0
-        if len(blob) > _INLINE_ROOT_BYTES:
-            self._root_offset = self.allocate(len(blob))
-            self.view(self._root_offset)[: len(blob)] = blob
-        self._root = blob
+        if blob == self._root:
+            return
+        new_offset = 0
+        if len(blob) > INLINE_ROOT_BYTES:
+            new_offset = self.allocate(len(blob))
+            with self.view(new_offset) as view:
+                view[: len(blob)] = blob
+        old_offset = self._root_offset
+        self._root, self._root_offset = blob, new_offset
+        self._structure_changed = True
+        if old_offset:
+            self.free(old_offset)
+
+    # -- transactions -------------------------------------------------------------------------
+
+    @property
+    def generation(self) -> int:
+        """The file's generation as this arena last committed or loaded it (+1 per commit)."""
+        return self._generation
+
+    def commit(self) -> None:
+        """Make every change since the last commit durable at once (``durability="commit"``).
+
+        Cost: finding written pages, O(mapped bytes / 512); then the changed pages are written
+        twice (log and file) with two fsyncs. Returns at once when nothing changed. Without
+        transactions it is :meth:`flush`; on anonymous memory it does nothing.
+        """
+        self._check_writable()
+        if self._fd is None:
+            return
+        if self.durability == "none":
+            self.flush()
+            return
+        runs = self._written_page_runs()
+        if not runs and not self._structure_changed:
+            return
+        writes: list[tuple[int, object]] = []
+        try:
+            self._commit(runs, writes)
+        finally:
+            for _, data in writes:
+                if isinstance(data, memoryview):
+                    data.release()
+
+    def rollback(self) -> None:
+        """Drop every change since the last commit; the extents, root and file are as committed.
+
+        Owners must drop their views first and re-read their state from :attr:`root` after.
+        """
+        self._check_writable()
+        if self.durability != "commit":
+            raise TransactionError(
+                f"rollback() needs durability='commit'; this arena "
+                f"({self.path or 'anonymous memory'}) has no transactions")
+        committed = self._committed
+        for offset, mm in list(self._maps.items()):
+            if committed.sizes.get(offset) == len(mm):
+                mm.madvise(mmap.MADV_DONTNEED)
+            else:
+                self._unmap(offset, mm)
+        self._install(committed)
+        self._new.clear()
+        self._zeroed.clear()
+        self._structure_changed = False
+
+    @contextlib.contextmanager
+    def read_section(self):
+        """Context manager around a reader's operations; yields True when the file changed.
+
+        A read-only file arena takes the checkpoint lock shared, so no commit is applied while
+        the section runs, and reloads the extent table when another process committed since
+        the last section: then it yields True and the owner must drop its views and reload
+        its own state. Sections nest; elsewhere (writers, anonymous memory) it yields False.
+        """
+        self._check_open()
+        if not self.readonly or self._read_depth:
+            self._read_depth += 1
+            try:
+                yield False
+            finally:
+                self._read_depth -= 1
+            return
+        fd = self._fd
+        filelocks.lock(fd, filelocks.CHECKPOINT, exclusive=False)
+        self._read_depth += 1
+        try:
+            yield self._reload_if_moved()
+        finally:
+            self._read_depth -= 1
+            if not self._closed:
+                filelocks.unlock(fd, filelocks.CHECKPOINT)
+
+    def has_readers(self) -> bool:
+        """Whether read-only openers of this file exist now, in this or other processes."""
+        self._check_open()
+        return self._fd is not None and self._readers_present()
 
     # -- accounting ---------------------------------------------------------------------------
 
     @property
     def reserved_bytes(self) -> int:
-        return HEADER_BYTES + sum(self._sizes.values())
+        table = self._table.extent_bytes if self._table is not None else 0
+        return HEADER_BYTES + table + sum(self._sizes.values())
 
     @property
     def used_bytes(self) -> int:
         return sum(self._payload.values())
 
     def stats(self) -> ArenaStats:
-        return ArenaStats(self.reserved_bytes, self.used_bytes, sum(self._free.values()),
-                          len(self._sizes), self.limit_bytes)
+        file_bytes = disk_bytes = 0
+        if self._fd is not None:
+            st = os.fstat(self._fd)
+            file_bytes, disk_bytes = st.st_size, st.st_blocks * 512
+        return ArenaStats(self.reserved_bytes, self.used_bytes, self._space.total_bytes,
+                          len(self._sizes), self.limit_bytes, file_bytes,
+                          sum(self._sizes.values()), disk_bytes)
+
+    def _check(self) -> None:
+        """Assert the invariants: extents tile the file, accounting matches."""
+        assert self.used_bytes <= self.reserved_bytes
+        if self._fd is None:
+            return
+        extents = [(o, s) for o, s in self._sizes.items()]
+        extents += list(self._space.free.items()) + list(self._space.pending.items())
+        extents.append((self._table_offset, self._table.extent_bytes))
+        cursor = HEADER_BYTES
+        for offset, size in sorted(extents):
+            assert offset == cursor, f"extents do not tile the file at {cursor} (next {offset})"
+            cursor += size
+        assert cursor == self._end, (cursor, self._end)
+        assert self._table.capacity * PAGE_BYTES >= self._end
+        if not self.readonly:
+            assert os.fstat(self._fd).st_size == self._file_bytes >= self._end
 
     # -- lifetime -----------------------------------------------------------------------------
 
@@ -251,31 +504,42 @@ class Arena:
         return self._closed
 
     def flush(self) -> None:
-        """Write the header and push dirty pages of a file arena to the file (no-op if anonymous)."""
+        """Make the file arena's state durable: :meth:`commit` with transactions; without, write
+        the header and checksum extent and sync the mapped pages. No-op if anonymous/readonly."""
         self._check_open()
         if self._fd is None or self.readonly:
             return
-        self._write_header()
+        if self.durability == "commit":
+            self.commit()
+            return
         for mm in self._maps.values():
             mm.flush()
+        self._write_table_and_header(open_for_writing=True)
 
     def close(self) -> None:
-        """Flush (file arenas) and unmap; idempotent."""
+        """Unmap and release the file; idempotent.
+
+        With ``durability="commit"`` uncommitted changes are dropped, as in a crash; without,
+        every page checksum is recomputed (O(file)) and the file is marked closed cleanly.
+        """
         if self._closed:
             return
         try:
-            if self._fd is not None and not self.readonly:
-                self.flush()
+            if self._fd is not None and not self.readonly and self.durability == "none":
+                self._close_cleanly()
         finally:
-            for mm in self._maps.values():
-                try:
-                    mm.close()
-                except BufferError:
-                    pass  # a user still holds a zero-copy view: it unmaps when that view dies
-            self._maps.clear()
-            if self._fd is not None:
-                os.close(self._fd)
-                self._fd = None
+            all_unmapped = True
+            for offset, mm in list(self._maps.items()):
+                all_unmapped &= self._unmap(offset, mm)
+            if (self._fd is not None and not self.readonly and self.durability == "commit"
+                    and self._broken is None):
+                if all_unmapped and self._committed is not None:
+                    self._end = self._committed.end
+                    self._trim_file()
+                if self._log_fd is not None:
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(self._log_path)
+            self._release_files()
             self._closed = True
 
     def __enter__(self) -> Arena:
@@ -290,7 +554,7 @@ class Arena:
         state = "closed" if self._closed else f"{format_bytes(self.reserved_bytes)} reserved"
         return f"<Arena {where}: {state}, limit {limit}>"
 
-    # -- internals ----------------------------------------------------------------------------
+    # -- internals: checks and mappings -------------------------------------------------------
 
     def _check_open(self) -> None:
         if self._closed:
@@ -300,113 +564,476 @@ class Arena:
         self._check_open()
         if self.readonly:
             raise PermissionError(f"arena {self.path!r} was opened read-only")
+        if self._broken is not None:
+            raise TransactionError(self._broken)
+
+    def _check_limit(self, extra_bytes: int) -> None:
+        reserved = self.reserved_bytes
+        if self.limit_bytes is not None and reserved + extra_bytes > self.limit_bytes:
+            raise CapacityError(
+                f"arena limit of {format_bytes(self.limit_bytes)} reached: "
+                f"{format_bytes(reserved)} reserved, {format_bytes(extra_bytes)} more needed; "
+                f"pass a larger limit=, delete entries, or use compression")
+
+    @property
+    def _log_path(self) -> str:
+        return self.path + "-wal"
 
     def _map(self, offset: int, size: int) -> mmap.mmap:
-        if self._fd is None:
-            return mmap.mmap(-1, size)
-        access = mmap.ACCESS_READ if self.readonly else mmap.ACCESS_WRITE
-        return mmap.mmap(self._fd, size, offset=offset, access=access)
+        if self.readonly:
+            return mmap.mmap(self._fd, size, offset=offset, access=mmap.ACCESS_READ)
+        if self.durability == "none":
+            return mmap.mmap(self._fd, size, offset=offset, access=mmap.ACCESS_WRITE)
+        mm = mmap.mmap(self._fd, size, offset=offset, access=mmap.ACCESS_COPY)
+        self._addresses[offset] = _address_of(mm)
+        return mm
 
-    def _take_free(self, size: int) -> int | None:
-        """First fit among free file extents, splitting off the rest; None if nothing fits."""
-        for offset, free_size in sorted(self._free.items()):
-            if free_size >= size:
-                del self._free[offset]
-                if free_size > size:
-                    self._free[offset + size] = free_size - size
-                    self._write_free_tag(offset + size, free_size - size)
-                self._zero_file_range(offset, size)
-                return offset
-        return None
+    def _unmap(self, offset: int, mm: mmap.mmap) -> bool:
+        """Forget the mapping of ``offset``; False when a view keeps it mapped until it dies."""
+        self._maps.pop(offset, None)
+        self._addresses.pop(offset, None)
+        try:
+            mm.close()
+        except BufferError:
+            return False
+        return True
 
-    def _zero_file_range(self, offset: int, size: int) -> None:
-        """Make a reused file range read as zeros, like a fresh extent."""
-        os.pwrite(self._fd, bytes(TAG_BYTES), offset)
-        chunk = bytes(min(size, 1 << 20))
-        for start in range(offset, offset + size, len(chunk)):
-            os.pwrite(self._fd, chunk[: min(len(chunk), offset + size - start)], start)
+    def _register(self, offset: int, size: int, nbytes: int, mm: mmap.mmap) -> None:
+        self._sizes[offset] = size
+        self._payload[offset] = nbytes
+        self._maps[offset] = mm
 
-    def _release_file_range(self, offset: int, size: int) -> None:
-        """Mark a file range free, merging neighbours; cut it off if it ends the file."""
-        following = offset + size
-        if following in self._free:
-            size += self._free.pop(following)
-        for prev_offset, prev_size in list(self._free.items()):
-            if prev_offset + prev_size == offset:
-                del self._free[prev_offset]
-                offset, size = prev_offset, prev_size + size
-                break
-        if offset + size == self._end:
-            self._end = offset
-            os.ftruncate(self._fd, offset)
-            self._write_header()
+    # -- internals: file space ----------------------------------------------------------------
+
+    def _grow_file(self, nbytes: int) -> None:
+        """Make the file at least ``nbytes`` long (the new bytes read as zeros)."""
+        if nbytes > self._file_bytes:
+            os.ftruncate(self._fd, nbytes)
+            self._file_bytes = nbytes
+
+    def _readers_present(self) -> bool:
+        return filelocks.is_held(self._fd, filelocks.READERS, exclusive=True)
+
+    def _cut_file(self, end: int) -> None:
+        """Drop the file's bytes past ``end``: truncate, or zero them while readers may map them."""
+        if self._file_bytes <= end:
+            return
+        if self._readers_present():
+            zero_range(self._fd, end, self._file_bytes - end)
         else:
-            self._free[offset] = size
-            self._write_free_tag(offset, size)
+            os.ftruncate(self._fd, end)
+            self._file_bytes = end
+
+    def _trim_file(self) -> None:
+        """Truncate the file to ``_end`` when no reader exists; otherwise leave it."""
+        if self._file_bytes > self._end and not self._readers_present():
+            os.ftruncate(self._fd, self._end)
+            self._file_bytes = self._end
+
+    def _zero_reused(self, offset: int, size: int, mm: mmap.mmap) -> None:
+        """Make a reused free range read as zeros through ``mm``, its new mapping.
+
+        Its pages are punched out of the file, except the first and, with transactions, the
+        tags of committed free extents (a crash must still find those): these are zeroed in
+        the mapping instead, so the commit writes them.
+        """
+        stop = offset + size
+        keep = [offset]
+        if self.durability == "commit":
+            keep += sorted(o for o in self._committed.free if offset < o < stop)
+        for page, following in zip(keep, keep[1:] + [stop]):
+            mm[page - offset: page - offset + PAGE_BYTES] = _ZERO_PAGE
+            if following > page + PAGE_BYTES:
+                zero_range(self._fd, page + PAGE_BYTES, following - page - PAGE_BYTES)
+                self._zeroed.append((page + PAGE_BYTES, following - page - PAGE_BYTES))
+
+    def _release_now(self, offset: int, size: int) -> None:
+        """Without transactions: mark a range free in the file at once, merging neighbours, and
+        cut the file short if the free space ends it."""
+        start, merged_size = self._space.release(offset, size)
+        if start + merged_size == self._end:
+            del self._space.free[start]
+            self._end = start
+            self._cut_file(start)
+            self._write_header(open_for_writing=True)
+            return
+        self._write_free_tag(start, merged_size)
+        first = offset + PAGE_BYTES if start == offset else offset
+        punch_hole(self._fd, first, offset + size - first)
 
     def _write_free_tag(self, offset: int, size: int) -> None:
-        os.pwrite(self._fd, self._tag_bytes(size, 0, _FREE), offset)
+        wal.pwrite_all(self._fd, encode_tag(size, 0, FREE), offset)
 
-    def _write_tag(self, offset: int, size: int, payload: int, state: int) -> None:
-        self._write_tag_into(self._maps[offset], size, payload, state)
+    def _table_growth(self, end: int) -> int:
+        """Size of the larger checksum extent needed once the file ends at ``end`` (appended
+        there), or 0 when the current one covers it."""
+        if self._table.capacity * PAGE_BYTES >= end:
+            return 0
+        n_pages = 2 * (end // PAGE_BYTES)
+        while n_pages * PAGE_BYTES < end + extent_bytes_for(n_pages):
+            n_pages *= 2
+        return extent_bytes_for(n_pages)
 
-    def _write_tag_into(self, mm: mmap.mmap, size: int, payload: int, state: int) -> None:
-        mm[:TAG_BYTES] = self._tag_bytes(size, payload, state)
-
-    @staticmethod
-    def _tag_bytes(size: int, payload: int, state: int) -> bytes:
-        fields = _TAG.pack(_TAG_MAGIC, size, payload, state)
-        return (fields + struct.pack("<I", zlib.crc32(fields))).ljust(TAG_BYTES, b"\0")
-
-    def _header_bytes(self) -> bytes:
-        inline = b"" if self._root_offset else self._root
-        body = struct.pack("<QQI", self._end, self._root_offset, len(self._root)) + inline
-        body = body.ljust(HEADER_BYTES - 16, b"\0")
-        return MAGIC + struct.pack("<II", FORMAT_VERSION, zlib.crc32(body)) + body
-
-    def _write_header(self) -> None:
-        os.pwrite(self._fd, self._header_bytes(), 0)
-
-    def _load(self) -> None:
-        """Read the header and walk the extent tags of an existing file."""
-        file_size = os.fstat(self._fd).st_size
-        header = os.pread(self._fd, HEADER_BYTES, 0)
-        if len(header) < HEADER_BYTES or header[:8] != MAGIC:
-            raise CorruptionError(f"{self.path!r} is not an offheap file (bad magic or too short)")
-        version, crc = struct.unpack_from("<II", header, 8)
-        if version != FORMAT_VERSION:
-            raise CorruptionError(f"{self.path!r} has format version {version}; "
-                                  f"this offheap reads version {FORMAT_VERSION}")
-        if zlib.crc32(header[16:]) != crc:
-            raise CorruptionError(f"{self.path!r}: header checksum mismatch (the header is damaged)")
-        end, root_offset, root_len = struct.unpack_from("<QQI", header, 16)
-        if end > file_size:
-            raise CorruptionError(f"{self.path!r} is truncated: the header describes {end} bytes, "
-                                  f"the file has {file_size}")
-        offset = HEADER_BYTES
-        while offset < end:
-            tag = os.pread(self._fd, _TAG.size + 4, offset)
-            if len(tag) < _TAG.size + 4:
-                raise CorruptionError(f"{self.path!r}: extent tag at offset {offset} is truncated")
-            magic, size, payload, state = _TAG.unpack_from(tag)
-            (crc,) = struct.unpack_from("<I", tag, _TAG.size)
-            if (magic != _TAG_MAGIC or zlib.crc32(tag[: _TAG.size]) != crc
-                    or size < PAGE_BYTES or size % PAGE_BYTES or offset + size > end
-                    or state not in (_LIVE, _FREE)):
-                raise CorruptionError(f"{self.path!r}: extent tag at offset {offset} is damaged")
-            if state == _LIVE:
-                self._sizes[offset] = size
-                self._payload[offset] = payload
-            else:
-                self._free[offset] = size
-            offset += size
-        self._end = end
-        self._root_offset = root_offset
-        if root_offset:
-            if root_offset not in self._sizes or root_len > self.payload_bytes(root_offset):
-                raise CorruptionError(f"{self.path!r}: root extent {root_offset} is missing")
-            self._root = bytes(self.view(root_offset)[:root_len])
+    def _move_table(self, extent_bytes: int) -> None:
+        """Append a larger checksum extent at the end and free the old one."""
+        old_offset, old_bytes = self._table_offset, self._table.extent_bytes
+        self._table = self._table.grown(extent_bytes)
+        self._table_offset = self._end
+        self._end += extent_bytes
+        if self.durability == "commit":
+            self._space.defer(old_offset, old_bytes)
         else:
-            if root_len > _INLINE_ROOT_BYTES:
-                raise CorruptionError(f"{self.path!r}: root length {root_len} is out of range")
-            self._root = header[_HEADER.size: _HEADER.size + root_len]
+            self._release_now(old_offset, old_bytes)
+
+    # -- internals: opening -------------------------------------------------------------------
+
+    def _open_writer(self, create: bool, verify: bool) -> None:
+        path = self.path
+        self._fd = os.open(path, os.O_RDWR | (os.O_CREAT if create else 0), 0o644)
+        if not filelocks.try_lock(self._fd, filelocks.WRITER, exclusive=True):
+            raise LockedError(f"{path!r} is open for writing in another process; a file has one "
+                              f"writer at a time: close it there, or open with readonly=True")
+        if self.durability == "none":
+            if not filelocks.try_lock(self._fd, filelocks.READERS, exclusive=True):
+                raise LockedError(f"{path!r} is open read-only in another process, and "
+                                  f"durability='none' cannot share a file: close the readers "
+                                  f"or open with durability='commit'")
+        elif create and self._readers_present():
+            raise LockedError(f"{path!r} is open read-only in another process; it cannot be "
+                              f"created anew under them")
+        if create:
+            self._create_file()
+        else:
+            self._recover_log(self._fd)
+            self._install(self._read_file_state(verify=verify))
+            if self._recover:
+                self._recompute_checksums()
+        self._cut_file(self._end)
+        if self.durability == "none":
+            self._generation += 1
+            self._write_table_and_header(open_for_writing=True)
+        else:
+            self._pagemap = _open_pagemap()
+            self._committed = self._snapshot()
+
+    def _open_reader(self, verify: bool) -> None:
+        path = self.path
+        self._fd = os.open(path, os.O_RDONLY)
+        if not filelocks.try_lock(self._fd, filelocks.READERS, exclusive=False):
+            raise LockedError(f"{path!r} is open for writing in another process with "
+                              f"durability='none', which cannot share a file; open it when that "
+                              f"writer has closed it (or let it use durability='commit')")
+        while True:
+            filelocks.lock(self._fd, filelocks.CHECKPOINT, exclusive=False)
+            try:
+                if not self._log_needs_applying(self._fd):
+                    self._install(self._read_file_state(verify=verify))
+                    return
+            finally:
+                filelocks.unlock(self._fd, filelocks.CHECKPOINT)
+            self._recover_as_reader()
+
+    def _log_needs_applying(self, fd: int) -> bool:
+        """Whether ``PATH-wal`` holds a commit that no writer is alive to apply."""
+        if filelocks.is_held(fd, filelocks.WRITER, exclusive=False):
+            return False
+        try:
+            log_fd = os.open(self._log_path, os.O_RDONLY)
+        except FileNotFoundError:
+            return False
+        try:
+            record = wal.read_record(log_fd)
+            return record is not None and self._record_applies(fd, record)
+        finally:
+            os.close(log_fd)
+
+    def _recover_as_reader(self) -> None:
+        """Apply a pending commit on a reader's behalf, as a writer would on open."""
+        try:
+            fd = os.open(self.path, os.O_RDWR)
+        except PermissionError:
+            raise RecoveryPendingError(
+                f"{self.path!r} has a committed transaction in {self._log_path!r} that is not "
+                f"applied yet, and this process may not write the file: open it once with write "
+                f"access to apply it") from None
+        try:
+            if filelocks.try_lock(fd, filelocks.WRITER, exclusive=True):
+                self._recover_log(fd)
+        finally:
+            os.close(fd)
+
+    def _record_applies(self, fd: int, record: wal.Record) -> bool:
+        """A record applies when the file is at its base generation, or at its new one (the
+        copy into the file may have been cut short), or has a header too torn to tell."""
+        try:
+            header = parse_header(os.pread(fd, HEADER_BYTES, 0), self.path)
+        except CorruptionError:
+            return any(e.offset == 0 and e.kind == wal.BYTES and e.length >= HEADER_BYTES
+                       for e in record.entries)
+        return header.generation in (record.base_generation, record.new_generation)
+
+    def _recover_log(self, fd: int) -> None:
+        """Apply a complete commit record found in ``PATH-wal`` to the file and remove the log;
+        a torn or stale one is removed unapplied. ``fd`` is a writer's descriptor."""
+        try:
+            log_fd = os.open(self._log_path, os.O_RDWR)
+        except FileNotFoundError:
+            return
+        try:
+            record = wal.read_record(log_fd)
+            if record is not None and self._record_applies(fd, record):
+                filelocks.lock(fd, filelocks.CHECKPOINT, exclusive=True)
+                try:
+                    wal.apply_record(log_fd, fd, record)
+                    size = os.fstat(fd).st_size
+                    if size < record.end:
+                        os.ftruncate(fd, record.end)
+                    elif size > record.end:
+                        if filelocks.is_held(fd, filelocks.READERS, exclusive=True):
+                            zero_range(fd, record.end, size - record.end)
+                        else:
+                            os.ftruncate(fd, record.end)
+                    os.fsync(fd)
+                finally:
+                    filelocks.unlock(fd, filelocks.CHECKPOINT)
+            os.ftruncate(log_fd, 0)
+        finally:
+            os.close(log_fd)
+        with contextlib.suppress(OSError):
+            os.unlink(self._log_path)
+
+    def _create_file(self) -> None:
+        os.ftruncate(self._fd, 0)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self._log_path)
+        self._table = ChecksumTable.empty(PAGE_BYTES)
+        self._table_offset = HEADER_BYTES
+        self._end = HEADER_BYTES + PAGE_BYTES
+        self._file_bytes = 0
+        self._grow_file(self._end)
+        self._write_table_and_header(open_for_writing=False)
+        os.fsync(self._fd)
+        _fsync_directory(self.path)
+
+    def _read_file_state(self, *, verify: bool) -> _FileState:
+        """Read and check the header, walk the tags, read the checksum extent and the root."""
+        path, fd = self.path, self._fd
+        file_bytes = os.fstat(fd).st_size
+        header = parse_header(os.pread(fd, HEADER_BYTES, 0), path)
+        if header.open_for_writing and not self._recover:
+            raise CorruptionError(
+                f"{path!r} was not closed cleanly: a writer with durability='none' had it open "
+                f"when its process ended, so its pages may be half-written. Copy out what is "
+                f"there with offheap.salvage({path!r}, new_path), or open it with recover=True "
+                f"to read it without checks")
+        if header.end > file_bytes:
+            raise CorruptionError(f"{path!r} is truncated: the header describes {header.end} "
+                                  f"bytes, the file has {file_bytes}")
+        sizes, payload, free = {}, {}, {}
+        table_at = None
+        offset = HEADER_BYTES
+        while offset < header.end:
+            tag = parse_tag(os.pread(fd, TAG_BYTES, offset), offset, header.end, path)
+            if tag.state == LIVE:
+                sizes[offset], payload[offset] = tag.size, tag.payload
+            elif tag.state == FREE:
+                free[offset] = tag.size
+            elif offset == header.checksum_offset:
+                table_at = offset
+            else:
+                raise CorruptionError(f"{path!r}: extent tag at offset {offset} names a "
+                                      f"checksum extent the header does not")
+            offset += tag.size
+        if table_at is None:
+            raise CorruptionError(f"{path!r}: the checksum extent at offset "
+                                  f"{header.checksum_offset} is missing")
+        table_bytes = parse_tag(os.pread(fd, TAG_BYTES, table_at), table_at, header.end,
+                                path).size
+        image = bytearray(os.pread(fd, table_bytes, table_at))
+        if zlib.crc32(image) != header.checksum_crc and not self._recover:
+            raise CorruptionError(f"{path!r}: the checksum extent at offset {table_at} is "
+                                  f"damaged (crc mismatch)")
+        table = ChecksumTable(image)
+        if table.capacity * PAGE_BYTES < header.end:
+            raise CorruptionError(f"{path!r}: the checksum extent at offset {table_at} covers "
+                                  f"{table.capacity} pages, the file has {header.end // PAGE_BYTES}")
+        root = header.inline_root
+        if header.root_offset:
+            if (header.root_offset not in sizes
+                    or header.root_length > sizes[header.root_offset] - TAG_BYTES):
+                raise CorruptionError(f"{path!r}: root extent at offset {header.root_offset} "
+                                      f"is missing or too small")
+            root = os.pread(fd, header.root_length, header.root_offset + TAG_BYTES)
+        if verify:
+            self._verify_pages(sizes, table)
+        return _FileState(header.generation, header.end, sizes, payload, free, table, table_at,
+                          root, header.root_offset)
+
+    def _file_page_crcs(self, offset: int, size: int):
+        """Yield ``(first page number, crc32 array)`` for the file's pages of one extent."""
+        buffer = bytearray(min(size, _VERIFY_CHUNK_BYTES))
+        for start in range(offset, offset + size, len(buffer)):
+            count = min(len(buffer), offset + size - start)
+            with memoryview(buffer)[:count] as chunk:
+                if os.preadv(self._fd, [chunk], start) != count:
+                    raise CorruptionError(f"{self.path!r} is truncated at offset {start}")
+                yield start // PAGE_BYTES, page_crcs(chunk)
+
+    def _verify_pages(self, sizes: dict[int, int], table: ChecksumTable) -> None:
+        for offset, size in sorted(sizes.items()):
+            for first_page, crcs in self._file_page_crcs(offset, size):
+                bad = table.mismatches(first_page, crcs)
+                if len(bad):
+                    raise CorruptionError(
+                        f"{self.path!r}: the page at offset {(first_page + int(bad[0])) * PAGE_BYTES}"
+                        f" fails its checksum (the file is damaged)")
+
+    def _recompute_checksums(self) -> None:
+        """Checksum every live page as the file holds it now (after ``recover=True``)."""
+        for offset, size in self._sizes.items():
+            for first_page, crcs in self._file_page_crcs(offset, size):
+                self._table.set(first_page, crcs)
+        self._structure_changed = True
+
+    def _install(self, state: _FileState) -> None:
+        self._generation = state.generation
+        self._end = state.end
+        self._sizes, self._payload = dict(state.sizes), dict(state.payload)
+        self._space = FreeSpace(state.free)
+        self._table, self._table_offset = state.table, state.table_offset
+        self._root, self._root_offset = state.root, state.root_offset
+        self._file_bytes = os.fstat(self._fd).st_size
+
+    def _snapshot(self) -> _FileState:
+        return _FileState(self._generation, self._end, dict(self._sizes), dict(self._payload),
+                          dict(self._space.free), self._table, self._table_offset, self._root,
+                          self._root_offset)
+
+    def _reload_if_moved(self) -> bool:
+        """A reader's check at the start of a read section (checkpoint lock held shared)."""
+        header = parse_header(os.pread(self._fd, HEADER_BYTES, 0), self.path)
+        if header.generation == self._generation:
+            return False
+        state = self._read_file_state(verify=False)
+        for offset, mm in list(self._maps.items()):
+            if state.sizes.get(offset) != len(mm):
+                self._unmap(offset, mm)
+        self._install(state)
+        return True
+
+    # -- internals: commit --------------------------------------------------------------------
+
+    def _written_page_runs(self) -> list[tuple[int, int, int]]:
+        """``(extent offset, first page, page count)`` of every run of pages written since the
+        last commit, from the pagemap where it works, else by comparing with the file."""
+        runs = []
+        for offset, mm in self._maps.items():
+            if self._pagemap is not None:
+                mask = self._pagemap.written_pages(self._addresses[offset], len(mm) // PAGE_BYTES)
+            else:
+                mask = differing_pages(mm, self._fd, offset)
+            runs.extend((offset, first, count) for first, count in _page_runs(mask))
+        return runs
+
+    def _commit(self, runs: list[tuple[int, int, int]], writes: list) -> None:
+        committed = self._committed
+        free = self._space.settled()
+        end = cut_tail(free, self._end)
+        table = self._table.copy()
+        for offset in self._new:
+            n_pages = self._sizes[offset] // PAGE_BYTES
+            table.set(offset // PAGE_BYTES, np.full(n_pages, ZERO_PAGE_CRC, np.uint32))
+        for offset, first, count in runs:
+            pages = memoryview(self._maps[offset])[first * PAGE_BYTES: (first + count) * PAGE_BYTES]
+            writes.append((offset + first * PAGE_BYTES, pages))
+            table.set(offset // PAGE_BYTES + first, page_crcs(pages))
+        for offset, size in free.items():
+            if committed.free.get(offset) != size:
+                writes.append((offset, encode_tag(size, 0, FREE)))
+        for page in table.take_changed_pages():
+            writes.append((self._table_offset + page * PAGE_BYTES,
+                           memoryview(table.image)[page * PAGE_BYTES: (page + 1) * PAGE_BYTES]))
+        generation = self._generation + 1
+        writes.append((0, self._header_bytes(generation, end, table, open_for_writing=False)))
+        zeroed = [(o, min(n, end - o)) for o, n in self._zeroed if o < end]
+        if self._log_fd is None:
+            self._log_fd = os.open(self._log_path, os.O_RDWR | os.O_CREAT, 0o644)
+            _fsync_directory(self.path)
+        wal.write_record(self._log_fd, base_generation=self._generation,
+                         new_generation=generation, end=end, zero_ranges=zeroed, writes=writes)
+        try:
+            self._checkpoint(writes, end, free)
+            os.ftruncate(self._log_fd, 0)
+        except BaseException as exc:
+            self._broken = (f"a commit of {self.path!r} is durable in {self._log_path!r} but could "
+                            f"not be copied into the file ({exc!r}); close the arena and open the "
+                            f"file again to apply it")
+            raise TransactionError(self._broken) from exc
+        for offset, first, count in runs:
+            self._maps[offset].madvise(mmap.MADV_DONTNEED, first * PAGE_BYTES, count * PAGE_BYTES)
+        self._space.free, self._space.pending = free, {}
+        self._end, self._table, self._generation = end, table, generation
+        self._new.clear()
+        self._zeroed.clear()
+        self._structure_changed = False
+        self._committed = self._snapshot()
+
+    def _checkpoint(self, writes: list, end: int, free: dict[int, int]) -> None:
+        """Copy a logged commit into the file under the checkpoint lock, punch out the space it
+        freed, cut the file to ``end`` (or zero its tail while readers exist), fsync."""
+        filelocks.lock(self._fd, filelocks.CHECKPOINT, exclusive=True)
+        try:
+            for offset, data in writes:
+                wal.pwrite_all(self._fd, data, offset)
+            for offset, size in self._space.pending.items():
+                first = offset + PAGE_BYTES if offset in free else offset
+                stop = min(offset + size, end)
+                if stop > first:
+                    punch_hole(self._fd, first, stop - first)
+            self._cut_file(end)
+            os.fsync(self._fd)
+        finally:
+            filelocks.unlock(self._fd, filelocks.CHECKPOINT)
+
+    def _header_bytes(self, generation: int, end: int, table: ChecksumTable, *,
+                      open_for_writing: bool) -> bytes:
+        inline = b"" if self._root_offset else self._root
+        return encode_header(Header(generation, end, self._table_offset, table.crc(),
+                                    self.durability, open_for_writing, self._root_offset,
+                                    len(self._root), inline))
+
+    # -- internals: durability="none" ---------------------------------------------------------
+
+    def _write_header(self, *, open_for_writing: bool) -> None:
+        wal.pwrite_all(self._fd, self._header_bytes(self._generation, self._end, self._table,
+                                                    open_for_writing=open_for_writing), 0)
+
+    def _write_table_and_header(self, *, open_for_writing: bool) -> None:
+        """Write the checksum extent and the header, then fsync."""
+        wal.pwrite_all(self._fd, self._table.image, self._table_offset)
+        self._table.take_changed_pages()
+        self._write_header(open_for_writing=open_for_writing)
+        os.fsync(self._fd)
+
+    def _close_cleanly(self) -> None:
+        """Without transactions: checksum every live page, then clear the "open" flag."""
+        for mm in self._maps.values():
+            mm.flush()
+        for offset, size in self._sizes.items():
+            for first_page, crcs in self._file_page_crcs(offset, size):
+                self._table.set(first_page, crcs)
+        self._write_table_and_header(open_for_writing=False)
+
+    def _release_files(self) -> None:
+        """Close the descriptors, unlocking first: a mapping still exported keeps a duplicate of
+        the file descriptor (mmap holds one), and with it the locks, until its last view dies."""
+        if self._fd is not None:
+            for byte in (filelocks.WRITER, filelocks.READERS, filelocks.CHECKPOINT):
+                filelocks.unlock(self._fd, byte)
+        for fd in (self._log_fd, self._fd):
+            if fd is not None:
+                os.close(fd)
+        self._log_fd = self._fd = None
+        if self._pagemap is not None:
+            self._pagemap.close()
+            self._pagemap = None

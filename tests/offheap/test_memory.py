@@ -1,12 +1,14 @@
-"""Arena: accounting, the hard limit, file persistence and damaged files."""
+"""Arena: accounting, the hard limit, file persistence in both durability modes, damaged files."""
 
 import os
 
 import numpy as np
 import pytest
 
-from offheap.errors import CapacityError, ClosedError, CorruptionError
+from offheap.errors import CapacityError, ClosedError, CorruptionError, TransactionError
 from offheap.memory import HEADER_BYTES, PAGE_BYTES, Arena
+
+MODES = ["commit", "none"]
 
 
 def test_anonymous_accounting_is_exact():
@@ -44,32 +46,108 @@ def test_limit_raises_before_crossing_and_changes_nothing():
     assert arena.reserved_bytes == HEADER_BYTES + 4 * PAGE_BYTES
 
 
-def test_file_arena_reopens_with_root_and_data(tmp_path):
+@pytest.mark.parametrize("durability", MODES)
+def test_file_limit_counts_the_checksum_extent_and_changes_nothing(tmp_path, durability):
     path = tmp_path / "a.offheap"
-    arena = Arena.file(path)
+    with Arena.file(path, durability=durability, limit_bytes=HEADER_BYTES + 4 * PAGE_BYTES) as arena:
+        assert arena.reserved_bytes == HEADER_BYTES + PAGE_BYTES  # the checksum extent
+        arena.allocate(PAGE_BYTES)
+        before, size = arena.stats(), os.path.getsize(path)
+        with pytest.raises(CapacityError, match="limit"):
+            arena.allocate(PAGE_BYTES)
+        assert arena.stats() == before and os.path.getsize(path) == size
+        arena.allocate(100)
+        arena._check()
+
+
+@pytest.mark.parametrize("durability", MODES)
+def test_file_arena_reopens_with_root_and_data(tmp_path, durability):
+    path = tmp_path / "a.offheap"
+    arena = Arena.file(path, durability=durability)
     keep = arena.allocate(800)
     gone = arena.allocate(5000)
     arena.array(keep, np.int64, 100)[:] = np.arange(100)
     arena.set_root(b"r" * 10_000)  # larger than the header: kept in an extent
     arena.free(gone)
+    arena.commit()
+    arena._check()
     arena.close()
-    arena = Arena.file(path)
+    arena = Arena.file(path, durability=durability)
     assert arena.root == b"r" * 10_000
     assert list(arena.array(keep, np.int64, 100)) == list(range(100))
     reused = arena.allocate(4000)  # takes the freed range and reads as zeros
+    assert reused == gone
     assert not arena.array(reused, np.uint8, 4000).any()
+    arena._check()
     arena.close()
 
 
-def test_free_extent_at_end_shrinks_the_file(tmp_path):
+@pytest.mark.parametrize("durability", MODES)
+def test_file_grows_past_the_first_checksum_extent(tmp_path, durability):
     path = tmp_path / "a.offheap"
-    arena = Arena.file(path)
+    with Arena.file(path, durability=durability) as arena:
+        offsets = [arena.allocate(1 << 20) for _ in range(6)]  # past 1008 pages of checksums
+        for i, offset in enumerate(offsets):
+            arena.array(offset, np.uint8, 1 << 20)[:] = i
+        arena._check()
+        arena.commit()
+        arena._check()
+    with Arena.file(path, durability=durability) as arena:
+        for i, offset in enumerate(offsets):
+            assert (arena.array(offset, np.uint8, 1 << 20) == i).all()
+
+
+def test_free_extent_at_end_shrinks_the_file_at_once_without_transactions(tmp_path):
+    path = tmp_path / "a.offheap"
+    arena = Arena.file(path, durability="none")
     arena.allocate(100)
     last = arena.allocate(1 << 20)
     big = os.path.getsize(path)
     arena.free(last)
     assert os.path.getsize(path) < big
     arena.close()
+
+
+def test_free_extent_at_end_shrinks_the_file_at_commit(tmp_path):
+    path = tmp_path / "a.offheap"
+    arena = Arena.file(path)
+    arena.allocate(100)
+    last = arena.allocate(1 << 20)
+    arena.commit()
+    big = os.path.getsize(path)
+    arena.free(last)
+    assert os.path.getsize(path) == big  # still live in the committed file
+    arena.commit()
+    assert os.path.getsize(path) < big
+    arena.close()
+
+
+def test_freed_space_is_reused_only_after_the_commit_that_frees_it(tmp_path):
+    with Arena.file(tmp_path / "a.offheap") as arena:
+        first = arena.allocate(10_000)
+        arena.allocate(100)
+        arena.commit()
+        arena.free(first)
+        assert arena.allocate(10_000) != first
+        arena.commit()
+        assert arena.allocate(10_000) == first
+
+
+def test_punched_free_space_leaves_the_disk(tmp_path):
+    path = tmp_path / "a.offheap"
+    with Arena.file(path) as arena:
+        big = arena.allocate(8 << 20)
+        arena.array(big, np.uint8, 8 << 20)[:] = 1
+        arena.allocate(100)  # keeps the big extent from being the tail
+        arena.commit()
+        on_disk = arena.stats().disk_bytes
+        arena.free(big)
+        arena.commit()
+        stats = arena.stats()
+        assert stats.disk_bytes < on_disk - (7 << 20)
+        assert stats.free_bytes == stats.file_bytes - stats.reserved_bytes > 8 << 20
+        assert stats.file_bytes == os.path.getsize(path)
+        assert stats.live_bytes == PAGE_BYTES and stats.n_extents == 1
 
 
 def test_closed_arena_raises():
@@ -90,12 +168,72 @@ def test_close_with_exported_view_does_not_fault():
     assert view[0] == 7
 
 
-@pytest.mark.parametrize("damage", ["magic", "header_byte", "truncate", "tag", "empty_garbage"])
-def test_damaged_files_raise_corruption(tmp_path, damage):
+@pytest.mark.parametrize("durability", MODES)
+def test_close_with_exported_file_view_releases_the_file(tmp_path, durability):
     path = tmp_path / "a.offheap"
-    arena = Arena.file(path)
-    arena.allocate(10_000)
+    arena = Arena.file(path, durability=durability)
+    view = arena.array(arena.allocate(64), np.int64, 8)
+    view[0] = 5
+    arena.commit()
+    arena.close()
+    assert view[0] == 5
+    with Arena.file(path, durability=durability) as again:  # the view keeps no lock
+        assert again.stats().n_extents == 1
+    del view
+
+
+def test_free_of_an_extent_with_a_live_view_changes_nothing(tmp_path):
+    with Arena.file(tmp_path / "a.offheap") as arena:
+        offset = arena.allocate(64)
+        view = arena.array(offset, np.int64, 8)
+        with pytest.raises(BufferError):
+            arena.free(offset)
+        assert arena.payload_bytes(offset) >= 64
+        del view
+        arena.free(offset)
+        arena._check()
+
+
+def test_rollback_needs_transactions(tmp_path):
+    with pytest.raises(TransactionError, match="durability='commit'"):
+        Arena.anonymous().rollback()
+    with Arena.file(tmp_path / "a.offheap", durability="none") as arena:
+        with pytest.raises(TransactionError):
+            arena.rollback()
+
+
+def test_readonly_arena_refuses_writes(tmp_path):
+    path = tmp_path / "a.offheap"
+    Arena.file(path).close()
+    with Arena.file(path, readonly=True) as arena:
+        for call in (lambda: arena.allocate(1), arena.commit, lambda: arena.set_root(b"x")):
+            with pytest.raises(PermissionError):
+                call()
+    with pytest.raises(ValueError, match="read-only"):
+        Arena.file(tmp_path / "missing", readonly=True)
+
+
+def test_stats_of_a_file_arena(tmp_path):
+    path = tmp_path / "a.offheap"
+    with Arena.file(path) as arena:
+        arena.allocate(PAGE_BYTES)
+        arena.commit()
+        stats = arena.stats()
+        assert stats.file_bytes == os.path.getsize(path) == arena.reserved_bytes
+        assert stats.live_bytes == 2 * PAGE_BYTES and stats.free_bytes == 0
+        assert 0 < stats.disk_bytes
+
+
+@pytest.mark.parametrize("damage", ["magic", "header_byte", "truncate", "tag", "page",
+                                    "checksums", "empty_garbage"])
+@pytest.mark.parametrize("durability", MODES)
+def test_damaged_files_raise_corruption(tmp_path, damage, durability):
+    path = tmp_path / "a.offheap"
+    arena = Arena.file(path, durability=durability)
+    offset = arena.allocate(10_000)
+    arena.array(offset, np.uint8, 10_000)[:] = 5
     arena.set_root(b"hello")
+    arena.commit()
     arena.close()
     data = bytearray(path.read_bytes())
     if damage == "magic":
@@ -105,9 +243,18 @@ def test_damaged_files_raise_corruption(tmp_path, damage):
     elif damage == "truncate":
         data = data[: len(data) // 2]
     elif damage == "tag":
-        data[HEADER_BYTES + 9] ^= 0x01
+        data[offset + 9] ^= 0x01
+    elif damage == "page":
+        data[offset + 2 * PAGE_BYTES + 17] ^= 0x01
+    elif damage == "checksums":
+        data[HEADER_BYTES + 64 + 4 * (offset // PAGE_BYTES)] ^= 0x01
     else:
         data = bytearray(os.urandom(HEADER_BYTES * 2))
     path.write_bytes(bytes(data))
     with pytest.raises(CorruptionError):
         Arena.file(path)
+    if damage == "page":
+        with pytest.raises(CorruptionError, match=f"offset {offset + 2 * PAGE_BYTES}"):
+            Arena.file(path, readonly=True)
+        with Arena.file(path, readonly=True, verify=False) as arena:
+            assert arena.root == b"hello"
