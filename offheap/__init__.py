@@ -5,21 +5,35 @@ from offheap.errors import (
     ClosedError,
     CodecUnavailableError,
     CorruptionError,
+    LockedError,
     OffheapError,
+    RecoveryPendingError,
+    TransactionError,
 )
-from offheap.db import DB
+from offheap.db import DB, CollectionStats, DBStats
 from offheap.hashmap import HashMapStats, LongHashMap
+from offheap.readers import HashReader, TreeReader
+from offheap.salvage import SalvageReport, salvage
 from offheap.treemap import TreeMap, TreeStats
 
 __all__ = [
     "CapacityError",
     "ClosedError",
     "CodecUnavailableError",
+    "CollectionStats",
     "CorruptionError",
     "DB",
+    "DBStats",
     "HashMapStats",
+    "HashReader",
+    "LockedError",
     "LongHashMap",
     "OffheapError",
+    "RecoveryPendingError",
+    "SalvageReport",
+    "TransactionError",
     "TreeMap",
+    "TreeReader",
     "TreeStats",
+    "salvage",
 ]

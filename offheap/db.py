@@ -3,12 +3,27 @@
     with DB.file("data.offheap") as db:
         prices = db.tree_map("prices", key="int64", value="float64", compression="zstd")
         seen = db.hash_map("seen", value="object")
+        prices[20240101] = 3.5
+        db.commit()                      # durable and atomic from here on
 
 The *catalog* (name -> kind, options, metadata record) is the store's ``root`` blob, JSON after a
-magic, written by :meth:`DB.flush` and :meth:`DB.close`. Reopening a file DB and asking for a
+magic, written with every commit (and by :meth:`DB.flush`). Reopening a file DB and asking for a
 name returns that collection with the options it was created with; the options that only steer
 the runtime behaviour (write cache, flush delay, cache size, compression of pages written from
 now on) may be given anew, while a different key, value type or node size is an error.
+
+Durability (``DB.file(path, durability=...)``; the design is in ``docs/durability.md``):
+
+- ``"commit"`` (the default): changes live in private memory until :meth:`DB.commit` makes all of
+  them durable at once through the arena's write-ahead log; after a crash the file reopens with
+  exactly the last commit. :meth:`DB.rollback` drops everything since the last commit: the
+  collections created since then are closed, every other open collection re-reads its committed
+  state. :meth:`DB.close` commits; leaving a ``with`` block by an exception rolls back first.
+- ``"none"``: changes go to the shared file mapping as they are made, as in MapDB without
+  transactions. :meth:`DB.commit` is a flush; a crash leaves a file that refuses to open with a
+  :class:`CorruptionError` naming the way out (:func:`offheap.salvage`).
+- ``readonly=True``: a reader next to one writer process; collections come back as read-only
+  readers (:mod:`offheap.readers`) that pick up each commit of the writer between operations.
 
 Ownership: the DB owns its store and arena; collections it hands out share them and are closed
 by :meth:`DB.close`.
@@ -18,7 +33,7 @@ own lock, so TreeMaps of one DB never write to the store at the same time, and a
 ``flush_delay`` timer thread waits for the other TreeMaps' operations. A LongHashMap does not
 take that lock: in a DB that also holds a TreeMap with ``flush_delay``, call the LongHashMap's
 methods while holding ``db.lock``, since the timer may write to the shared store at any moment.
-Open and close collections from one thread.
+Commit, rollback, compact, open and close from one thread (they take the lock as well).
 """
 
 from __future__ import annotations
@@ -26,10 +41,12 @@ from __future__ import annotations
 import json
 import os
 import threading
+from dataclasses import dataclass
 
-from offheap.errors import ClosedError, CorruptionError
+from offheap.errors import ClosedError, CorruptionError, LockedError, TransactionError
 from offheap.hashmap import LongHashMap
 from offheap.memory import Arena, format_bytes
+from offheap.readers import HashReader, ReadSession, TreeReader, refuse_write
 from offheap.store import RecordStore
 from offheap.treemap import TreeMap
 
@@ -38,20 +55,61 @@ _TREE_FIXED = ("key", "value", "node_size")
 _TREE_DEFAULTS = dict(key="int64", value="object", node_size=32, compression=None,
                       write_cache=True, flush_delay=None, cache_size=2048)
 _HASH_DEFAULTS = dict(value="object")
+_DURABILITIES = ("commit", "none")
+COMPACT_SUFFIX = ".compact"
+
+
+@dataclass(frozen=True)
+class CollectionStats:
+    """One collection's share of a DB."""
+
+    kind: str  # "tree_map" or "hash_map"
+    n_entries: int
+    live_bytes: int  # pages (TreeMap, as last written) or table arrays and value records
+
+
+@dataclass(frozen=True)
+class DBStats:
+    """Where a DB's bytes go: ``live + free + overhead == total_bytes``, the file's size (the
+    reserved memory of a memory DB).
+
+    ``live_bytes`` are record contents and hash tables; ``free_bytes`` is what
+    :meth:`DB.compact` can give back: free extents of the file plus free chunks inside the
+    store's segments; the overhead is headers, the record index, checksums, size-class rounding.
+    ``reserved_bytes`` is what the arena maps (live extents).
+    """
+
+    file_bytes: int  # 0 in memory
+    reserved_bytes: int
+    live_bytes: int
+    free_bytes: int
+    collections: dict  # name -> CollectionStats
+
+    @property
+    def total_bytes(self) -> int:
+        return self.file_bytes or self.reserved_bytes
+
+    @property
+    def overhead_bytes(self) -> int:
+        return self.total_bytes - self.live_bytes - self.free_bytes
 
 
 class DB:
     """Named collections in one store: build with :meth:`memory` or :meth:`file`."""
 
-    def __init__(self, store: RecordStore) -> None:
+    def __init__(self, store: RecordStore, *, readonly: bool = False) -> None:
         self._store = store
         self._catalog: dict[str, dict] = {}
         self._open: dict[str, TreeMap | LongHashMap] = {}
         self._open_options: dict[str, dict] = {}  # the options each open collection was given
+        self._readers: dict[str, TreeReader | HashReader] = {}
         self._closed = False
+        self._readonly = readonly
         self.lock = threading.RLock()
+        self._session = ReadSession(store.arena, self._reload_all, self.close,
+                                    lock=self.lock) if readonly else None
         if store.root:
-            self._catalog = _load_catalog(store.root)
+            self._catalog = parse_catalog(store.root)
 
     @classmethod
     def memory(cls, limit: int | None = None) -> DB:
@@ -59,30 +117,53 @@ class DB:
         return cls(RecordStore(Arena.anonymous(limit_bytes=limit)))
 
     @classmethod
-    def file(cls, path: str | os.PathLike, limit: int | None = None) -> DB:
-        """The DB in file ``path``, created if missing."""
-        arena = Arena.file(path, limit_bytes=limit)
+    def file(cls, path: str | os.PathLike, limit: int | None = None, durability: str = "commit",
+             readonly: bool = False, verify: bool = True, recover: bool = False) -> DB:
+        """The DB in file ``path``, created if missing (not with ``readonly=True``).
+
+        ``durability`` is ``"commit"`` or ``"none"`` (see the module docstring); a file keeps the
+        mode it was created with only as long as it is opened with it. ``verify`` checks every
+        page's checksum on open (about a second per GiB). ``recover=True`` opens a file that was
+        not closed cleanly; read it and copy out with :func:`offheap.salvage`. A second writer
+        process gets :class:`~offheap.errors.LockedError`; ``readonly=True`` openers may be many.
+        """
+        if durability not in _DURABILITIES:
+            raise ValueError(f"durability must be 'commit' or 'none', not {durability!r}")
+        path = os.fspath(path)
+        if readonly:
+            arena = Arena.file(path, limit_bytes=limit, readonly=True, verify=verify,
+                               recover=recover)
+            try:
+                with arena.read_section():
+                    return cls(RecordStore.open(arena), readonly=True)
+            except BaseException:
+                arena.close()
+                raise
+        store = RecordStore.file(path, limit_bytes=limit, durability=durability, verify=verify,
+                                 recover=recover)
         try:
-            if arena.root:
-                store = RecordStore.open(arena)
-            else:
-                store = RecordStore(arena)
-            return cls(store)
+            _remove_stale_compaction(path)
+            db = cls(store)
+            if not store.root:
+                db.commit()  # a new file is an empty DB from its first moment on disk
+            return db
         except BaseException:
-            arena.close()
+            store.arena.close()
             raise
 
     # -- collections --------------------------------------------------------------------------
 
     def tree_map(self, name: str, **options) -> TreeMap:
-        """The :class:`TreeMap` called ``name``, created with ``options`` if it does not exist."""
+        """The :class:`TreeMap` called ``name``, created with ``options`` if it does not exist
+        (in a read-only DB: a :class:`~offheap.readers.TreeReader` of an existing one)."""
         unknown = set(options) - set(_TREE_DEFAULTS)
         if unknown:
             raise TypeError(f"unknown TreeMap option(s): {', '.join(sorted(unknown))}")
         return self._collection(name, "tree_map", options, _TREE_DEFAULTS, _TREE_FIXED)
 
     def hash_map(self, name: str, **options) -> LongHashMap:
-        """The :class:`LongHashMap` called ``name``, created with ``options`` if it does not exist."""
+        """The :class:`LongHashMap` called ``name``, created with ``options`` if it does not exist
+        (in a read-only DB: a :class:`~offheap.readers.HashReader` of an existing one)."""
         unknown = set(options) - set(_HASH_DEFAULTS)
         if unknown:
             raise TypeError(f"unknown LongHashMap option(s): {', '.join(sorted(unknown))}")
@@ -92,6 +173,14 @@ class DB:
         self._check_open()
         if not isinstance(name, str) or not name:
             raise TypeError(f"a collection name is a non-empty str, not {name!r}")
+        if self._readonly:
+            with self._session.section():
+                return self._reader(name, kind, options, defaults, fixed)
+        with self.lock:
+            return self._writer_collection(name, kind, options, defaults, fixed)
+
+    def _writer_collection(self, name: str, kind: str, options: dict, defaults: dict,
+                           fixed: tuple):
         entry = self._catalog.get(name)
         if entry is not None and entry["kind"] != kind:
             raise ValueError(f"{name!r} is a {entry['kind']}, not a {kind}")
@@ -103,23 +192,35 @@ class DB:
             merged = {**defaults, **options}
             if not isinstance(merged["value"], str):
                 merged["value"] = merged["value"].name
-            collection = self._create(kind, merged)
-            meta_recid = collection.meta_recid
-            self._catalog[name] = {"kind": kind, "options": merged, "meta_recid": meta_recid}
+            collection = self._build(kind, merged, None)
+            self._catalog[name] = {"kind": kind, "options": merged,
+                                   "meta_recid": collection.meta_recid}
         else:
             _check_same(name, entry["options"], options, fixed)
             merged = {**entry["options"], **options}
-            collection = self._reopen(kind, merged, entry["meta_recid"])
+            collection = self._build(kind, merged, entry["meta_recid"])
         self._open[name] = collection
         self._open_options[name] = merged
         return collection
 
-    def _create(self, kind: str, options: dict):
-        if kind == "tree_map":
-            return TreeMap.in_store(self._store, lock=self.lock, **options)
-        return LongHashMap.in_store(self._store, options["value"])
+    def _reader(self, name: str, kind: str, options: dict, defaults: dict, fixed: tuple):
+        entry = self._catalog.get(name)
+        if entry is None:
+            raise KeyError(f"{self._store.arena.path!r} holds no collection {name!r} (a "
+                           f"read-only DB cannot create one); it holds {sorted(self._catalog)}")
+        if entry["kind"] != kind:
+            raise ValueError(f"{name!r} is a {entry['kind']}, not a {kind}")
+        _check_same(name, entry["options"], options, fixed)
+        reader = self._readers.get(name)
+        if reader is not None and not reader.closed:
+            return reader
+        collection = self._build(kind, {**entry["options"], **options}, entry["meta_recid"])
+        wrapper = TreeReader if kind == "tree_map" else HashReader
+        self._open[name] = collection
+        self._readers[name] = reader = wrapper(collection, self._session, owns_session=False)
+        return reader
 
-    def _reopen(self, kind: str, options: dict, meta_recid: int):
+    def _build(self, kind: str, options: dict, meta_recid: int | None):
         if kind == "tree_map":
             return TreeMap.in_store(self._store, meta_recid=meta_recid, lock=self.lock, **options)
         return LongHashMap.in_store(self._store, options["value"], meta_recid)
@@ -127,36 +228,177 @@ class DB:
     def names(self) -> list[str]:
         """Names of the collections in this DB, sorted."""
         self._check_open()
+        if self._readonly:
+            with self._session.section():
+                return sorted(self._catalog)
         return sorted(self._catalog)
 
     def __contains__(self, name: str) -> bool:
-        return name in self._catalog
+        return name in self.names()
+
+    # -- transactions -------------------------------------------------------------------------
+
+    @property
+    def durability(self) -> str | None:
+        """``"commit"`` or ``"none"`` for a file DB, None in memory."""
+        return self._store.arena.durability if self._store.arena.path else None
+
+    @property
+    def readonly(self) -> bool:
+        return self._readonly
+
+    def commit(self) -> None:
+        """Make every change up to now durable, all at once (``durability="commit"``).
+
+        Write caches are written into the store, the catalog into the store root, then the arena
+        commits: after a crash at any moment the file reopens with either everything before this
+        call or everything up to it. With ``durability="none"`` this is :meth:`flush`; in memory
+        it only writes the caches.
+        """
+        with self.lock:
+            self._check_writable()
+            self._write_collections()
+            if self.durability == "commit":
+                self._store.commit()
+            else:
+                self._store.flush()
+
+    def rollback(self) -> None:
+        """Drop every change since the last commit (``durability="commit"`` only).
+
+        Collections created since the last commit are closed; every other open collection
+        re-reads its committed state (iterators over it raise RuntimeError on their next step).
+        """
+        with self.lock:
+            self._check_writable()
+            if self.durability != "commit":
+                raise TransactionError("rollback() needs a file DB opened with "
+                                       f"durability='commit'; this one is "
+                                       f"{'in memory' if self.durability is None else 'none'}")
+            for collection in self._open.values():
+                if not collection.closed:
+                    collection._release()
+            self._store.rollback()
+            self._catalog = parse_catalog(self._store.root)
+            for name, collection in list(self._open.items()):
+                entry = self._catalog.get(name)
+                if collection.closed:
+                    del self._open[name]
+                elif entry is None or entry["meta_recid"] != collection.meta_recid:
+                    collection._invalidate()
+                    del self._open[name]
+                else:
+                    collection._reload()
+
+    def flush(self) -> None:
+        """Write every collection's caches and the catalog into the store; with
+        ``durability="none"`` push the pages to the file. Makes nothing durable in commit mode:
+        :meth:`commit` does."""
+        with self.lock:
+            self._check_writable()
+            self._write_collections()
+            if self.durability != "commit":
+                self._store.flush()
+
+    def _write_collections(self) -> None:
+        for collection in self._open.values():
+            if not collection.closed:
+                collection.flush()
+        self._store.root = _CATALOG_MAGIC + json.dumps(self._catalog, sort_keys=True).encode()
+
+    # -- space --------------------------------------------------------------------------------
+
+    def stats(self) -> DBStats:
+        """File, live and free bytes, and each collection's entries and live bytes."""
+        with self.lock:
+            self._check_open()
+            if self._readonly:
+                with self._session.section():
+                    return self._stats()
+            return self._stats()
+
+    def _stats(self) -> DBStats:
+        collections = {}
+        table_bytes = 0  # hash tables live in arena extents of their own, not in records
+        for name, entry in sorted(self._catalog.items()):
+            opener = self.tree_map if entry["kind"] == "tree_map" else self.hash_map
+            opener(name)
+            collection = self._open[name]
+            collections[name] = CollectionStats(entry["kind"], len(collection),
+                                                collection._live_bytes())
+            if entry["kind"] == "hash_map":
+                table_bytes += collection._table_bytes()
+        store = self._store.stats()
+        arena = self._store.arena
+        return DBStats(
+            file_bytes=os.path.getsize(arena.path) if arena.path else 0,
+            reserved_bytes=arena.reserved_bytes,
+            live_bytes=store.live_bytes + table_bytes,
+            free_bytes=store.free_bytes + arena.stats().free_bytes,
+            collections=collections)
+
+    def compact(self) -> None:
+        """Give free space back to the file system: commit, rewrite every collection into a new
+        file (full leaves, hash tables sized to their entries), and rename it over this one.
+
+        Atomic: a crash before the rename leaves this file as it was committed (a leftover
+        ``PATH.compact`` is removed by the next writer), after it the compacted file. Refused
+        while readers hold the file, since they would keep reading the old one. Open collections
+        stay usable and re-read their state from the new file.
+        """
+        with self.lock:
+            self._check_writable()
+            arena = self._store.arena
+            if arena.path is None:
+                raise ValueError("compact() applies to a file DB; a memory DB gives memory back "
+                                 "as collections shrink")
+            if arena.has_readers():
+                raise LockedError(f"{arena.path!r} is open in read-only processes; compact() "
+                                  f"would leave them on the old file: close them first")
+            self.commit()
+            path, tmp = arena.path, arena.path + COMPACT_SUFFIX
+            _remove_stale_compaction(path)
+            with DB.file(tmp, limit=arena.limit_bytes, durability=self.durability) as target:
+                for name, entry in sorted(self._catalog.items()):
+                    opener = self.tree_map if entry["kind"] == "tree_map" else self.hash_map
+                    _copy_collection(opener(name), name, entry, target)
+            for collection in self._open.values():
+                if not collection.closed:
+                    collection._release()
+            self._store.release_views()
+            os.replace(tmp, path)
+            _fsync_directory(path)
+            options = dict(limit_bytes=arena.limit_bytes, durability=self.durability,
+                           verify=False, recover=False)
+            arena.close()
+            self._store.switch_arena(Arena.file(path, **options))
+            self._catalog = parse_catalog(self._store.root)
+            for name, collection in list(self._open.items()):
+                if collection.closed:
+                    del self._open[name]
+                else:
+                    collection._reload(self._catalog[name]["meta_recid"])
 
     # -- lifetime -----------------------------------------------------------------------------
 
-    def flush(self) -> None:
-        """Flush every open collection, write the catalog, and push a file DB to its file."""
-        with self.lock:
-            self._check_open()
-            for collection in self._open.values():
-                if not collection.closed:
-                    collection.flush()
-            self._store.root = _CATALOG_MAGIC + json.dumps(self._catalog, sort_keys=True).encode()
-            self._store.flush()
-
     def close(self) -> None:
-        """Close every collection, then the store (a file DB is flushed first). Idempotent."""
+        """Close every collection and the store; a file DB commits (``durability="commit"``) or
+        flushes first. Idempotent. To close without committing, call :meth:`rollback` first."""
         with self.lock:
             if self._closed:
                 return
             try:
-                for collection in self._open.values():
-                    collection.close()
-                self._store.root = _CATALOG_MAGIC + json.dumps(self._catalog, sort_keys=True).encode()
+                if not self._readonly and self._store.arena.path is not None:
+                    self._write_collections()
             finally:
                 self._closed = True
+                for collection in self._open.values():
+                    collection._invalidate()
                 self._open.clear()
+                self._readers.clear()
                 self._store.close()
+                if self._session is not None:
+                    self._session.closed = True
 
     @property
     def closed(self) -> bool:
@@ -165,20 +407,63 @@ class DB:
     def __enter__(self) -> DB:
         return self
 
-    def __exit__(self, *exc) -> None:
-        self.close()
+    def __exit__(self, exc_type, exc, traceback) -> None:
+        """Close; when the block raised, a commit-mode DB rolls back first, so a failed block
+        leaves the file as of the last commit."""
+        try:
+            if exc_type is not None and not self._closed and not self._readonly \
+                    and self.durability == "commit":
+                self.rollback()
+        finally:
+            self.close()
 
     def __repr__(self) -> str:
         if self._closed:
             return "<DB (closed)>"
-        where = self._store.arena.path or "memory"
+        arena = self._store.arena
+        where = arena.path or "memory"
+        mode = "" if arena.path is None else (
+            ", read-only" if self._readonly else f", durability={self.durability}")
         listing = ", ".join(f"{n} ({e['kind']})" for n, e in sorted(self._catalog.items()))
-        return (f"<DB {where}: {format_bytes(self._store.arena.reserved_bytes)} reserved; "
+        return (f"<DB {where}{mode}: {format_bytes(arena.reserved_bytes)} reserved; "
                 f"{listing or 'no collections'}>")
 
     def _check_open(self) -> None:
         if self._closed:
             raise ClosedError("the DB is closed")
+
+    def _check_writable(self) -> None:
+        self._check_open()
+        if self._readonly:
+            raise refuse_write(self._store.arena.path)
+
+    # -- reader side --------------------------------------------------------------------------
+
+    def _reload_all(self) -> None:
+        """A read-only DB picked up a commit: re-read the store, the catalog and every open
+        collection."""
+        for collection in self._open.values():
+            collection._release()
+        self._store.reload()
+        self._catalog = parse_catalog(self._store.root)
+        for collection in self._open.values():
+            collection._reload()
+
+
+def parse_catalog(root: bytes) -> dict:
+    """The catalog in a DB's store root; CorruptionError when the root holds none."""
+    if not root.startswith(_CATALOG_MAGIC):
+        raise CorruptionError("this store holds no DB catalog (a standalone map's file?)")
+    try:
+        catalog = json.loads(root[len(_CATALOG_MAGIC):])
+    except ValueError:
+        raise CorruptionError("the DB catalog is damaged (not JSON)") from None
+    if not isinstance(catalog, dict) or not all(
+            isinstance(e, dict) and {"kind", "options", "meta_recid"} <= set(e)
+            and isinstance(e["options"], dict) and isinstance(e["meta_recid"], int)
+            for e in catalog.values()):
+        raise CorruptionError("the DB catalog is damaged (bad entries)")
+    return catalog
 
 
 def _check_same(name: str, stored: dict, given: dict, fixed: tuple) -> None:
@@ -189,14 +474,33 @@ def _check_same(name: str, stored: dict, given: dict, fixed: tuple) -> None:
                              f"it cannot be reopened with {option}={given[option]!r}")
 
 
-def _load_catalog(root: bytes) -> dict:
-    if not root.startswith(_CATALOG_MAGIC):
-        raise CorruptionError("this store holds no DB catalog (a standalone map's file?)")
+def _copy_collection(source, name: str, entry: dict, target: DB) -> None:
+    """Copy one collection into an empty DB, chunk by chunk, in the most compact form."""
+    if entry["kind"] == "tree_map":
+        tree = target.tree_map(name, **entry["options"])
+        for keys, values in source._chunks(None, None, (True, True), False, True):
+            for key, value in zip(keys, values):
+                tree[key] = value
+    else:
+        table = target.hash_map(name, **entry["options"])
+        for keys, values in source._chunks(with_values=True):
+            if keys:
+                table.put_many(keys, values)
+
+
+def _remove_stale_compaction(path: str) -> None:
+    """Remove what a compaction interrupted before its rename left beside ``path``; only the
+    writer (holding ``path``'s lock) calls this, so no compaction is running."""
+    for leftover in (path + COMPACT_SUFFIX, path + COMPACT_SUFFIX + "-wal"):
+        try:
+            os.remove(leftover)
+        except FileNotFoundError:
+            pass
+
+
+def _fsync_directory(path: str) -> None:
+    fd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
     try:
-        catalog = json.loads(root[len(_CATALOG_MAGIC):])
-    except ValueError:
-        raise CorruptionError("the DB catalog is damaged (not JSON)") from None
-    if not isinstance(catalog, dict) or not all(
-            isinstance(e, dict) and {"kind", "options", "meta_recid"} <= set(e) for e in catalog.values()):
-        raise CorruptionError("the DB catalog is damaged (bad entries)")
-    return catalog
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -50,10 +50,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from offheap.errors import CapacityError, ClosedError, CorruptionError
+from offheap.errors import CapacityError, ClosedError, CorruptionError, TransactionError
 from offheap.memory import PAGE_BYTES, Arena, format_bytes
 from offheap.mix import MASK64, mix64, mix64_array
-from offheap.readers import ChunkItemsView, ChunkValuesView
+from offheap.readers import ChunkItemsView, ChunkValuesView, HashReader, open_file_reader
 from offheap.serializers import get_serializer
 from offheap.store import RecordStore
 from offheap.valueslots import ValueSlots
@@ -128,30 +128,60 @@ class LongHashMap(MutableMapping):
 
     ``value`` names the value serializer: ``"object"`` (any picklable value; small ones inline),
     ``"int64"``, ``"float64"``, ``"str"`` or ``"bytes"``. ``limit`` caps the memory in bytes
-    (:class:`CapacityError` beyond it). With ``path`` the map lives in that file: :meth:`close`
-    it, and ``LongHashMap(path=...)`` opens it again with the same contents.
+    (:class:`CapacityError` beyond it).
+
+    With ``path`` the map lives in that file and ``LongHashMap(path=...)`` opens it again. With
+    ``durability="commit"`` (the default) :meth:`commit` makes every change durable at once,
+    :meth:`rollback` drops the changes since, and :meth:`close` commits; ``durability="none"``
+    writes through to the file, like MapDB without transactions (see ``docs/durability.md``).
+    ``readonly=True`` returns a :class:`~offheap.readers.HashReader` of the file instead, which
+    follows the commits of the one writer process. ``verify`` checks the page checksums on
+    open; ``recover=True`` opens a file that was not closed cleanly (for :func:`offheap.salvage`).
     """
 
-    def __init__(self, value="object", *, limit: int | None = None, path=None) -> None:
+    def __new__(cls, *args, readonly: bool = False, **kwargs):
+        if not readonly:
+            return super().__new__(cls)
+        return cls._open_reader(*args, **kwargs)
+
+    def __init__(self, value="object", *, limit: int | None = None, path=None,
+                 durability: str = "commit", readonly: bool = False, verify: bool = True,
+                 recover: bool = False) -> None:
         serializer = get_serializer(value)
         if path is None:
             store = RecordStore(Arena.anonymous(limit_bytes=limit))
             self._setup(store, serializer, meta_recid=None, owns_store=True)
             return
-        arena = Arena.file(path, limit_bytes=limit)
+        store = RecordStore.file(path, limit_bytes=limit, durability=durability, verify=verify,
+                                 recover=recover)
         try:
-            if arena.root:
-                store = RecordStore.open(arena)
-                meta_recid = standalone_meta_recid(store.root)
-                self._setup(store, serializer, meta_recid=meta_recid, owns_store=True)
-            else:
-                store = RecordStore(arena)
-                self._setup(store, serializer, meta_recid=None, owns_store=True)
+            meta_recid = standalone_meta_recid(store.root) if store.root else None
+            self._setup(store, serializer, meta_recid=meta_recid, owns_store=True)
+            if meta_recid is None:
                 store.root = struct.pack("<Q", self._meta_recid)
-                self.flush()
+                self.commit()  # a new file holds an empty map from its first moment on disk
         except BaseException:
-            arena.close()
+            store.arena.close()
             raise
+
+    @classmethod
+    def _open_reader(cls, value="object", *, path=None, limit: int | None = None,
+                     durability: str | None = None, verify: bool = True,
+                     recover: bool = False) -> HashReader:
+        """``LongHashMap(path=..., readonly=True)``: a reader of the file (``durability`` is the
+        writer's business and is ignored here)."""
+        if path is None:
+            raise ValueError("readonly=True reads a file: pass path=")
+        serializer = get_serializer(value)
+
+        def build(store: RecordStore) -> LongHashMap:
+            hashmap = cls.__new__(cls)
+            hashmap._setup(store, serializer, meta_recid=standalone_meta_recid(store.root),
+                           owns_store=True)
+            return hashmap
+
+        return open_file_reader(path, build, HashReader, limit_bytes=limit, verify=verify,
+                                recover=recover)
 
     @classmethod
     def in_store(cls, store: RecordStore, value="object", meta_recid: int | None = None) -> LongHashMap:
@@ -415,26 +445,58 @@ class LongHashMap(MutableMapping):
         return f"<table><caption><b>LongHashMap</b></caption>{body}</table>"
 
     def flush(self) -> None:
-        """Write the map's metadata and, for a file, push its pages to the file."""
+        """Write the map's metadata into the store; a file map without transactions also pushes
+        its pages to the file (with ``durability="commit"`` nothing is durable before
+        :meth:`commit`)."""
         self._check_open()
         self._write_meta()
         if self._owns_store:
             self._store.flush()
 
     def close(self) -> None:
-        """Flush (file maps) and release the memory; later use raises ClosedError. Idempotent."""
+        """Release the memory (a file map is committed first, or flushed with
+        ``durability="none"``); later use raises ClosedError. Idempotent."""
         if self._closed:
             return
         try:
-            if self._owns_store and self._store.arena.path is not None:
-                self.flush()
-            elif not self._owns_store:
+            if not self._store.arena.readonly and (
+                    not self._owns_store or self._store.arena.path is not None):
                 self._write_meta()
         finally:
             self._drop_views()
             self._closed = True
             if self._owns_store:
                 self._store.close()
+
+    def commit(self) -> None:
+        """Make every change up to now durable at once (a standalone file map); with
+        ``durability="none"`` this flushes to the file."""
+        self._check_open()
+        self._check_standalone_file("commit")
+        self._write_meta()
+        if self._store.durable:
+            self._store.commit()
+        else:
+            self._store.flush()
+
+    def rollback(self) -> None:
+        """Drop every change since the last commit (a standalone map with
+        ``durability="commit"``); iterators in progress raise RuntimeError."""
+        self._check_open()
+        self._check_standalone_file("rollback")
+        if not self._store.durable:
+            raise TransactionError("rollback() needs durability='commit'; this file was "
+                                   "opened with durability='none'")
+        self._drop_views()
+        self._store.rollback()
+        self._reload()
+
+    def _check_standalone_file(self, operation: str) -> None:
+        if not self._owns_store:
+            raise ValueError(f"this LongHashMap lives in a DB: call db.{operation}()")
+        if self._store.arena.path is None:
+            raise ValueError(f"{operation}() applies to a file map (path=...); an in-memory "
+                             f"map has no transactions")
 
     @property
     def closed(self) -> bool:
@@ -448,8 +510,14 @@ class LongHashMap(MutableMapping):
     def __enter__(self) -> LongHashMap:
         return self
 
-    def __exit__(self, *exc) -> None:
-        self.close()
+    def __exit__(self, exc_type, exc, traceback) -> None:
+        """Close; a standalone durable file map rolls back first when the block raised."""
+        try:
+            if exc_type is not None and not self._closed and self._owns_store \
+                    and self._store.durable:
+                self.rollback()
+        finally:
+            self.close()
 
     def _check(self) -> None:
         """Assert the table's invariants (used by the stateful tests after every step)."""

@@ -25,6 +25,8 @@ from collections.abc import Callable, ItemsView, Iterator, Mapping, ValuesView
 from contextlib import contextmanager
 
 from offheap.errors import ClosedError
+from offheap.memory import Arena
+from offheap.store import RecordStore
 from offheap.treeviews import TreeItemsView, TreeKeysView, TreeValuesView
 
 
@@ -75,6 +77,31 @@ class ReadSession:
             if not self.closed:
                 self.closed = True
                 self._close()
+
+
+def open_file_reader(path, build: Callable[[RecordStore], object], wrapper: type, *,
+                     limit_bytes: int | None = None, verify: bool = True,
+                     recover: bool = False) -> MapReader:
+    """A reader of a standalone map's file that owns the file: ``path`` is opened read-only,
+    ``build(store)`` makes the map from the store inside the same read section (so both see
+    one commit), and ``wrapper`` (:class:`TreeReader` or :class:`HashReader`) wraps it."""
+    arena = Arena.file(path, limit_bytes=limit_bytes, readonly=True, verify=verify,
+                       recover=recover)
+    try:
+        with arena.read_section():
+            store = RecordStore.open(arena)
+            collection = build(store)
+    except BaseException:
+        arena.close()
+        raise
+
+    def reload() -> None:
+        collection._release()
+        store.reload()
+        collection._reload()
+
+    session = ReadSession(arena, reload, collection.close, lock=getattr(collection, "_lock", None))
+    return wrapper(collection, session, owns_session=True)
 
 
 def refuse_write(path) -> PermissionError:

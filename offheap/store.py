@@ -118,6 +118,20 @@ class RecordStore:
         return store
 
     @classmethod
+    def file(cls, path, *, limit_bytes: int | None = None, durability: str = "commit",
+             verify: bool = True, recover: bool = False) -> RecordStore:
+        """The writer's store in file ``path``: the one it holds, or a new empty one (whose
+        ``root`` is ``b""``) when the file is new. Options as in :meth:`Arena.file`; the owner
+        sets its root and commits (or flushes) a new store before handing it out."""
+        arena = Arena.file(path, limit_bytes=limit_bytes, durability=durability, verify=verify,
+                           recover=recover)
+        try:
+            return cls.open(arena) if arena.root else cls(arena)
+        except BaseException:
+            arena.close()
+            raise
+
+    @classmethod
     def open_damaged(cls, arena: Arena) -> RecordStore:
         """Open a store that may be damaged, for salvage: the metadata is read, but free space
         is not rebuilt (overlapping records are not an error here). Read it only with
@@ -246,13 +260,21 @@ class RecordStore:
             segment_bytes=segment_bytes, reserved_bytes=self.arena.reserved_bytes,
             used_bytes=self.arena.used_bytes)
 
+    @property
+    def durable(self) -> bool:
+        """Whether this store lives in a file arena with ``durability="commit"``."""
+        return self.arena.path is not None and self.arena.durability == "commit"
+
     def flush(self) -> None:
-        """Persist the store's metadata into the arena root and flush the arena."""
+        """Write the store's metadata into the arena root; a file arena without transactions
+        also pushes its pages to the file. In a durable arena nothing becomes durable before
+        :meth:`commit`."""
         self._check_open()
         if self.arena.readonly:
             return
         self.arena.set_root(self._meta_bytes())
-        self.arena.flush()
+        if not self.durable:
+            self.arena.flush()
 
     def commit(self) -> None:
         """Write the metadata into the arena root and commit the arena: every change up to now
@@ -299,12 +321,16 @@ class RecordStore:
         self._index_capacity = 0
 
     def close(self) -> None:
-        """Flush and close the arena; idempotent."""
+        """Commit (a durable arena) or flush (a file arena without transactions), then close
+        the arena; idempotent."""
         if self.arena.closed:
             return
         try:
             if self.arena.path is not None and not self.arena.readonly:
-                self.flush()
+                if self.durable:
+                    self.commit()
+                else:
+                    self.flush()
         finally:
             self._addr = self._size = None
             self._views = []

@@ -55,7 +55,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from offheap.codecs import get_codec
-from offheap.errors import CapacityError, ClosedError, CorruptionError
+from offheap.errors import CapacityError, ClosedError, CorruptionError, TransactionError
 from offheap.memory import Arena, format_bytes
 from offheap.nodecache import Inner, Leaf, NodeCache, merge_into, redistribute
 from offheap.page import (
@@ -69,6 +69,7 @@ from offheap.page import (
     raw_size,
     separator,
 )
+from offheap.readers import TreeReader, open_file_reader
 from offheap.serializers import get_serializer
 from offheap.store import RecordStore
 from offheap.treebulk import merge_sorted, runs, separators, take
@@ -152,33 +153,62 @@ class TreeMap(MutableMapping):
     ``node_size`` bounds entries per leaf and children per inner node; ``compression`` is a codec
     name applied per page (kept only where it helps); ``write_cache``, ``flush_delay`` (ms) and
     ``cache_size`` (decoded leaves kept, and as many inner nodes) are described in the module
-    docstring. ``limit`` caps the memory in bytes (:class:`CapacityError` beyond it). With ``path`` the map lives in that file:
-    :meth:`close` it, and ``TreeMap(path=...)`` opens it again.
+    docstring. ``limit`` caps the memory in bytes (:class:`CapacityError` beyond it).
+
+    With ``path`` the map lives in that file and ``TreeMap(path=...)`` opens it again. With
+    ``durability="commit"`` (the default) :meth:`commit` makes every change durable at once,
+    :meth:`rollback` drops the changes since, and :meth:`close` commits; ``durability="none"``
+    writes through to the file, like MapDB without transactions (see ``docs/durability.md``).
+    ``readonly=True`` returns a :class:`~offheap.readers.TreeReader` of the file instead, which
+    follows the commits of the one writer process. ``verify`` checks the page checksums on
+    open; ``recover=True`` opens a file that was not closed cleanly (for :func:`offheap.salvage`).
     """
+
+    def __new__(cls, *args, readonly: bool = False, **kwargs):
+        if not readonly:
+            return super().__new__(cls)
+        return cls._open_reader(*args, **kwargs)
 
     def __init__(self, key="int64", value="object", *, node_size: int = 32, compression=None,
                  write_cache: bool = True, flush_delay: float | None = None,
-                 cache_size: int = 2048, limit: int | None = None, path=None) -> None:
+                 cache_size: int = 2048, limit: int | None = None, path=None,
+                 durability: str = "commit", readonly: bool = False, verify: bool = True,
+                 recover: bool = False) -> None:
         options = dict(key=key, value=value, node_size=node_size, compression=compression,
                        write_cache=write_cache, flush_delay=flush_delay, cache_size=cache_size)
         if path is None:
             store = RecordStore(Arena.anonymous(limit_bytes=limit))
             self._setup(store, owns_store=True, meta_recid=None, **options)
             return
-        arena = Arena.file(path, limit_bytes=limit)
+        store = RecordStore.file(path, limit_bytes=limit, durability=durability, verify=verify,
+                                 recover=recover)
         try:
-            if arena.root:
-                store = RecordStore.open(arena)
-                meta_recid = standalone_meta_recid(store.root)
-                self._setup(store, owns_store=True, meta_recid=meta_recid, **options)
-            else:
-                store = RecordStore(arena)
-                self._setup(store, owns_store=True, meta_recid=None, **options)
+            meta_recid = standalone_meta_recid(store.root) if store.root else None
+            self._setup(store, owns_store=True, meta_recid=meta_recid, **options)
+            if meta_recid is None:
                 store.root = _ROOT_MAGIC + struct.pack("<Q", self._meta_recid)
-                self.flush()
+                self.commit()  # a new file holds an empty TreeMap from its first moment on disk
         except BaseException:
-            arena.close()
+            store.arena.close()
             raise
+
+    @classmethod
+    def _open_reader(cls, key="int64", value="object", *, path=None, limit: int | None = None,
+                     durability: str | None = None, verify: bool = True, recover: bool = False,
+                     **options) -> TreeReader:
+        """``TreeMap(path=..., readonly=True)``: a reader of the file (``durability`` is the
+        writer's business and is ignored here)."""
+        if path is None:
+            raise ValueError("readonly=True reads a file: pass path=")
+
+        def build(store: RecordStore) -> TreeMap:
+            tree = cls.__new__(cls)
+            tree._setup(store, owns_store=True, meta_recid=standalone_meta_recid(store.root),
+                        key=key, value=value, **options)
+            return tree
+
+        return open_file_reader(path, build, TreeReader, limit_bytes=limit, verify=verify,
+                                recover=recover)
 
     @classmethod
     def in_store(cls, store: RecordStore, key="int64", value="object",
@@ -1135,7 +1165,9 @@ class TreeMap(MutableMapping):
         return f"<table><caption><b>TreeMap</b></caption>{body}</table>"
 
     def flush(self) -> None:
-        """Write every dirty node and the metadata; for a file, push its pages to the file."""
+        """Write every dirty node and the metadata into the store; a file map without
+        transactions also pushes its pages to the file (with ``durability="commit"`` nothing is
+        durable before :meth:`commit`)."""
         with self._lock:
             self._check_open()
             self._flush_nodes()
@@ -1147,14 +1179,16 @@ class TreeMap(MutableMapping):
         self._write_meta()
 
     def close(self) -> None:
-        """Flush, then release the memory (a standalone map) or leave the shared store open.
-        Later use raises ClosedError. Idempotent."""
+        """Flush, then release the memory (a standalone map; a file is committed, or flushed
+        with ``durability="none"``) or leave the shared store open. Later use raises
+        ClosedError. Idempotent."""
         with self._lock:
             if self._closed:
                 return
             self._cancel_timer()
             try:
-                if not self._owns_store or self._store.arena.path is not None:
+                if not self._store.arena.readonly and (
+                        not self._owns_store or self._store.arena.path is not None):
                     self._flush_nodes()
             finally:
                 self._closed = True
@@ -1163,6 +1197,39 @@ class TreeMap(MutableMapping):
                 if self._owns_store:
                     self._store.close()
 
+    def commit(self) -> None:
+        """Make every change up to now durable at once (a standalone file map): dirty nodes and
+        the metadata are written, then the file commits. After a crash the file reopens with
+        the last commit, whole. With ``durability="none"`` this flushes to the file."""
+        with self._lock:
+            self._check_open()
+            self._check_standalone_file("commit")
+            self._flush_nodes()
+            if self._store.durable:
+                self._store.commit()
+            else:
+                self._store.flush()
+
+    def rollback(self) -> None:
+        """Drop every change since the last commit (a standalone map with
+        ``durability="commit"``); iterators in progress raise RuntimeError."""
+        with self._lock:
+            self._check_open()
+            self._check_standalone_file("rollback")
+            if not self._store.durable:
+                raise TransactionError("rollback() needs durability='commit'; this file was "
+                                       "opened with durability='none'")
+            self._release()
+            self._store.rollback()
+            self._reload()
+
+    def _check_standalone_file(self, operation: str) -> None:
+        if not self._owns_store:
+            raise ValueError(f"this TreeMap lives in a DB: call db.{operation}()")
+        if self._store.arena.path is None:
+            raise ValueError(f"{operation}() applies to a file map (path=...); an in-memory "
+                             f"map has no transactions")
+
     @property
     def closed(self) -> bool:
         return self._closed
@@ -1170,8 +1237,14 @@ class TreeMap(MutableMapping):
     def __enter__(self) -> TreeMap:
         return self
 
-    def __exit__(self, *exc) -> None:
-        self.close()
+    def __exit__(self, exc_type, exc, traceback) -> None:
+        """Close; a standalone durable file map rolls back first when the block raised."""
+        try:
+            if exc_type is not None and not self._closed and self._owns_store \
+                    and self._store.durable:
+                self.rollback()
+        finally:
+            self.close()
 
     def copy(self) -> TreeMap:
         """A new anonymous TreeMap with the same entries and options (bulk-built)."""

@@ -71,11 +71,13 @@ def test_db_rejects_conflicting_options_and_kinds(tmp_path):
             db.tree_map("t", key="str")
 
 
-def test_db_flush_persists_without_close(tmp_path):
+def test_db_commit_persists_without_close_and_flush_does_not(tmp_path):
     path = tmp_path / "db.offheap"
     db = DB.file(path)
     tree = db.tree_map("t")
     tree.update({i: str(i) for i in range(100)})
+    db.commit()
+    tree.update({i: "flushed only" for i in range(100, 200)})
     db.flush()
     db._store.arena.close()  # as if the process died after flush()
     with DB.file(path) as again:

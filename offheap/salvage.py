@@ -1,0 +1,350 @@
+"""Salvage: copy what is still consistent out of a damaged file into a new one (layer 7).
+
+``salvage(src, dst)`` is the way back from a file that will not open: one written with
+``durability="none"`` that was not closed cleanly (the writer crashed or was killed), or one
+whose pages fail their checksums. It opens ``src`` read-only with ``recover=True`` (``src`` is
+never changed), reads every collection *defensively*, and writes what passes into a fresh file
+at ``dst`` with ``durability="commit"``, of the same kind as ``src``: a DB, a standalone TreeMap
+or a standalone LongHashMap. It returns a :class:`SalvageReport`.
+
+Nothing is copied wrong; what cannot be shown consistent is skipped and counted:
+
+- TreeMap: the tree is walked from the root its metadata names. An inner node must decode and
+  its separators must rise strictly inside the bounds its parent gives it; a leaf must decode,
+  keys and every value, and its keys must rise strictly inside its bounds ``[lo, hi)``. A node
+  that fails is skipped with everything below it; a node reached twice (a cycle, a shared child)
+  is skipped the second time. The walk goes depth first in key order, so the keys it copies rise.
+- LongHashMap: an occupied slot is kept when the slot is its key's home plus its distance minus
+  one (what every insert and shift maintains), its key occurs in no other slot, and its value
+  decodes (an external value's record must lie inside its segment and deserialize).
+
+Every record is read through :meth:`RecordStore.get_checked`, and a decoder meeting damaged bytes
+may raise anything (a corrupt pickle can raise any exception type), so one record's failure is
+caught as ``Exception`` around that record alone, counted, and the walk goes on.
+
+In a file written with ``durability="none"`` a crash leaves whatever the last flush wrote: changes
+still in a write cache, and metadata newer than the last flush, are gone. Salvage recovers a
+consistent subset of what reached the file, not the state at the moment of the crash.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from offheap.db import DB, parse_catalog
+from offheap.errors import CorruptionError
+from offheap.hashmap import LongHashMap, homes_of
+from offheap.hashmap import parse_meta as parse_table_meta
+from offheap.hashmap import standalone_meta_recid as hash_meta_recid
+from offheap.memory import Arena
+from offheap.page import KEY_KINDS, decode_inner, decode_leaf
+from offheap.serializers import get_serializer
+from offheap.store import RecordStore
+from offheap.treemap import TreeMap
+from offheap.treemap import parse_meta as parse_tree_meta
+from offheap.treemap import standalone_meta_recid as tree_meta_recid
+from offheap.valueslots import EXTERNAL
+
+_MAX_HEIGHT = 64
+_TREE_FIXED = ("key", "value", "node_size")
+_COMMIT_EVERY = 1 << 20  # entries copied between two commits of the destination
+_SLOT_CHUNK = 1 << 16
+
+
+@dataclass
+class CollectionReport:
+    """What salvage did with one collection."""
+
+    name: str
+    kind: str  # "tree_map" or "hash_map"
+    expected_entries: int | None = None  # what the metadata claimed (None: unreadable)
+    recovered_entries: int = 0
+    skipped_entries: int = 0  # read but rejected: misplaced, duplicated, out of order, bad value
+    skipped_records: int = 0  # nodes or value records that could not be read or failed checks
+    error: str | None = None  # why nothing at all could be read
+
+    @property
+    def complete(self) -> bool:
+        """Every entry the metadata promised was recovered and nothing was skipped."""
+        return (self.error is None and not self.skipped_entries and not self.skipped_records
+                and self.recovered_entries == self.expected_entries)
+
+
+@dataclass
+class SalvageReport:
+    """The outcome of :func:`salvage`: one :class:`CollectionReport` per collection found."""
+
+    source: str
+    destination: str
+    kind: str  # "db", "tree_map" or "hash_map"
+    collections: list[CollectionReport] = field(default_factory=list)
+    error: str | None = None  # why the source's store could not be read at all
+
+    @property
+    def recovered_entries(self) -> int:
+        return sum(c.recovered_entries for c in self.collections)
+
+    @property
+    def complete(self) -> bool:
+        return self.error is None and all(c.complete for c in self.collections)
+
+    def __str__(self) -> str:
+        lines = [f"salvage {self.source} -> {self.destination} ({self.kind}): "
+                 f"{self.recovered_entries:,} entries recovered"
+                 + ("" if self.error is None else f"; {self.error}")]
+        for c in self.collections:
+            expected = "?" if c.expected_entries is None else f"{c.expected_entries:,}"
+            line = (f"  {c.name} ({c.kind}): {c.recovered_entries:,} of {expected} entries, "
+                    f"{c.skipped_entries:,} entries and {c.skipped_records:,} records skipped")
+            lines.append(line + ("" if c.error is None else f"; {c.error}"))
+        return "\n".join(lines)
+
+
+def salvage(src, dst) -> SalvageReport:
+    """Copy every consistent entry of file ``src`` into a new file ``dst``; see the module doc.
+
+    ``dst`` must not exist (FileExistsError). Raises :class:`CorruptionError` only when ``src``
+    is not an offheap file at all (bad magic, unreadable header); any damage beyond that is
+    reported, not raised.
+    """
+    src, dst = os.fspath(src), os.fspath(dst)
+    if os.path.exists(dst):
+        raise FileExistsError(f"salvage writes a new file; {dst!r} already exists")
+    arena = Arena.file(src, readonly=True, recover=True)
+    try:
+        try:
+            store = RecordStore.open_damaged(arena)
+        except CorruptionError as exc:
+            report = SalvageReport(src, dst, "db", error=f"the record store is unreadable: {exc}")
+            DB.file(dst).close()
+            return report
+        return _salvage_store(store, src, dst)
+    finally:
+        arena.close()
+
+
+def _salvage_store(store: RecordStore, src: str, dst: str) -> SalvageReport:
+    root = store.root
+    try:
+        catalog = parse_catalog(root)
+    except CorruptionError:
+        catalog = None
+    if catalog is not None:
+        report = SalvageReport(src, dst, "db")
+        with DB.file(dst) as target:
+            for name, entry in sorted(catalog.items()):
+                _copy_db_entry(store, name, entry, target, report)
+        return report
+    for kind, meta_recid_of in (("tree_map", tree_meta_recid), ("hash_map", hash_meta_recid)):
+        try:
+            meta_recid = meta_recid_of(root)
+        except CorruptionError:
+            continue
+        report = SalvageReport(src, dst, kind)
+        if kind == "tree_map":
+            _copy_standalone_tree(store, meta_recid, dst, report)
+        else:
+            _copy_standalone_hash(store, meta_recid, dst, report)
+        return report
+    report = SalvageReport(src, dst, "db", error="the store root names no DB catalog and no map")
+    DB.file(dst).close()
+    return report
+
+
+# -- DB and standalone files ------------------------------------------------------------------
+
+def _copy_db_entry(store: RecordStore, name: str, entry: dict, target: DB,
+                   report: SalvageReport) -> None:
+    kind = entry["kind"]
+    collection = CollectionReport(name, kind)
+    report.collections.append(collection)
+    if kind == "tree_map":
+        meta = _tree_meta(store, entry["meta_recid"], collection)
+        if meta is not None:
+            fixed = {k: meta.options[k] for k in _TREE_FIXED}
+            try:
+                tree = target.tree_map(name, **{**entry["options"], **fixed})
+            except (TypeError, ValueError):  # damaged runtime options: the fixed ones suffice
+                tree = target.tree_map(name, **fixed)
+            _copy_tree(store, meta, tree, collection, target.commit)
+    elif kind == "hash_map":
+        meta = _table_meta(store, entry["meta_recid"], collection)
+        if meta is not None:
+            table = target.hash_map(name, value=meta.value)
+            _copy_table(store, meta, table, collection, target.commit)
+    else:
+        collection.error = f"unknown collection kind {kind!r}"
+    target.commit()
+
+
+def _copy_standalone_tree(store: RecordStore, meta_recid: int, dst: str,
+                          report: SalvageReport) -> None:
+    collection = CollectionReport("tree_map", "tree_map")
+    report.collections.append(collection)
+    meta = _tree_meta(store, meta_recid, collection)
+    options = {} if meta is None else {k: meta.options[k] for k in _TREE_FIXED}
+    with TreeMap(path=dst, **options) as tree:
+        if meta is not None:
+            _copy_tree(store, meta, tree, collection, tree.commit)
+
+
+def _copy_standalone_hash(store: RecordStore, meta_recid: int, dst: str,
+                          report: SalvageReport) -> None:
+    collection = CollectionReport("hash_map", "hash_map")
+    report.collections.append(collection)
+    meta = _table_meta(store, meta_recid, collection)
+    with LongHashMap("object" if meta is None else meta.value, path=dst) as table:
+        if meta is not None:
+            _copy_table(store, meta, table, collection, table.commit)
+
+
+# -- TreeMap ----------------------------------------------------------------------------------
+
+def _tree_meta(store: RecordStore, meta_recid: int, report: CollectionReport):
+    try:
+        meta = parse_tree_meta(store.get_checked(meta_recid))
+        key_kind, node_size = meta.options.get("key"), meta.options.get("node_size")
+        get_serializer(meta.options.get("value"))
+        if key_kind not in KEY_KINDS:
+            raise CorruptionError(f"unknown key kind {key_kind!r}")
+        if not isinstance(node_size, int) or not 4 <= node_size <= 4096:
+            raise CorruptionError(f"node size {node_size!r} is out of range")
+    except Exception as exc:  # a damaged record may fail in any decoder
+        report.error = f"metadata record {meta_recid} is unreadable: {exc}"
+        return None
+    report.expected_entries = meta.n_entries
+    return meta
+
+
+def read_tree(store: RecordStore, meta, report: CollectionReport):
+    """Yield ``(keys, values)`` of every leaf that passes the checks of the module docstring,
+    in key order; count what fails in ``report``."""
+    key_kind = meta.options["key"]
+    serializer = get_serializer(meta.options["value"])
+    max_depth = meta.height if 1 <= meta.height <= _MAX_HEIGHT else _MAX_HEIGHT
+    seen: set[int] = set()
+    stack = [(meta.root, 1, None, None)]  # (recid, depth, lo, hi): keys k with lo <= k < hi
+    while stack:
+        recid, depth, lo, hi = stack.pop()
+        if recid in seen or depth > max_depth:
+            report.skipped_records += 1
+            continue
+        seen.add(recid)
+        try:
+            page = store.get_checked(recid)
+            if not page:
+                raise CorruptionError("empty page")
+            if page[0] & 1:
+                separators, children = decode_inner(page, key_kind)
+                _check_rising(separators, lo, hi)
+                bounds = [lo] + separators + [hi]
+                stack.extend((child, depth + 1, bounds[i], bounds[i + 1])
+                             for i, child in reversed(list(enumerate(children))))
+                continue
+            keys, values = decode_leaf(page, key_kind, serializer)
+            if len(values) != len(keys):
+                raise CorruptionError("leaf keys and values differ in number")
+            _check_rising(keys, lo, hi)
+        except Exception:  # a damaged record may fail in any decoder
+            report.skipped_records += 1
+            continue
+        yield keys, values
+
+
+def _check_rising(keys: list, lo, hi) -> None:
+    """CorruptionError unless ``keys`` rise strictly and lie in ``[lo, hi)``."""
+    if any(a >= b for a, b in zip(keys, keys[1:])):
+        raise CorruptionError("keys out of order")
+    if keys and ((lo is not None and keys[0] < lo) or (hi is not None and keys[-1] >= hi)):
+        raise CorruptionError("keys outside their separator bounds")
+
+
+def _copy_tree(store: RecordStore, meta, tree, report: CollectionReport, commit) -> None:
+    copied_since_commit = 0
+    for keys, values in read_tree(store, meta, report):
+        for key, value in zip(keys, values):
+            tree[key] = value
+        report.recovered_entries += len(keys)
+        copied_since_commit += len(keys)
+        if copied_since_commit >= _COMMIT_EVERY:
+            commit()
+            copied_since_commit = 0
+
+
+# -- LongHashMap ------------------------------------------------------------------------------
+
+def _table_meta(store: RecordStore, meta_recid: int, report: CollectionReport):
+    try:
+        meta = parse_table_meta(store.get_checked(meta_recid))
+        get_serializer(meta.value)
+    except Exception as exc:  # a damaged record may fail in any decoder
+        report.error = f"metadata record {meta_recid} is unreadable: {exc}"
+        return None
+    report.expected_entries = meta.n_entries
+    return meta
+
+
+def read_table(store: RecordStore, meta, report: CollectionReport):
+    """Yield ``(keys, values)`` batches of the slots that pass the checks of the module
+    docstring; count what fails in ``report``."""
+    serializer = get_serializer(meta.value)
+    typed = serializer.dtype is not None
+    n_slots = meta.homes + 256
+    keys_off, dist_off, vals_off = meta.regions
+    arena = store.arena
+    try:
+        value_dtype = serializer.dtype if typed else np.dtype(f"<u{meta.width}")
+        keys = np.array(arena.array(keys_off, np.int64, n_slots))
+        dist = np.array(arena.array(dist_off, np.uint8, n_slots))
+        words = np.array(arena.array(vals_off, value_dtype, n_slots))
+    except Exception as exc:  # a missing or short region
+        report.error = f"the table's arrays are unreadable: {exc}"
+        return
+    occupied = np.flatnonzero(dist)
+    placed = homes_of(keys[occupied], meta.homes) + dist[occupied].astype(np.int64) - 1 == occupied
+    report.skipped_entries += int((~placed).sum())
+    occupied = occupied[placed]
+    unique, counts = np.unique(keys[occupied], return_counts=True)
+    repeated = unique[counts > 1]
+    if repeated.size:
+        once = ~np.isin(keys[occupied], repeated)
+        report.skipped_entries += int((~once).sum())
+        occupied = occupied[once]
+    for start in range(0, occupied.size, _SLOT_CHUNK):
+        slots = occupied[start: start + _SLOT_CHUNK]
+        if typed:
+            yield keys[slots], words[slots]
+            continue
+        good_keys, good_values = [], []
+        for key, word in zip(keys[slots].tolist(), words[slots].tolist()):
+            try:
+                good_values.append(_decode_word(store, serializer, int(word)))
+            except Exception:  # a damaged record may fail in any decoder
+                report.skipped_entries += 1
+                continue
+            good_keys.append(key)
+        yield np.array(good_keys, np.int64), good_values
+
+
+def _decode_word(store: RecordStore, serializer, word: int):
+    length = word & 0xFF
+    if length == EXTERNAL:
+        return serializer.loads(store.get_checked(word >> 8))
+    if length > 7:
+        raise CorruptionError(f"slot word with inline length {length}")
+    return serializer.loads((word >> 8).to_bytes(length, "little"))
+
+
+def _copy_table(store: RecordStore, meta, table, report: CollectionReport, commit) -> None:
+    copied_since_commit = 0
+    for keys, values in read_table(store, meta, report):
+        if len(keys):
+            table.put_many(keys, values)
+        report.recovered_entries += len(keys)
+        copied_since_commit += len(keys)
+        if copied_since_commit >= _COMMIT_EVERY:
+            commit()
+            copied_since_commit = 0

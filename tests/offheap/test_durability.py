@@ -1,0 +1,317 @@
+"""Durable DBs and file maps: commit, rollback, crashes, unclean shutdowns, readers beside a
+writer, locking, compaction and stats.
+
+Crashes are real: a child process writes and ends with ``os._exit`` (no close, no flush, as
+SIGKILL would leave it), and this process reopens the file.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from offheap import DB, LongHashMap, TreeMap, salvage
+from offheap.errors import ClosedError, CorruptionError, LockedError, TransactionError
+
+REPOSITORY = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def run_child(code: str) -> subprocess.CompletedProcess:
+    """Run ``code`` in a fresh interpreter that imports offheap from this checkout."""
+    env = dict(os.environ, PYTHONPATH=REPOSITORY)
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+# -- commit and rollback ----------------------------------------------------------------------
+
+def test_commit_then_rollback_returns_to_the_commit(tmp_path):
+    with DB.file(tmp_path / "db") as db:
+        tree, table = db.tree_map("t", node_size=4), db.hash_map("h")
+        tree.update({i: str(i) for i in range(300)})
+        table.put_many(np.arange(300), ["x" * (i % 20) for i in range(300)])
+        db.commit()
+        for i in range(0, 300, 3):
+            del tree[i]
+            table[i] = "changed, and long enough to be an external record"
+        tree[1000] = "new"
+        db.rollback()
+        assert dict(tree.items()) == {i: str(i) for i in range(300)}
+        assert dict(table.items()) == {i: "x" * (i % 20) for i in range(300)}
+        tree._check()
+        table._check()
+        tree[5000] = "after rollback"
+    with DB.file(tmp_path / "db") as db:  # close committed
+        assert db.tree_map("t")[5000] == "after rollback" and len(db.tree_map("t")) == 301
+
+
+def test_rollback_closes_collections_created_since_the_commit(tmp_path):
+    with DB.file(tmp_path / "db") as db:
+        kept = db.tree_map("kept")
+        kept[1] = 1
+        db.commit()
+        fresh, fresh_table = db.tree_map("fresh"), db.hash_map("fresh_h")
+        fresh[1] = 1
+        db.rollback()
+        assert fresh.closed and fresh_table.closed and not kept.closed
+        assert db.names() == ["kept"]
+        with pytest.raises(ClosedError):
+            fresh[2] = 2
+        assert db.tree_map("fresh") is not fresh and len(db.tree_map("fresh")) == 0
+
+
+def test_iteration_across_a_rollback_raises(tmp_path):
+    with DB.file(tmp_path / "db") as db:
+        tree = db.tree_map("t", node_size=4)
+        tree.update({i: i for i in range(100)})
+        db.commit()
+        iterator = iter(tree)
+        next(iterator)
+        db.rollback()
+        with pytest.raises(RuntimeError):
+            list(iterator)
+
+
+def test_a_failed_with_block_rolls_back(tmp_path):
+    with DB.file(tmp_path / "db") as db:
+        db.tree_map("t")[1] = "committed"
+    with pytest.raises(KeyError):
+        with DB.file(tmp_path / "db") as db:
+            db.tree_map("t")[2] = "lost"
+            raise KeyError("boom")
+    with DB.file(tmp_path / "db") as db:
+        assert dict(db.tree_map("t").items()) == {1: "committed"}
+
+
+def test_rollback_needs_commit_durability(tmp_path):
+    with DB.file(tmp_path / "db", durability="none") as db:
+        db.tree_map("t")[1] = 1
+        db.commit()  # a flush without transactions
+        with pytest.raises(TransactionError):
+            db.rollback()
+    with DB.memory() as db, pytest.raises(TransactionError):
+        db.rollback()
+
+
+def test_standalone_file_maps_commit_and_roll_back(tmp_path):
+    with TreeMap(path=tmp_path / "tree", node_size=4) as tree:
+        tree.update({i: i for i in range(100)})
+        tree.commit()
+        tree.delete_range(10, 90)
+        tree.rollback()
+        assert len(tree) == 100
+        tree[500] = 500
+    with TreeMap(path=tmp_path / "tree", node_size=4) as tree:
+        assert len(tree) == 101 and tree[500] == 500
+    with LongHashMap(path=tmp_path / "hash") as table:
+        table.put_many(np.arange(1000), np.arange(1000).tolist())
+        table.commit()
+        table.clear()
+        table.rollback()
+        assert len(table) == 1000 and table[999] == 999
+        table._check()
+    with pytest.raises(ValueError, match="DB"):
+        DB.memory().tree_map("t").commit()
+
+
+# -- crashes ----------------------------------------------------------------------------------
+
+def test_crash_after_commit_reopens_as_committed(tmp_path):
+    path = tmp_path / "db"
+    child = run_child(f"""
+        import os
+        from offheap import DB
+        db = DB.file({str(path)!r})
+        tree, table = db.tree_map("t", node_size=8), db.hash_map("h")
+        tree.update({{i: "v" * (i % 30) for i in range(5000)}})
+        table.update({{i: i * 2 for i in range(5000)}})
+        db.commit()
+        for i in range(5000):
+            tree[i] = table[i] = "uncommitted"
+        tree.flush()
+        os._exit(0)
+    """)
+    assert child.returncode == 0, child.stderr
+    with DB.file(path) as db:
+        tree, table = db.tree_map("t"), db.hash_map("h")
+        assert dict(tree.items()) == {i: "v" * (i % 30) for i in range(5000)}
+        assert dict(table.items()) == {i: i * 2 for i in range(5000)}
+        tree._check()
+
+
+def test_unclean_none_mode_file_refuses_to_open_and_salvages(tmp_path):
+    path, rescued = tmp_path / "db", tmp_path / "rescued"
+    child = run_child(f"""
+        import os
+        from offheap import DB
+        db = DB.file({str(path)!r}, durability="none")
+        tree, table = db.tree_map("t", node_size=8), db.hash_map("h")
+        tree.update({{i: str(i) for i in range(2000)}})
+        table.update({{i: str(i) for i in range(2000)}})
+        db.flush()
+        os._exit(0)
+    """)
+    assert child.returncode == 0, child.stderr
+    with pytest.raises(CorruptionError, match="salvage"):
+        DB.file(path, durability="none")
+    report = salvage(path, rescued)
+    assert report.complete, str(report)
+    with DB.file(rescued) as db:
+        assert dict(db.tree_map("t").items()) == {i: str(i) for i in range(2000)}
+        assert dict(db.hash_map("h").items()) == {i: str(i) for i in range(2000)}
+
+
+def test_salvage_of_a_standalone_tree_keeps_its_kind(tmp_path):
+    with TreeMap(key="str", value="int64", node_size=6, path=tmp_path / "tree") as tree:
+        tree.update({f"k{i:04d}": i for i in range(500)})
+    report = salvage(tmp_path / "tree", tmp_path / "copy")
+    assert report.kind == "tree_map" and report.complete and report.recovered_entries == 500
+    with TreeMap(key="str", value="int64", node_size=6, path=tmp_path / "copy") as tree:
+        assert tree["k0123"] == 123
+    with pytest.raises(FileExistsError):
+        salvage(tmp_path / "tree", tmp_path / "copy")
+
+
+# -- readers and locks ------------------------------------------------------------------------
+
+def test_second_writer_is_refused_in_another_process(tmp_path):
+    path = tmp_path / "db"
+    with DB.file(path) as db:
+        db.tree_map("t")[1] = 1
+        db.commit()
+        child = run_child(f"""
+            from offheap import DB
+            from offheap.errors import LockedError
+            try:
+                DB.file({str(path)!r})
+            except LockedError as exc:
+                print("locked:", exc)
+            reader = DB.file({str(path)!r}, readonly=True)
+            print("reader sees", dict(reader.tree_map("t").items()))
+        """)
+        assert child.returncode == 0, child.stderr
+        assert "locked:" in child.stdout and "reader sees {1: 1}" in child.stdout
+
+
+def test_reader_follows_commits_between_operations(tmp_path):
+    path = tmp_path / "db"
+    with DB.file(path) as writer:
+        tree, table = writer.tree_map("t", node_size=4), writer.hash_map("h")
+        tree[1] = table[1] = "one"
+        writer.commit()
+        reader = DB.file(path, readonly=True)
+        seen_tree, seen_table = reader.tree_map("t"), reader.hash_map("h")
+        assert dict(seen_tree.items()) == {1: "one"} and seen_table[1] == "one"
+        tree.update({i: i for i in range(2, 200)})
+        table.put_many(np.arange(2, 5000), list(range(2, 5000)))
+        assert len(seen_tree) == 1  # not committed yet
+        writer.commit()
+        assert len(seen_tree) == 199 and seen_tree.last_key() == 199
+        assert len(seen_table) == 4999 and seen_table.get_many([1, 4999]) == ["one", 4999]
+        seen_tree._check()
+        writer.tree_map("later")[7] = 7
+        writer.commit()
+        assert reader.tree_map("later")[7] == 7
+        reader.close()
+
+
+def test_reader_iteration_spanning_a_commit_raises(tmp_path):
+    path = tmp_path / "db"
+    with DB.file(path) as writer:
+        tree = writer.tree_map("t", node_size=4)
+        tree.update({i: i for i in range(100)})
+        writer.commit()
+        with DB.file(path, readonly=True) as reader:
+            iterator = iter(reader.tree_map("t"))
+            assert next(iterator) == 0
+            tree[1000] = 1000
+            writer.commit()
+            with pytest.raises(RuntimeError, match="committed"):
+                list(iterator)
+            assert list(reader.tree_map("t"))[-1] == 1000
+
+
+def test_writes_through_a_reader_are_refused(tmp_path):
+    path = tmp_path / "db"
+    with DB.file(path) as db:
+        db.tree_map("t")[1] = 1
+        db.hash_map("h")[1] = 1
+    with DB.file(path, readonly=True) as reader:
+        tree, table = reader.tree_map("t"), reader.hash_map("h")
+        for write in (lambda: tree.__setitem__(2, 2), lambda: tree.__delitem__(1),
+                      lambda: tree.update({3: 3}), lambda: tree.delete_range(0, 9),
+                      lambda: table.put_many([1], [1]), lambda: table.pop(1),
+                      reader.commit, reader.compact, lambda: reader.tree_map("new")):
+            with pytest.raises((PermissionError, KeyError)):
+                write()
+        assert dict(tree.items()) == {1: 1}
+
+
+def test_standalone_readers(tmp_path):
+    with TreeMap(path=tmp_path / "tree", value="int64") as tree:
+        tree.update({i: i for i in range(50)})
+    with LongHashMap("int64", path=tmp_path / "hash") as table:
+        table.update({i: i for i in range(50)})
+    with TreeMap(path=tmp_path / "tree", value="int64", readonly=True) as tree, \
+            LongHashMap("int64", path=tmp_path / "hash", readonly=True) as table:
+        assert tree.floor_key(1000) == 49 and list(tree.irange(10, 12)) == [10, 11, 12]
+        assert table[7] == 7 and sorted(table) == list(range(50))
+        with pytest.raises(PermissionError):
+            table[1] = 2
+    assert tree.closed and table.closed
+
+
+# -- space ------------------------------------------------------------------------------------
+
+def test_compact_gives_space_back_and_keeps_everything(tmp_path):
+    path = tmp_path / "db"
+    with DB.file(path) as db:
+        tree, table = db.tree_map("t", node_size=16), db.hash_map("h")
+        tree.update((np.arange(100_000), [b"x" * 20] * 100_000))
+        table.put_many(np.arange(100_000), ["y" * 30] * 100_000)
+        db.commit()
+        tree.delete_range(0, 49_999)
+        table.delete_many(np.arange(50_000))
+        db.commit()
+        before = db.stats()
+        db.compact()
+        after = db.stats()
+        assert after.file_bytes < before.file_bytes / 1.5
+        assert after.free_bytes < before.free_bytes
+        assert len(tree) == 50_000 and tree.first_key() == 50_000 and tree[99_999] == b"x" * 20
+        assert len(table) == 50_000 and table[50_000] == "y" * 30
+        tree._check()
+        table._check()
+        tree[1] = b"after compaction"
+        assert not os.path.exists(str(path) + ".compact")
+    with DB.file(path) as db:
+        assert db.tree_map("t")[1] == b"after compaction" and len(db.hash_map("h")) == 50_000
+
+
+def test_compact_is_refused_while_readers_hold_the_file(tmp_path):
+    path = tmp_path / "db"
+    with DB.file(path) as db:
+        db.tree_map("t")[1] = 1
+        db.commit()
+        with DB.file(path, readonly=True):
+            with pytest.raises(LockedError, match="read-only"):
+                db.compact()
+        db.compact()
+
+
+def test_stats_adds_up(tmp_path):
+    with DB.file(tmp_path / "db") as db:
+        db.tree_map("t").update({i: "v" for i in range(10_000)})
+        db.hash_map("h").update({i: "w" * 40 for i in range(10_000)})
+        db.commit()
+        stats = db.stats()
+        assert stats.collections["t"].n_entries == stats.collections["h"].n_entries == 10_000
+        assert stats.collections["h"].live_bytes > 10_000 * 40
+        assert stats.live_bytes >= sum(c.live_bytes for c in stats.collections.values())
+        assert stats.reserved_bytes <= stats.file_bytes == stats.total_bytes
+        assert stats.overhead_bytes >= 0
