@@ -1,0 +1,253 @@
+"""Sharing an arena file: one writer, readers beside a committing writer in another process,
+durability="none" with its open-for-writing flag, and files of format version 1."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import struct
+import traceback
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from offheap.errors import CorruptionError, LockedError
+from offheap.memory import PAGE_BYTES, Arena
+from tests.offheap.arena_fuzz import arena_content
+
+GOLDEN = Path(__file__).parent / "golden"
+
+
+def _fork(body) -> tuple[int, int]:
+    """Run ``body(write_fd)`` in a child process; (pid, read end of its pipe)."""
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read_fd)
+        code = 0
+        try:
+            body(write_fd)
+        except BaseException:
+            traceback.print_exc()
+            code = 1
+        os._exit(code)
+    os.close(write_fd)
+    return pid, read_fd
+
+
+def _wait(pid: int) -> None:
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+
+
+# -- one writer ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("durability", ["commit", "none"])
+def test_second_writer_in_this_process_is_refused(tmp_path, durability):
+    path = tmp_path / "a"
+    with Arena.file(path, durability=durability):
+        with pytest.raises(LockedError, match="open for writing in another process") as info:
+            Arena.file(path)
+        assert str(path) in str(info.value) and isinstance(info.value, BlockingIOError)
+    Arena.file(path).close()  # free again once closed
+
+
+def test_second_writer_in_another_process_is_refused(tmp_path):
+    path = tmp_path / "a"
+    Arena.file(path).close()
+
+    def hold(write_fd):
+        with Arena.file(path):
+            os.write(write_fd, b"open")
+            os.read(release_read, 1)
+
+    release_read, release_write = os.pipe()
+    pid, ready = _fork(hold)
+    os.close(release_read)
+    assert os.read(ready, 4) == b"open"
+    with pytest.raises(LockedError, match="open for writing in another process"):
+        Arena.file(path)
+    os.write(release_write, b"x")
+    _wait(pid)
+    Arena.file(path).close()
+
+
+def test_killed_writer_leaves_no_lock_behind(tmp_path):
+    path = tmp_path / "a"
+
+    def die_holding(write_fd):
+        Arena.file(path)
+        os.write(write_fd, b"open")
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    pid, ready = _fork(die_holding)
+    assert os.read(ready, 4) == b"open"
+    os.waitpid(pid, 0)
+    with Arena.file(path) as arena:
+        assert arena.generation == 0
+
+
+# -- readers beside a writer --------------------------------------------------------------------
+
+def test_reader_picks_up_commits_in_read_sections(tmp_path):
+    path = tmp_path / "a"
+    with Arena.file(path) as writer:
+        offset = writer.allocate(PAGE_BYTES)
+        writer.array(offset, np.int64, 1)[0] = 1
+        writer.set_root(struct.pack("<Q", offset))
+        writer.commit()
+        with Arena.file(path, readonly=True) as reader:
+            assert writer.has_readers() and not reader.has_readers()
+            with reader.read_section() as changed:
+                assert not changed and reader.array(offset, np.int64, 1)[0] == 1
+            writer.array(offset, np.int64, 1)[0] = 2
+            with reader.read_section() as changed:  # not committed: not seen
+                assert not changed and reader.array(offset, np.int64, 1)[0] == 1
+            writer.commit()
+            with reader.read_section() as changed:
+                assert changed and reader.generation == writer.generation
+                assert reader.array(offset, np.int64, 1)[0] == 2
+                with reader.read_section() as inner:
+                    assert not inner
+        assert not writer.has_readers()
+
+
+def test_writer_does_not_shorten_the_file_under_readers(tmp_path):
+    path = tmp_path / "a"
+    with Arena.file(path) as writer:
+        writer.allocate(100)
+        tail = writer.allocate(1 << 20)
+        writer.array(tail, np.uint8, 1 << 20)[:] = 1
+        writer.commit()
+        size = os.path.getsize(path)
+        with Arena.file(path, readonly=True) as reader:
+            view = reader.array(tail, np.uint8, 1 << 20)
+            writer.free(tail)
+            writer.commit()
+            assert os.path.getsize(path) == size  # a reader's old view must not fault
+            assert not view.any()  # the freed tail reads as zeros
+            del view
+            with reader.read_section() as changed:
+                assert changed and reader.stats().n_extents == 1
+        writer.commit()
+    assert os.path.getsize(path) < size  # cut once the readers are gone
+
+
+def test_readers_never_see_a_half_applied_commit(tmp_path):
+    """A child commits 64 pages at a time, all holding the commit's number, and the root names
+    it; this process reads in read sections and must always see one number throughout."""
+    path = tmp_path / "a"
+    n_items = 64 * PAGE_BYTES // 8
+    with Arena.file(path) as writer:
+        offset = writer.allocate(n_items * 8)
+        writer.set_root(struct.pack("<QQ", offset, 0))
+        writer.commit()
+
+    def commit_numbers(write_fd):
+        with Arena.file(path) as arena:
+            for number in range(1, 200):
+                arena.array(offset, np.int64, n_items)[:] = number
+                arena.set_root(struct.pack("<QQ", offset, number))
+                arena.commit()
+                if number == 1:
+                    os.write(write_fd, b"go")
+
+    with Arena.file(path, readonly=True) as reader:
+        pid, ready = _fork(commit_numbers)
+        assert os.read(ready, 2) == b"go"
+        seen = set()
+        while True:
+            with reader.read_section():
+                _, number = struct.unpack("<QQ", reader.root)
+                values = reader.array(offset, np.int64, n_items)
+                assert (values == number).all(), (number, np.unique(values))
+                del values
+            seen.add(number)
+            finished, _ = os.waitpid(pid, os.WNOHANG)
+            if finished:
+                break
+        os.close(ready)
+        with reader.read_section():
+            assert struct.unpack("<QQ", reader.root)[1] == 199
+    assert len(seen) > 1
+
+
+# -- durability="none" --------------------------------------------------------------------------
+
+def test_none_mode_shares_nothing(tmp_path):
+    path = tmp_path / "a"
+    Arena.file(path).close()
+    with Arena.file(path, durability="none"):
+        with pytest.raises(LockedError, match="durability='none'"):
+            Arena.file(path, readonly=True)
+    with Arena.file(path, readonly=True):
+        with pytest.raises(LockedError, match="read-only in another process"):
+            Arena.file(path, durability="none")
+
+
+def test_none_mode_file_not_closed_cleanly_refuses_to_open(tmp_path):
+    path = tmp_path / "a"
+
+    def write_and_die(write_fd):
+        arena = Arena.file(path, durability="none")
+        offset = arena.allocate(3 * PAGE_BYTES)
+        arena.array(offset, np.uint8, 3 * PAGE_BYTES)[:] = 6
+        arena.set_root(struct.pack("<Q", offset))
+        arena.flush()
+        os._exit(0)  # no close: the flag stays set
+
+    pid, ready = _fork(write_and_die)
+    os.close(ready)
+    _wait(pid)
+    for options in ({}, {"readonly": True}, {"durability": "none"}):
+        with pytest.raises(CorruptionError, match="not closed cleanly") as info:
+            Arena.file(path, **options)
+        assert "salvage" in str(info.value) and "recover=True" in str(info.value)
+    with Arena.file(path, readonly=True, recover=True) as arena:
+        (offset,) = struct.unpack("<Q", arena.root)
+        assert (arena.array(offset, np.uint8, 3 * PAGE_BYTES) == 6).all()
+    with Arena.file(path, recover=True) as arena:  # a writer rewrites every checksum
+        arena.commit()
+    with Arena.file(path, readonly=True) as arena:
+        assert (arena.array(offset, np.uint8, 3 * PAGE_BYTES) == 6).all()
+
+
+def test_none_mode_close_checksums_every_page(tmp_path):
+    path = tmp_path / "a"
+    with Arena.file(path, durability="none") as arena:
+        offset = arena.allocate(5 * PAGE_BYTES)
+        arena.array(offset, np.uint8, 5 * PAGE_BYTES)[:] = 3
+        arena.set_root(b"none")
+    with Arena.file(path, readonly=True) as arena:
+        assert arena.durability == "commit"  # how this reader opened; the file keeps no mode
+        assert arena.root == b"none" and (arena.array(offset, np.uint8, 10) == 3).all()
+    data = bytearray(path.read_bytes())
+    data[offset + 4 * PAGE_BYTES] ^= 1
+    path.write_bytes(bytes(data))
+    with pytest.raises(CorruptionError, match=f"offset {offset + 4 * PAGE_BYTES}"):
+        Arena.file(path, durability="none")
+
+
+# -- format versions ----------------------------------------------------------------------------
+
+def test_format_version_1_is_refused_with_a_clear_message(tmp_path):
+    path = tmp_path / "old.offheap"
+    shutil.copy(GOLDEN / "arena_v1.offheap", path)
+    with pytest.raises(CorruptionError, match="format version 1; this offheap reads 2"):
+        Arena.file(path)
+    with pytest.raises(CorruptionError, match="format version 1; this offheap reads 2"):
+        Arena.file(path, readonly=True)
+
+
+def test_arena_content_survives_every_mode_switch(tmp_path):
+    path = tmp_path / "a"
+    with Arena.file(path) as arena:
+        arena.array(arena.allocate(100), np.uint8, 100)[:] = 1
+        arena.set_root(b"x" * 5000)
+        arena.commit()
+        content = arena_content(arena)
+    for durability in ("none", "commit", "none"):
+        with Arena.file(path, durability=durability) as arena:
+            assert arena_content(arena) == content
