@@ -1,0 +1,236 @@
+"""The arena's binary formats against golden bytes and files (header, tag, checksum extent,
+write-ahead log record), and the small modules beside the arena: free space, page checksums,
+file locks, holes."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import struct
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from offheap import fileholes, filelocks, wal
+from offheap.arenaformat import (
+    CHECKSUMS,
+    FREE,
+    HEADER_BYTES,
+    LIVE,
+    PAGE_BYTES,
+    TAG_BYTES,
+    Header,
+    encode_header,
+    encode_tag,
+    parse_header,
+    parse_tag,
+)
+from offheap.errors import CorruptionError
+from offheap.freespace import FreeSpace, cut_tail, merged
+from offheap.memory import Arena
+from offheap.pagecrc import ChecksumTable, page_crcs
+from tests.offheap.arena_fuzz import arena_content
+
+GOLDEN = Path(__file__).parent / "golden"
+pytestmark = pytest.mark.skipif(PAGE_BYTES != 4096, reason="golden files use 4 KiB pages")
+
+
+def build_golden_arena(path) -> None:
+    """The operations that made ``golden/arena_v2.offheap`` (and its pending log)."""
+    with Arena.file(path, create=True) as arena:
+        first = arena.allocate(100)
+        arena.array(first, np.uint8, 100)[:] = np.arange(100, dtype=np.uint8)
+        second = arena.allocate(2 * PAGE_BYTES)
+        arena.array(second, np.uint8, 2 * PAGE_BYTES)[:] = 0xAB
+        third = arena.allocate(10)
+        arena.set_root(b"golden root " * 400)  # 4800 bytes: a root extent
+        arena.commit()
+        arena.free(second)
+        arena.array(third, np.uint8, 10)[:] = 7
+        arena.set_root(b"inline root")
+        arena.commit()
+
+
+def test_golden_arena_file_is_reproduced_byte_for_byte(tmp_path):
+    build_golden_arena(tmp_path / "a")
+    assert (tmp_path / "a").read_bytes() == (GOLDEN / "arena_v2.offheap").read_bytes()
+
+
+def test_golden_arena_file_opens_with_its_content(tmp_path):
+    shutil.copy(GOLDEN / "arena_v2.offheap", tmp_path / "a")
+    with Arena.file(tmp_path / "a", readonly=True) as arena:
+        root, payloads = arena_content(arena)
+        assert root == b"inline root" and arena.generation == 2
+        assert sorted(payloads) == [8192, 24576]
+        assert payloads[8192][:100] == bytes(range(100))
+        assert payloads[24576][:11] == bytes([7] * 10 + [0])
+        assert arena.stats().free_bytes == 3 * PAGE_BYTES
+
+
+def test_golden_header_fields_sit_where_the_spec_says():
+    data = (GOLDEN / "arena_v2.offheap").read_bytes()
+    assert data[:8] == b"OFFHEAP\x01"
+    version, crc, generation, end, checksum_at, checksum_crc, page_bytes = struct.unpack_from(
+        "<IIQQQII", data, 8)
+    assert (version, generation, end, checksum_at, page_bytes) == (2, 2, 28672, 4096, 4096)
+    assert crc == zlib.crc32(data[16:HEADER_BYTES])
+    assert checksum_crc == zlib.crc32(data[4096:8192])
+    durability, flags, zero, root_length, root_offset = struct.unpack_from("<BBHIQ", data, 48)
+    assert (durability, flags, zero, root_length, root_offset) == (1, 0, 0, 11, 0)
+    assert data[64:75] == b"inline root" and not any(data[75:HEADER_BYTES])
+    magic, size, payload, state, tag_crc = struct.unpack_from("<8sQQII", data, 8192)
+    assert (magic, size, payload, state) == (b"OHEXTENT", 4096, 100, LIVE)
+    assert tag_crc == zlib.crc32(data[8192:8220])
+    assert struct.unpack_from("<8sQQI", data, 12288) == (b"OHEXTENT", 3 * 4096, 0, FREE)
+    assert struct.unpack_from("<8sQQI", data, 4096) == (b"OHEXTENT", 4096, 0, CHECKSUMS)
+    assert struct.unpack_from("<I", data, 4096 + 64 + 4 * 2)[0] == zlib.crc32(data[8192:12288])
+
+
+def test_header_and_tag_encode_to_golden_bytes():
+    header = encode_header(Header(generation=5, end=3 * 4096, checksum_offset=4096,
+                                  checksum_crc=0x01020304, durability="none",
+                                  open_for_writing=True, root_offset=0, root_length=2,
+                                  inline_root=b"hi"))
+    assert header[:66].hex() == (
+        "4f46464845415001" "02000000" + header[12:16].hex() + "0500000000000000"
+        "0030000000000000" "0010000000000000" "04030201" "00100000" "00" "01" "0000"
+        "02000000" "0000000000000000" "6869")
+    assert header[12:16] == struct.pack("<I", zlib.crc32(header[16:]))
+    assert parse_header(header, "x") == Header(5, 12288, 4096, 0x01020304, "none", True, 0, 2,
+                                               b"hi")
+    assert encode_tag(8192, 100, LIVE).hex() == (
+        "4f48455854454e54" "0020000000000000" "6400000000000000" "01000000" "8025d2f5"
+        + "00" * 32)
+    assert parse_tag(encode_tag(8192, 100, LIVE), 4096, 16384, "x").size == 8192
+
+
+@pytest.mark.parametrize("field, value", [("page_bytes", 8192), ("end", 4097), ("durability", 9),
+                                          ("checksum", 1 << 40), ("root", 8192 + 5)])
+def test_header_with_impossible_fields_is_corrupt(field, value):
+    page = bytearray(encode_header(Header(1, 8192, 4096, 0, "commit", False, 0, 0, b"")))
+    position, fmt = {"page_bytes": (44, "<I"), "end": (24, "<Q"), "durability": (48, "<B"),
+                     "checksum": (32, "<Q"), "root": (56, "<Q")}[field]
+    struct.pack_into(fmt, page, position, value)
+    struct.pack_into("<I", page, 12, zlib.crc32(page[16:]))
+    with pytest.raises(CorruptionError, match="bad header"):
+        parse_header(bytes(page), "x")
+
+
+def test_wal_record_encodes_to_the_golden_file_and_parses(tmp_path):
+    fd = os.open(tmp_path / "log", os.O_RDWR | os.O_CREAT)
+    try:
+        wal.write_record(fd, base_generation=3, new_generation=4, end=5 * 4096,
+                         zero_ranges=[(8192, 4096)],
+                         writes=[(4096, b"page bytes"), (0, memoryview(b"head"))])
+        data = os.pread(fd, 1 << 16, 0)
+        assert data == (GOLDEN / "wal_record.bin").read_bytes()
+        record = wal.read_record(fd)
+    finally:
+        os.close(fd)
+    assert data[:8] == b"OFFHWAL1" and data[-4:] == b"OHWE"
+    assert struct.unpack_from("<IIQQQQ", data, 8) == (1, 3, 3, 4, 5 * 4096, len(data) - 56)
+    assert (record.base_generation, record.new_generation, record.end) == (3, 4, 5 * 4096)
+    assert [(e.offset, e.length, e.kind) for e in record.entries] == [
+        (8192, 4096, wal.ZEROS), (4096, 10, wal.BYTES), (0, 4, wal.BYTES)]
+    assert data[record.entries[1].position: record.entries[1].position + 10] == b"page bytes"
+
+
+@pytest.mark.parametrize("cut", [0, 7, 48, 60, -9, -1])
+def test_wal_record_cut_short_reads_as_none(tmp_path, cut):
+    data = (GOLDEN / "wal_record.bin").read_bytes()
+    (tmp_path / "log").write_bytes(data[:cut])
+    fd = os.open(tmp_path / "log", os.O_RDONLY)
+    try:
+        assert wal.read_record(fd) is None
+    finally:
+        os.close(fd)
+
+
+def test_wal_record_applies_to_a_file(tmp_path):
+    shutil.copy(GOLDEN / "wal_record.bin", tmp_path / "log")
+    (tmp_path / "file").write_bytes(b"\xff" * 4 * 4096)
+    log_fd, file_fd = os.open(tmp_path / "log", os.O_RDONLY), os.open(tmp_path / "file", os.O_RDWR)
+    try:
+        wal.apply_record(log_fd, file_fd, wal.read_record(log_fd))
+    finally:
+        os.close(log_fd)
+        os.close(file_fd)
+    data = (tmp_path / "file").read_bytes()
+    assert data[:4] == b"head" and data[4096:4106] == b"page bytes"
+    assert data[8192:12288] == bytes(4096) and data[12288:] == b"\xff" * 4096
+
+
+# -- free space ---------------------------------------------------------------------------------
+
+def test_free_space_merges_takes_first_fit_and_defers():
+    assert merged({0: 10, 10: 5, 20: 5, 25: 1}) == {0: 15, 20: 6}
+    space = FreeSpace({100: 50, 10: 20})
+    assert space.first_fit(30) == 100 and space.first_fit(20) == 10 and space.first_fit(60) is None
+    assert space.take(100, 30) == (130, 20)
+    assert space.take(10, 20) is None
+    assert space.release(150, 10) == (130, 30)
+    space.defer(160, 40)
+    assert space.first_fit(40) is None  # pending space is not reusable before the commit
+    assert space.settled() == {130: 70} and space.total_bytes == 70
+    free = {0: 10, 40: 60}
+    assert cut_tail(free, 100) == 40 and free == {0: 10}
+    assert cut_tail(free, 100) == 100
+
+
+# -- page checksums -----------------------------------------------------------------------------
+
+def test_page_crcs_and_the_checksum_table():
+    data = bytes(range(256)) * 48  # three pages
+    assert page_crcs(data).tolist() == [zlib.crc32(data[i: i + 4096]) for i in (0, 4096, 8192)]
+    table = ChecksumTable.empty(2 * PAGE_BYTES)
+    assert table.capacity == (2 * PAGE_BYTES - TAG_BYTES) // 4
+    assert table.take_changed_pages() == [0, 1]
+    table.set(5, np.array([1, 2], np.uint32))
+    table.set(5, np.array([1, 2], np.uint32))
+    assert table.take_changed_pages() == [0] and table.take_changed_pages() == []
+    table.set(1007, np.array([3, 4], np.uint32))  # entries 1007 and 1008 straddle two pages
+    assert table.take_changed_pages() == [0, 1]
+    grown = table.grown(3 * PAGE_BYTES)
+    assert grown.entries[5] == 1 and grown.entries[1008] == 4
+    assert grown.image[:TAG_BYTES] == encode_tag(3 * PAGE_BYTES, 0, CHECKSUMS)
+    assert grown.mismatches(5, np.array([1, 9], np.uint32)).tolist() == [1]
+    assert grown.crc() == zlib.crc32(bytes(grown.image))
+
+
+# -- locks and holes ----------------------------------------------------------------------------
+
+def test_file_locks_exclude_other_open_files(tmp_path):
+    (tmp_path / "f").write_bytes(b"x")
+    first, second = os.open(tmp_path / "f", os.O_RDWR), os.open(tmp_path / "f", os.O_RDWR)
+    try:
+        assert filelocks.try_lock(first, filelocks.READERS, exclusive=False)
+        assert filelocks.try_lock(second, filelocks.READERS, exclusive=False)
+        assert filelocks.is_held(first, filelocks.READERS, exclusive=True)
+        assert not filelocks.is_held(first, filelocks.READERS, exclusive=False)
+        assert filelocks.try_lock(first, filelocks.WRITER, exclusive=True)
+        assert not filelocks.try_lock(second, filelocks.WRITER, exclusive=False)
+        assert filelocks.is_held(second, filelocks.WRITER, exclusive=False)
+        filelocks.unlock(first, filelocks.WRITER)
+        assert filelocks.try_lock(second, filelocks.WRITER, exclusive=True)
+    finally:
+        os.close(first)
+        os.close(second)
+
+
+def test_holes_read_as_zeros_with_or_without_punching(tmp_path, monkeypatch):
+    path = tmp_path / "f"
+    path.write_bytes(b"\x01" * 16 * 4096)
+    fd = os.open(path, os.O_RDWR)
+    try:
+        fileholes.zero_range(fd, 4096, 8192)
+        monkeypatch.setattr(fileholes, "_fallocate", None)
+        assert not fileholes.punch_hole(fd, 0, 4096)
+        fileholes.zero_range(fd, 5 * 4096, 4096 + 10)
+    finally:
+        os.close(fd)
+    data = path.read_bytes()
+    assert len(data) == 16 * 4096
+    assert data[4096: 3 * 4096] == bytes(8192) and data[5 * 4096: 6 * 4096 + 10] == bytes(4106)
+    assert data[:4096] == b"\x01" * 4096 and data[6 * 4096 + 10:] == b"\x01" * (10 * 4096 - 10)
