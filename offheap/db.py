@@ -358,7 +358,10 @@ class DB:
             self.commit()
             path, tmp = arena.path, arena.path + COMPACT_SUFFIX
             _remove_stale_compaction(path)
-            with DB.file(tmp, limit=arena.limit_bytes, durability=self.durability) as target:
+            copy = RecordStore.file(tmp, limit_bytes=arena.limit_bytes,
+                                    durability=self.durability,
+                                    index_capacity=len(self._store) + 16)
+            with DB(copy) as target:
                 for name, entry in sorted(self._catalog.items()):
                     opener = self.tree_map if entry["kind"] == "tree_map" else self.hash_map
                     _copy_collection(opener(name), name, entry, target)
@@ -475,17 +478,16 @@ def _check_same(name: str, stored: dict, given: dict, fixed: tuple) -> None:
 
 
 def _copy_collection(source, name: str, entry: dict, target: DB) -> None:
-    """Copy one collection into an empty DB, chunk by chunk, in the most compact form."""
+    """Copy one collection into a new DB in its most compact form: a TreeMap leaf by leaf in
+    key order (ascending appends leave full leaves, each page written once), a LongHashMap as
+    one table of the smallest size that holds it."""
     if entry["kind"] == "tree_map":
         tree = target.tree_map(name, **entry["options"])
         for keys, values in source._chunks(None, None, (True, True), False, True):
             for key, value in zip(keys, values):
                 tree[key] = value
     else:
-        table = target.hash_map(name, **entry["options"])
-        for keys, values in source._chunks(with_values=True):
-            if keys:
-                table.put_many(keys, values)
+        source._copy_to(target.hash_map(name, **entry["options"]))
 
 
 def _remove_stale_compaction(path: str) -> None:

@@ -56,7 +56,7 @@ from offheap.mix import MASK64, mix64, mix64_array
 from offheap.readers import ChunkItemsView, ChunkValuesView, HashReader, open_file_reader
 from offheap.serializers import get_serializer
 from offheap.store import RecordStore
-from offheap.valueslots import ValueSlots
+from offheap.valueslots import EXTERNAL, ValueSlots
 
 MAX_LOAD = 0.875
 MAX_DIST = 250
@@ -815,6 +815,23 @@ class LongHashMap(MutableMapping):
         if meta_recid is not None:
             self._meta_recid = meta_recid
         self._load_meta(self._values.serializer)
+
+    def _copy_to(self, other: LongHashMap) -> None:
+        """Make ``other``, an empty map of the same value type in another store, hold this
+        map's entries: the slot words are copied as arrays (external values record by record)
+        and placed by one vectorized rebuild at the smallest table size that holds them, so
+        compaction neither decodes values nor grows the table step by step."""
+        self._check_open()
+        keys, words = self._live_entries()
+        if not self._values.typed:
+            words = words.astype(np.uint64)
+            for i in np.flatnonzero((words & np.uint64(0xFF)) == EXTERNAL).tolist():
+                data = self._store.view(int(words[i]) >> 8)
+                words[i] = EXTERNAL | other._store.put(data) << 8
+        homes = _MIN_HOMES
+        while len(keys) > MAX_LOAD * homes:
+            homes *= 2
+        other._rebuild(homes, self._width, keys, words)
 
     def _table_bytes(self) -> int:
         """Bytes of the three table arrays' extents."""

@@ -88,8 +88,9 @@ class RecordStore:
     the next call that writes to this store.
     """
 
-    def __init__(self, arena: Arena) -> None:
-        """Start an empty store on ``arena`` (use :meth:`open` for an existing one)."""
+    def __init__(self, arena: Arena, index_capacity: int = 1024) -> None:
+        """Start an empty store on ``arena`` (use :meth:`open` for an existing one) whose record
+        index holds ``index_capacity`` records before it first grows."""
         self.arena = arena
         self._segments: list[int | None] = []  # seg no -> extent offset (None: reusable number)
         self._views: list[memoryview | None] = []
@@ -107,7 +108,7 @@ class RecordStore:
         self._index_capacity = 0
         self._addr = np.empty(0, np.uint64)
         self._size = np.empty(0, np.uint32)
-        self._grow_index(1024)
+        self._grow_index(max(index_capacity, 2))
 
     @classmethod
     def open(cls, arena: Arena) -> RecordStore:
@@ -119,14 +120,16 @@ class RecordStore:
 
     @classmethod
     def file(cls, path, *, limit_bytes: int | None = None, durability: str = "commit",
-             verify: bool = True, recover: bool = False) -> RecordStore:
+             verify: bool = True, recover: bool = False,
+             index_capacity: int = 1024) -> RecordStore:
         """The writer's store in file ``path``: the one it holds, or a new empty one (whose
-        ``root`` is ``b""``) when the file is new. Options as in :meth:`Arena.file`; the owner
-        sets its root and commits (or flushes) a new store before handing it out."""
+        ``root`` is ``b""``, with room for ``index_capacity`` records) when the file is new.
+        Options as in :meth:`Arena.file`; the owner sets its root and commits (or flushes) a
+        new store before handing it out."""
         arena = Arena.file(path, limit_bytes=limit_bytes, durability=durability, verify=verify,
                            recover=recover)
         try:
-            return cls.open(arena) if arena.root else cls(arena)
+            return cls.open(arena) if arena.root else cls(arena, index_capacity)
         except BaseException:
             arena.close()
             raise
