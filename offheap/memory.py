@@ -980,7 +980,7 @@ class Arena:
 
     def _checkpoint(self, writes: list, end: int, free: dict[int, int]) -> None:
         """Copy a logged commit into the file under the checkpoint lock, punch out the space it
-        freed, cut the file to ``end`` (or zero its tail while readers exist), fsync."""
+        freed, cut the file to ``end`` (or zero its tail while readers exist), fdatasync."""
         filelocks.lock(self._fd, filelocks.CHECKPOINT, exclusive=True)
         try:
             for offset, data in writes:
@@ -991,7 +991,7 @@ class Arena:
                 if stop > first:
                     punch_hole(self._fd, first, stop - first)
             self._cut_file(end)
-            os.fsync(self._fd)
+            os.fdatasync(self._fd)
         finally:
             filelocks.unlock(self._fd, filelocks.CHECKPOINT)
 

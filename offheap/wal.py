@@ -83,7 +83,7 @@ def encode_trailer(crc: int) -> bytes:
 
 def write_record(fd: int, *, base_generation: int, new_generation: int, end: int,
                  zero_ranges: list[tuple[int, int]], writes: list[tuple[int, object]]) -> None:
-    """Replace the log's content with one record and fsync it: the commit point.
+    """Replace the log's content with one record and sync it (fdatasync): the commit point.
 
     ``zero_ranges`` are ``(offset, length)``; ``writes`` are ``(offset, buffer)`` of bytes
     (``len`` is the byte count) and are not copied: memoryviews into mapped pages are fine.
@@ -98,7 +98,8 @@ def write_record(fd: int, *, base_generation: int, new_generation: int, end: int
     head = encode_head(base_generation, new_generation, end, len(zero_ranges) + len(writes),
                        body_bytes)
     crc = zlib.crc32(head)
-    os.ftruncate(fd, 0)
+    if os.fstat(fd).st_size:
+        os.ftruncate(fd, 0)
     os.lseek(fd, 0, os.SEEK_SET)
     with open(fd, "wb", closefd=False, buffering=_CHUNK_BYTES) as log:
         log.write(head)
@@ -106,7 +107,7 @@ def write_record(fd: int, *, base_generation: int, new_generation: int, end: int
             crc = zlib.crc32(piece, crc)
             log.write(piece)
         log.write(encode_trailer(crc))
-    os.fsync(fd)
+    os.fdatasync(fd)
 
 
 def read_record(fd: int) -> Record | None:
