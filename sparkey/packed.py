@@ -141,30 +141,37 @@ def _windows(buffer, width):
 def copy_rows(out, destinations, source, starts, lengths):
     """``out[destinations[i]:][:lengths[i]] = source[starts[i]:][:lengths[i]]`` for every ``i``.
 
-    ``out`` and ``source`` are 1-D uint8 arrays; the destination ranges must not overlap. Rows
-    of one length are moved by one fancy-indexed copy between overlapping window views, so the
-    cost is a few numpy calls per distinct length, not per row: batches with many distinct
-    lengths are copied by the bits of the length instead (one group per bit, at an offset of the
-    higher bits), which bounds the calls by the bit length of the longest row. Example: rows of
-    5 and 7 bytes with many other lengths around them move as pieces of 4 (both), 2 (the 7)
-    and 1 (both) bytes. numpy releases the GIL inside the copies.
+    ``out`` is a 1-D uint8 array and the destination ranges must not overlap. ``source`` is a
+    1-D uint8 array with ``starts`` the offset of each row, or a 2-D uint8 array whose row ``i``
+    starts row ``i`` (``starts`` is then None). Rows of one length move in one fancy-indexed copy
+    between overlapping window views, so the cost is a few numpy calls per distinct length, not
+    per row; batches with many distinct lengths move by the bits of the length instead (one
+    group per bit, at the offset of the higher bits), which bounds the calls by the bit length
+    of the longest row. Example: rows of 5 and 7 bytes among many other lengths move as pieces
+    of 4 (both), 2 (the 7) and 1 (both) bytes. numpy releases the GIL inside the copies.
     """
     if not len(lengths):
         return
+    rows_2d = source if source.ndim == 2 else None
     distinct = np.unique(lengths)
     if len(distinct) <= _EXACT_GROUPS_LIMIT:
-        if len(distinct) == 1:
-            groups = [(int(distinct[0]), slice(None))]
-        else:
-            groups = [(int(width), lengths == width) for width in distinct]
-        for width, rows in groups:
-            if width:
-                _windows(out, width)[destinations[rows]] = _windows(source, width)[starts[rows]]
+        for width in distinct.tolist():
+            rows = slice(None) if len(distinct) == 1 else lengths == width
+            if not width:
+                continue
+            if rows_2d is None:
+                pieces = _windows(source, width)[starts[rows]]
+            else:
+                pieces = rows_2d[rows, :width]
+            _windows(out, width)[destinations[rows]] = pieces
         return
+    if rows_2d is not None:
+        source = np.ascontiguousarray(rows_2d).reshape(-1)
+        starts = np.arange(len(rows_2d), dtype=np.int64) * rows_2d.shape[1]
     for bit in range(int(distinct[-1]).bit_length()):
         width = 1 << bit
-        rows = (lengths & width) != 0
-        if rows.any():
-            shift = lengths[rows] & ~((width << 1) - 1)
-            _windows(out, width)[destinations[rows] + shift] = (
-                _windows(source, width)[starts[rows] + shift])
+        rows = np.flatnonzero(lengths & width)
+        if len(rows):
+            offset = lengths[rows] & ~((width << 1) - 1)
+            _windows(out, width)[destinations[rows] + offset] = (
+                _windows(source, width)[starts[rows] + offset])

@@ -25,6 +25,7 @@ batch size.
 import collections
 import concurrent.futures
 import dataclasses
+import functools
 import itertools
 from collections.abc import Mapping
 
@@ -166,19 +167,21 @@ class _InlineExecutor:
         pass
 
 
+_vlq_prefix = functools.lru_cache(maxsize=1 << 16)(vlq_encode)
+
+
 def encode_blocks(codec, carry, stream, ends):
-    """``VLQ(len) payload`` of each closed block; the first one starts with ``carry``."""
+    """``VLQ(len) payload`` of each closed block; the first one starts with ``carry``.
+
+    The Python work is a slice, a compress call and a cached prefix per block.
+    """
     view = memoryview(stream)
-    parts = []
-    start = 0
-    for end in ends:
-        block = view[start:end]
-        if carry and not parts:
-            block = carry + block
-        payload = codec.compress(block)
-        parts.append(vlq_encode(len(payload)))
-        parts.append(payload)
-        start = end
+    compress = codec.compress
+    payloads = [compress(carry + view[:ends[0]] if carry else view[:ends[0]])]
+    payloads += [compress(view[start:end]) for start, end in zip(ends, ends[1:])]
+    parts = [b""] * (2 * len(payloads))
+    parts[0::2] = map(_vlq_prefix, map(len, payloads))
+    parts[1::2] = payloads
     return b"".join(parts)
 
 
