@@ -38,7 +38,7 @@ class SourceFile:
     """A well-formed arena file, its bytes, content and layout."""
 
     data: bytes
-    content: tuple[bytes, dict[int, bytes]]
+    content: object  # what a damaged copy must open to (arena: root and extent payloads)
     tags: list[int]  # offsets of every extent tag, the checksum extent's included
     live_pages: list[int]  # offsets of the pages of live extents
     checksum_extent: tuple[int, int]
@@ -85,17 +85,24 @@ def build_sources(workdir: str) -> list[SourceFile]:
             arena.commit()
         with Arena.file(path, readonly=True) as arena:
             content = arena_content(arena)
-            tags, live_pages = [], []
-            for offset, size in sorted({**arena._sizes, **arena._space.free,
-                                        arena._table_offset: arena._table.extent_bytes}.items()):
-                tags.append(offset)
-                if offset in arena._sizes:
-                    live_pages.extend(range(offset, offset + size, PAGE_BYTES))
-            checksum_extent = (arena._table_offset, arena._table.extent_bytes)
-        with open(path, "rb") as f:
-            data = f.read()
-        sources.append(SourceFile(data, content, tags, live_pages, checksum_extent))
+        sources.append(describe_source(path, content))
     return sources
+
+
+def describe_source(path: str, content) -> SourceFile:
+    """A well-formed file's bytes and layout (extent tags, live pages, checksum extent), with
+    the ``content`` a damaged copy must open to (the layers above pass their own)."""
+    with Arena.file(path, readonly=True) as arena:
+        tags, live_pages = [], []
+        for offset, size in sorted({**arena._sizes, **arena._space.free,
+                                    arena._table_offset: arena._table.extent_bytes}.items()):
+            tags.append(offset)
+            if offset in arena._sizes:
+                live_pages.extend(range(offset, offset + size, PAGE_BYTES))
+        checksum_extent = (arena._table_offset, arena._table.extent_bytes)
+    with open(path, "rb") as f:
+        data = f.read()
+    return SourceFile(data, content, tags, live_pages, checksum_extent)
 
 
 def mutate(data: bytes, source: SourceFile, mutation: str, rng: random.Random) -> bytearray:
