@@ -2,9 +2,10 @@
 sorted keys, numpy arrays for int64 keys and lists for str/bytes keys.
 
 A bulk load cuts the sorted entries into runs of ``node_size`` (:func:`runs`), encodes one leaf
-per run, then builds each inner level the same way over the level below, with the separators
-between neighbouring nodes computed all at once (:func:`separators`). Merging a batch into an
-existing map is one stable sort (:func:`merge_sorted`).
+per run (:func:`leaf_pages`, in forked workers when asked), then builds each inner level the
+same way over the level below, with the separators between neighbouring nodes computed all at
+once (:func:`separators`). Merging a batch into an existing map is one stable sort
+(:func:`merge_sorted`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,12 @@ import itertools
 
 import numpy as np
 
-from offheap.page import separator
+from offheap.forkpool import encode_in_workers
+from offheap.page import encode_leaf, separator
+
+PARALLEL_MIN_LEAVES = 2048
+"""Fewer leaves than this are encoded in the calling process whatever ``parallelism`` says:
+starting the workers would cost more than it saves."""
 
 
 def runs(n: int, size: int, minimum: int) -> tuple[np.ndarray, np.ndarray]:
@@ -25,6 +31,27 @@ def runs(n: int, size: int, minimum: int) -> tuple[np.ndarray, np.ndarray]:
         starts[-1] = (starts[-2] + n + 1) // 2
         ends[-2] = starts[-1]
     return starts, ends
+
+
+def leaf_pages(keys, values, starts: np.ndarray, ends: np.ndarray, key_kind: str, serializer,
+               codec, parallelism: int = 1):
+    """The leaf page of each run ``keys[starts[i]:ends[i]]`` with its values, in order.
+
+    With ``parallelism`` > 1 (and at least PARALLEL_MIN_LEAVES runs) the pages are encoded by
+    that many forked processes (:mod:`offheap.forkpool`) while the caller consumes them; the
+    pages are the same bytes either way. A generator: the caller stores each page as it comes.
+    """
+    objects = isinstance(values, np.ndarray) and values.dtype == object
+    bounds = list(zip(starts.tolist(), ends.tolist()))
+
+    def encode(i: int) -> bytes:
+        a, b = bounds[i]
+        return encode_leaf(keys[a:b], values[a:b].tolist() if objects else values[a:b],
+                           key_kind, serializer, codec)
+
+    if parallelism == 1 or len(bounds) < PARALLEL_MIN_LEAVES:
+        return map(encode, range(len(bounds)))
+    return encode_in_workers(encode, len(bounds), parallelism)
 
 
 def take(seq, indices: np.ndarray):

@@ -72,7 +72,7 @@ from offheap.page import (
 from offheap.readers import TreeReader, open_file_reader
 from offheap.serializers import get_serializer
 from offheap.store import RecordStore
-from offheap.treebulk import merge_sorted, runs, separators, take
+from offheap.treebulk import leaf_pages, merge_sorted, runs, separators, take
 from offheap.treeviews import TreeItemsView, TreeKeysView, TreeValuesView
 
 _META_MAGIC = b"OHTREE01"
@@ -585,7 +585,7 @@ class TreeMap(MutableMapping):
 
     # -- bulk ---------------------------------------------------------------------------------
 
-    def update(self, other=(), /, **kwargs) -> None:
+    def update(self, other=(), /, *, parallelism: int = 1, **kwargs) -> None:
         """Like ``dict.update``, from a mapping, ``(key, value)`` pairs, or a ``(keys, values)``
         pair of numpy arrays (``keys`` int64, sorted or not: it is sorted here, and for a key
         given twice the last value wins).
@@ -593,7 +593,12 @@ class TreeMap(MutableMapping):
         Into an empty map, or a batch at least as large as the map, the pages are built directly
         from the sorted entries, full leaves bottom-up (MapDB's data pump); all or nothing. A
         smaller batch is inserted key by key, in key order, and undone if one insert fails.
+        ``parallelism`` > 1 encodes and compresses the leaves of a direct build in that many
+        forked processes (:func:`offheap.treebulk.leaf_pages`; same pages, same tree). It is
+        a keyword of this method, so it cannot be passed as a str key.
         """
+        if not isinstance(parallelism, int) or isinstance(parallelism, bool) or parallelism < 1:
+            raise ValueError(f"parallelism must be an int >= 1, not {parallelism!r}")
         with self._lock:
             self._check_open()
             if kwargs:
@@ -605,7 +610,7 @@ class TreeMap(MutableMapping):
             if not len(keys):
                 return
             if not self._n or len(keys) >= self._n:
-                self._merge_rebuild(keys, values)
+                self._merge_rebuild(keys, values, parallelism)
             else:
                 self._insert_sorted(keys, values)
             self._arm_timer()
@@ -682,12 +687,12 @@ class TreeMap(MutableMapping):
         i = bisect_left(leaf.keys, key)
         self._remove(path, leaf, i, i + 1)
 
-    def _merge_rebuild(self, keys, values) -> None:
+    def _merge_rebuild(self, keys, values, parallelism: int = 1) -> None:
         """Replace the tree by one built from its entries merged with a sorted batch."""
         if self._n:
             old_keys, old_values = self._export()
             keys, values = merge_sorted(old_keys, old_values, keys, values)
-        self._bulk_build(keys, values)
+        self._bulk_build(keys, values, parallelism)
 
     def _export(self) -> tuple[list | np.ndarray, list]:
         """All keys (an int64 array for int64 keys, built leaf run by leaf run so a large map
@@ -704,7 +709,7 @@ class TreeMap(MutableMapping):
         runs.append(np.array(keys, np.int64))
         return np.concatenate(runs), values
 
-    def _bulk_build(self, keys, values) -> None:
+    def _bulk_build(self, keys, values, parallelism: int = 1) -> None:
         """Build full leaves and inner levels bottom-up into new records, then swap trees.
 
         ``keys`` are sorted, unique and not empty (an int64 array or a list). Each level is
@@ -723,10 +728,9 @@ class TreeMap(MutableMapping):
         kind, size = self._key_kind, self._node_size
         try:
             starts, ends = runs(len(keys), size, self._min_fill)
-            objects = isinstance(values, np.ndarray) and values.dtype == object
-            recids = [store(encode_leaf(keys[a:b], values[a:b].tolist() if objects else values[a:b],
-                                        kind, self._serializer, self._codec))
-                      for a, b in zip(starts.tolist(), ends.tolist())]
+            recids = [store(page) for page in leaf_pages(keys, values, starts, ends, kind,
+                                                         self._serializer, self._codec,
+                                                         parallelism)]
             firsts, lasts = take(keys, starts), take(keys, ends - 1)
             n_leaves, n_inner, height = len(recids), 0, 1
             while len(recids) > 1:
