@@ -520,7 +520,8 @@ class Arena:
         """Unmap and release the file; idempotent.
 
         With ``durability="commit"`` uncommitted changes are dropped, as in a crash; without,
-        every page checksum is recomputed (O(file)) and the file is marked closed cleanly.
+        every page checksum is recomputed (O(file)) and the file is marked closed cleanly (so a
+        zero-copy view kept past close must not be written to: it maps the file).
         """
         if self._closed:
             return
@@ -675,15 +676,18 @@ class Arena:
         return extent_bytes_for(n_pages)
 
     def _move_table(self, extent_bytes: int) -> None:
-        """Append a larger checksum extent at the end and free the old one."""
+        """Append a larger checksum extent at the end and free the old one. Without
+        transactions both are written at once, so the tags stay walkable for ``recover=True``."""
         old_offset, old_bytes = self._table_offset, self._table.extent_bytes
         self._table = self._table.grown(extent_bytes)
         self._table_offset = self._end
         self._end += extent_bytes
         if self.durability == "commit":
             self._space.defer(old_offset, old_bytes)
-        else:
-            self._release_now(old_offset, old_bytes)
+            return
+        wal.pwrite_all(self._fd, self._table.image, self._table_offset)
+        self._release_now(old_offset, old_bytes)
+        self._write_header(open_for_writing=True)
 
     # -- internals: opening -------------------------------------------------------------------
 

@@ -214,6 +214,26 @@ def test_none_mode_file_not_closed_cleanly_refuses_to_open(tmp_path):
         assert (arena.array(offset, np.uint8, 3 * PAGE_BYTES) == 6).all()
 
 
+def test_none_mode_file_stays_walkable_when_its_checksum_extent_moves(tmp_path):
+    path = tmp_path / "a"
+
+    def grow_and_die(write_fd):
+        arena = Arena.file(path, durability="none")
+        offset = arena.allocate(5 << 20)  # past the first checksum extent: it moves
+        arena.array(offset, np.uint8, 100)[:] = 4
+        arena.set_root(struct.pack("<Q", offset))
+        arena.flush()
+        arena.free(arena.allocate(100))
+        os._exit(0)
+
+    pid, ready = _fork(grow_and_die)
+    os.close(ready)
+    _wait(pid)
+    with Arena.file(path, readonly=True, recover=True) as arena:
+        (offset,) = struct.unpack("<Q", arena.root)
+        assert (arena.array(offset, np.uint8, 100) == 4).all()
+
+
 def test_none_mode_close_checksums_every_page(tmp_path):
     path = tmp_path / "a"
     with Arena.file(path, durability="none") as arena:
