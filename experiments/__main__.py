@@ -2,7 +2,9 @@
 
 Runners: ``capacity`` (the MapDB memory experiment, :mod:`experiments.capacity`),
 ``sparkey-bench`` (the sparkey-java README tables, :mod:`experiments.sparkey_bench`),
-``maps-bench`` (offheap's maps against dict and SortedDict, :mod:`experiments.maps_bench`).
+``maps-bench`` (offheap's maps against dict and SortedDict, :mod:`experiments.maps_bench`),
+``parallel-write`` (the fast-avro-write table for Sparkey and TreeMap bulk loads,
+:mod:`experiments.parallel_write`).
 Each writes its results into ``--out``: a table on the terminal and in ``<runner>.txt``, all
 figures with the machine, versions and git commit in ``results.json``, and a plot where the
 runner has one.
@@ -141,6 +143,55 @@ def _run_maps_bench(args) -> int:
     return 0
 
 
+def _count(text: str) -> int:
+    """``100K`` / ``1M`` / ``2500`` -> an int >= 1."""
+    scale = {"K": 1000, "M": 1_000_000}.get(text[-1:].upper(), 1)
+    try:
+        count = int(float(text[:-1] if scale > 1 else text) * scale)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"cannot read {text!r} as a count; write e.g. 100K, "
+                                         "1M or 2500") from None
+    if count < 1:
+        raise argparse.ArgumentTypeError(f"count {text!r} must be at least 1")
+    return count
+
+
+def _add_parallel_write(subparsers) -> None:
+    from experiments.parallel_write import CODECS, PARALLELISM, SIZES
+
+    parser = subparsers.add_parser(
+        "parallel-write", help="fast-avro-write's table: StockQuote records written to Sparkey "
+                               "sequentially and in parallel",
+        description="Write N StockQuote records to a Sparkey log with a put loop and with "
+                    "put_many at parallelism 1, 2, 4, for every codec (min and max of --runs "
+                    "interleaved runs); also TreeMap.update(parallelism=p), a GIL probe of the "
+                    "compressors and threads vs processes.")
+    parser.add_argument("--sizes", type=_count, nargs="+", default=list(SIZES),
+                        help="record counts (default 100K 200K 500K 1M)")
+    parser.add_argument("--codecs", nargs="+", choices=CODECS, default=list(CODECS),
+                        help="log compressions (default all)")
+    parser.add_argument("--parallelism", type=_count, nargs="+", default=list(PARALLELISM),
+                        help="worker counts besides 1 (default 2 4)")
+    parser.add_argument("--runs", type=_count, default=3,
+                        help="runs per cell; min and max are reported (default 3, the seed: 10)")
+    parser.add_argument("--no-treemap", action="store_true", help="skip TreeMap.update")
+    parser.add_argument("--no-probes", action="store_true",
+                        help="skip the GIL probe and the threads-vs-processes comparison")
+    parser.add_argument("--out", type=Path, default=Path("experiment-results/parallel-write"),
+                        help="directory for results.json and parallel-write.txt")
+    parser.set_defaults(run=_run_parallel_write)
+
+
+def _run_parallel_write(args) -> int:
+    from experiments.parallel_write import parallel_write_tables, run_parallel_write
+
+    document = run_parallel_write(args.sizes, args.codecs, args.parallelism, args.runs,
+                                  treemap=not args.no_treemap, probes=not args.no_probes,
+                                  progress=lambda text: print(text, file=sys.stderr))
+    _write(args.out, "parallel-write", document, parallel_write_tables(document))
+    return 0
+
+
 def _write(out: Path, runner: str, document: dict, table: str) -> None:
     """Save results.json and <runner>.txt in ``out``, and print the table."""
     out.mkdir(parents=True, exist_ok=True)
@@ -164,6 +215,7 @@ def main(argv: list[str] | None = None) -> int:
     _add_capacity(subparsers)
     _add_sparkey_bench(subparsers)
     _add_maps_bench(subparsers)
+    _add_parallel_write(subparsers)
     args = parser.parse_args(argv)
     return args.run(args)
 
