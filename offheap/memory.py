@@ -300,7 +300,8 @@ class Arena:
         self._register(offset, size, nbytes, mm)
         if table_bytes:
             self._move_table(table_bytes)
-        self._new.add(offset)
+        if self.durability == "commit":
+            self._new.add(offset)
         self._structure_changed = True
         return offset
 
@@ -646,7 +647,8 @@ class Arena:
             mm[page - offset: page - offset + PAGE_BYTES] = _ZERO_PAGE
             if following > page + PAGE_BYTES:
                 zero_range(self._fd, page + PAGE_BYTES, following - page - PAGE_BYTES)
-                self._zeroed.append((page + PAGE_BYTES, following - page - PAGE_BYTES))
+                if self.durability == "commit":
+                    self._zeroed.append((page + PAGE_BYTES, following - page - PAGE_BYTES))
 
     def _release_now(self, offset: int, size: int) -> None:
         """Without transactions: mark a range free in the file at once, merging neighbours, and
