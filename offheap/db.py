@@ -236,6 +236,16 @@ class DB:
     def __contains__(self, name: str) -> bool:
         return name in self.names()
 
+    def snapshot(self):
+        """A read-only DB's context manager holding one read section across a block: every
+        operation of every collection inside it sees the same commit, and none pays the
+        per-operation check. The writer's next commit is applied only after the block."""
+        self._check_open()
+        if not self._readonly:
+            raise ValueError("snapshot() belongs to a read-only DB (DB.file(path, "
+                             "readonly=True)); a writer sees its own changes")
+        return self._session.section()
+
     # -- transactions -------------------------------------------------------------------------
 
     @property

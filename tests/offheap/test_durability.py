@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 
 import numpy as np
 import pytest
@@ -234,6 +235,29 @@ def test_reader_iteration_spanning_a_commit_raises(tmp_path):
             with pytest.raises(RuntimeError, match="committed"):
                 list(iterator)
             assert list(reader.tree_map("t"))[-1] == 1000
+
+
+def test_snapshot_holds_one_commit_across_operations(tmp_path):
+    path = tmp_path / "db"
+    with DB.file(path) as writer:
+        tree = writer.tree_map("t", node_size=4)
+        tree.update({i: i for i in range(100)})
+        writer.commit()
+        with DB.file(path, readonly=True) as reader:
+            seen = reader.tree_map("t")
+            with reader.snapshot():
+                iterator = iter(seen)
+                assert next(iterator) == 0
+                tree[1000] = 1000
+                committing = threading.Thread(target=writer.commit)
+                committing.start()  # its checkpoint waits for the snapshot to end
+                committing.join(0.3)
+                assert committing.is_alive()
+                assert list(iterator)[-1] == 99 and len(seen) == 100
+            committing.join(30)
+            assert not committing.is_alive() and len(seen) == 101
+    with DB.file(path) as writer, pytest.raises(ValueError, match="read-only"):
+        writer.snapshot()
 
 
 def test_writes_through_a_reader_are_refused(tmp_path):
