@@ -5,7 +5,7 @@ the write gives the process its own anonymous copy. Linux reports that in
 ``/proc/self/pagemap``, one u64 per virtual page: bit 63 present, bit 62 swapped, bit 61 "file
 page or shared anonymous". A written private page is present or swapped with bit 61 clear; a
 page never written is absent or has bit 61 set. Reading the flags needs no privileges (the frame
-numbers, which do, are not used). Cost: 8 bytes read per page of mapping, about 2 ms per GiB.
+numbers, which do, are not used). Cost: 8 bytes read per page of mapping, about 1 ms per GiB.
 
 Where pagemap is missing or unreadable, :func:`differing_pages` compares the mapping with the
 file instead, reading every mapped byte: O(mapping), correct, slower.

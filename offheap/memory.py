@@ -233,7 +233,7 @@ class Arena:
              verify: bool = True, recover: bool = False) -> Arena:
         """Open the arena stored in ``path``, or create it (``create=None``: if it is missing).
 
-        ``verify`` checks every live page against its checksum: O(file), about 1 s per GiB.
+        ``verify`` checks every live page against its checksum: O(file), about 0.5 s per GiB.
         ``recover`` opens a file that was not closed cleanly and skips the checksum checks, to
         read what is there (a writer opened so rewrites every checksum). Raises
         :class:`CorruptionError` when the file is not an offheap arena or is damaged,
