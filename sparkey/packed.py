@@ -133,9 +133,12 @@ def as_column(column, role):
 
 
 def _windows(buffer, width):
-    """Every ``width``-byte window of a 1-D uint8 array as the rows of an overlapping 2-D view."""
-    step = buffer.strides[0]
-    return as_strided(buffer, shape=(len(buffer) - width + 1, width), strides=(step, step))
+    """Every ``width``-byte window of a 1-D uint8 array as the rows of an overlapping 2-D view
+    (writable when ``buffer`` is: numpy's as_strided, without its Python-level overhead)."""
+    if not buffer.flags.c_contiguous:
+        return as_strided(buffer, shape=(len(buffer) - width + 1, width),
+                          strides=(buffer.strides[0],) * 2)
+    return np.ndarray((len(buffer) - width + 1, width), np.uint8, buffer, 0, (1, 1))
 
 
 def copy_rows(out, destinations, source, starts, lengths):
@@ -153,9 +156,10 @@ def copy_rows(out, destinations, source, starts, lengths):
     if not len(lengths):
         return
     rows_2d = source if source.ndim == 2 else None
-    distinct = np.unique(lengths)
+    shortest, longest = int(lengths.min()), int(lengths.max())
+    distinct = [shortest] if shortest == longest else np.unique(lengths)
     if len(distinct) <= _EXACT_GROUPS_LIMIT:
-        for width in distinct.tolist():
+        for width in list(distinct):
             rows = slice(None) if len(distinct) == 1 else lengths == width
             if not width:
                 continue
@@ -168,7 +172,7 @@ def copy_rows(out, destinations, source, starts, lengths):
     if rows_2d is not None:
         source = np.ascontiguousarray(rows_2d).reshape(-1)
         starts = np.arange(len(rows_2d), dtype=np.int64) * rows_2d.shape[1]
-    for bit in range(int(distinct[-1]).bit_length()):
+    for bit in range(longest.bit_length()):
         width = 1 << bit
         rows = np.flatnonzero(lengths & width)
         if len(rows):

@@ -143,11 +143,15 @@ class _PairChunks:
         if not batch:
             return None
         try:
-            keys, values = zip(*batch)
-        except ValueError:
+            keys, values = zip(*batch, strict=True)
+        except (TypeError, ValueError):
             raise ValueError("put_many items must be (key, value) pairs") from None
         return lambda: frame_puts(PackedBytes.from_sequence(keys, "key"),
                                   PackedBytes.from_sequence(values, "value"))
+
+
+def _raise(exc):
+    raise exc
 
 
 class _InlineExecutor:
@@ -214,7 +218,11 @@ class BulkAppend:
         try:
             while True:
                 while not exhausted and len(framing) + len(encoding) < window:
-                    job = source.take(rows)
+                    try:
+                        job = source.take(rows)
+                    except Exception as exc:  # raised in its place, after the chunks before it
+                        job = functools.partial(_raise, exc)
+                        exhausted = True
                     if job is None:
                         exhausted = True
                     else:

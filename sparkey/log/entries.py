@@ -85,7 +85,10 @@ class EntryTable:
 def vlq_sizes(values):
     """Vectorized format.vlq_size over a non-negative int64 array."""
     sizes = np.ones(len(values), dtype=np.int64)
+    largest = int(values.max()) if len(values) else 0
     for groups in range(1, 9):
+        if largest < 1 << (7 * groups):
+            break
         sizes += values >= (1 << (7 * groups))
     return sizes
 

@@ -176,15 +176,15 @@ class LogWriter:
         ``put`` would write entry by entry (compressed: the same blocks, headers and bytes).
 
         ``items``: a tuple ``(keys, values)`` of two columns (sequences of bytes-likes or str,
-        numpy arrays of bytes, ``sparkey.PackedBytes``, or lazy columns with ``pack(start,
-        stop)``), a mapping, or an iterable of ``(key, value)`` pairs. With ``parallelism`` > 1
+        numpy arrays of bytes, ``sparkey.packed.PackedBytes``, or lazy columns with
+        ``pack(start, stop)``), a mapping, or an iterable of ``(key, value)`` pairs. With ``parallelism`` > 1
         and at least ``threshold`` entries, that many threads frame and compress chunks of the
         batch while the caller appends the results in order (``sparkey.log.bulk``); otherwise
         the same steps run in the calling thread. Unlike ``put``, entries are checked chunk by
         chunk: on an error (a bad key or value, or a failure in a worker) the blocks completed
         before the failing chunk are kept, nothing after them, the header is rewritten so the
-        file is a valid log of what was kept, and the error propagates. Blocks still open before
-        the call are kept whatever happens.
+        file is a valid log of what was kept, and the error propagates. Entries put before the
+        call are kept whatever happens.
         """
         if self._fd < 0:
             raise ClosedError("put_many() on a closed LogWriter; open it again with "
@@ -192,15 +192,17 @@ class LogWriter:
         check_parallelism(parallelism, threshold)
         source, above_threshold = entry_chunks(items, threshold)
         bulk = BulkAppend(self._codec, self._block_size, self._block, self._block_entries)
+        commits = bulk.commits(source, parallelism if above_threshold else 1)
         taken = False
         try:
-            for commit in bulk.commits(source, parallelism if above_threshold else 1):
+            for commit in commits:
                 if not taken:  # the first commit holds the open block, if there was one
                     self._block.clear()
                     self._block_entries = 0
                     taken = True
                 self._commit(commit.data, commit.stats, commit.max_entries_per_block)
         except BaseException:
+            commits.close()  # stops the workers before the header is rewritten
             with contextlib.suppress(OSError):  # the header on disk stays valid either way
                 self.flush()
             raise
@@ -332,19 +334,23 @@ class LogWriter:
             self._drain()
 
     def _commit(self, data, stats, max_entries_per_block):
-        """Append encoded output (whole entries or blocks) and count the entries it holds."""
+        """Append encoded output (whole entries or blocks) and count the entries it holds.
+
+        The counters change only once the data is written or pending, so a failed write
+        leaves them describing what the next flush will write.
+        """
         if len(data) >= WRITE_CHUNK_BYTES:
             self._drain()
             self._write_at_end(data)
         else:
             self._pending += memoryview(data)
-            if len(self._pending) >= WRITE_CHUNK_BYTES:
-                self._drain()
         self._num_puts += stats.puts
         self._put_size += stats.put_size
         self._max_key_len = max(self._max_key_len, stats.max_key_len)
         self._max_value_len = max(self._max_value_len, stats.max_value_len)
         self._max_entries_per_block = max(self._max_entries_per_block, max_entries_per_block)
+        if len(self._pending) >= WRITE_CHUNK_BYTES:
+            self._drain()
 
     def _drain(self):
         """Write pending output at the end of the file (past the header's data_end until flush)."""

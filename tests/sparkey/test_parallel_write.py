@@ -226,10 +226,15 @@ def test_failure_before_any_block_keeps_the_open_block(tmp_path, monkeypatch, co
 
 
 @pytest.mark.parametrize("compression", COMPRESSIONS)
-def test_bad_value_in_a_later_chunk_keeps_the_earlier_ones(tmp_path, small_chunks, compression):
-    entries = [(b"k%d" % i, b"v" * 50) for i in range(200)] + [(b"bad", 5)]
+@pytest.mark.parametrize("bad, error, message", [
+    ((b"bad", 5), EntryTypeError, "not int"),  # found by a worker
+    ((b"bad", b"x", b"y"), ValueError, "pairs"),  # found by the caller, reading the pairs
+])
+def test_bad_entry_in_a_later_chunk_keeps_the_earlier_ones(tmp_path, small_chunks, compression,
+                                                           bad, error, message):
+    entries = [(b"k%d" % i, b"v" * 50) for i in range(200)] + [bad]
     path = tmp_path / "log.spl"
-    with pytest.raises(EntryTypeError, match="not int"):
+    with pytest.raises(error, match=message):
         with sparkey.LogWriter(path, compression, 64) as writer:
             writer.put_many(entries, parallelism=2, threshold=0)
     with sparkey.LogReader(path) as log:
