@@ -6,8 +6,10 @@ A *child* process opens a commit-mode DB holding a TreeMap and a LongHashMap and
 transactions in a loop: random sizes (one operation to thousands of entries), inserts, overwrites,
 deletes, range deletes and bulk updates, values from empty strings to a few hundred bytes (so
 the hash map's external value records move too), and now and then a ``db.compact()``. The parent
-kills it with SIGKILL after a random delay, reopens the file, and compares every entry with the
-model of the last committed state.
+kills it with SIGKILL, reopens the file, and compares every entry with the model of the last
+committed state. Half of the kills come after a random delay (while the child opens and
+recovers the file, applies changes, commits or compacts), four in ten within a few
+milliseconds of the child entering ``commit()``, one in ten inside ``compact()``.
 
 How the check is exact. The DB holds its own transaction number (``txn[0]``), written in the same
 transaction as the changes. The child appends to a side log ``("begin", T, operations)`` before
@@ -75,9 +77,10 @@ def read_records(data: bytes) -> tuple[list, int]:
     return records, offset
 
 
-def wait_for_commit_call(log_path: str, proc, timeout: float) -> None:
-    """Return as soon as the child logs that it is calling ``commit()`` (or it dies, or time
-    runs out): the parent then kills it within the commit's window."""
+def wait_for_record(log_path: str, proc, stage: str, timeout: float) -> None:
+    """Return as soon as the child logs a new record of ``stage`` ("commit": it is calling
+    ``commit()``; "compact": ``compact()``), or it dies, or time runs out: the parent then
+    kills it inside that call."""
     deadline = time.monotonic() + timeout
     with open(log_path, "rb") as log:
         pending = log.read()  # what was logged before: only a new "commit" counts
@@ -86,7 +89,7 @@ def wait_for_commit_call(log_path: str, proc, timeout: float) -> None:
             pending += log.read()
             records, used = read_records(pending)
             pending = pending[used:]
-            if records and records[-1][0] == "commit":
+            if records and records[-1][0] == stage:
                 return
             time.sleep(0.0002)
 
@@ -205,7 +208,9 @@ def child(db_path: str, log_path: str, seed: int, compact_every: int) -> None:
         db.commit()
         append_record(log, ("committed", number))
         if compact_every and rng.randrange(compact_every) == 0:
+            append_record(log, ("compact", number))
             db.compact()
+            append_record(log, ("compacted", number))
 
 
 # -- parent ---------------------------------------------------------------------------------
@@ -217,12 +222,13 @@ class Outcome:
     transactions_checked: int = 0
     kills_inside_commit: int = 0  # of which the commit had landed:
     commits_landed: int = 0
+    kills_inside_compact: int = 0
     details: list = field(default_factory=list)
 
 
 def allowed_numbers(records: list, start: int) -> tuple[set[int], dict[int, list], str]:
     """The transaction numbers the reopened DB may hold, the logged operations by number, and
-    where the kill came ("apply", "commit" or "after")."""
+    where the kill came ("apply", "commit", "compact" or "after")."""
     ops_of, last = {}, ("committed", start)
     for record in records:
         if record[0] == "begin":
@@ -233,7 +239,7 @@ def allowed_numbers(records: list, start: int) -> tuple[set[int], dict[int, list
         return {number - 1}, ops_of, "apply"
     if stage == "commit":
         return {number - 1, number}, ops_of, "commit"
-    return {number}, ops_of, "after"
+    return {number}, ops_of, "compact" if stage == "compact" else "after"
 
 
 def verify(db_path: str, model_tree: dict, model_table: dict, start: int, records: list,
@@ -258,6 +264,7 @@ def verify(db_path: str, model_tree: dict, model_table: dict, start: int, record
         if stage == "commit":
             outcome.kills_inside_commit += 1
             outcome.commits_landed += found == max(allowed)
+        outcome.kills_inside_compact += stage == "compact"
         outcome.transactions_checked += found - start
         same_tree = list(tree.items()) == sorted(model_tree.items())
         same_table = len(table) == len(model_table) and dict(table.items()) == model_table
@@ -284,20 +291,24 @@ def run_trials(trials: int, seed: int, directory: str, max_delay: float = 1.0,
     for trial in range(trials):
         outcome.trials = trial + 1
         open(log_path, "wb").close()
+        aim = rng.random()  # < 0.5 anywhere, < 0.9 inside commit(), else inside compact()
         proc = subprocess.Popen(
             [sys.executable, __file__, "--child", "--db", db_path, "--log", log_path,
-             "--seed", str(rng.getrandbits(32)), "--compact-every", str(compact_every)],
+             "--seed", str(rng.getrandbits(32)),
+             "--compact-every", str(2 if aim >= 0.9 and compact_every else compact_every)],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         ready, _, _ = select.select([proc.stdout], [], [], 60)
         if ready:
             proc.stdout.readline()
-        aim = rng.random()
         if aim < 0.5:  # anywhere: while opening (recovering), applying, committing, compacting
             time.sleep(rng.uniform(0, max_delay) if aim < 0.4 else rng.uniform(0, 0.05))
-        else:  # inside a commit: most of them take a few milliseconds
+        elif aim < 0.9:  # inside commit(): most commits take a few milliseconds
             time.sleep(rng.uniform(0, max_delay))
-            wait_for_commit_call(log_path, proc, timeout=10)
+            wait_for_record(log_path, proc, "commit", timeout=10)
             time.sleep(rng.uniform(0, 0.003) if rng.random() < 0.7 else rng.uniform(0, 0.03))
+        else:  # inside compact(): tens to hundreds of milliseconds
+            wait_for_record(log_path, proc, "compact", timeout=10)
+            time.sleep(rng.uniform(0, 0.3))
         proc.send_signal(signal.SIGKILL)
         _, stderr = proc.communicate()
         if proc.returncode != -signal.SIGKILL:
@@ -342,6 +353,7 @@ def main(argv=None) -> int:
     print(f"{outcome.trials} trials, {outcome.transactions_checked} committed transactions "
           f"checked, {outcome.kills_inside_commit} kills inside commit() "
           f"({outcome.commits_landed} of those commits had landed), "
+          f"{outcome.kills_inside_compact} inside compact(), "
           f"losses: {outcome.losses} ({time.perf_counter() - started:.0f} s)")
     for line in outcome.details:
         print("  " + line)
