@@ -168,6 +168,11 @@ def _page_runs(mask: np.ndarray) -> list[tuple[int, int]]:
     return [(int(start), int(stop - start)) for start, stop in zip(edges[::2], edges[1::2])]
 
 
+def _page_numbers(offset: int, n_pages: int) -> np.ndarray:
+    """The file page numbers of ``n_pages`` pages from byte ``offset``."""
+    return np.arange(offset // PAGE_BYTES, offset // PAGE_BYTES + n_pages)
+
+
 def _fsync_directory(path: str) -> None:
     fd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
     try:
@@ -876,29 +881,30 @@ class Arena:
                           root, header.root_offset)
 
     def _file_page_crcs(self, offset: int, size: int):
-        """Yield ``(first page number, crc32 array)`` for the file's pages of one extent."""
+        """Yield ``(page numbers, crc32 of each)`` for the file's pages of one extent, reading
+        it in chunks of ``_VERIFY_CHUNK_BYTES``."""
         buffer = bytearray(min(size, _VERIFY_CHUNK_BYTES))
         for start in range(offset, offset + size, len(buffer)):
             count = min(len(buffer), offset + size - start)
             with memoryview(buffer)[:count] as chunk:
                 if os.preadv(self._fd, [chunk], start) != count:
                     raise CorruptionError(f"{self.path!r} is truncated at offset {start}")
-                yield start // PAGE_BYTES, page_crcs(chunk)
+                yield _page_numbers(start, count // PAGE_BYTES), page_crcs(chunk)
 
     def _verify_pages(self, sizes: dict[int, int], table: ChecksumTable) -> None:
         for offset, size in sorted(sizes.items()):
-            for first_page, crcs in self._file_page_crcs(offset, size):
-                bad = table.mismatches(first_page, crcs)
+            for pages, crcs in self._file_page_crcs(offset, size):
+                bad = table.mismatches(pages, crcs)
                 if len(bad):
                     raise CorruptionError(
-                        f"{self.path!r}: the page at offset {(first_page + int(bad[0])) * PAGE_BYTES}"
-                        f" fails its checksum (the file is damaged)")
+                        f"{self.path!r}: the page at offset {int(bad[0]) * PAGE_BYTES} fails its "
+                        f"checksum (the file is damaged)")
 
     def _recompute_checksums(self) -> None:
         """Checksum every live page as the file holds it now (after ``recover=True``)."""
         for offset, size in self._sizes.items():
-            for first_page, crcs in self._file_page_crcs(offset, size):
-                self._table.set(first_page, crcs)
+            for pages, crcs in self._file_page_crcs(offset, size):
+                self._table.set(pages, crcs)
         self._structure_changed = True
 
     def _install(self, state: _FileState) -> None:
@@ -947,12 +953,16 @@ class Arena:
         end = cut_tail(free, self._end)
         table = self._table.copy()
         for offset in self._new:
-            n_pages = self._sizes[offset] // PAGE_BYTES
-            table.set(offset // PAGE_BYTES, np.full(n_pages, ZERO_PAGE_CRC, np.uint32))
+            pages = _page_numbers(offset, self._sizes[offset] // PAGE_BYTES)
+            table.set(pages, np.full(len(pages), ZERO_PAGE_CRC, np.uint32))
+        numbers, crcs = [], []
         for offset, first, count in runs:
             pages = memoryview(self._maps[offset])[first * PAGE_BYTES: (first + count) * PAGE_BYTES]
             writes.append((offset + first * PAGE_BYTES, pages))
-            table.set(offset // PAGE_BYTES + first, page_crcs(pages))
+            numbers.append(_page_numbers(offset + first * PAGE_BYTES, count))
+            crcs.append(page_crcs(pages))
+        if runs:
+            table.set(np.concatenate(numbers), np.concatenate(crcs))
         for offset, size in free.items():
             if committed.free.get(offset) != size:
                 writes.append((offset, encode_tag(size, 0, FREE)))
@@ -1026,8 +1036,8 @@ class Arena:
         for mm in self._maps.values():
             mm.flush()
         for offset, size in self._sizes.items():
-            for first_page, crcs in self._file_page_crcs(offset, size):
-                self._table.set(first_page, crcs)
+            for pages, crcs in self._file_page_crcs(offset, size):
+                self._table.set(pages, crcs)
         self._write_table_and_header(open_for_writing=False)
 
     def _release_files(self) -> None:

@@ -74,17 +74,14 @@ class ChecksumTable:
         """The crc32 of the whole image, as the header stores it."""
         return zlib.crc32(self.image)
 
-    def set(self, first_page: int, crcs: np.ndarray) -> None:
-        """Store ``crcs`` for the file pages from ``first_page`` on, noting changed table pages."""
-        if not len(crcs):
+    def set(self, pages: np.ndarray, crcs: np.ndarray) -> None:
+        """Store ``crcs[i]`` for file page ``pages[i]``, noting the table pages that change."""
+        changed = self.entries[pages] != crcs
+        if not changed.any():
             return
-        stop = first_page + len(crcs)
-        if np.array_equal(self.entries[first_page:stop], crcs):
-            return
-        self.entries[first_page:stop] = crcs
-        low = (TAG_BYTES + 4 * first_page) // PAGE_BYTES
-        high = (TAG_BYTES + 4 * stop - 1) // PAGE_BYTES
-        self._changed_pages.update(range(low, high + 1))
+        pages = pages[changed]
+        self.entries[pages] = crcs[changed]
+        self._changed_pages.update(np.unique((TAG_BYTES + 4 * pages) // PAGE_BYTES).tolist())
 
     def take_changed_pages(self) -> list[int]:
         """The table pages changed since the last call (sorted), forgetting them."""
@@ -92,6 +89,6 @@ class ChecksumTable:
         self._changed_pages = set()
         return pages
 
-    def mismatches(self, first_page: int, crcs: np.ndarray) -> np.ndarray:
-        """Indices into ``crcs`` whose value differs from the stored entry."""
-        return np.flatnonzero(self.entries[first_page: first_page + len(crcs)] != crcs)
+    def mismatches(self, pages: np.ndarray, crcs: np.ndarray) -> np.ndarray:
+        """The page numbers among ``pages`` whose ``crcs`` differ from the stored entries."""
+        return pages[self.entries[pages] != crcs]

@@ -187,15 +187,15 @@ def test_page_crcs_and_the_checksum_table():
     table = ChecksumTable.empty(2 * PAGE_BYTES)
     assert table.capacity == (2 * PAGE_BYTES - TAG_BYTES) // 4
     assert table.take_changed_pages() == [0, 1]
-    table.set(5, np.array([1, 2], np.uint32))
-    table.set(5, np.array([1, 2], np.uint32))
+    table.set(np.array([5, 6]), np.array([1, 2], np.uint32))
+    table.set(np.array([5, 6]), np.array([1, 2], np.uint32))
     assert table.take_changed_pages() == [0] and table.take_changed_pages() == []
-    table.set(1007, np.array([3, 4], np.uint32))  # entries 1007 and 1008 straddle two pages
+    table.set(np.array([1007, 1008]), np.array([3, 4], np.uint32))  # two table pages
     assert table.take_changed_pages() == [0, 1]
     grown = table.grown(3 * PAGE_BYTES)
     assert grown.entries[5] == 1 and grown.entries[1008] == 4
     assert grown.image[:TAG_BYTES] == encode_tag(3 * PAGE_BYTES, 0, CHECKSUMS)
-    assert grown.mismatches(5, np.array([1, 9], np.uint32)).tolist() == [1]
+    assert grown.mismatches(np.array([5, 6]), np.array([1, 9], np.uint32)).tolist() == [6]
     assert grown.crc() == zlib.crc32(bytes(grown.image))
 
 
