@@ -53,7 +53,6 @@ import numpy as np
 
 from offheap import filelocks, wal
 from offheap.arenaformat import (
-    CHECKSUMS,
     FREE,
     HEADER_BYTES,
     INLINE_ROOT_BYTES,
@@ -867,7 +866,8 @@ class Arena:
         table = ChecksumTable(image)
         if table.capacity * PAGE_BYTES < header.end:
             raise CorruptionError(f"{path!r}: the checksum extent at offset {table_at} covers "
-                                  f"{table.capacity} pages, the file has {header.end // PAGE_BYTES}")
+                                  f"{table.capacity} pages, the file has "
+                                  f"{header.end // PAGE_BYTES}")
         root = header.inline_root
         if header.root_offset:
             if (header.root_offset not in sizes

@@ -165,8 +165,9 @@ def test_readers_never_see_a_half_applied_commit(tmp_path):
                 assert (values == number).all(), (number, np.unique(values))
                 del values
             seen.add(number)
-            finished, _ = os.waitpid(pid, os.WNOHANG)
+            finished, status = os.waitpid(pid, os.WNOHANG)
             if finished:
+                assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
                 break
         os.close(ready)
         with reader.read_section():

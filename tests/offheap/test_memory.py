@@ -49,7 +49,8 @@ def test_limit_raises_before_crossing_and_changes_nothing():
 @pytest.mark.parametrize("durability", MODES)
 def test_file_limit_counts_the_checksum_extent_and_changes_nothing(tmp_path, durability):
     path = tmp_path / "a.offheap"
-    with Arena.file(path, durability=durability, limit_bytes=HEADER_BYTES + 4 * PAGE_BYTES) as arena:
+    limit = HEADER_BYTES + 4 * PAGE_BYTES
+    with Arena.file(path, durability=durability, limit_bytes=limit) as arena:
         assert arena.reserved_bytes == HEADER_BYTES + PAGE_BYTES  # the checksum extent
         arena.allocate(PAGE_BYTES)
         before, size = arena.stats(), os.path.getsize(path)
