@@ -413,7 +413,8 @@ class Arena:
                     data.release()
 
     def rollback(self) -> None:
-        """Drop every change since the last commit; the extents, root and file are as committed.
+        """Drop every change since the last commit; the extents, root and file are as committed
+        (the file is cut back to its committed size unless readers or views are in the way).
 
         Owners must drop their views first and re-read their state from :attr:`root` after.
         """
@@ -423,12 +424,15 @@ class Arena:
                 f"rollback() needs durability='commit'; this arena "
                 f"({self.path or 'anonymous memory'}) has no transactions")
         committed = self._committed
+        all_unmapped = True
         for offset, mm in list(self._maps.items()):
             if committed.sizes.get(offset) == len(mm):
                 mm.madvise(mmap.MADV_DONTNEED)
             else:
-                self._unmap(offset, mm)
+                all_unmapped &= self._unmap(offset, mm)
         self._install(committed)
+        if all_unmapped:  # no view of an extent made since the commit maps the file's growth
+            self._trim_file()
         self._new.clear()
         self._zeroed.clear()
         self._structure_changed = False

@@ -187,6 +187,30 @@ def test_written_pages_of_a_commit_fault_back_from_the_file(tmp_path, written_pa
         assert list(arena.array(offset, np.uint8, 3)) == [7, 7, 0]
 
 
+def test_rollback_and_commit_across_a_moved_checksum_extent(tmp_path, written_pages):
+    path = tmp_path / "a"
+    with Arena.file(path) as arena:
+        small = arena.allocate(100)
+        arena.array(small, np.uint8, 100)[:] = 1
+        arena.commit()
+        committed = arena_content(arena), arena.stats()
+        big = arena.allocate(6 << 20)  # past the first checksum extent: it moves
+        arena.array(big, np.uint8, 6 << 20)[::PAGE_BYTES] = 2
+        arena.rollback()
+        arena._check()
+        assert (arena_content(arena), arena.stats()) == committed
+        big = arena.allocate(6 << 20)
+        arena.array(big, np.uint8, 6 << 20)[::PAGE_BYTES] = 3
+        arena.commit()
+        arena._check()
+        expected = arena_content(arena)
+    with Arena.file(path) as arena:
+        assert arena_content(arena) == expected
+        arena.free(big)
+        arena.commit()
+        arena._check()
+
+
 def test_capacity_error_inside_a_transaction_changes_nothing(tmp_path):
     with Arena.file(tmp_path / "a", limit_bytes=HEADER_BYTES + 6 * PAGE_BYTES) as arena:
         arena.allocate(PAGE_BYTES)
