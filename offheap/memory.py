@@ -455,7 +455,7 @@ class Arena:
                 self._read_depth -= 1
             return
         fd = self._fd
-        filelocks.lock(fd, filelocks.CHECKPOINT, exclusive=False)
+        self._lock_checkpoint_shared()
         self._read_depth += 1
         try:
             yield self._reload_if_moved()
@@ -737,14 +737,20 @@ class Arena:
             raise LockedError(f"{path!r} is open for writing in another process with "
                               f"durability='none', which cannot share a file; open it when that "
                               f"writer has closed it (or let it use durability='commit')")
+        self._lock_checkpoint_shared()
+        try:
+            self._install(self._read_file_state(verify=verify))
+        finally:
+            filelocks.unlock(self._fd, filelocks.CHECKPOINT)
+
+    def _lock_checkpoint_shared(self) -> None:
+        """A reader takes the checkpoint lock shared; first it applies a commit that a writer
+        which died (perhaps half-way through copying it into the file) left in the log."""
         while True:
             filelocks.lock(self._fd, filelocks.CHECKPOINT, exclusive=False)
-            try:
-                if not self._log_needs_applying(self._fd):
-                    self._install(self._read_file_state(verify=verify))
-                    return
-            finally:
-                filelocks.unlock(self._fd, filelocks.CHECKPOINT)
+            if not self._log_needs_applying(self._fd):
+                return
+            filelocks.unlock(self._fd, filelocks.CHECKPOINT)
             self._recover_as_reader()
 
     def _log_needs_applying(self, fd: int) -> bool:

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from offheap import wal
 from offheap.errors import CorruptionError, LockedError
 from offheap.memory import PAGE_BYTES, Arena
 from tests.offheap.arena_fuzz import arena_content
@@ -173,6 +174,52 @@ def test_readers_never_see_a_half_applied_commit(tmp_path):
         with reader.read_section():
             assert struct.unpack("<QQ", reader.root)[1] == 199
     assert len(seen) > 1
+
+
+def test_reader_repairs_a_commit_its_dead_writer_left_half_copied(tmp_path):
+    path = tmp_path / "a"
+    n_pages = 64
+    with Arena.file(path) as writer:
+        offset = writer.allocate(n_pages * PAGE_BYTES)
+        writer.set_root(struct.pack("<Q", 0))
+        writer.commit()
+
+    def die_while_copying(write_fd):
+        real_pwrite_all, count = wal.pwrite_all, [0]
+
+        def pwrite_all_then_die(fd, data, at):
+            count[0] += 1
+            if count[0] == 6:
+                os.kill(os.getpid(), signal.SIGKILL)
+            real_pwrite_all(fd, data, at)
+
+        with Arena.file(path) as arena:
+            os.write(write_fd, b"open")
+            os.read(go_read, 1)
+            values = arena.array(offset, np.int64, n_pages * PAGE_BYTES // 8)
+            values.reshape(n_pages, -1)[::2, :8] = 1  # every other page: a run each
+            del values
+            arena.set_root(struct.pack("<Q", 1))
+            wal.pwrite_all = pwrite_all_then_die
+            arena.commit()
+
+    go_read, go_write = os.pipe()
+    with Arena.file(path, readonly=True) as reader:
+        pid, ready = _fork(die_while_copying)
+        os.close(go_read)
+        assert os.read(ready, 4) == b"open"
+        with reader.read_section() as changed:
+            assert not changed
+            values = reader.array(offset, np.int64, n_pages * PAGE_BYTES // 8).copy()
+        os.write(go_write, b"x")
+        os.waitpid(pid, 0)
+        assert os.path.getsize(f"{path}-wal") > 0
+        with reader.read_section() as changed:
+            assert changed and struct.unpack("<Q", reader.root) == (1,)
+            values = reader.array(offset, np.int64, n_pages * PAGE_BYTES // 8).reshape(n_pages, -1)
+            assert (values[::2, :8] == 1).all() and not values[1::2].any()
+            del values
+    assert not os.path.exists(f"{path}-wal")
 
 
 # -- durability="none" --------------------------------------------------------------------------
