@@ -237,11 +237,16 @@ class Arena:
              verify: bool = True, recover: bool = False) -> Arena:
         """Open the arena stored in ``path``, or create it (``create=None``: if it is missing).
 
+        ``durability`` is ``"commit"`` (transactions, see :meth:`commit`) or ``"none"`` (see the
+        module docstring); ``readonly`` opens a reader that may share the file with a commit-mode
+        writer. A commit left in ``PATH-wal`` by a writer that died is applied first.
         ``verify`` checks every live page against its checksum: O(file), about 0.5 s per GiB.
         ``recover`` opens a file that was not closed cleanly and skips the checksum checks, to
         read what is there (a writer opened so rewrites every checksum). Raises
         :class:`CorruptionError` when the file is not an offheap arena or is damaged,
-        :class:`LockedError` when another process's open excludes this one.
+        :class:`LockedError` when another open excludes this one (a second writer; readers and
+        a writer without transactions), :class:`RecoveryPendingError` when a reader finds a
+        commit to apply and may not write the file.
         """
         path = os.fspath(path)
         if durability not in DURABILITIES:
