@@ -11,8 +11,9 @@ needed and the data itself is never locked:
 
 Linux open-file-description locks (``F_OFD_SETLK``) belong to the open file, not the process:
 two opens of the same file in one process exclude each other, and closing one descriptor never
-drops the locks of another. Where they are missing, process-wide POSIX locks
-(``F_SETLK``) stand in; those do not exclude opens within one process.
+drops the locks of another. Where they are missing, process-wide POSIX locks (``fcntl.lockf``)
+stand in: they exclude other processes only, and closing any descriptor of the file drops all
+of the process's locks on it, so there a process should open a file once.
 """
 
 from __future__ import annotations
@@ -26,10 +27,8 @@ WRITER = 2**62
 READERS = 2**62 + 1
 CHECKPOINT = 2**62 + 2
 
-_FLOCK = struct.Struct("hhqqi4x")  # l_type, l_whence, l_start, l_len, l_pid (struct flock)
-_SETLK = getattr(fcntl, "F_OFD_SETLK", fcntl.F_SETLK)
-_SETLKW = getattr(fcntl, "F_OFD_SETLKW", fcntl.F_SETLKW)
-_GETLK = getattr(fcntl, "F_OFD_GETLK", fcntl.F_GETLK)
+_FLOCK = struct.Struct("hhqqi4x")  # Linux struct flock: l_type, l_whence, l_start, l_len, l_pid
+OPEN_FILE_LOCKS = hasattr(fcntl, "F_OFD_SETLK")
 
 
 def _request(fd: int, command: int, lock_type: int, byte: int) -> bytes:
@@ -39,7 +38,11 @@ def _request(fd: int, command: int, lock_type: int, byte: int) -> bytes:
 def try_lock(fd: int, byte: int, *, exclusive: bool) -> bool:
     """Take the lock on ``byte`` without waiting; False when another open file holds it."""
     try:
-        _request(fd, _SETLK, fcntl.F_WRLCK if exclusive else fcntl.F_RDLCK, byte)
+        if OPEN_FILE_LOCKS:
+            _request(fd, fcntl.F_OFD_SETLK, fcntl.F_WRLCK if exclusive else fcntl.F_RDLCK, byte)
+        else:
+            fcntl.lockf(fd, (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB, 1,
+                        byte)
     except OSError as exc:
         if exc.errno in (errno.EAGAIN, errno.EACCES):
             return False
@@ -49,18 +52,32 @@ def try_lock(fd: int, byte: int, *, exclusive: bool) -> bool:
 
 def lock(fd: int, byte: int, *, exclusive: bool) -> None:
     """Take the lock on ``byte``, waiting for conflicting holders to release it."""
-    _request(fd, _SETLKW, fcntl.F_WRLCK if exclusive else fcntl.F_RDLCK, byte)
+    if OPEN_FILE_LOCKS:
+        _request(fd, fcntl.F_OFD_SETLKW, fcntl.F_WRLCK if exclusive else fcntl.F_RDLCK, byte)
+    else:
+        fcntl.lockf(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH, 1, byte)
 
 
 def unlock(fd: int, byte: int) -> None:
-    _request(fd, _SETLK, fcntl.F_UNLCK, byte)
+    if OPEN_FILE_LOCKS:
+        _request(fd, fcntl.F_OFD_SETLK, fcntl.F_UNLCK, byte)
+    else:
+        fcntl.lockf(fd, fcntl.LOCK_UN, 1, byte)
 
 
 def is_held(fd: int, byte: int, *, exclusive: bool) -> bool:
     """Whether another open file holds ``byte`` in a way that would refuse this lock request.
 
     ``exclusive=True`` asks "does anyone hold it at all", ``False`` "does anyone hold it
-    exclusive". Works on a read-only descriptor and takes nothing.
+    exclusive". Takes nothing with open-file-description locks (it asks with F_OFD_GETLK, which
+    works on a read-only descriptor); with POSIX locks it takes the lock and releases it at once,
+    so only a process that holds no lock on ``byte`` itself may ask.
     """
-    answer = _request(fd, _GETLK, fcntl.F_WRLCK if exclusive else fcntl.F_RDLCK, byte)
-    return _FLOCK.unpack(answer)[0] != fcntl.F_UNLCK
+    if OPEN_FILE_LOCKS:
+        answer = _request(fd, fcntl.F_OFD_GETLK,
+                          fcntl.F_WRLCK if exclusive else fcntl.F_RDLCK, byte)
+        return _FLOCK.unpack(answer)[0] != fcntl.F_UNLCK
+    if not try_lock(fd, byte, exclusive=exclusive):
+        return True
+    unlock(fd, byte)
+    return False

@@ -219,6 +219,31 @@ def test_file_locks_exclude_other_open_files(tmp_path):
         os.close(second)
 
 
+def test_process_wide_locks_stand_in_where_open_file_locks_are_missing(tmp_path, monkeypatch):
+    monkeypatch.setattr(filelocks, "OPEN_FILE_LOCKS", False)
+    (tmp_path / "f").write_bytes(b"x")
+    fd = os.open(tmp_path / "f", os.O_RDWR)
+    ready_read, ready_write = os.pipe()
+    done_read, done_write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        ok = filelocks.try_lock(fd, filelocks.WRITER, exclusive=True)
+        os.write(ready_write, b"1" if ok else b"0")
+        os.read(done_read, 1)
+        os._exit(0)
+    try:
+        assert os.read(ready_read, 1) == b"1"
+        assert not filelocks.try_lock(fd, filelocks.WRITER, exclusive=False)
+        assert filelocks.is_held(fd, filelocks.WRITER, exclusive=False)
+        assert not filelocks.is_held(fd, filelocks.READERS, exclusive=True)
+    finally:
+        os.write(done_write, b"x")
+        os.waitpid(pid, 0)
+    assert filelocks.try_lock(fd, filelocks.WRITER, exclusive=True)
+    for end in (fd, ready_read, ready_write, done_read, done_write):
+        os.close(end)
+
+
 def test_holes_read_as_zeros_with_or_without_punching(tmp_path, monkeypatch):
     path = tmp_path / "f"
     path.write_bytes(b"\x01" * 16 * 4096)
