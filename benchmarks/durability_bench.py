@@ -2,6 +2,8 @@
 
     python benchmarks/durability_bench.py commit --repeats 20
     python benchmarks/durability_bench.py compact --n 1000000
+    python benchmarks/durability_bench.py readers --n 1000000
+    python benchmarks/durability_bench.py open --n 10000000
 
 commit: the latency of ``db.commit()`` for a small transaction (10 entries, half in a TreeMap,
 half in a LongHashMap) and for a 100,000-entry one, on a DB already holding 1M entries; the time
@@ -13,6 +15,13 @@ compact: ``n`` entries in each map (TreeMap int64 -> 16-byte bytes, LongHashMap 
 str), commit, delete every other key, commit; then file bytes, live and free bytes from
 ``db.stats()`` before and after ``db.compact()``, and its time. Peer: SQLite holding the same
 rows, file bytes before and after ``VACUUM``.
+
+readers: ``n`` entries in each map (int64 -> int64); random scalar gets through the writer's own
+maps (the peer), through a read-only reader (each get in its own read section), and through the
+reader inside one ``snapshot()``; then a full iteration of each.
+
+open: a DB of ``n`` entries in each map, opened with ``verify=True`` (every page checksummed)
+against ``verify=False``, file bytes and seconds.
 """
 
 from __future__ import annotations
@@ -172,18 +181,73 @@ def run_compact(n: int, directory: str) -> None:
     os.remove(sqlite_path)
 
 
+def _timed_gets(mapping, keys: list) -> float:
+    start = time.perf_counter()
+    for key in keys:
+        mapping[key]
+    return (time.perf_counter() - start) / len(keys) * 1e9
+
+
+def _timed_iteration(mapping) -> float:
+    start = time.perf_counter()
+    for _ in mapping.items():
+        pass
+    return time.perf_counter() - start
+
+
+def _filled_db(path: str, n: int) -> None:
+    keys = np.arange(n, dtype=np.int64)
+    with DB.file(path) as db:
+        db.tree_map("t", value="int64").update((keys, keys))
+        db.hash_map("h", value="int64").put_many(keys, keys)
+
+
+def run_readers(n: int, directory: str) -> None:
+    path = os.path.join(directory, "readers.offheap")
+    _filled_db(path, n)
+    keys = np.random.default_rng(3).integers(0, n, 20_000).tolist()
+    print(f"readers: {n:,} entries in a TreeMap and a LongHashMap (int64 -> int64), "
+          f"{len(keys):,} random gets, ns per get; full iteration in s")
+    with DB.file(path) as writer, DB.file(path, readonly=True) as reader:
+        for name in ("t", "h"):
+            opener = "tree_map" if name == "t" else "hash_map"
+            own, seen = getattr(writer, opener)(name), getattr(reader, opener)(name)
+            own[0], seen[0]  # warm the root path
+            direct, guarded = _timed_gets(own, keys), _timed_gets(seen, keys)
+            with reader.snapshot():
+                held = _timed_gets(seen, keys)
+            print(f"  {type(own).__name__:12} writer {direct:8.0f}   reader {guarded:8.0f}   "
+                  f"reader in snapshot() {held:8.0f}   iteration: writer "
+                  f"{_timed_iteration(own):.2f} s, reader {_timed_iteration(seen):.2f} s")
+        writer.rollback()
+    os.remove(path)
+
+
+def run_open(n: int, directory: str) -> None:
+    path = os.path.join(directory, "open.offheap")
+    _filled_db(path, n)
+    size = os.path.getsize(path)
+    print(f"open: a DB of {n:,} + {n:,} entries, {size / (1 << 20):.0f} MiB")
+    for verify in (True, False, True, False):
+        start = time.perf_counter()
+        with DB.file(path, readonly=True, verify=verify):
+            seconds = time.perf_counter() - start
+        print(f"  verify={verify!s:5}  {seconds:.3f} s  ({seconds / (size / (1 << 30)):.2f} s/GiB)")
+    os.remove(path)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("what", choices=("commit", "compact"))
+    parser.add_argument("what", choices=("commit", "compact", "readers", "open"))
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--n", type=int, default=1_000_000)
     parser.add_argument("--dir", help="directory for the files (default: a temporary one)")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="durability-bench-", dir=args.dir) as directory:
-        if args.what == "commit":
-            run_commit(args.repeats, directory)
-        else:
-            run_compact(args.n, directory)
+        {"commit": lambda: run_commit(args.repeats, directory),
+         "compact": lambda: run_compact(args.n, directory),
+         "readers": lambda: run_readers(args.n, directory),
+         "open": lambda: run_open(args.n, directory)}[args.what]()
     return 0
 
 

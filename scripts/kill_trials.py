@@ -24,6 +24,13 @@ number outside the set, or a file that does not reopen.
 
 Each trial continues from the state the previous one left (so recovery runs on files that were
 themselves recovered); the parent verifies with its own model, then truncates the log.
+
+``--durability none`` runs the same child without transactions (``commit()`` is a flush) and
+checks the other promise: a file whose writer was killed must refuse to open with a
+CorruptionError that names ``offheap.salvage``, and salvage must copy out only entries that are
+right for some moment: every salvaged value must be one its key was given at some point (deleted
+keys may come back from pages written before the delete; no value may be invented), and the
+salvaged maps must pass their invariant checks. The salvaged file is where the next trial goes on.
 """
 
 from __future__ import annotations
@@ -189,13 +196,15 @@ def open_maps(db: DB):
         db.hash_map("txn", value="int64")
 
 
-def child(db_path: str, log_path: str, seed: int, compact_every: int) -> None:
+def child(db_path: str, log_path: str, seed: int, compact_every: int,
+          durability: str = "commit") -> None:
     """Commit transactions until killed; announce on stdout once imports are done."""
     sys.stdout.write("ready\n")
     sys.stdout.flush()
     rng = random.Random(seed)
     log = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    db = DB.file(db_path)
+    db = DB.file(db_path, durability=durability)
+    append_record(log, ("opened", 0))
     tree, table, txn = open_maps(db)
     number = txn.get(0, 0)
     while True:
@@ -223,6 +232,9 @@ class Outcome:
     kills_inside_commit: int = 0  # of which the commit had landed:
     commits_landed: int = 0
     kills_inside_compact: int = 0
+    salvaged_entries: int = 0  # durability="none": entries salvage copied, and skipped
+    salvage_skips: int = 0
+    salvage_refused: int = 0  # files salvage could not read at all (not a wrong answer)
     details: list = field(default_factory=list)
 
 
@@ -233,7 +245,8 @@ def allowed_numbers(records: list, start: int) -> tuple[set[int], dict[int, list
     for record in records:
         if record[0] == "begin":
             ops_of[record[1]] = record[2]
-        last = record[:2]
+        if record[0] != "opened":
+            last = record[:2]
     stage, number = last
     if stage == "begin":
         return {number - 1}, ops_of, "apply"
@@ -278,14 +291,90 @@ def verify(db_path: str, model_tree: dict, model_table: dict, start: int, record
     return found
 
 
+def value_history(history: tuple[dict, dict], ops: list) -> None:
+    """Add every value ``ops`` give a key to ``history`` (tree, hash): key -> set of values."""
+    tree, table = history
+    for op in ops:
+        if op[0] == "tset":
+            tree.setdefault(op[1], set()).add(op[2])
+        elif op[0] == "hset":
+            table.setdefault(op[1], set()).add(op[2])
+        elif op[0] == "tupdate":
+            for key in op[1]:
+                tree.setdefault(key, set()).add(op[2])
+        elif op[0] == "hputmany":
+            for key, value in zip(op[1], op[2]):
+                table.setdefault(key, set()).add(value)
+
+
+def verify_unclean(db_path: str, history: tuple[dict, dict], records: list,
+                   outcome: Outcome) -> None:
+    """Without transactions: the file must refuse to open, and salvage must invent nothing.
+
+    A file may open cleanly only if the writer never had it open (killed while opening) or was
+    killed inside ``compact()`` after the compacted copy, closed cleanly, took its place.
+    """
+    from offheap import salvage
+    from offheap.errors import CorruptionError
+
+    for record in records:
+        if record[0] == "begin":
+            value_history(history, record[2])
+    opened = any(record[0] == "opened" for record in records)
+    compacting = bool(records) and records[-1][0] == "compact"
+    try:
+        DB.file(db_path, durability="none").close()
+    except CorruptionError as exc:
+        if "salvage" not in str(exc):
+            outcome.losses += 1
+            outcome.details.append(f"trial {outcome.trials}: unclear error: {exc}")
+    else:
+        if opened and not compacting:
+            outcome.losses += 1
+            outcome.details.append(f"trial {outcome.trials}: a file left open for writing "
+                                   f"opened without complaint")
+        _check_nothing_invented(db_path, history, outcome, durability="none")
+        return
+    rescued = db_path + ".rescued"
+    try:
+        report = salvage(db_path, rescued)
+    except CorruptionError as exc:  # the arena could not even walk the file: nothing copied
+        outcome.salvage_refused += 1
+        outcome.details.append(f"trial {outcome.trials}: salvage could not read the file: {exc}")
+        os.remove(db_path)  # the next trial starts from an empty file
+        return
+    outcome.salvaged_entries += report.recovered_entries
+    outcome.salvage_skips += sum(c.skipped_entries + c.skipped_records
+                                 for c in report.collections)
+    _check_nothing_invented(rescued, history, outcome, durability="commit")
+    os.replace(rescued, db_path)
+
+
+def _check_nothing_invented(path: str, history: tuple[dict, dict], outcome: Outcome,
+                            durability: str) -> None:
+    """Every value in the file's maps is one its key was given at some point; invariants hold."""
+    with DB.file(path, durability=durability) as db:
+        tree, table, _ = open_maps(db)
+        for name, mapping, seen in (("tree", tree, history[0]), ("hash", table, history[1])):
+            invented = [(k, v) for k, v in mapping.items() if v not in seen.get(k, ())]
+            if invented:
+                outcome.losses += 1
+                outcome.details.append(f"trial {outcome.trials}: {name} values no key ever had, "
+                                       f"e.g. {invented[0]!r}")
+        tree._check()
+        table._check()
+
+
 def run_trials(trials: int, seed: int, directory: str, max_delay: float = 1.0,
-               compact_every: int = 40, progress: bool = True) -> Outcome:
+               compact_every: int = 40, progress: bool = True,
+               durability: str = "commit") -> Outcome:
     rng = random.Random(seed)
     db_path, log_path = os.path.join(directory, "trial.offheap"), os.path.join(directory, "log")
-    with DB.file(db_path) as db:
+    with DB.file(db_path, durability=durability) as db:
         open_maps(db)
     model_tree: dict = {}
     model_table: dict = {}
+    history: tuple[dict, dict] = ({}, {})
     number = 0
     outcome = Outcome()
     for trial in range(trials):
@@ -294,7 +383,7 @@ def run_trials(trials: int, seed: int, directory: str, max_delay: float = 1.0,
         aim = rng.random()  # < 0.5 anywhere, < 0.9 inside commit(), else inside compact()
         proc = subprocess.Popen(
             [sys.executable, __file__, "--child", "--db", db_path, "--log", log_path,
-             "--seed", str(rng.getrandbits(32)),
+             "--seed", str(rng.getrandbits(32)), "--durability", durability,
              "--compact-every", str(2 if aim >= 0.9 and compact_every else compact_every)],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         ready, _, _ = select.select([proc.stdout], [], [], 60)
@@ -317,6 +406,12 @@ def run_trials(trials: int, seed: int, directory: str, max_delay: float = 1.0,
                                    f"(code {proc.returncode}): {stderr.decode()[-2000:]}")
         with open(log_path, "rb") as log:
             records, _ = read_records(log.read())
+        if durability == "none":
+            verify_unclean(db_path, history, records, outcome)
+            if progress:
+                print(f"trial {trial + 1}/{trials}: {outcome.salvaged_entries} entries "
+                      f"salvaged so far, losses {outcome.losses}", flush=True)
+            continue
         number = verify(db_path, model_tree, model_table, number, records, outcome)
         if progress:
             print(f"trial {trial + 1}/{trials}: transaction {number}, "
@@ -333,28 +428,35 @@ def main(argv=None) -> int:
                         help="seconds after the child is ready within which it is killed")
     parser.add_argument("--compact-every", type=int, default=40,
                         help="a compaction after about one commit in this many (0: never)")
+    parser.add_argument("--durability", choices=("commit", "none"), default="commit")
     parser.add_argument("--dir", help="keep the files here instead of a temporary directory")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--db", help=argparse.SUPPRESS)
     parser.add_argument("--log", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        child(args.db, args.log, args.seed, args.compact_every)
+        child(args.db, args.log, args.seed, args.compact_every, args.durability)
         return 0
     directory = args.dir or tempfile.mkdtemp(prefix="kill-trials-")
     os.makedirs(directory, exist_ok=True)
     started = time.perf_counter()
     try:
         outcome = run_trials(args.trials, args.seed, directory, args.max_delay,
-                             args.compact_every)
+                             args.compact_every, durability=args.durability)
     finally:
         if not args.dir:
             shutil.rmtree(directory, ignore_errors=True)
-    print(f"{outcome.trials} trials, {outcome.transactions_checked} committed transactions "
-          f"checked, {outcome.kills_inside_commit} kills inside commit() "
-          f"({outcome.commits_landed} of those commits had landed), "
-          f"{outcome.kills_inside_compact} inside compact(), "
-          f"losses: {outcome.losses} ({time.perf_counter() - started:.0f} s)")
+    if args.durability == "none":
+        print(f"{outcome.trials} trials without transactions: {outcome.salvaged_entries} "
+              f"entries salvaged, {outcome.salvage_skips} entries or records skipped, "
+              f"{outcome.salvage_refused} files salvage could not read, "
+              f"losses: {outcome.losses} ({time.perf_counter() - started:.0f} s)")
+    else:
+        print(f"{outcome.trials} trials, {outcome.transactions_checked} committed transactions "
+              f"checked, {outcome.kills_inside_commit} kills inside commit() "
+              f"({outcome.commits_landed} of those commits had landed), "
+              f"{outcome.kills_inside_compact} inside compact(), "
+              f"losses: {outcome.losses} ({time.perf_counter() - started:.0f} s)")
     for line in outcome.details:
         print("  " + line)
     return 1 if outcome.losses else 0

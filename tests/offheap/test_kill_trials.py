@@ -1,5 +1,6 @@
-"""The fault-injection script in small: a writer killed with SIGKILL at random moments (half of
-them inside ``commit()``), and every reopened file exactly at its last commit."""
+"""The fault-injection script in small: a writer killed with SIGKILL at random moments (many of
+them inside ``commit()``), and every reopened file exactly at its last commit; without
+transactions, every killed writer's file refuses to open and salvage invents no value."""
 
 from __future__ import annotations
 
@@ -25,6 +26,14 @@ def test_ten_kill_trials_lose_nothing(tmp_path):
     assert outcome.trials == 10
     assert outcome.losses == 0, "\n".join(outcome.details)
     assert outcome.transactions_checked > 0
+
+
+def test_unclean_files_without_transactions_refuse_to_open_and_salvage_invents_nothing(tmp_path):
+    kill_trials = _load_script()
+    outcome = kill_trials.run_trials(5, seed=7, directory=str(tmp_path), max_delay=0.5,
+                                     compact_every=10, progress=False, durability="none")
+    assert outcome.trials == 5
+    assert outcome.losses == 0, "\n".join(outcome.details)
 
 
 def test_allowed_numbers_follow_the_last_log_record():
