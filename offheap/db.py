@@ -396,20 +396,24 @@ class DB:
 
     def close(self) -> None:
         """Close every collection and the store; a file DB commits (``durability="commit"``) or
-        flushes first. Idempotent. To close without committing, call :meth:`rollback` first."""
+        flushes first. Idempotent. To close without committing, call :meth:`rollback` first. If
+        writing a collection's caches fails (CapacityError), nothing is committed: the file
+        keeps its last commit, and the error propagates."""
         with self.lock:
             if self._closed:
                 return
+            written = False
             try:
                 if not self._readonly and self._store.arena.path is not None:
                     self._write_collections()
+                written = True
             finally:
                 self._closed = True
                 for collection in self._open.values():
                     collection._invalidate()
                 self._open.clear()
                 self._readers.clear()
-                self._store.close()
+                self._store.close(save=written)  # never commit half of the collections' state
                 if self._session is not None:
                     self._session.closed = True
 

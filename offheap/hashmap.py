@@ -458,15 +458,17 @@ class LongHashMap(MutableMapping):
         ``durability="none"``); later use raises ClosedError. Idempotent."""
         if self._closed:
             return
+        written = False
         try:
             if not self._store.arena.readonly and (
                     not self._owns_store or self._store.arena.path is not None):
                 self._write_meta()
+            written = True
         finally:
             self._drop_views()
             self._closed = True
             if self._owns_store:
-                self._store.close()
+                self._store.close(save=written)
 
     def commit(self) -> None:
         """Make every change up to now durable at once (a standalone file map); with

@@ -323,13 +323,14 @@ class RecordStore:
         self._addr, self._size = np.empty(0, np.uint64), np.empty(0, np.uint32)
         self._index_capacity = 0
 
-    def close(self) -> None:
+    def close(self, save: bool = True) -> None:
         """Commit (a durable arena) or flush (a file arena without transactions), then close
-        the arena; idempotent."""
+        the arena; idempotent. ``save=False`` closes without either: the owner failed to
+        write its state, and a durable arena then keeps exactly its last commit."""
         if self.arena.closed:
             return
         try:
-            if self.arena.path is not None and not self.arena.readonly:
+            if save and self.arena.path is not None and not self.arena.readonly:
                 if self.durable:
                     self.commit()
                 else:

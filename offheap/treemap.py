@@ -1190,16 +1190,18 @@ class TreeMap(MutableMapping):
             if self._closed:
                 return
             self._cancel_timer()
+            written = False
             try:
                 if not self._store.arena.readonly and (
                         not self._owns_store or self._store.arena.path is not None):
                     self._flush_nodes()
+                written = True
             finally:
                 self._closed = True
                 self._cache.clear()
                 self._hint = None
                 if self._owns_store:
-                    self._store.close()
+                    self._store.close(save=written)  # never commit a half-written tree
 
     def commit(self) -> None:
         """Make every change up to now durable at once (a standalone file map): dirty nodes and

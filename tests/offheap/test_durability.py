@@ -17,7 +17,13 @@ import numpy as np
 import pytest
 
 from offheap import DB, LongHashMap, TreeMap, salvage
-from offheap.errors import ClosedError, CorruptionError, LockedError, TransactionError
+from offheap.errors import (
+    CapacityError,
+    ClosedError,
+    CorruptionError,
+    LockedError,
+    TransactionError,
+)
 
 REPOSITORY = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -87,6 +93,32 @@ def test_a_failed_with_block_rolls_back(tmp_path):
             raise KeyError("boom")
     with DB.file(tmp_path / "db") as db:
         assert dict(db.tree_map("t").items()) == {1: "committed"}
+
+
+def test_a_close_that_cannot_write_its_caches_commits_nothing(tmp_path):
+    path = tmp_path / "db"
+    with DB.file(path, limit=2 << 20) as db:
+        db.tree_map("t", cache_size=100_000).update({i: i for i in range(100)})
+    db = DB.file(path, limit=2 << 20)
+    tree = db.tree_map("t", cache_size=100_000)  # every node stays cached, dirty, until close
+    for i in range(100, 100_000):
+        tree[i] = os.urandom(50)  # pages that need about 5 MB
+    with pytest.raises(CapacityError):
+        db.close()
+    assert db.closed and tree.closed
+    with DB.file(path) as db:
+        tree = db.tree_map("t")
+        assert dict(tree.items()) == {i: i for i in range(100)}
+        tree._check()
+    with TreeMap(path=tmp_path / "tree", limit=2 << 20, cache_size=100_000) as tree:
+        tree.update({i: i for i in range(100)})
+    tree = TreeMap(path=tmp_path / "tree", limit=2 << 20, cache_size=100_000)
+    for i in range(100, 100_000):
+        tree[i] = os.urandom(50)
+    with pytest.raises(CapacityError):
+        tree.close()
+    with TreeMap(path=tmp_path / "tree") as tree:
+        assert len(tree) == 100
 
 
 def test_rollback_needs_commit_durability(tmp_path):
