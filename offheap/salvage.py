@@ -2,10 +2,12 @@
 
 ``salvage(src, dst)`` is the way back from a file that will not open: one written with
 ``durability="none"`` that was not closed cleanly (the writer crashed or was killed), or one
-whose pages fail their checksums. It opens ``src`` read-only with ``recover=True`` (``src`` is
-never changed), reads every collection *defensively*, and writes what passes into a fresh file
-at ``dst`` with ``durability="commit"``, of the same kind as ``src``: a DB, a standalone TreeMap
-or a standalone LongHashMap. It returns a :class:`SalvageReport`.
+whose pages fail their checksums. It opens ``src`` read-only (``src`` is never changed): with
+every page checksum checked when they all match, else with ``recover=True``, which reads without
+them; the report says which (:attr:`SalvageReport.checksums`). It reads every collection
+*defensively*, inside one read section (a writer's commit waits), and writes what passes into a
+fresh file at ``dst`` with ``durability="commit"``, of the same kind as ``src``: a DB, a
+standalone TreeMap or a standalone LongHashMap. It returns a :class:`SalvageReport`.
 
 Nothing is copied wrong; what cannot be shown consistent is skipped and counted:
 
@@ -25,6 +27,12 @@ caught as ``Exception`` around that record alone, counted, and the walk goes on.
 In a file written with ``durability="none"`` a crash leaves whatever the last flush wrote: changes
 still in a write cache, and metadata newer than the last flush, are gone. Salvage recovers a
 consistent subset of what reached the file, not the state at the moment of the crash.
+
+What the checks cannot see: without checksums, a flipped bit inside a value that still decodes
+(a digit of a number, a byte of a string) looks like any other value. Such a file's pages are
+checked only when its checksums mean something: a file closed cleanly whose pages all match is
+read fully verified; one whose checksums fail, or a none-mode file left open (whose checksums
+describe its last clean close), is read with structural checks alone, and the report says so.
 """
 
 from __future__ import annotations
@@ -80,8 +88,14 @@ class SalvageReport:
     source: str
     destination: str
     kind: str  # "db", "tree_map" or "hash_map"
+    checksums: str = "verified"  # or why the pages were read without them
     collections: list[CollectionReport] = field(default_factory=list)
     error: str | None = None  # why the source's store could not be read at all
+
+    @property
+    def verified(self) -> bool:
+        """Every page read had its checksum checked (a file closed cleanly and undamaged)."""
+        return self.checksums == "verified"
 
     @property
     def recovered_entries(self) -> int:
@@ -94,7 +108,8 @@ class SalvageReport:
     def __str__(self) -> str:
         lines = [f"salvage {self.source} -> {self.destination} ({self.kind}): "
                  f"{self.recovered_entries:,} entries recovered"
-                 + ("" if self.error is None else f"; {self.error}")]
+                 + ("" if self.error is None else f"; {self.error}"),
+                 f"  page checksums: {self.checksums}"]
         for c in self.collections:
             expected = "?" if c.expected_entries is None else f"{c.expected_entries:,}"
             line = (f"  {c.name} ({c.kind}): {c.recovered_entries:,} of {expected} entries, "
@@ -113,45 +128,49 @@ def salvage(src, dst) -> SalvageReport:
     src, dst = os.fspath(src), os.fspath(dst)
     if os.path.exists(dst):
         raise FileExistsError(f"salvage writes a new file; {dst!r} already exists")
-    arena = Arena.file(src, readonly=True, recover=True)
     try:
-        try:
-            store = RecordStore.open_damaged(arena)
-        except CorruptionError as exc:
-            report = SalvageReport(src, dst, "db", error=f"the record store is unreadable: {exc}")
-            DB.file(dst).close()
+        arena, checksums = Arena.file(src, readonly=True), "verified"
+    except CorruptionError as exc:  # unclean or damaged: read without the checksums
+        arena, checksums = Arena.file(src, readonly=True, recover=True), f"not used ({exc})"
+    try:
+        with arena.read_section():
+            report = SalvageReport(src, dst, "db", checksums)
+            try:
+                store = RecordStore.open_damaged(arena)
+            except CorruptionError as exc:
+                report.error = f"the record store is unreadable: {exc}"
+                DB.file(dst).close()
+                return report
+            _salvage_store(store, dst, report)
             return report
-        return _salvage_store(store, src, dst)
     finally:
         arena.close()
 
 
-def _salvage_store(store: RecordStore, src: str, dst: str) -> SalvageReport:
+def _salvage_store(store: RecordStore, dst: str, report: SalvageReport) -> None:
     root = store.root
     try:
         catalog = parse_catalog(root)
     except CorruptionError:
         catalog = None
     if catalog is not None:
-        report = SalvageReport(src, dst, "db")
         with DB.file(dst) as target:
             for name, entry in sorted(catalog.items()):
                 _copy_db_entry(store, name, entry, target, report)
-        return report
+        return
     for kind, meta_recid_of in (("tree_map", tree_meta_recid), ("hash_map", hash_meta_recid)):
         try:
             meta_recid = meta_recid_of(root)
         except CorruptionError:
             continue
-        report = SalvageReport(src, dst, kind)
+        report.kind = kind
         if kind == "tree_map":
             _copy_standalone_tree(store, meta_recid, dst, report)
         else:
             _copy_standalone_hash(store, meta_recid, dst, report)
-        return report
-    report = SalvageReport(src, dst, "db", error="the store root names no DB catalog and no map")
+        return
+    report.error = "the store root names no DB catalog and no map"
     DB.file(dst).close()
-    return report
 
 
 # -- DB and standalone files ------------------------------------------------------------------

@@ -193,7 +193,8 @@ def test_unclean_none_mode_file_refuses_to_open_and_salvages(tmp_path):
     with pytest.raises(CorruptionError, match="salvage"):
         DB.file(path, durability="none")
     report = salvage(path, rescued)
-    assert report.complete, str(report)
+    assert report.complete and not report.verified, str(report)
+    assert "not closed cleanly" in report.checksums
     with DB.file(rescued) as db:
         assert dict(db.tree_map("t").items()) == {i: str(i) for i in range(2000)}
         assert dict(db.hash_map("h").items()) == {i: str(i) for i in range(2000)}
@@ -204,6 +205,7 @@ def test_salvage_of_a_standalone_tree_keeps_its_kind(tmp_path):
         tree.update({f"k{i:04d}": i for i in range(500)})
     report = salvage(tmp_path / "tree", tmp_path / "copy")
     assert report.kind == "tree_map" and report.complete and report.recovered_entries == 500
+    assert report.verified and "page checksums: verified" in str(report)
     with TreeMap(key="str", value="int64", node_size=6, path=tmp_path / "copy") as tree:
         assert tree["k0123"] == 123
     with pytest.raises(FileExistsError):
