@@ -121,11 +121,12 @@ class DB:
              readonly: bool = False, verify: bool = True, recover: bool = False) -> DB:
         """The DB in file ``path``, created if missing (not with ``readonly=True``).
 
-        ``durability`` is ``"commit"`` or ``"none"`` (see the module docstring); a file keeps the
-        mode it was created with only as long as it is opened with it. ``verify`` checks every
-        page's checksum on open (about a second per GiB). ``recover=True`` opens a file that was
-        not closed cleanly; read it and copy out with :func:`offheap.salvage`. A second writer
-        process gets :class:`~offheap.errors.LockedError`; ``readonly=True`` openers may be many.
+        ``durability`` is ``"commit"`` or ``"none"`` (see the module docstring); it belongs to
+        the writer's open, not to the file, so a file may be written in either mode at different
+        times. ``verify`` checks every page's checksum on open (about half a second per GiB on
+        the project's machine). ``recover=True`` opens a file that was not closed cleanly; copy
+        it out with :func:`offheap.salvage`. A second writer process gets
+        :class:`~offheap.errors.LockedError`; ``readonly=True`` openers may be many.
         """
         if durability not in _DURABILITIES:
             raise ValueError(f"durability must be 'commit' or 'none', not {durability!r}")
@@ -251,7 +252,7 @@ class DB:
     @property
     def durability(self) -> str | None:
         """``"commit"`` or ``"none"`` for a file DB, None in memory."""
-        return self._store.arena.durability if self._store.arena.path else None
+        return self._store.arena.durability
 
     @property
     def readonly(self) -> bool:

@@ -82,10 +82,11 @@ class ReadSession:
 
 def open_file_reader(path, build: Callable[[RecordStore], object], wrapper: type, *,
                      limit_bytes: int | None = None, verify: bool = True,
-                     recover: bool = False) -> MapReader:
+                     recover: bool = False, lock=None) -> MapReader:
     """A reader of a standalone map's file that owns the file: ``path`` is opened read-only,
     ``build(store)`` makes the map from the store inside the same read section (so both see
-    one commit), and ``wrapper`` (:class:`TreeReader` or :class:`HashReader`) wraps it."""
+    one commit), and ``wrapper`` (:class:`TreeReader` or :class:`HashReader`) wraps it.
+    ``lock``: the map's own lock, if it has one, for the session to share."""
     arena = Arena.file(path, limit_bytes=limit_bytes, readonly=True, verify=verify,
                        recover=recover)
     try:
@@ -101,7 +102,7 @@ def open_file_reader(path, build: Callable[[RecordStore], object], wrapper: type
         store.reload()
         collection._reload()
 
-    session = ReadSession(arena, reload, collection.close, lock=getattr(collection, "_lock", None))
+    session = ReadSession(arena, reload, collection.close, lock=lock)
     return wrapper(collection, session, owns_session=True)
 
 

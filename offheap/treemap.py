@@ -200,15 +200,16 @@ class TreeMap(MutableMapping):
         writer's business and is ignored here)."""
         if path is None:
             raise ValueError("readonly=True reads a file: pass path=")
+        lock = threading.RLock()
 
         def build(store: RecordStore) -> TreeMap:
             tree = cls.__new__(cls)
             tree._setup(store, owns_store=True, meta_recid=standalone_meta_recid(store.root),
-                        key=key, value=value, **options)
+                        key=key, value=value, lock=lock, **options)
             return tree
 
         return open_file_reader(path, build, TreeReader, limit_bytes=limit, verify=verify,
-                                recover=recover)
+                                recover=recover, lock=lock)
 
     @classmethod
     def in_store(cls, store: RecordStore, key="int64", value="object",
