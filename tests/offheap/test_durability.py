@@ -294,6 +294,51 @@ def test_snapshot_holds_one_commit_across_operations(tmp_path):
         writer.snapshot()
 
 
+def test_readers_never_see_half_a_commit(tmp_path):
+    """A writer process moves amounts between accounts (the total stays 10,000) and keeps the
+    TreeMap and the LongHashMap equal, committing each move; this process reads all the while."""
+    path = tmp_path / "db"
+    with DB.file(path) as db:
+        db.tree_map("t", value="int64", node_size=4).update({i: 100 for i in range(100)})
+        db.hash_map("h", value="int64").update({i: 100 for i in range(100)})
+    writer = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import random, sys
+        from offheap import DB
+        rng = random.Random(5)
+        with DB.file({str(path)!r}) as db:
+            tree, table = db.tree_map("t"), db.hash_map("h")
+            print("ready", flush=True)
+            for _ in range(300):
+                a, b = rng.sample(sorted(tree), 2)
+                amount = rng.randrange(tree[a] + 1)
+                emptied = amount == tree[a] and rng.random() < 0.5
+                new_account = 1000 + rng.randrange(50) if rng.random() < 0.3 else None
+                for mapping in (tree, table):
+                    mapping[a] -= amount
+                    if emptied:
+                        del mapping[a]
+                    mapping[b] = mapping.get(b, 0) + amount
+                    if new_account is not None:
+                        mapping.setdefault(new_account, 0)
+                db.commit()
+    """)], env=dict(os.environ, PYTHONPATH=REPOSITORY), stdout=subprocess.PIPE, text=True)
+    assert writer.stdout.readline().strip() == "ready"
+    reads = 0
+    with DB.file(path, readonly=True) as reader:
+        tree, table = reader.tree_map("t"), reader.hash_map("h")
+        while writer.poll() is None or reads < 20:
+            with reader.snapshot():
+                items = dict(tree.items())
+                assert sum(items.values()) == 10_000 and dict(table.items()) == items
+            try:
+                assert sum(tree.values()) == 10_000  # one section per leaf: may meet a commit
+            except RuntimeError as exc:
+                assert "committed" in str(exc)
+            reads += 1
+    assert writer.wait(60) == 0
+    assert reads >= 20
+
+
 def test_writes_through_a_reader_are_refused(tmp_path):
     path = tmp_path / "db"
     with DB.file(path) as db:
