@@ -13,7 +13,8 @@ sees the state of one commit, whole: the last commit applied when it started. It
 section per chunk (a leaf of a TreeMap, 65,536 slots of a LongHashMap); if a commit lands between
 two chunks the iterator raises RuntimeError instead of mixing two states, as a ``dict`` does when
 it changes during iteration. ``snapshot()`` holds one section across a block of operations.
-Writing through a reader raises PermissionError.
+Writing through a reader raises PermissionError. A reader whose path has come to name another
+file (a compaction renamed a new file over it) raises ClosedError instead of reading the old one.
 
 Thread safety: a session's lock serializes the operations of all readers on one file in this
 process, so readers may be shared between threads.
@@ -21,6 +22,7 @@ process, so readers may be shared between threads.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, ItemsView, Iterator, Mapping, ValuesView
 from contextlib import contextmanager
@@ -50,6 +52,7 @@ class ReadSession:
         self._close = close
         self._depth = 0
         self._stale = False  # a reload failed: the next section tries again
+        self._identity = _file_identity(arena.path)
         self.closed = False
 
     @contextmanager
@@ -61,6 +64,10 @@ class ReadSession:
             if self._depth:
                 yield
                 return
+            if _file_identity(self.arena.path) != self._identity:
+                raise ClosedError(
+                    f"{self.arena.path!r} was replaced by another file (a compaction, or a copy "
+                    f"put in its place) since this reader opened it: open it again")
             self._depth += 1
             try:
                 with self.arena.read_section() as changed:
@@ -78,6 +85,15 @@ class ReadSession:
             if not self.closed:
                 self.closed = True
                 self._close()
+
+
+def _file_identity(path: str) -> tuple[int, int] | None:
+    """(device, inode) of the file ``path`` names now; None when nothing does."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return st.st_dev, st.st_ino
 
 
 def open_file_reader(path, build: Callable[[RecordStore], object], wrapper: type, *,

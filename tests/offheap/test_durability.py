@@ -339,6 +339,22 @@ def test_readers_never_see_half_a_commit(tmp_path):
     assert reads >= 20
 
 
+def test_a_reader_of_a_replaced_file_says_so(tmp_path):
+    path = tmp_path / "db"
+    with DB.file(path) as db:
+        db.tree_map("t")[1] = "old"
+    with DB.file(tmp_path / "other") as db:
+        db.tree_map("t")[1] = "new"
+    with DB.file(path, readonly=True) as reader:
+        tree = reader.tree_map("t")
+        assert tree[1] == "old"
+        os.replace(tmp_path / "other", path)  # as a compaction's rename would
+        with pytest.raises(ClosedError, match="replaced"):
+            tree[1]
+    with DB.file(path, readonly=True) as reader:
+        assert reader.tree_map("t")[1] == "new"
+
+
 def test_writes_through_a_reader_are_refused(tmp_path):
     path = tmp_path / "db"
     with DB.file(path) as db:
