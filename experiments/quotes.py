@@ -5,10 +5,11 @@ A batch of quotes is a numpy structured array, one packed record per quote, with
 ``f1``..``f60`` that default to ``"value"``. Strings are numpy ``U`` fields (Python ``str``
 semantics), so turning them into UTF-8 is part of the encoding, as it is for the Avro writer.
 
-Value layout (a compact struct plus length-prefixed strings), in field order::
+Value layout (a compact struct plus length-prefixed strings), fields in QUOTE_DTYPE order::
 
-    u8 length, UTF-8 bytes      for each string field (at most 31 characters, so < 128 bytes)
-    the numbers little-endian   i8 / f8 / i4 as in QUOTE_DTYPE, 124 bytes back to back
+    u8 n, n bytes     symbol, UTF-8 (string fields hold at most 31 characters: n < 128)
+    124 bytes         timestamp ... yearLow, little-endian i8 / f8 / i4, back to back
+    u8 n, n bytes     f1, then f2 ... f60 the same way ("value": 05 76 61 6c 75 65)
 
 Key: the symbol's UTF-8 bytes then the timestamp as a big-endian i8, so keys sort by symbol
 and time. ``QuoteKeys`` and ``QuoteValues`` are lazy columns for ``sparkey.Writer.put_many``:

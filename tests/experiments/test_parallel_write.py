@@ -8,8 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from experiments.parallel_write import bench_mechanisms, gil_probe
 from experiments.quotes import (
     QUOTE_DTYPE, QuoteKeys, QuoteValues, encode_quote, make_quotes, quote_key)
+from sparkey.packed import PackedBytes
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 
@@ -43,7 +45,8 @@ def test_value_layout_golden_bytes():
 def document(tmp_path_factory):
     out = tmp_path_factory.mktemp("parallel-write")
     done = subprocess.run([sys.executable, "-m", "experiments", "parallel-write", "--sizes",
-                           "600", "1K", "--runs", "1", "--parallelism", "2", "--out", str(out)],
+                           "600", "1K", "--runs", "1", "--parallelism", "2", "--no-probes",
+                           "--out", str(out)],
                           cwd=REPOSITORY, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == (out / "parallel-write.txt").read_text().strip()
@@ -62,12 +65,19 @@ def test_every_size_codec_and_variant_is_timed(document):
     assert len(document["machine"]["git_commit"]) == 40
 
 
-def test_probes_cover_every_compressor_and_mechanism(document):
-    assert {"snappy", "zstd", "zlib", "numpy copy", "bytes.find (holds the GIL)"} <= set(
-        document["gil"])
-    assert all(cell["speedup"] > 0 for cell in document["mechanisms"]["results"].values())
-    assert set(document["mechanisms"]["results"]) == {
+def test_gil_probe_covers_every_compressor_and_a_control():
+    stream = PackedBytes.from_sequence(list(QuoteValues(make_quotes(300)).pack(0, 300)))
+    probe = gil_probe(stream.data.tobytes(), call_bytes=1 << 20)
+    assert set(probe) == {"snappy", "zstd", "zlib", "numpy copy", "bytes.count (holds the GIL)",
+                          "load"}
+    assert all(probe[name]["two_thread_speedup"] > 0 for name in ("snappy", "zstd", "zlib"))
+
+
+def test_mechanisms_produce_the_serial_bytes():
+    mechanisms = bench_mechanisms(make_quotes(3000), workers=2, runs=1)
+    assert set(mechanisms["results"]) == {
         "serial", "threads", "processes, pickled input", "processes, input inherited by fork"}
+    assert all(cell["speedup"] > 0 for cell in mechanisms["results"].values())
 
 
 def test_bad_sizes_are_refused():
