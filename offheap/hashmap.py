@@ -66,6 +66,7 @@ _SCAN_BYTES = 256
 _FIRST_SCAN_BYTES = 16  # most runs end within a few slots
 _SHORT_RUN = 4
 _ITER_CHUNK = 1 << 16
+_REHASH_CHUNK = 1 << 18  # slots per chunk when a table moves its own entries to a new table
 _INCREMENT = bytes(min(b + 1, 255) for b in range(256))
 _DECREMENT = bytes(max(b - 1, 0) for b in range(256))
 _AT_HOME_OR_EMPTY = bytes(0 if b <= 1 else 1 for b in range(256))
@@ -583,7 +584,7 @@ class LongHashMap(MutableMapping):
     def _insert(self, key: int, word) -> None:
         """Set ``key`` to ``word`` (a new slot or an overwrite); grows the table when needed."""
         if self._values.width_of(word) > self._width:
-            self._rebuild(self._homes, self._values.width_of(word), *self._live_entries())
+            self._rebuild(self._homes, self._values.width_of(word))
         while True:
             home = mix64(key) * self._homes >> 64
             slot, d = home, 1
@@ -603,7 +604,7 @@ class LongHashMap(MutableMapping):
                 self._n += 1
                 self._mods += 1
                 return
-            self._grow(self._homes * 2, *self._live_entries())
+            self._grow(self._homes * 2)
 
     def _shift_right(self, slot: int) -> bool:
         """Open slot ``slot`` by moving the run up to the next empty slot one place right.
@@ -689,15 +690,17 @@ class LongHashMap(MutableMapping):
         self._grow(homes, all_keys, all_words, width)
         self._values.release_many(replaced_words)
 
-    def _grow(self, homes: int, keys: np.ndarray, words: np.ndarray, width: int | None = None) -> None:
-        """Rebuild with ``homes`` home slots holding these entries or, when that table would
-        cross the arena's limit, with the largest table that fits and still holds them."""
+    def _grow(self, homes: int, keys: np.ndarray | None = None, words: np.ndarray | None = None,
+              width: int | None = None) -> None:
+        """Rebuild with ``homes`` home slots holding these entries (None: the table's own) or,
+        when that table would cross the arena's limit, with the largest table that fits them."""
         width = width or self._width
+        n = self._n if keys is None else len(keys)
         try:
             self._rebuild(homes, width, keys, words)
         except CapacityError:
             fitting = self._homes_that_fit(width)
-            if fitting is None or fitting >= homes or len(keys) > MAX_LOAD * fitting:
+            if fitting is None or fitting >= homes or n > MAX_LOAD * fitting:
                 raise
             self._rebuild(fitting, width, keys, words)
 
@@ -710,30 +713,73 @@ class LongHashMap(MutableMapping):
         homes = room // (8 + 1 + width) - SLACK
         return homes if homes > self._homes else None
 
-    def _rebuild(self, homes: int, width: int, keys: np.ndarray, words: np.ndarray) -> None:
+    def _rebuild(self, homes: int, width: int, keys: np.ndarray | None = None,
+                 words: np.ndarray | None = None) -> None:
         """Replace the table by one of ``homes`` home slots (more if some probe would run past
-        MAX_DIST or the slack) holding exactly these entries."""
+        MAX_DIST or the slack) holding exactly ``keys``/``words`` or, when they are None, the
+        table's own entries, moved chunk by chunk so the heap holds one chunk at a time."""
+        n = self._n if keys is None else len(keys)
         while True:
             if homes > _MAX_HOMES:
                 raise CapacityError(f"a LongHashMap holds at most {int(MAX_LOAD * _MAX_HOMES):,} entries")
+            offsets = self._allocate_table(homes, width)
+            try:
+                placed = self._place(homes, width, offsets,
+                                     self._table_chunks() if keys is None else [(keys, words)])
+            except BaseException:
+                self._free_regions(offsets)
+                raise
+            if placed:
+                break
+            self._free_regions(offsets)
+            homes *= 2
+        self._replace_table(homes, width, n, offsets)
+
+    def _place(self, homes: int, width: int, offsets, chunks) -> bool:
+        """Write entry chunks into a new table's regions, each chunk's entries after the last
+        one's; False when an entry would land past the slack or MAX_DIST from its home.
+
+        Robin Hood placement without wrap-around: with entries sorted by home, entry ``j`` takes
+        slot ``max(home[j], slot[j-1] + 1)``, i.e. ``j + max(carry, cummax(home - j))``.
+        """
+        n_slots = homes + SLACK
+        k = self._store.region_array(offsets[0], np.int64, n_slots)
+        d = self._store.region_array(offsets[1], np.uint8, n_slots)
+        v = self._store.region_array(offsets[2], self._values.dtype_for_width(width), n_slots)
+        carry = 0  # the first slot the next chunk may use
+        for keys, words in chunks:
+            if not len(keys):
+                continue
             home = homes_of(keys, homes)
-            order = np.argsort(home)  # entries with equal homes may sit in any order
+            order = np.argsort(home, kind="stable")  # equal homes may sit in any order
             home = home[order]
             index = np.arange(len(keys), dtype=np.int64)
-            slots = index + np.maximum.accumulate(home - index) if len(keys) else index
-            if not len(keys) or (slots[-1] < homes + SLACK
-                                 and int((slots - home).max()) < MAX_DIST):
-                break
-            homes *= 2
-        offsets = self._allocate_table(homes, width)
-        k = self._store.region_array(offsets[0], np.int64, homes + SLACK)
-        d = self._store.region_array(offsets[1], np.uint8, homes + SLACK)
-        v = self._store.region_array(offsets[2], self._values.dtype_for_width(width), homes + SLACK)
-        k[slots] = keys[order]
-        d[slots] = (slots - home + 1).astype(np.uint8)
-        v[slots] = words[order]
-        del k, d, v
-        self._replace_table(homes, width, len(keys), offsets)
+            slots = index + np.maximum(np.maximum.accumulate(home - index), carry)
+            if slots[-1] >= n_slots or int((slots - home).max()) >= MAX_DIST:
+                return False
+            k[slots] = keys[order]
+            d[slots] = (slots - home + 1).astype(np.uint8)
+            v[slots] = words[order]
+            carry = int(slots[-1]) + 1
+        return True
+
+    def _table_chunks(self):
+        """The table's (keys, words) in slot order, in chunks of about ``_REHASH_CHUNK`` slots.
+
+        Chunks are cut before a slot that is empty or holds an entry at its home, so no home has
+        entries in two chunks. Slot order is home order (no wrap-around) and a home in any table
+        size grows with the hash, so entries of different old homes keep their order in the new
+        table: sorting each chunk by new home sorts the whole sequence.
+        """
+        dm = self._dm
+        start = 0
+        while start < self._slots:
+            stop = min(start + _REHASH_CHUNK, self._slots)
+            while stop < self._slots and dm[stop] > 1:
+                stop += 1
+            occupied = np.flatnonzero(self._d[start:stop]) + start
+            yield self._k[occupied], self._v[occupied]
+            start = stop
 
     def _live_entries(self) -> tuple[np.ndarray, np.ndarray]:
         occupied = self._d != 0
@@ -761,10 +807,13 @@ class LongHashMap(MutableMapping):
             for size in sizes:
                 offsets.append(self._store.allocate_region(size))
         except BaseException:
-            for offset in offsets:
-                self._store.free_region(offset)
+            self._free_regions(offsets)
             raise
         return tuple(offsets)
+
+    def _free_regions(self, offsets) -> None:
+        for offset in offsets:
+            self._store.free_region(offset)
 
     def _replace_table(self, homes: int, width: int, n: int, offsets) -> None:
         old = (self._keys_off, self._dist_off, self._vals_off)

@@ -250,3 +250,44 @@ def test_equal_long_values_in_a_batch_get_records_of_their_own():
     m[1] = None  # frees the first record only
     assert m[2] == long_value
     m._check()
+
+
+@pytest.mark.parametrize("keys", ["sequential", "random", "clustered"])
+def test_growth_moves_the_table_chunk_by_chunk(monkeypatch, keys):
+    """Scalar growth and a widening value column re-place the table's own entries in chunks of
+    a few slots, so chunk boundaries fall everywhere; the map must equal dict throughout."""
+    import offheap.hashmap as hashmap_module
+
+    monkeypatch.setattr(hashmap_module, "_REHASH_CHUNK", 7)
+    rng = np.random.default_rng(len(keys))
+    population = {"sequential": np.arange(3000),
+                  "random": rng.integers(-(1 << 63), (1 << 63) - 1, 3000),
+                  "clustered": np.repeat(rng.integers(0, 1 << 40, 60), 50) + np.tile(np.arange(50), 60)}
+    m, expected = LongHashMap("object"), {}
+    for i, key in enumerate(population[keys].tolist()):
+        value = "" if i % 3 else "x" * (i % 11)  # long values widen the column now and then
+        m[key] = expected[key] = value
+        if i % 500 == 499:
+            m._check()
+    m._check()
+    assert dict(m.items()) == expected
+    assert m.stats().n_slots > 3000
+
+
+def test_a_slightly_larger_table_keeps_runs_that_cross_chunk_boundaries(monkeypatch):
+    """At a high load a run of entries can spill past a chunk boundary in the new table; the
+    next chunk must start after it (the carried slot), never on top of it."""
+    import offheap.hashmap as hashmap_module
+
+    monkeypatch.setattr(hashmap_module, "_REHASH_CHUNK", 5)
+    m = LongHashMap("int64")
+    keys = np.random.default_rng(7).integers(-(1 << 62), 1 << 62, 20_000)
+    m.put_many(keys, keys)
+    while len(m) < 0.85 * m.stats().n_slots:
+        extra = np.random.default_rng(len(m)).integers(-(1 << 62), 1 << 62, 500)
+        m.put_many(extra, extra)
+        keys = np.concatenate([keys, extra])
+    for factor in (1.01, 1.03, 1.1):
+        m._grow(int(m._homes * factor))
+        m._check()
+        assert np.array_equal(m.get_many(keys), keys)
