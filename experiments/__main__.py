@@ -174,6 +174,9 @@ def _add_parallel_write(subparsers) -> None:
                         help="worker counts besides 1 (default 2 4)")
     parser.add_argument("--runs", type=_count, default=3,
                         help="runs per cell; min and max are reported (default 3, the seed: 10)")
+    parser.add_argument("--wait-idle", type=float, default=0.0, metavar="SECONDS",
+                        help="before each run, wait up to this long for other processes to "
+                             "leave the CPUs (a shared machine; default 0: do not wait)")
     parser.add_argument("--no-treemap", action="store_true", help="skip TreeMap.update")
     parser.add_argument("--no-probes", action="store_true",
                         help="skip the GIL probe and the threads-vs-processes comparison")
@@ -185,8 +188,11 @@ def _add_parallel_write(subparsers) -> None:
 def _run_parallel_write(args) -> int:
     from experiments.parallel_write import parallel_write_tables, run_parallel_write
 
+    if args.wait_idle < 0:
+        raise SystemExit("--wait-idle must be 0 or more seconds")
     document = run_parallel_write(args.sizes, args.codecs, args.parallelism, args.runs,
                                   treemap=not args.no_treemap, probes=not args.no_probes,
+                                  wait_idle=args.wait_idle,
                                   progress=lambda text: print(text, file=sys.stderr))
     _write(args.out, "parallel-write", document, parallel_write_tables(document))
     return 0

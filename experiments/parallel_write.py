@@ -63,18 +63,64 @@ def _load() -> float:
     return os.getloadavg()[0]
 
 
+def _busy_cpu_seconds() -> float | None:
+    """CPU seconds all processors have spent busy since boot (None without /proc/stat)."""
+    try:
+        with open("/proc/stat") as stat:
+            ticks = [int(field) for field in stat.readline().split()[1:9]]
+    except (OSError, ValueError):
+        return None
+    return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")  # minus idle, iowait
+
+
+def _own_cpu_seconds() -> float:
+    times = os.times()
+    return times.user + times.system + times.children_user + times.children_system
+
+
+class _Timed:
+    """Wall seconds of a block, and the cores other processes kept busy meanwhile.
+
+    On a shared machine the second figure says whether a parallel run had the cores it asked
+    for; the load average cannot, being a one-minute mean. ``others_cores`` is None where
+    /proc/stat is missing, and has the kernel's tick resolution (10 ms of CPU).
+    """
+
+    def __enter__(self):
+        self._busy, self._own = _busy_cpu_seconds(), _own_cpu_seconds()
+        self._started = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc_info):
+        self.seconds = time.perf_counter() - self._started
+        busy = _busy_cpu_seconds()
+        self.others_cores = None
+        if busy is not None and self._busy is not None:
+            others = (busy - self._busy) - (_own_cpu_seconds() - self._own)
+            self.others_cores = min(float(os.cpu_count() or 1), max(0.0, others / self.seconds))
+
+
+def wait_for_idle(max_seconds: float, *, busy_cores: float = 0.3, sample: float = 0.5) -> None:
+    """Wait (at most ``max_seconds``) until other processes use under ``busy_cores`` cores."""
+    deadline = time.perf_counter() + max_seconds
+    while time.perf_counter() < deadline:
+        with _Timed() as idle:
+            time.sleep(sample)
+        if idle.others_cores is None or idle.others_cores < busy_cores:
+            return
+
+
 def _digest(path: Path) -> str:
     with open(path, "rb") as file:
         return hashlib.file_digest(file, "sha256").hexdigest()
 
 
 def write_log(quotes: np.ndarray, path: Path, codec: str, variant: str,
-              block_size: int = BLOCK_SIZE, objects: list | None = None) -> float:
-    """Seconds to write ``quotes`` as a flushed Sparkey log at ``path`` with ``variant``."""
+              block_size: int = BLOCK_SIZE, objects: list | None = None) -> _Timed:
+    """Write ``quotes`` as a flushed Sparkey log at ``path`` with ``variant``; its timing."""
     import sparkey
 
-    started = time.perf_counter()
-    with sparkey.LogWriter(path, codec, block_size, file_identifier=1) as log:
+    with _Timed() as timed, sparkey.LogWriter(path, codec, block_size, file_identifier=1) as log:
         if variant == "objects":
             put = log.put
             for record in objects:
@@ -88,19 +134,31 @@ def write_log(quotes: np.ndarray, path: Path, codec: str, variant: str,
             log.put_many((QuoteKeys(quotes), QuoteValues(quotes)),
                          parallelism=int(variant.removeprefix("p=")))
         log.flush()
-        return time.perf_counter() - started
+    return timed
 
 
-def _time_variants(quotes, codec, variants, runs, workdir, objects, progress) -> list[dict]:
-    """Interleaved runs of every variant on one batch; checks that the files are identical."""
-    cells = {variant: {"seconds": [], "loads": []} for variant in variants}
+def _cell(runs: list[_Timed], loads: list[float]) -> dict:
+    """min and max seconds of a cell, with the others' cores during its fastest run."""
+    seconds = [run.seconds for run in runs]
+    fastest = runs[seconds.index(min(seconds))]
+    return {"seconds": seconds, "min_seconds": min(seconds), "max_seconds": max(seconds),
+            "others_cores": [run.others_cores for run in runs],
+            "others_cores_at_min": fastest.others_cores, "max_load": max(loads)}
+
+
+def _time_variants(quotes, codec, variants, runs, workdir, objects, progress,
+                   wait_idle=0.0) -> list[dict]:
+    """Interleaved runs of every variant on one batch; checks that the files are identical.
+    Each run first waits up to ``wait_idle`` seconds for the other processes to go quiet."""
+    cells = {variant: {"runs": [], "loads": []} for variant in variants}
     digests, log_bytes = {}, None
     for run in range(runs):
         for variant in variants:
             path = workdir / "quotes.spl"
+            wait_for_idle(wait_idle)
             load = _load()
-            seconds = write_log(quotes, path, codec, variant, objects=objects)
-            cells[variant]["seconds"].append(seconds)
+            cells[variant]["runs"].append(write_log(quotes, path, codec, variant,
+                                                    objects=objects))
             cells[variant]["loads"].append(max(load, _load()))
             if run == 0:
                 digests[variant] = _digest(path)
@@ -110,30 +168,27 @@ def _time_variants(quotes, codec, variants, runs, workdir, objects, progress) ->
     if len(set(digests.values())) != 1:
         raise RuntimeError(f"{codec} logs of {len(quotes):,} records differ between variants: "
                            f"{digests}")
-    return [{"records": len(quotes), "codec": codec, "variant": variant,
-             "seconds": cell["seconds"], "min_seconds": min(cell["seconds"]),
-             "max_seconds": max(cell["seconds"]), "max_load": max(cell["loads"]),
-             "log_bytes": log_bytes} for variant, cell in cells.items()]
+    return [{"records": len(quotes), "codec": codec, "variant": variant, "log_bytes": log_bytes,
+             **_cell(cell["runs"], cell["loads"])} for variant, cell in cells.items()]
 
 
-def bench_treemap(quotes: np.ndarray, parallelisms, runs: int) -> list[dict]:
+def bench_treemap(quotes: np.ndarray, parallelisms, runs: int, wait_idle=0.0) -> list[dict]:
     """``TreeMap.update((timestamps, volumes), parallelism=p)`` into an empty zstd map."""
     from offheap.treemap import TreeMap
 
     keys, values = quotes["timestamp"].copy(), quotes["volume"].copy()
-    cells = {p: [] for p in parallelisms}
-    loads = {p: [] for p in parallelisms}
+    cells = {p: {"runs": [], "loads": []} for p in parallelisms}
     for _ in range(runs):
         for parallelism in parallelisms:
             with TreeMap("int64", "int64", compression="zstd") as tree:
+                wait_for_idle(wait_idle)
                 load = _load()
-                started = time.perf_counter()
-                tree.update((keys, values), parallelism=parallelism)
-                cells[parallelism].append(time.perf_counter() - started)
-                loads[parallelism].append(max(load, _load()))
-    return [{"records": len(keys), "parallelism": p, "seconds": cells[p],
-             "min_seconds": min(cells[p]), "max_seconds": max(cells[p]),
-             "max_load": max(loads[p])} for p in parallelisms]
+                with _Timed() as timed:
+                    tree.update((keys, values), parallelism=parallelism)
+                cells[parallelism]["runs"].append(timed)
+                cells[parallelism]["loads"].append(max(load, _load()))
+    return [{"records": len(keys), "parallelism": p, **_cell(cell["runs"], cell["loads"])}
+            for p, cell in cells.items()]
 
 
 # -- does the GIL get released? -----------------------------------------------------------------
@@ -289,13 +344,14 @@ def bench_mechanisms(quotes: np.ndarray, workers: int, runs: int) -> dict:
 # -- the run ------------------------------------------------------------------------------------
 
 def run_parallel_write(sizes, codecs, parallelisms, runs: int, *, treemap: bool = True,
-                       probes: bool = True, progress=print) -> dict:
-    """Every table for ``sizes``; returns the results document."""
+                       probes: bool = True, wait_idle: float = 0.0, progress=print) -> dict:
+    """Every table for ``sizes``; returns the results document. ``wait_idle``: seconds each
+    run may wait for other processes to leave the CPUs (0: do not wait)."""
     variants = ["put loop", "p=1", *[f"p={p}" for p in parallelisms]]
     document = {"experiment": "parallel-write", "machine": describe_machine(),
                 "config": {"sizes": list(sizes), "codecs": list(codecs), "runs": runs,
                            "parallelism": list(parallelisms), "block_size": BLOCK_SIZE,
-                           "cpu_count": os.cpu_count()},
+                           "cpu_count": os.cpu_count(), "wait_idle_seconds": wait_idle},
                 "writes": [], "treemap": [], "seed_ms": SEED_MS}
     started = time.perf_counter()
     largest = make_quotes(max(sizes))
@@ -309,11 +365,11 @@ def run_parallel_write(sizes, codecs, parallelisms, runs: int, *, treemap: bool 
                 progress(f"writing {size:,} quotes, {codec}")
                 document["writes"] += _time_variants(
                     quotes, codec, ["objects", *variants] if smallest else variants, runs,
-                    workdir, objects, progress)
+                    workdir, objects, progress, wait_idle)
             del objects
             if treemap:
                 progress(f"TreeMap.update of {size:,} timestamps")
-                document["treemap"] += bench_treemap(quotes, [1, *parallelisms], runs)
+                document["treemap"] += bench_treemap(quotes, [1, *parallelisms], runs, wait_idle)
         if probes:
             from sparkey.log.framing import frame_puts
 
@@ -334,6 +390,12 @@ def _ms(seconds: float) -> str:
     return f"{seconds * 1000:,.0f}"
 
 
+def _others(cells: dict, variants: list[str]) -> str:
+    """Cores other processes used during the fastest run of each of ``variants``."""
+    figures = [cells[v]["others_cores_at_min"] for v in variants]
+    return "/".join("-" if f is None else f"{f:.1f}" for f in figures)
+
+
 def parallel_write_tables(document: dict, *, markdown: bool = False) -> str:
     """The write table per codec (ms, min and max), speedups, and the probes."""
     from experiments.report import format_table
@@ -342,10 +404,12 @@ def parallel_write_tables(document: dict, *, markdown: bool = False) -> str:
     writes = document["writes"]
     parallel = [f"p={p}" for p in config["parallelism"]]
     lines = [f"Sparkey log of N StockQuote records, block {config['block_size']} B, min and max "
-             f"of {config['runs']} runs in ms ({machine_line(document['machine'])})"]
+             f"of {config['runs']} runs in ms ({machine_line(document['machine'])})",
+             "others' cores: CPU other processes used during the fastest p=1, "
+             + ", ".join(parallel) + " runs (of " + str(config.get("cpu_count")) + " cores)"]
     for codec in config["codecs"]:
         headers = ["records", "put loop", "p=1", *parallel, *[f"{v} speedup" for v in parallel],
-                   "p=1 vs loop", "log MB", "max load"]
+                   "p=1 vs loop", "log MB", "others' cores", "max load"]
         rows = []
         for size in config["sizes"]:
             cells = {r["variant"]: r for r in writes if r["records"] == size and r["codec"] == codec}
@@ -358,6 +422,7 @@ def parallel_write_tables(document: dict, *, markdown: bool = False) -> str:
             row += [f"{base / cells[v]['min_seconds']:.2f}x" for v in parallel]
             row.append(f"{cells['put loop']['min_seconds'] / base:.2f}x")
             row.append(f"{cells['p=1']['log_bytes'] / 1e6:.1f}")
+            row.append(_others(cells, ["p=1", *parallel]))
             row.append(f"{max(c['max_load'] for c in cells.values()):.1f}")
             rows.append(row)
         lines += ["", f"{codec}:", format_table(headers, rows, markdown=markdown)]
@@ -371,11 +436,12 @@ def parallel_write_tables(document: dict, *, markdown: bool = False) -> str:
         base = {r["records"]: r["min_seconds"] for r in document["treemap"] if r["parallelism"] == 1}
         rows = [[f"{r['records']:,}", f"p={r['parallelism']}",
                  f"{_ms(r['min_seconds'])}-{_ms(r['max_seconds'])}",
-                 f"{base[r['records']] / r['min_seconds']:.2f}x", f"{r['max_load']:.1f}"]
+                 f"{base[r['records']] / r['min_seconds']:.2f}x",
+                 _others({"": r}, [""]), f"{r['max_load']:.1f}"]
                 for r in document["treemap"]]
         lines += ["", "TreeMap.update((timestamps, volumes), parallelism=p), zstd pages, ms:",
-                  format_table(["records", "p", "ms", "speedup", "max load"], rows,
-                               markdown=markdown)]
+                  format_table(["records", "p", "ms", "speedup", "others' cores", "max load"],
+                               rows, markdown=markdown)]
     seed_rows = [[f"{size:,}", f"{v['standard'][0]}-{v['standard'][1]}",
                   f"{v['p4'][0]}-{v['p4'][1]}",
                   f"{v['standard'][0] / min(v[p][0] for p in ('p4', 'p6', 'p8')):.2f}x"]
