@@ -7,6 +7,7 @@ from offheap.errors import (
     CorruptionError,
     LockedError,
     OffheapError,
+    ReadOnlyError,
     RecoveryPendingError,
     TransactionError,
 )
@@ -29,6 +30,7 @@ __all__ = [
     "LockedError",
     "LongHashMap",
     "OffheapError",
+    "ReadOnlyError",
     "RecoveryPendingError",
     "SalvageReport",
     "TransactionError",

@@ -30,6 +30,11 @@ class LockedError(OffheapError, BlockingIOError):
     or readers and a writer without transactions)."""
 
 
+class ReadOnlyError(OffheapError, PermissionError):
+    """A write through something opened read-only: an arena, store, map or reader of a file
+    opened with ``readonly=True``; open the file for writing (one writer process at a time)."""
+
+
 class RecoveryPendingError(OffheapError, PermissionError):
     """A committed transaction waits in the write-ahead log and this process may not write the
     file to apply it; open the file once with write access."""

@@ -71,6 +71,7 @@ from offheap.errors import (
     ClosedError,
     CorruptionError,
     LockedError,
+    ReadOnlyError,
     RecoveryPendingError,
     TransactionError,
 )
@@ -578,7 +579,8 @@ class Arena:
     def _check_writable(self) -> None:
         self._check_open()
         if self.readonly:
-            raise PermissionError(f"arena {self.path!r} was opened read-only")
+            raise ReadOnlyError(f"arena {self.path!r} was opened read-only: open it with "
+                                f"readonly=False to change it (one writer process at a time)")
         if self._broken is not None:
             raise TransactionError(self._broken)
 

@@ -13,8 +13,9 @@ sees the state of one commit, whole: the last commit applied when it started. It
 section per chunk (a leaf of a TreeMap, 65,536 slots of a LongHashMap); if a commit lands between
 two chunks the iterator raises RuntimeError instead of mixing two states, as a ``dict`` does when
 it changes during iteration. ``snapshot()`` holds one section across a block of operations.
-Writing through a reader raises PermissionError. A reader whose path has come to name another
-file (a compaction renamed a new file over it) raises ClosedError instead of reading the old one.
+Writing through a reader raises :class:`~offheap.errors.ReadOnlyError` (a PermissionError). A
+reader whose path has come to name another file (a compaction renamed a new file over it) raises
+ClosedError instead of reading the old one.
 
 Thread safety: a session's lock serializes the operations of all readers on one file in this
 process, so readers may be shared between threads.
@@ -27,7 +28,7 @@ import threading
 from collections.abc import Callable, ItemsView, Iterator, Mapping, ValuesView
 from contextlib import contextmanager
 
-from offheap.errors import ClosedError
+from offheap.errors import ClosedError, ReadOnlyError
 from offheap.memory import Arena
 from offheap.store import RecordStore
 from offheap.treeviews import TreeItemsView, TreeKeysView, TreeValuesView
@@ -122,9 +123,9 @@ def open_file_reader(path, build: Callable[[RecordStore], object], wrapper: type
     return wrapper(collection, session, owns_session=True)
 
 
-def refuse_write(path) -> PermissionError:
+def refuse_write(path) -> ReadOnlyError:
     """The error every write through a reader raises."""
-    return PermissionError(f"{path!r} was opened read-only: open it with readonly=False to change "
+    return ReadOnlyError(f"{path!r} was opened read-only: open it with readonly=False to change "
                            f"it (one writer process at a time)")
 
 

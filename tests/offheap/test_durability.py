@@ -22,6 +22,8 @@ from offheap.errors import (
     ClosedError,
     CorruptionError,
     LockedError,
+    OffheapError,
+    ReadOnlyError,
     TransactionError,
 )
 
@@ -365,9 +367,13 @@ def test_writes_through_a_reader_are_refused(tmp_path):
         for write in (lambda: tree.__setitem__(2, 2), lambda: tree.__delitem__(1),
                       lambda: tree.update({3: 3}), lambda: tree.delete_range(0, 9),
                       lambda: table.put_many([1], [1]), lambda: table.pop(1),
-                      reader.commit, reader.compact, lambda: reader.tree_map("new")):
-            with pytest.raises((PermissionError, KeyError)):
+                      reader.commit, reader.compact, reader.flush):
+            with pytest.raises(ReadOnlyError, match="read-only") as refused:
                 write()
+            assert isinstance(refused.value, PermissionError)
+            assert isinstance(refused.value, OffheapError)
+        with pytest.raises(KeyError, match="cannot create"):
+            reader.tree_map("new")
         assert dict(tree.items()) == {1: 1}
 
 
@@ -380,8 +386,10 @@ def test_standalone_readers(tmp_path):
             LongHashMap("int64", path=tmp_path / "hash", readonly=True) as table:
         assert tree.floor_key(1000) == 49 and list(tree.irange(10, 12)) == [10, 11, 12]
         assert table[7] == 7 and sorted(table) == list(range(50))
-        with pytest.raises(PermissionError):
+        with pytest.raises(ReadOnlyError):
             table[1] = 2
+        with pytest.raises(ReadOnlyError):
+            tree.commit()
     assert tree.closed and table.closed
 
 

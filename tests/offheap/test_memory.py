@@ -5,7 +5,13 @@ import os
 import numpy as np
 import pytest
 
-from offheap.errors import CapacityError, ClosedError, CorruptionError, TransactionError
+from offheap.errors import (
+    CapacityError,
+    ClosedError,
+    CorruptionError,
+    ReadOnlyError,
+    TransactionError,
+)
 from offheap.memory import HEADER_BYTES, PAGE_BYTES, Arena
 
 MODES = ["commit", "none"]
@@ -207,8 +213,9 @@ def test_readonly_arena_refuses_writes(tmp_path):
     path = tmp_path / "a.offheap"
     Arena.file(path).close()
     with Arena.file(path, readonly=True) as arena:
-        for call in (lambda: arena.allocate(1), arena.commit, lambda: arena.set_root(b"x")):
-            with pytest.raises(PermissionError):
+        for call in (lambda: arena.allocate(1), arena.commit, lambda: arena.set_root(b"x"),
+                     lambda: arena.free(HEADER_BYTES)):
+            with pytest.raises(ReadOnlyError, match="read-only"):
                 call()
     with pytest.raises(ValueError, match="read-only"):
         Arena.file(tmp_path / "missing", readonly=True)
