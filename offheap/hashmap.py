@@ -539,6 +539,8 @@ class LongHashMap(MutableMapping):
             assert self._values.width_of_many(words) <= self._width
             for word in words[(words & np.uint64(0xFF)) == 0xFF].tolist():
                 assert (word >> 8) in self._store, f"external value {word >> 8} is missing"
+            counted = self._values.external_count
+            assert counted is None or counted == self._scan_external(), "external count drifted"
         self._store._check()
 
     # -- probing ------------------------------------------------------------------------------
@@ -865,6 +867,7 @@ class LongHashMap(MutableMapping):
         self._mods += 1
         if meta_recid is not None:
             self._meta_recid = meta_recid
+        self._values.external_count = None
         self._load_meta(self._values.serializer)
 
     def _copy_to(self, other: LongHashMap) -> None:
@@ -879,6 +882,7 @@ class LongHashMap(MutableMapping):
             for i in np.flatnonzero((words & np.uint64(0xFF)) == EXTERNAL).tolist():
                 data = self._store.view(int(words[i]) >> 8)
                 words[i] = EXTERNAL | other._store.put(data) << 8
+            other._values.external_count = None  # records put around the slots: count anew
         homes = _MIN_HOMES
         while len(keys) > MAX_LOAD * homes:
             homes *= 2
@@ -905,8 +909,14 @@ class LongHashMap(MutableMapping):
         self._closed = True
 
     def _count_external(self) -> int:
+        """External value records: counted by one scan of the table, then kept by the slots."""
         if self._values.typed:
             return 0
+        if self._values.external_count is None:
+            self._values.external_count = self._scan_external()
+        return self._values.external_count
+
+    def _scan_external(self) -> int:
         words = self._v[self._d != 0].astype(np.uint64)
         return int(np.count_nonzero((words & np.uint64(0xFF)) == 0xFF))
 

@@ -49,6 +49,9 @@ class ValueSlots:
         self.typed = serializer.dtype is not None
         self._encoded: dict[type, dict] = {}  # per type, so 1, 1.0 and True never share a word
         self._decoded: dict[int, object] = {}
+        self.external_count: int | None = None
+        """External records this owner holds, kept from the first count on (None: not counted
+        yet, as after an open), so that a map's stats stay O(1)."""
 
     def dtype_for_width(self, width: int) -> np.dtype:
         """The numpy dtype of a slot array ``width`` bytes wide."""
@@ -74,7 +77,10 @@ class ValueSlots:
                 return word
         data = self.serializer.dumps(self.serializer.validate(value))
         if len(data) > _INLINE_MAX:
-            return EXTERNAL | self.store.put(data) << 8
+            word = EXTERNAL | self.store.put(data) << 8
+            if self.external_count is not None:
+                self.external_count += 1
+            return word
         word = len(data) | int.from_bytes(data, "little") << 8
         if type(value) in _CACHEABLE_TYPES:
             cache = self._encoded.setdefault(type(value), {})
@@ -103,6 +109,8 @@ class ValueSlots:
         """Free the record behind an external word (nothing to do for inline and typed words)."""
         if not self.typed and word & 0xFF == EXTERNAL:
             self.store.delete(word >> 8)
+            if self.external_count is not None:
+                self.external_count -= 1
 
     def width_of(self, word) -> int:
         return self.initial_width if self.typed else width_for_word(word)
@@ -175,6 +183,8 @@ class ValueSlots:
         external = words[(words & np.uint64(0xFF)) == EXTERNAL]
         for word in external.tolist():
             self.store.delete(word >> 8)
+            if self.external_count is not None:
+                self.external_count -= 1
 
     def width_of_many(self, words: np.ndarray) -> int:
         if self.typed or not len(words):

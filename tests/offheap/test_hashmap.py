@@ -291,3 +291,27 @@ def test_a_slightly_larger_table_keeps_runs_that_cross_chunk_boundaries(monkeypa
         m._grow(int(m._homes * factor))
         m._check()
         assert np.array_equal(m.get_many(keys), keys)
+
+
+def test_external_value_count_is_kept_through_every_kind_of_change():
+    """stats() counts external records once and then keeps the count; _check() compares it
+    with a scan of the table after every step."""
+    rng = np.random.default_rng(3)
+    m = LongHashMap("object")
+    assert m.stats().external_values == 0
+    long_value, short_value = "long value " * 3, "s"
+    steps = [
+        lambda: m.__setitem__(int(rng.integers(100)), long_value),
+        lambda: m.__setitem__(int(rng.integers(100)), short_value),
+        lambda: m.pop(int(rng.integers(100)), None),
+        lambda: m.put_many(rng.integers(0, 100, 20), [long_value, short_value] * 10),
+        lambda: m.delete_many(rng.integers(0, 100, 10)),
+        lambda: m.popitem() if m else None,
+        lambda: m.update({int(k): long_value for k in rng.integers(0, 100, 5)}),
+    ]
+    for i in range(400):
+        steps[int(rng.integers(len(steps)))]()
+        m._check()
+        if i == 300:
+            m.clear()
+    assert m.stats().external_values == sum(value == long_value for value in m.values())
