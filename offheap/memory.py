@@ -28,8 +28,9 @@ Two durability modes:
   :meth:`Arena.rollback` returns to the last commit. :meth:`Arena.close` does not commit.
 - ``durability="none"``: extents are mapped ``MAP_SHARED`` and every write reaches the file at
   the kernel's pace. The header's "open for writing" flag is set while a writer has the file and
-  cleared, with every page checksum recomputed, by :meth:`Arena.close`; a file found with the
-  flag set did not close cleanly and opens only with ``recover=True``.
+  cleared, with every page checksum recomputed, by :meth:`Arena.close` (unless a change failed
+  since the last successful flush); a file found with the flag set did not close cleanly and
+  opens only with ``recover=True``.
 
 Sharing between processes (:mod:`offheap.filelocks`): one writer at a time; read-only openers map
 ``MAP_SHARED`` read-only and do their reads inside :meth:`Arena.read_section`, which excludes a
@@ -44,6 +45,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import mmap
 import os
 import zlib
@@ -173,6 +175,20 @@ def _page_numbers(offset: int, n_pages: int) -> np.ndarray:
     return np.arange(offset // PAGE_BYTES, offset // PAGE_BYTES + n_pages)
 
 
+def _notes_failure(method):
+    """Mark an arena method whose failure may leave the owner's state half-written: without
+    transactions the file then stays marked open for writing at :meth:`Arena.close`, unless a
+    later :meth:`Arena.flush` succeeds (the owner wrote its state again)."""
+    @functools.wraps(method)
+    def noting(self, *args):
+        try:
+            return method(self, *args)
+        except BaseException:
+            self._failed_since_flush = True
+            raise
+    return noting
+
+
 def _fsync_directory(path: str) -> None:
     fd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
     try:
@@ -222,6 +238,7 @@ class Arena:
         self._zeroed: list[tuple[int, int]] = []  # file ranges zeroed since the last commit
         self._structure_changed = False  # allocations, frees or root since the last commit
         self._broken: str | None = None
+        self._failed_since_flush = False  # see _notes_failure
         self._read_depth = 0
         self._closed = False
 
@@ -271,6 +288,7 @@ class Arena:
 
     # -- allocation ---------------------------------------------------------------------------
 
+    @_notes_failure
     def allocate(self, nbytes: int) -> int:
         """Map a new extent with at least ``nbytes`` of zeroed payload; return its offset.
 
@@ -315,6 +333,7 @@ class Arena:
         self._structure_changed = True
         return offset
 
+    @_notes_failure
     def free(self, offset: int) -> None:
         """Unmap extent ``offset`` and give its memory back (anonymous) or mark it free (file).
 
@@ -370,6 +389,7 @@ class Arena:
         self._check_open()
         return self._root
 
+    @_notes_failure
     def set_root(self, blob: bytes) -> None:
         """Replace the root blob; a large one is kept in an extent of its own."""
         self._check_writable()
@@ -518,6 +538,7 @@ class Arena:
     def closed(self) -> bool:
         return self._closed
 
+    @_notes_failure
     def flush(self) -> None:
         """Make the file arena's state durable: :meth:`commit` with transactions; without, write
         the header and checksum extent and sync the mapped pages. No-op if anonymous/readonly."""
@@ -530,18 +551,23 @@ class Arena:
         for mm in self._maps.values():
             mm.flush()
         self._write_table_and_header(open_for_writing=True)
+        self._failed_since_flush = False
 
     def close(self) -> None:
         """Unmap and release the file; idempotent.
 
         With ``durability="commit"`` uncommitted changes are dropped, as in a crash; without,
         every page checksum is recomputed (O(file)) and the file is marked closed cleanly (so a
-        zero-copy view kept past close must not be written to: it maps the file).
+        zero-copy view kept past close must not be written to: it maps the file) -- unless an
+        allocation, free, root change or flush failed since the last successful :meth:`flush`:
+        the owner could not write its state, so the file stays marked open for writing and the
+        next opener is told to salvage it, as after a crash.
         """
         if self._closed:
             return
         try:
-            if self._fd is not None and not self.readonly and self.durability == "none":
+            if (self._fd is not None and not self.readonly and self.durability == "none"
+                    and not self._failed_since_flush):
                 self._close_cleanly()
         finally:
             all_unmapped = True

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from offheap import wal
-from offheap.errors import CorruptionError, LockedError
+from offheap.errors import CapacityError, CorruptionError, LockedError
 from offheap.memory import PAGE_BYTES, Arena
 from tests.offheap.arena_fuzz import arena_content
 
@@ -280,6 +280,20 @@ def test_none_mode_file_stays_walkable_when_its_checksum_extent_moves(tmp_path):
     with Arena.file(path, readonly=True, recover=True) as arena:
         (offset,) = struct.unpack("<Q", arena.root)
         assert (arena.array(offset, np.uint8, 100) == 4).all()
+
+
+def test_none_mode_close_after_a_failed_change_leaves_the_file_marked_open(tmp_path):
+    path = tmp_path / "a"
+    with Arena.file(path, durability="none", limit_bytes=64 * PAGE_BYTES) as arena:
+        with pytest.raises(CapacityError):
+            arena.allocate(100 * PAGE_BYTES)
+        arena.flush()  # the owner wrote its state again: a clean close is allowed
+    Arena.file(path, durability="none", limit_bytes=64 * PAGE_BYTES).close()
+    with Arena.file(path, durability="none", limit_bytes=64 * PAGE_BYTES) as arena:
+        with pytest.raises(CapacityError):
+            arena.set_root(b"r" * (100 * PAGE_BYTES))
+    with pytest.raises(CorruptionError, match="not closed cleanly"):
+        Arena.file(path, durability="none")
 
 
 def test_none_mode_close_checksums_every_page(tmp_path):

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from offheap import DB, LongHashMap, TreeMap, salvage
+from offheap.memory import Arena
 from offheap.errors import (
     CapacityError,
     ClosedError,
@@ -121,6 +122,62 @@ def test_a_close_that_cannot_write_its_caches_commits_nothing(tmp_path):
         tree.close()
     with TreeMap(path=tmp_path / "tree") as tree:
         assert len(tree) == 100
+
+
+def test_a_failed_close_without_transactions_leaves_the_file_marked_open(tmp_path):
+    path, rescued = tmp_path / "db", tmp_path / "rescued"
+    with DB.file(path, limit=2 << 20, durability="none") as db:
+        db.tree_map("t", cache_size=100_000).update({i: i for i in range(100)})
+    db = DB.file(path, limit=2 << 20, durability="none")
+    tree = db.tree_map("t", cache_size=100_000)
+    for i in range(100, 100_000):
+        tree[i] = os.urandom(50)
+    with pytest.raises(CapacityError):
+        db.close()  # the caches cannot be written: what the file holds is half of a flush
+    with pytest.raises(CorruptionError, match="not closed cleanly.*salvage"):
+        DB.file(path, durability="none")
+    report = salvage(path, rescued)  # here the store's last metadata names freed extents
+    assert "not closed cleanly" in report.checksums and not report.complete
+
+
+def test_a_failed_flush_at_close_leaves_the_file_marked_open(tmp_path, monkeypatch):
+    path, rescued = tmp_path / "db", tmp_path / "rescued"
+    db = DB.file(path, durability="none")
+    table = db.hash_map("h")
+    table.update({i: str(i) for i in range(1000)})
+    db.flush()
+    for i in range(10):
+        table[i] = "new"
+    write_table_and_header = Arena._write_table_and_header
+    failures = []
+
+    def disk_full_once(self, **options):
+        if not failures:
+            failures.append(options)
+            raise OSError(28, "No space left on device")
+        write_table_and_header(self, **options)
+
+    monkeypatch.setattr(Arena, "_write_table_and_header", disk_full_once)
+    with pytest.raises(OSError, match="No space"):
+        db.close()  # the flush fails; closing could have written the header, but must not
+    assert failures == [{"open_for_writing": True}]
+    with pytest.raises(CorruptionError, match="not closed cleanly"):
+        DB.file(path, durability="none")
+    report = salvage(path, rescued)
+    assert report.recovered_entries == 1000 and "not closed cleanly" in report.checksums
+    with DB.file(rescued) as db:
+        assert all(db.hash_map("h")[i] in ("new", str(i)) for i in range(1000))
+
+
+def test_a_failure_followed_by_a_successful_flush_closes_cleanly(tmp_path):
+    path = tmp_path / "db"
+    with DB.file(path, limit=1 << 20, durability="none") as db:
+        table = db.hash_map("h")
+        with pytest.raises(CapacityError):
+            table.put_many(np.arange(200_000), ["x" * 10] * 200_000)
+        table[1] = "kept"
+    with DB.file(path, durability="none") as db:
+        assert dict(db.hash_map("h").items()) == {1: "kept"}
 
 
 def test_rollback_needs_commit_durability(tmp_path):
