@@ -51,7 +51,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from offheap.errors import CapacityError, ClosedError, CorruptionError, TransactionError
-from offheap.memory import PAGE_BYTES, Arena, format_bytes
+from offheap.memory import Arena, format_bytes
 from offheap.mix import MASK64, mix64, mix64_array
 from offheap.readers import ChunkItemsView, ChunkValuesView, HashReader, open_file_reader
 from offheap.serializers import get_serializer
@@ -707,13 +707,24 @@ class LongHashMap(MutableMapping):
             self._rebuild(fitting, width, keys, words)
 
     def _homes_that_fit(self, width: int) -> int | None:
-        """The most home slots a new table of ``width``-byte values may have within the limit."""
+        """The most home slots a new table of ``width``-byte values may have beside the old one
+        within the limit, or None when that is no more than now. The arena says what its three
+        regions really reserve (whole pages, tags, the checksum extent growing with the file);
+        a binary search below the byte count alone asks it O(log limit) times."""
         arena = self._store.arena
         if arena.limit_bytes is None:
             return None
-        room = arena.limit_bytes - arena.reserved_bytes - 3 * 2 * PAGE_BYTES  # tags, rounding
-        homes = room // (8 + 1 + width) - SLACK
-        return homes if homes > self._homes else None
+        room = arena.limit_bytes - arena.reserved_bytes
+
+        def fits(homes: int) -> bool:
+            n_slots = homes + SLACK
+            return arena.reservation_bytes(n_slots * 8, n_slots, n_slots * width) <= room
+
+        fitting, too_many = self._homes, max(self._homes, room // (8 + 1 + width) - SLACK) + 1
+        while too_many - fitting > 1:
+            middle = (fitting + too_many) // 2
+            fitting, too_many = (middle, too_many) if fits(middle) else (fitting, middle)
+        return fitting if fitting > self._homes else None
 
     def _rebuild(self, homes: int, width: int, keys: np.ndarray | None = None,
                  words: np.ndarray | None = None) -> None:

@@ -9,7 +9,8 @@ Accounting is exact: ``reserved_bytes`` is the header, the checksum extent of a 
 the mapped size of every live extent; ``used_bytes`` the sum of the payload sizes callers asked
 for. ``limit_bytes`` bounds ``reserved_bytes``: :meth:`Arena.allocate` raises
 :class:`CapacityError` *before* mapping anything that would cross it, the analogue of Java's
-``-XX:MaxDirectMemorySize``.
+``-XX:MaxDirectMemorySize``. :meth:`Arena.reservation_bytes` says beforehand what allocations
+would add, so an owner can size a structure to the room left.
 
 File arenas. The format (header, extent tags, page checksums) is specified in
 :mod:`offheap.arenaformat`. The *root blob* is a small byte string owned by the layer directly
@@ -79,7 +80,13 @@ from offheap.errors import (
 )
 from offheap.fileholes import punch_hole, zero_range
 from offheap.freespace import FreeSpace, cut_tail
-from offheap.pagecrc import ZERO_PAGE_CRC, ChecksumTable, extent_bytes_for, page_crcs
+from offheap.pagecrc import (
+    ZERO_PAGE_CRC,
+    ChecksumTable,
+    extent_bytes_for,
+    page_crcs,
+    pages_covered,
+)
 
 DURABILITIES = ("commit", "none")
 _VERIFY_CHUNK_BYTES = 8 << 20
@@ -187,6 +194,24 @@ def _notes_failure(method):
             self._failed_since_flush = True
             raise
     return noting
+
+
+def _placement(space: FreeSpace, end: int, capacity_pages: int,
+               size: int) -> tuple[int | None, int, int]:
+    """Where :meth:`Arena.allocate` puts an extent of ``size`` bytes in a file that ends at
+    ``end`` and whose checksum extent covers ``capacity_pages`` pages: the free offset it reuses
+    (None: it is appended at ``end``), the file's end after it, and the size of the larger
+    checksum extent the file then needs (appended after it), or 0 when the current one covers it.
+    """
+    offset = space.first_fit(size)
+    if offset is None:
+        end += size
+    if capacity_pages * PAGE_BYTES >= end:
+        return offset, end, 0
+    n_pages = 2 * (end // PAGE_BYTES)
+    while n_pages * PAGE_BYTES < end + extent_bytes_for(n_pages):
+        n_pages *= 2
+    return offset, end, extent_bytes_for(n_pages)
 
 
 def _fsync_directory(path: str) -> None:
@@ -305,9 +330,7 @@ class Arena:
             self._register(offset, size, nbytes, mmap.mmap(-1, size))
             self._end += size
             return offset
-        offset = self._space.first_fit(size)
-        end = self._end if offset is not None else self._end + size
-        table_bytes = self._table_growth(end)
+        offset, end, table_bytes = _placement(self._space, self._end, self._table.capacity, size)
         self._check_limit(size + (table_bytes - self._table.extent_bytes if table_bytes else 0))
         self._grow_file(end + table_bytes)
         if offset is None:
@@ -360,6 +383,29 @@ class Arena:
             self._space.defer(offset, size)
         else:
             self._release_now(offset, size)
+
+    def reservation_bytes(self, *nbytes: int) -> int:
+        """How much :attr:`reserved_bytes` grows if extents of these payload sizes are allocated
+        one after another now: each extent's whole pages with its tag, plus, in a file, the
+        growth of the checksum extent when they take the file past what it covers. This is what
+        :meth:`allocate` holds against ``limit_bytes``, so an owner sizing a structure to a limit
+        can ask before it allocates. O(free extents) per size; changes nothing.
+        """
+        sizes = [_round_to_pages(n + TAG_BYTES) for n in nbytes]
+        if self._fd is None:
+            return sum(sizes)
+        space = FreeSpace(self._space.free)
+        end, capacity, table_bytes = self._end, self._table.capacity, self._table.extent_bytes
+        total = 0
+        for size in sizes:
+            offset, end, grown = _placement(space, end, capacity, size)
+            if offset is not None:
+                space.take(offset, size)
+            total += size
+            if grown:
+                total += grown - table_bytes
+                end, capacity, table_bytes = end + grown, pages_covered(grown), grown
+        return total
 
     # -- access -------------------------------------------------------------------------------
 
@@ -707,16 +753,6 @@ class Arena:
 
     def _write_free_tag(self, offset: int, size: int) -> None:
         wal.pwrite_all(self._fd, encode_tag(size, 0, FREE), offset)
-
-    def _table_growth(self, end: int) -> int:
-        """Size of the larger checksum extent needed once the file ends at ``end`` (appended
-        there), or 0 when the current one covers it."""
-        if self._table.capacity * PAGE_BYTES >= end:
-            return 0
-        n_pages = 2 * (end // PAGE_BYTES)
-        while n_pages * PAGE_BYTES < end + extent_bytes_for(n_pages):
-            n_pages *= 2
-        return extent_bytes_for(n_pages)
 
     def _move_table(self, extent_bytes: int) -> None:
         """Append a larger checksum extent at the end and free the old one. Without

@@ -33,6 +33,11 @@ def extent_bytes_for(n_pages: int) -> int:
     return -(-(TAG_BYTES + 4 * n_pages) // PAGE_BYTES) * PAGE_BYTES
 
 
+def pages_covered(extent_bytes: int) -> int:
+    """How many file pages a checksum extent of ``extent_bytes`` covers."""
+    return (extent_bytes - TAG_BYTES) // 4
+
+
 class ChecksumTable:
     """The checksum extent of one arena file: an owned bytearray image plus a u32 view.
 
@@ -42,7 +47,7 @@ class ChecksumTable:
 
     def __init__(self, image: bytearray) -> None:
         self.image = image
-        self.capacity = (len(image) - TAG_BYTES) // 4
+        self.capacity = pages_covered(len(image))
         self.entries = np.frombuffer(self.image, np.uint32, self.capacity, TAG_BYTES)
         self._changed_pages: set[int] = set()
 

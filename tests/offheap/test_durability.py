@@ -180,6 +180,33 @@ def test_a_failure_followed_by_a_successful_flush_closes_cleanly(tmp_path):
         assert dict(db.hash_map("h").items()) == {1: "kept"}
 
 
+@pytest.mark.parametrize("durability", ["commit", "none"])
+def test_a_file_map_under_a_limit_fills_up_and_stays_whole(tmp_path, durability):
+    """Filled batch by batch until CapacityError: the map is exactly as before the batch that
+    failed, usable, and reopens so; its table grew to the largest size the limit allows, counted
+    as the arena counts (the checksum extent grows with the file, and in commit mode the old
+    table's space is reusable only after the commit)."""
+    path, limit = tmp_path / "hash", 20 << 20
+    model = {}
+    with LongHashMap("int64", path=path, limit=limit, durability=durability) as table:
+        with pytest.raises(CapacityError):
+            for start in range(0, 10**7, 1000):
+                keys = np.arange(start, start + 1000)
+                table.put_many(keys, keys * 3)
+                model.update(zip(keys.tolist(), (keys * 3).tolist()))
+        assert len(table) == len(model) >= 0.45 * limit / (8 + 1 + 8)
+        assert table[0] == 0 and table[len(model) - 1] == 3 * (len(model) - 1)
+        table._check()
+        del table[0]
+        table[0] = 7
+        model[0] = 7
+        arena = table._store.arena
+        assert arena.reserved_bytes <= limit
+        arena._check()
+    with LongHashMap("int64", path=path) as table:
+        assert len(table) == len(model) and dict(table.items()) == model
+
+
 def test_rollback_needs_commit_durability(tmp_path):
     with DB.file(tmp_path / "db", durability="none") as db:
         db.tree_map("t")[1] = 1

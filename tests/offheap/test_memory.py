@@ -68,6 +68,34 @@ def test_file_limit_counts_the_checksum_extent_and_changes_nothing(tmp_path, dur
 
 
 @pytest.mark.parametrize("durability", MODES)
+def test_reservation_bytes_says_what_allocations_add_to_reserved_bytes(tmp_path, durability):
+    rng = np.random.default_rng(5)
+    with Arena.file(tmp_path / "a.offheap", durability=durability) as arena:
+        live = []
+        for step in range(60):  # the file passes two checksum extents on the way
+            sizes = rng.integers(0, 300_000, rng.integers(1, 4)).tolist()
+            before, table_bytes = arena.reserved_bytes, arena._table.extent_bytes
+            predicted = arena.reservation_bytes(*sizes)
+            assert predicted == arena.reservation_bytes(*sizes)  # asking changes nothing
+            live += [arena.allocate(n) for n in sizes]
+            grown = arena.reserved_bytes - before
+            if len(sizes) == 1 or durability == "commit":
+                assert grown == predicted
+            else:  # a moved checksum extent's old space is free at once and may be reused
+                assert predicted >= grown >= predicted - table_bytes
+            if step % 3 == 0:
+                arena.free(live.pop(int(rng.integers(len(live)))))
+            if step % 10 == 0:
+                arena.commit()
+        assert arena._table.extent_bytes > PAGE_BYTES
+        arena._check()
+    anonymous = Arena.anonymous(limit_bytes=HEADER_BYTES + 3 * PAGE_BYTES)
+    assert anonymous.reservation_bytes(1, PAGE_BYTES) == 3 * PAGE_BYTES
+    anonymous.allocate(1)
+    anonymous.allocate(PAGE_BYTES)
+
+
+@pytest.mark.parametrize("durability", MODES)
 def test_file_arena_reopens_with_root_and_data(tmp_path, durability):
     path = tmp_path / "a.offheap"
     arena = Arena.file(path, durability=durability)
