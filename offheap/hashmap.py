@@ -50,12 +50,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from offheap.errors import CapacityError, ClosedError, CorruptionError, TransactionError
+from offheap.errors import CapacityError, ClosedError, CorruptionError
 from offheap.memory import Arena, format_bytes
 from offheap.mix import MASK64, mix64, mix64_array
 from offheap.readers import ChunkItemsView, ChunkValuesView, HashReader, open_file_reader
 from offheap.serializers import get_serializer
 from offheap.store import RecordStore
+from offheap.transactions import StandaloneTransactions
 from offheap.valueslots import EXTERNAL, ValueSlots
 
 MAX_LOAD = 0.875
@@ -124,7 +125,7 @@ class HashMapStats:
         return self.reserved_bytes / self.n_entries if self.n_entries else float("nan")
 
 
-class LongHashMap(MutableMapping):
+class LongHashMap(StandaloneTransactions, MutableMapping):
     """A ``MutableMapping[int, V]`` for int64 keys, stored off the Python heap.
 
     ``value`` names the value serializer: ``"object"`` (any picklable value; small ones inline),
@@ -471,35 +472,11 @@ class LongHashMap(MutableMapping):
             if self._owns_store:
                 self._store.close(save=written)
 
-    def commit(self) -> None:
-        """Make every change up to now durable at once (a standalone file map); with
-        ``durability="none"`` this flushes to the file."""
-        self._check_open()
-        self._check_standalone_file("commit")
+    def _write_back(self) -> None:
         self._write_meta()
-        if self._store.durable:
-            self._store.commit()
-        else:
-            self._store.flush()
 
-    def rollback(self) -> None:
-        """Drop every change since the last commit (a standalone map with
-        ``durability="commit"``); iterators in progress raise RuntimeError."""
-        self._check_open()
-        self._check_standalone_file("rollback")
-        if not self._store.durable:
-            raise TransactionError("rollback() needs durability='commit'; this file was "
-                                   "opened with durability='none'")
+    def _discard(self) -> None:
         self._drop_views()
-        self._store.rollback()
-        self._reload()
-
-    def _check_standalone_file(self, operation: str) -> None:
-        if not self._owns_store:
-            raise ValueError(f"this LongHashMap lives in a DB: call db.{operation}()")
-        if self._store.arena.path is None:
-            raise ValueError(f"{operation}() applies to a file map (path=...); an in-memory "
-                             f"map has no transactions")
 
     @property
     def closed(self) -> bool:

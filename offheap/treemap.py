@@ -55,7 +55,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from offheap.codecs import get_codec
-from offheap.errors import CapacityError, ClosedError, CorruptionError, TransactionError
+from offheap.errors import CapacityError, ClosedError, CorruptionError
 from offheap.memory import Arena, format_bytes
 from offheap.nodecache import Inner, Leaf, NodeCache, merge_into, redistribute
 from offheap.page import (
@@ -72,6 +72,7 @@ from offheap.page import (
 from offheap.readers import TreeReader, open_file_reader
 from offheap.serializers import get_serializer
 from offheap.store import RecordStore
+from offheap.transactions import StandaloneTransactions
 from offheap.treebulk import leaf_pages, merge_sorted, runs, separators, take
 from offheap.treeviews import TreeItemsView, TreeKeysView, TreeValuesView
 
@@ -145,7 +146,7 @@ _KEY_CHECKS = {"int64": _int64_key, "str": _str_key, "bytes": _bytes_key}
 _KEY_TYPES = {"int64": int, "str": str, "bytes": bytes}
 
 
-class TreeMap(MutableMapping):
+class TreeMap(StandaloneTransactions, MutableMapping):
     """A sorted ``MutableMapping`` stored off the Python heap in compressed B+tree pages.
 
     ``key`` is ``"int64"``, ``"str"`` or ``"bytes"``; ``value`` names the value serializer
@@ -1204,38 +1205,11 @@ class TreeMap(MutableMapping):
                 if self._owns_store:
                     self._store.close(save=written)  # never commit a half-written tree
 
-    def commit(self) -> None:
-        """Make every change up to now durable at once (a standalone file map): dirty nodes and
-        the metadata are written, then the file commits. After a crash the file reopens with
-        the last commit, whole. With ``durability="none"`` this flushes to the file."""
-        with self._lock:
-            self._check_open()
-            self._check_standalone_file("commit")
-            self._flush_nodes()
-            if self._store.durable:
-                self._store.commit()
-            else:
-                self._store.flush()
+    def _write_back(self) -> None:
+        self._flush_nodes()
 
-    def rollback(self) -> None:
-        """Drop every change since the last commit (a standalone map with
-        ``durability="commit"``); iterators in progress raise RuntimeError."""
-        with self._lock:
-            self._check_open()
-            self._check_standalone_file("rollback")
-            if not self._store.durable:
-                raise TransactionError("rollback() needs durability='commit'; this file was "
-                                       "opened with durability='none'")
-            self._release()
-            self._store.rollback()
-            self._reload()
-
-    def _check_standalone_file(self, operation: str) -> None:
-        if not self._owns_store:
-            raise ValueError(f"this TreeMap lives in a DB: call db.{operation}()")
-        if self._store.arena.path is None:
-            raise ValueError(f"{operation}() applies to a file map (path=...); an in-memory "
-                             f"map has no transactions")
+    def _discard(self) -> None:
+        self._release()
 
     @property
     def closed(self) -> bool:

@@ -1,0 +1,54 @@
+"""commit() and rollback() of a map that owns its file (layer 6), shared by LongHashMap and TreeMap.
+
+A standalone file map (``LongHashMap(path=...)``, ``TreeMap(path=...)``) owns its record store
+and so its transactions; a map in a DB shares the DB's store, and the DB commits for all of them.
+"""
+
+from __future__ import annotations
+
+from contextlib import nullcontext
+
+from offheap.errors import TransactionError
+
+
+class StandaloneTransactions:
+    """Mixin for a map class. The map provides ``_store``, ``_owns_store``, ``_check_open()``,
+    ``_write_back()`` (write what it holds in memory into the store), ``_discard()`` (drop views
+    and caches that a rollback makes stale) and ``_reload()``; ``_lock`` serializes, if it has one.
+    """
+
+    _lock = nullcontext()
+
+    def commit(self) -> None:
+        """Make every change up to now durable at once: the map writes what it holds in memory,
+        then the file commits, and after a crash it reopens with the last commit, whole. With
+        ``durability="none"`` this flushes to the file."""
+        with self._lock:
+            self._check_open()
+            self._check_standalone_file("commit")
+            self._write_back()
+            if self._store.durable:
+                self._store.commit()
+            else:
+                self._store.flush()
+
+    def rollback(self) -> None:
+        """Drop every change since the last commit (``durability="commit"``); iterators in
+        progress raise RuntimeError on their next step."""
+        with self._lock:
+            self._check_open()
+            self._check_standalone_file("rollback")
+            if not self._store.durable:
+                raise TransactionError("rollback() needs durability='commit'; this file was "
+                                       "opened with durability='none'")
+            self._discard()
+            self._store.rollback()
+            self._reload()
+
+    def _check_standalone_file(self, operation: str) -> None:
+        kind = type(self).__name__
+        if not self._owns_store:
+            raise ValueError(f"this {kind} lives in a DB: call db.{operation}()")
+        if self._store.arena.path is None:
+            raise ValueError(f"{operation}() applies to a file map (path=...); an in-memory "
+                             f"map has no transactions")
