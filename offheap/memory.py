@@ -56,6 +56,7 @@ import numpy as np
 
 from offheap import filelocks, wal
 from offheap.arenaformat import (
+    CHECKSUMS,
     FREE,
     HEADER_BYTES,
     INLINE_ROOT_BYTES,
@@ -78,6 +79,7 @@ from offheap.errors import (
     RecoveryPendingError,
     TransactionError,
 )
+from offheap.filedamage import FileDamage
 from offheap.fileholes import punch_hole, zero_range
 from offheap.freespace import FreeSpace, cut_tail
 from offheap.pagecrc import (
@@ -138,6 +140,7 @@ class _FileState:
     table_offset: int
     root: bytes
     root_offset: int
+    lost: tuple[tuple[int, int], ...] = ()  # recover mode: ranges no intact tag covers
 
 
 def _address_of(mm: mmap.mmap) -> int:
@@ -258,6 +261,7 @@ class Arena:
         self._root_offset = 0
         self._generation = 0
         self._recover = False
+        self._damage: FileDamage | None = None
         self._committed: _FileState | None = None  # commit mode: what rollback returns to
         self._new: set[int] = set()  # extents allocated since the last commit
         self._zeroed: list[tuple[int, int]] = []  # file ranges zeroed since the last commit
@@ -454,6 +458,11 @@ class Arena:
             self.free(old_offset)
 
     # -- transactions -------------------------------------------------------------------------
+
+    @property
+    def damage(self) -> FileDamage | None:
+        """What an open with ``recover=True`` found wrong with the file (None otherwise)."""
+        return self._damage
 
     @property
     def generation(self) -> int:
@@ -788,8 +797,11 @@ class Arena:
             self._create_file()
         else:
             self._recover_log(self._fd)
-            self._install(self._read_file_state(verify=verify))
+            state = self._read_file_state(verify=verify)
+            self._install(state)
             if self._recover:
+                self._damage = FileDamage(state.lost)
+                self._reclaim(state.lost)
                 self._recompute_checksums()
         self._cut_file(self._end)
         if self.durability == "none":
@@ -808,9 +820,24 @@ class Arena:
                               f"writer has closed it (or let it use durability='commit')")
         self._lock_checkpoint_shared()
         try:
-            self._install(self._read_file_state(verify=verify))
+            state = self._read_file_state(verify=verify)
         finally:
             filelocks.unlock(self._fd, filelocks.CHECKPOINT)
+        self._install(state)
+        if self._recover:
+            self._damage = FileDamage(state.lost)
+
+    def _reclaim(self, lost: tuple[tuple[int, int], ...]) -> None:
+        """A writer in recover mode makes the lost ranges inside the file free space (at the
+        next commit with transactions); the file is cut at the end of what the walk found."""
+        for offset, length in lost:
+            if offset >= self._end:
+                continue
+            if self.durability == "commit":
+                self._space.defer(offset, length)
+                self._structure_changed = True
+            else:
+                self._release_now(offset, length)
 
     def _lock_checkpoint_shared(self) -> None:
         """A reader takes the checkpoint lock shared; first it applies a commit that a writer
@@ -905,48 +932,47 @@ class Arena:
         _fsync_directory(self.path)
 
     def _read_file_state(self, *, verify: bool) -> _FileState:
-        """Read and check the header, walk the tags, read the checksum extent and the root."""
-        path, fd = self.path, self._fd
+        """Read and check the header and the checksum extent, walk the tags, read the root.
+
+        In recover mode the walk is not held to the header's recorded end: without transactions
+        the header is rewritten only at flush and close while extents are added in between, so
+        the walk goes on up to the file's size (as far as the checksum extent covers it). There
+        a tag that fails its checks ends the walk (nothing was appended after it) and the rest
+        of the file is lost; inside the recorded end the walk skips page by page to the next
+        intact tag, and the skipped range is lost. Both are listed in ``state.lost``.
+        """
+        path, fd, recover = self.path, self._fd, self._recover
         file_bytes = os.fstat(fd).st_size
         header = parse_header(os.pread(fd, HEADER_BYTES, 0), path)
-        if header.open_for_writing and not self._recover:
+        if header.open_for_writing and not recover:
             raise CorruptionError(
                 f"{path!r} was not closed cleanly: a writer with durability='none' had it open "
                 f"when its process ended, so its pages may be half-written. Copy out what is "
                 f"there with offheap.salvage({path!r}, new_path), or open it with recover=True "
                 f"to read it without checks")
-        if header.end > file_bytes:
+        if header.end > file_bytes and not recover:
             raise CorruptionError(f"{path!r} is truncated: the header describes {header.end} "
                                   f"bytes, the file has {file_bytes}")
-        sizes, payload, free = {}, {}, {}
-        table_at = None
-        offset = HEADER_BYTES
-        while offset < header.end:
-            tag = parse_tag(os.pread(fd, TAG_BYTES, offset), offset, header.end, path)
-            if tag.state == LIVE:
-                sizes[offset], payload[offset] = tag.size, tag.payload
-            elif tag.state == FREE:
-                free[offset] = tag.size
-            elif offset == header.checksum_offset:
-                table_at = offset
-            else:
-                raise CorruptionError(f"{path!r}: extent tag at offset {offset} names a "
-                                      f"checksum extent the header does not")
-            offset += tag.size
-        if table_at is None:
-            raise CorruptionError(f"{path!r}: the checksum extent at offset "
-                                  f"{header.checksum_offset} is missing")
-        table_bytes = parse_tag(os.pread(fd, TAG_BYTES, table_at), table_at, header.end,
-                                path).size
-        image = bytearray(os.pread(fd, table_bytes, table_at))
-        if zlib.crc32(image) != header.checksum_crc and not self._recover:
+        limit = file_bytes // PAGE_BYTES * PAGE_BYTES if recover else header.end
+        table_at = header.checksum_offset
+        table_tag = parse_tag(os.pread(fd, TAG_BYTES, table_at), table_at, limit, path)
+        if table_tag.state != CHECKSUMS:
+            raise CorruptionError(f"{path!r}: the checksum extent at offset {table_at} is "
+                                  f"missing")
+        image = bytearray(os.pread(fd, table_tag.size, table_at))
+        if zlib.crc32(image) != header.checksum_crc and not recover:
             raise CorruptionError(f"{path!r}: the checksum extent at offset {table_at} is "
                                   f"damaged (crc mismatch)")
         table = ChecksumTable(image)
-        if table.capacity * PAGE_BYTES < header.end:
+        if recover:
+            limit = min(limit, table.capacity * PAGE_BYTES)
+        elif table.capacity * PAGE_BYTES < header.end:
             raise CorruptionError(f"{path!r}: the checksum extent at offset {table_at} covers "
                                   f"{table.capacity} pages, the file has "
                                   f"{header.end // PAGE_BYTES}")
+        sizes, payload, free, lost = self._walk_tags(header.end, limit, table_at,
+                                                     table_tag.size)
+        end = lost[-1][0] if lost and sum(lost[-1]) == limit else limit
         root = header.inline_root
         if header.root_offset:
             if (header.root_offset not in sizes
@@ -956,8 +982,59 @@ class Arena:
             root = os.pread(fd, header.root_length, header.root_offset + TAG_BYTES)
         if verify:
             self._verify_pages(sizes, table)
-        return _FileState(header.generation, header.end, sizes, payload, free, table, table_at,
-                          root, header.root_offset)
+        return _FileState(header.generation, end, sizes, payload, free, table, table_at,
+                          root, header.root_offset, tuple(lost))
+
+    def _walk_tags(self, recorded_end: int, limit: int, table_at: int, table_bytes: int):
+        """The live extents (``sizes``, ``payload``), free extents and lost ranges that the tags
+        from the header up to ``limit`` describe; see :meth:`_read_file_state`."""
+        sizes, payload, free, lost = {}, {}, {}, []
+        offset = HEADER_BYTES
+        while offset < limit:
+            if offset == table_at:
+                offset += table_bytes
+                continue
+            try:
+                tag = self._tag_at(offset, limit, table_at)
+            except CorruptionError:
+                if not self._recover:
+                    raise
+                resume = limit if offset >= recorded_end else self._next_tag(offset, limit,
+                                                                             table_at)
+                lost.append((offset, resume - offset))
+                offset = resume
+                continue
+            if tag.state == LIVE:
+                sizes[offset], payload[offset] = tag.size, tag.payload
+            else:
+                free[offset] = tag.size
+            offset += tag.size
+        return sizes, payload, free, lost
+
+    def _tag_at(self, offset: int, limit: int, table_at: int):
+        """The intact tag of a live or free extent at ``offset`` that ends by ``limit`` and does
+        not overlap the checksum extent at ``table_at``; CorruptionError otherwise."""
+        tag = parse_tag(os.pread(self._fd, TAG_BYTES, offset), offset, limit, self.path)
+        if tag.state == CHECKSUMS:
+            raise CorruptionError(f"{self.path!r}: extent tag at offset {offset} names a "
+                                  f"checksum extent the header does not")
+        if offset < table_at < offset + tag.size:
+            raise CorruptionError(f"{self.path!r}: the extent at offset {offset} overlaps the "
+                                  f"checksum extent at offset {table_at}")
+        return tag
+
+    def _next_tag(self, offset: int, limit: int, table_at: int) -> int:
+        """The first page after ``offset`` where an intact tag (or the checksum extent) starts;
+        ``limit`` when there is none. One read per page skipped."""
+        for candidate in range(offset + PAGE_BYTES, limit, PAGE_BYTES):
+            if candidate == table_at:
+                return candidate
+            try:
+                self._tag_at(candidate, limit, table_at)
+            except CorruptionError:
+                continue
+            return candidate
+        return limit
 
     def _file_page_crcs(self, offset: int, size: int):
         """Yield ``(page numbers, crc32 of each)`` for the file's pages of one extent, reading

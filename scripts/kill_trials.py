@@ -235,6 +235,7 @@ class Outcome:
     salvaged_entries: int = 0  # durability="none": entries salvage copied, and skipped
     salvage_skips: int = 0
     salvage_refused: int = 0  # files salvage could not read at all (not a wrong answer)
+    salvage_store_lost: int = 0  # files whose record store salvage could not read (0 copied)
     details: list = field(default_factory=list)
 
 
@@ -344,6 +345,10 @@ def verify_unclean(db_path: str, history: tuple[dict, dict], records: list,
         os.remove(db_path)  # the next trial starts from an empty file
         return
     outcome.salvaged_entries += report.recovered_entries
+    if report.error is not None:
+        outcome.salvage_store_lost += 1
+        outcome.details.append(f"trial {outcome.trials}: salvage found no readable store: "
+                               f"{report.error}")
     outcome.salvage_skips += sum(c.skipped_entries + c.skipped_records
                                  for c in report.collections)
     _check_nothing_invented(rescued, history, outcome, durability="commit")
@@ -450,6 +455,7 @@ def main(argv=None) -> int:
         print(f"{outcome.trials} trials without transactions: {outcome.salvaged_entries} "
               f"entries salvaged, {outcome.salvage_skips} entries or records skipped, "
               f"{outcome.salvage_refused} files salvage could not read, "
+              f"{outcome.salvage_store_lost} whose record store it could not read, "
               f"losses: {outcome.losses} ({time.perf_counter() - started:.0f} s)")
     else:
         print(f"{outcome.trials} trials, {outcome.transactions_checked} committed transactions "

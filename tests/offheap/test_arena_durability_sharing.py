@@ -282,6 +282,90 @@ def test_none_mode_file_stays_walkable_when_its_checksum_extent_moves(tmp_path):
         assert (arena.array(offset, np.uint8, 100) == 4).all()
 
 
+def _crash_image(arena: Arena, path) -> None:
+    """Copy what the file of a live none-mode ``arena`` holds now (its mapped writes included,
+    as a SIGKILL would leave them) to ``path``."""
+    shutil.copyfile(arena.path, path)
+
+
+def test_recover_walks_extents_added_after_the_header_was_written(tmp_path):
+    """Without transactions the header's end is rewritten only at flush: a crash image holds
+    extents past it, and a free extent (merged after the flush) that reaches across it."""
+    path, image = tmp_path / "a", tmp_path / "image"
+    with Arena.file(path, durability="none") as arena:
+        a, b, c = (arena.allocate(PAGE_BYTES) for _ in range(3))
+        arena.array(a, np.uint8, 10)[:] = 1
+        arena.set_root(struct.pack("<QQ", a, c))
+        arena.flush()
+        recorded_end = arena._end
+        d, e = arena.allocate(3 * PAGE_BYTES), arena.allocate(PAGE_BYTES)
+        arena.array(e, np.uint8, 10)[:] = 5
+        arena.free(c)
+        arena.free(d)  # merges with c: one free extent from before the recorded end to past it
+        assert arena._space.free == {c: 2 * PAGE_BYTES + 4 * PAGE_BYTES} and e > recorded_end
+        _crash_image(arena, image)
+        with pytest.raises(CorruptionError, match="not closed cleanly"):
+            Arena.file(image, readonly=True)
+        with Arena.file(image, readonly=True, recover=True) as recovered:
+            assert sorted(recovered._sizes) == [a, b, e]
+            assert recovered.damage.lost_ranges == () and recovered.damage.lost_bytes == 0
+            assert (recovered.array(e, np.uint8, 10) == 5).all()
+            assert recovered.stats().free_bytes == 6 * PAGE_BYTES
+            recovered._check()
+
+
+def test_recover_stops_at_the_first_bad_tag_past_the_recorded_end(tmp_path):
+    path, image = tmp_path / "a", tmp_path / "image"
+    with Arena.file(path, durability="none") as arena:
+        a = arena.allocate(100)
+        arena.set_root(b"root")
+        arena.flush()
+        b = arena.allocate(PAGE_BYTES)
+        arena.array(b, np.uint8, 10)[:] = 2
+        _crash_image(arena, image)
+    with open(image, "ab") as f:  # grown for an extent whose tag never reached the file
+        f.write(bytes(3 * PAGE_BYTES))
+    with Arena.file(image, readonly=True, recover=True) as recovered:
+        assert sorted(recovered._sizes) == [a, b]
+        assert recovered.damage.lost_ranges == ((b + 2 * PAGE_BYTES, 3 * PAGE_BYTES),)
+        assert (recovered.array(b, np.uint8, 10) == 2).all()
+    with Arena.file(image, durability="none", recover=True) as writer:  # cuts the lost tail
+        assert writer._end == b + 2 * PAGE_BYTES
+        writer._check()
+    assert os.path.getsize(image) == b + 2 * PAGE_BYTES
+    with Arena.file(image, readonly=True) as arena:
+        assert arena.root == b"root" and (arena.array(b, np.uint8, 10) == 2).all()
+
+
+@pytest.mark.parametrize("durability", ["commit", "none"])
+def test_recover_skips_a_damaged_tag_to_the_next_intact_one(tmp_path, durability):
+    path = tmp_path / "a"
+    with Arena.file(path, durability=durability) as arena:
+        offsets = [arena.allocate(2 * PAGE_BYTES) for _ in range(4)]
+        for i, offset in enumerate(offsets):
+            arena.array(offset, np.uint8, 2 * PAGE_BYTES)[:] = i + 1
+        arena.set_root(b"r" * 6000)  # an extent of its own, after the damaged one
+        arena.commit()
+    data = bytearray(path.read_bytes())
+    data[offsets[1] + 3] ^= 0xFF  # the magic of the second extent's tag
+    path.write_bytes(bytes(data))
+    with pytest.raises(CorruptionError, match=f"tag at offset {offsets[1]} is damaged"):
+        Arena.file(path, readonly=True)
+    with Arena.file(path, readonly=True, recover=True) as recovered:
+        assert recovered.damage.lost_ranges == ((offsets[1], 3 * PAGE_BYTES),)
+        assert sorted(set(recovered._sizes) & set(offsets)) == [offsets[0], offsets[2],
+                                                                 offsets[3]]
+        assert recovered.root == b"r" * 6000
+        assert (recovered.array(offsets[3], np.uint8, 2 * PAGE_BYTES) == 4).all()
+    with Arena.file(path, durability=durability, recover=True) as writer:
+        writer.commit()  # the lost range becomes free space
+        assert writer.stats().free_bytes == 3 * PAGE_BYTES
+        writer._check()
+    with Arena.file(path, readonly=True) as arena:  # every check passes again
+        assert offsets[1] not in arena._sizes and arena.root == b"r" * 6000
+        assert (arena.array(offsets[2], np.uint8, 2 * PAGE_BYTES) == 3).all()
+
+
 def test_none_mode_close_after_a_failed_change_leaves_the_file_marked_open(tmp_path):
     path = tmp_path / "a"
     with Arena.file(path, durability="none", limit_bytes=64 * PAGE_BYTES) as arena:
