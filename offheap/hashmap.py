@@ -56,7 +56,7 @@ from offheap.mix import MASK64, mix64, mix64_array
 from offheap.readers import ChunkItemsView, ChunkValuesView, HashReader, open_file_reader
 from offheap.serializers import get_serializer
 from offheap.store import RecordStore
-from offheap.transactions import StandaloneTransactions
+from offheap.filemap import StandaloneFileMap
 from offheap.valueslots import EXTERNAL, ValueSlots
 
 MAX_LOAD = 0.875
@@ -125,7 +125,7 @@ class HashMapStats:
         return self.reserved_bytes / self.n_entries if self.n_entries else float("nan")
 
 
-class LongHashMap(StandaloneTransactions, MutableMapping):
+class LongHashMap(StandaloneFileMap, MutableMapping):
     """A ``MutableMapping[int, V]`` for int64 keys, stored off the Python heap.
 
     ``value`` names the value serializer: ``"object"`` (any picklable value; small ones inline),
@@ -140,11 +140,6 @@ class LongHashMap(StandaloneTransactions, MutableMapping):
     follows the commits of the one writer process. ``verify`` checks the page checksums on
     open; ``recover=True`` opens a file that was not closed cleanly (for :func:`offheap.salvage`).
     """
-
-    def __new__(cls, *args, readonly: bool = False, **kwargs):
-        if not readonly:
-            return super().__new__(cls)
-        return cls._open_reader(*args, **kwargs)
 
     def __init__(self, value="object", *, limit: int | None = None, path=None,
                  durability: str = "commit", readonly: bool = False, verify: bool = True,

@@ -72,7 +72,7 @@ from offheap.page import (
 from offheap.readers import TreeReader, open_file_reader
 from offheap.serializers import get_serializer
 from offheap.store import RecordStore
-from offheap.transactions import StandaloneTransactions
+from offheap.filemap import StandaloneFileMap
 from offheap.treebulk import leaf_pages, merge_sorted, runs, separators, take
 from offheap.treeviews import TreeItemsView, TreeKeysView, TreeValuesView
 
@@ -146,7 +146,7 @@ _KEY_CHECKS = {"int64": _int64_key, "str": _str_key, "bytes": _bytes_key}
 _KEY_TYPES = {"int64": int, "str": str, "bytes": bytes}
 
 
-class TreeMap(StandaloneTransactions, MutableMapping):
+class TreeMap(StandaloneFileMap, MutableMapping):
     """A sorted ``MutableMapping`` stored off the Python heap in compressed B+tree pages.
 
     ``key`` is ``"int64"``, ``"str"`` or ``"bytes"``; ``value`` names the value serializer
@@ -164,11 +164,6 @@ class TreeMap(StandaloneTransactions, MutableMapping):
     follows the commits of the one writer process. ``verify`` checks the page checksums on
     open; ``recover=True`` opens a file that was not closed cleanly (for :func:`offheap.salvage`).
     """
-
-    def __new__(cls, *args, readonly: bool = False, **kwargs):
-        if not readonly:
-            return super().__new__(cls)
-        return cls._open_reader(*args, **kwargs)
 
     def __init__(self, key="int64", value="object", *, node_size: int = 32, compression=None,
                  write_cache: bool = True, flush_delay: float | None = None,

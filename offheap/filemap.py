@@ -1,4 +1,5 @@
-"""commit() and rollback() of a map that owns its file (layer 6), shared by LongHashMap and TreeMap.
+"""What a map that owns its file has beyond MutableMapping (layer 6), shared by LongHashMap and
+TreeMap: ``readonly=True`` opening a reader instead, ``commit()`` and ``rollback()``.
 
 A standalone file map (``LongHashMap(path=...)``, ``TreeMap(path=...)``) owns its record store
 and so its transactions; a map in a DB shares the DB's store, and the DB commits for all of them.
@@ -11,13 +12,19 @@ from contextlib import nullcontext
 from offheap.errors import TransactionError
 
 
-class StandaloneTransactions:
-    """Mixin for a map class. The map provides ``_store``, ``_owns_store``, ``_check_open()``,
-    ``_write_back()`` (write what it holds in memory into the store), ``_discard()`` (drop views
-    and caches that a rollback makes stale) and ``_reload()``; ``_lock`` serializes, if it has one.
+class StandaloneFileMap:
+    """Mixin for a map class. The map provides ``_open_reader(*args, **kwargs)`` (the read-only
+    view of a file), ``_store``, ``_owns_store``, ``_check_open()``, ``_write_back()`` (write what
+    it holds in memory into the store), ``_discard()`` (drop views and caches that a rollback makes
+    stale) and ``_reload()``; ``_lock`` serializes, if it has one.
     """
 
     _lock = nullcontext()
+
+    def __new__(cls, *args, readonly: bool = False, **kwargs):
+        if not readonly:
+            return super().__new__(cls)
+        return cls._open_reader(*args, **kwargs)
 
     def commit(self) -> None:
         """Make every change up to now durable at once: the map writes what it holds in memory,
