@@ -140,7 +140,7 @@ class _FileState:
     table_offset: int
     root: bytes
     root_offset: int
-    lost: tuple[tuple[int, int], ...] = ()  # recover mode: ranges no intact tag covers
+    damage: FileDamage | None = None  # recover mode: what the open found wrong
 
 
 def _address_of(mm: mmap.mmap) -> int:
@@ -288,8 +288,11 @@ class Arena:
         module docstring); ``readonly`` opens a reader that may share the file with a commit-mode
         writer. A commit left in ``PATH-wal`` by a writer that died is applied first.
         ``verify`` checks every live page against its checksum: O(file), about 0.5 s per GiB.
-        ``recover`` opens a file that was not closed cleanly and skips the checksum checks, to
-        read what is there (a writer opened so rewrites every checksum). Raises
+        ``recover`` opens a file that was not closed cleanly or is damaged, to read what is
+        there: a page failing its checksum, a damaged extent tag, extents past the header's
+        recorded end are not errors but noted in :attr:`damage` (pages are checked only when the
+        checksums describe them: not in a file a writer without transactions left open); a
+        writer opened so rewrites every checksum and frees what the walk lost. Raises
         :class:`CorruptionError` when the file is not an offheap arena or is damaged,
         :class:`LockedError` when another open excludes this one (a second writer; readers and
         a writer without transactions), :class:`RecoveryPendingError` when a reader finds a
@@ -307,9 +310,9 @@ class Arena:
         arena._recover = recover
         try:
             if readonly:
-                arena._open_reader(verify and not recover)
+                arena._open_reader(verify)
             else:
-                arena._open_writer(create, verify and not recover)
+                arena._open_writer(create, verify)
         except BaseException:
             arena._release_files()
             raise
@@ -463,6 +466,16 @@ class Arena:
     def damage(self) -> FileDamage | None:
         """What an open with ``recover=True`` found wrong with the file (None otherwise)."""
         return self._damage
+
+    def damaged_items(self, offset: int, itemsize: int, count: int,
+                      start: int = 0) -> np.ndarray:
+        """A bool per item of an array of ``count`` items of ``itemsize`` bytes at byte ``start``
+        of extent ``offset``'s payload: does it touch a page that failed its checksum when the
+        file was opened with ``recover=True``? All False when nothing failed or nothing was
+        checked (see :attr:`damage`). O(failed pages)."""
+        if self._damage is None or not self._damage.failed_pages:
+            return np.zeros(count, bool)
+        return self._damage.items_touching(offset + TAG_BYTES + start, itemsize, count)
 
     @property
     def generation(self) -> int:
@@ -800,8 +813,8 @@ class Arena:
             state = self._read_file_state(verify=verify)
             self._install(state)
             if self._recover:
-                self._damage = FileDamage(state.lost)
-                self._reclaim(state.lost)
+                self._damage = state.damage
+                self._reclaim(state.damage.lost_ranges)
                 self._recompute_checksums()
         self._cut_file(self._end)
         if self.durability == "none":
@@ -824,8 +837,7 @@ class Arena:
         finally:
             filelocks.unlock(self._fd, filelocks.CHECKPOINT)
         self._install(state)
-        if self._recover:
-            self._damage = FileDamage(state.lost)
+        self._damage = state.damage
 
     def _reclaim(self, lost: tuple[tuple[int, int], ...]) -> None:
         """A writer in recover mode makes the lost ranges inside the file free space (at the
@@ -939,7 +951,8 @@ class Arena:
         the walk goes on up to the file's size (as far as the checksum extent covers it). There
         a tag that fails its checks ends the walk (nothing was appended after it) and the rest
         of the file is lost; inside the recorded end the walk skips page by page to the next
-        intact tag, and the skipped range is lost. Both are listed in ``state.lost``.
+        intact tag, and the skipped range is lost. Both are listed in the state's ``damage``, as
+        is every live page that fails its checksum (all of them checked, none raised).
         """
         path, fd, recover = self.path, self._fd, self._recover
         file_bytes = os.fstat(fd).st_size
@@ -972,7 +985,11 @@ class Arena:
                                   f"{header.end // PAGE_BYTES}")
         sizes, payload, free, lost = self._walk_tags(header.end, limit, table_at,
                                                      table_tag.size)
-        end = lost[-1][0] if lost and sum(lost[-1]) == limit else limit
+        end = limit
+        if lost and sum(lost[-1]) == limit:  # the walk stopped there
+            end = lost.pop()[0]
+        if end < max(limit, header.end):  # the rest is lost, up to the recorded end at least
+            lost.append((end, max(limit, header.end) - end))
         root = header.inline_root
         if header.root_offset:
             if (header.root_offset not in sizes
@@ -980,10 +997,21 @@ class Arena:
                 raise CorruptionError(f"{path!r}: root extent at offset {header.root_offset} "
                                       f"is missing or too small")
             root = os.pread(fd, header.root_length, header.root_offset + TAG_BYTES)
-        if verify:
-            self._verify_pages(sizes, table)
+        checked = verify and not header.open_for_writing
+        failed = self._failed_pages(sizes, table, first_only=not recover) if checked else ()
+        if failed and not recover:
+            raise CorruptionError(f"{path!r}: the page at offset {failed[0]} fails its "
+                                  f"checksum (the file is damaged)")
+        damage = None
+        if recover:
+            root_failed = bool(header.root_offset) and bool(FileDamage(
+                failed_pages=failed).items_touching(header.root_offset + TAG_BYTES,
+                                                    header.root_length, 1)[0])
+            damage = FileDamage(checked, header.open_for_writing,
+                                zlib.crc32(image) == header.checksum_crc, failed, root_failed,
+                                tuple(lost))
         return _FileState(header.generation, end, sizes, payload, free, table, table_at,
-                          root, header.root_offset, tuple(lost))
+                          root, header.root_offset, damage)
 
     def _walk_tags(self, recorded_end: int, limit: int, table_at: int, table_bytes: int):
         """The live extents (``sizes``, ``payload``), free extents and lost ranges that the tags
@@ -1047,14 +1075,17 @@ class Arena:
                     raise CorruptionError(f"{self.path!r} is truncated at offset {start}")
                 yield _page_numbers(start, count // PAGE_BYTES), page_crcs(chunk)
 
-    def _verify_pages(self, sizes: dict[int, int], table: ChecksumTable) -> None:
+    def _failed_pages(self, sizes: dict[int, int], table: ChecksumTable, *,
+                      first_only: bool) -> tuple[int, ...]:
+        """File offsets of the live pages whose crc differs from ``table`` (only the first one
+        found when ``first_only``), ascending. O(live bytes)."""
+        failed: list[int] = []
         for offset, size in sorted(sizes.items()):
             for pages, crcs in self._file_page_crcs(offset, size):
-                bad = table.mismatches(pages, crcs)
-                if len(bad):
-                    raise CorruptionError(
-                        f"{self.path!r}: the page at offset {int(bad[0]) * PAGE_BYTES} fails its "
-                        f"checksum (the file is damaged)")
+                failed.extend(int(page) * PAGE_BYTES for page in table.mismatches(pages, crcs))
+                if failed and first_only:
+                    return tuple(failed[:1])
+        return tuple(failed)
 
     def _recompute_checksums(self) -> None:
         """Checksum every live page as the file holds it now (after ``recover=True``)."""

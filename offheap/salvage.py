@@ -2,15 +2,21 @@
 
 ``salvage(src, dst)`` is the way back from a file that will not open: one written with
 ``durability="none"`` that was not closed cleanly (the writer crashed or was killed), or one
-whose pages fail their checksums. It opens ``src`` read-only (``src`` is never changed): with
-every page checksum checked when they all match, else with ``recover=True``, which reads without
-them; the report says which (:attr:`SalvageReport.checksums`). It reads every collection
-*defensively*, inside one read section (a writer's commit waits), and writes what passes into a
-fresh file at ``dst`` with ``durability="commit"``, of the same kind as ``src``: a DB, a
-standalone TreeMap or a standalone LongHashMap. It returns a :class:`SalvageReport`.
+whose pages fail their checksums. It opens ``src`` read-only with ``recover=True`` (``src`` is
+never changed), which checks every page's checksum where the checksums mean something and notes
+what fails instead of raising (:attr:`offheap.memory.Arena.damage`); the report says what was
+checked (:attr:`SalvageReport.checksums`). It reads every collection *defensively*, inside one
+read section (a writer's commit waits), and writes what passes into a fresh file at ``dst``
+with ``durability="commit"``, of the same kind as ``src``: a DB, a standalone TreeMap or a
+standalone LongHashMap. It returns a :class:`SalvageReport`.
 
 Nothing is copied wrong; what cannot be shown consistent is skipped and counted:
 
+- Pages that failed their checksum: a record whose bytes, or whose entry in the record index,
+  touch such a page is not read at all (a tree node is skipped with everything below it), nor
+  is a hash slot whose key, distance or value word does; these are counted apart
+  (``damaged_records``, ``damaged_entries``). Damaged store metadata (the arena's root) or a
+  damaged collection metadata record means nothing of that store or collection is read.
 - TreeMap: the tree is walked from the root its metadata names. An inner node must decode and
   its separators must rise strictly inside the bounds its parent gives it; a leaf must decode,
   keys and every value, and its keys must rise strictly inside its bounds ``[lo, hi)``. A node
@@ -29,10 +35,9 @@ still in a write cache, and metadata newer than the last flush, are gone. Salvag
 consistent subset of what reached the file, not the state at the moment of the crash.
 
 What the checks cannot see: without checksums, a flipped bit inside a value that still decodes
-(a digit of a number, a byte of a string) looks like any other value. Such a file's pages are
-checked only when its checksums mean something: a file closed cleanly whose pages all match is
-read fully verified; one whose checksums fail, or a none-mode file left open (whose checksums
-describe its last clean close), is read with structural checks alone, and the report says so.
+(a digit of a number, a byte of a string) looks like any other value. A none-mode file left open
+has checksums only as of its last clean close, so it is read with the structural checks alone,
+and the report says so; every other file has each page it is read from verified.
 """
 
 from __future__ import annotations
@@ -47,10 +52,11 @@ from offheap.errors import CorruptionError
 from offheap.hashmap import LongHashMap, homes_of
 from offheap.hashmap import parse_meta as parse_table_meta
 from offheap.hashmap import standalone_meta_recid as hash_meta_recid
+from offheap.filedamage import FileDamage
 from offheap.memory import Arena
 from offheap.page import KEY_KINDS, decode_inner, decode_leaf
 from offheap.serializers import get_serializer
-from offheap.store import RecordStore
+from offheap.store import EMPTY_ADDR, RecordStore
 from offheap.treemap import TreeMap
 from offheap.treemap import parse_meta as parse_tree_meta
 from offheap.treemap import standalone_meta_recid as tree_meta_recid
@@ -72,12 +78,15 @@ class CollectionReport:
     recovered_entries: int = 0
     skipped_entries: int = 0  # read but rejected: misplaced, duplicated, out of order, bad value
     skipped_records: int = 0  # nodes or value records that could not be read or failed checks
+    damaged_entries: int = 0  # hash slots or value records on a page that failed its checksum
+    damaged_records: int = 0  # tree nodes on such a page (skipped with their subtree)
     error: str | None = None  # why nothing at all could be read
 
     @property
     def complete(self) -> bool:
         """Every entry the metadata promised was recovered and nothing was skipped."""
         return (self.error is None and not self.skipped_entries and not self.skipped_records
+                and not self.damaged_entries and not self.damaged_records
                 and self.recovered_entries == self.expected_entries)
 
 
@@ -88,13 +97,16 @@ class SalvageReport:
     source: str
     destination: str
     kind: str  # "db", "tree_map" or "hash_map"
-    checksums: str = "verified"  # or why the pages were read without them
+    checksums: str = "verified"  # else what failed, or why the pages were read without them
+    failed_pages: int = 0  # live pages whose checksum failed (what touches them was skipped)
+    lost_bytes: int = 0  # file bytes no intact extent tag covers (the extents there are lost)
     collections: list[CollectionReport] = field(default_factory=list)
     error: str | None = None  # why the source's store could not be read at all
 
     @property
     def verified(self) -> bool:
-        """Every page read had its checksum checked (a file closed cleanly and undamaged)."""
+        """Every live page passed its checksum and every extent tag its checks (a file closed
+        cleanly and undamaged)."""
         return self.checksums == "verified"
 
     @property
@@ -114,6 +126,9 @@ class SalvageReport:
             expected = "?" if c.expected_entries is None else f"{c.expected_entries:,}"
             line = (f"  {c.name} ({c.kind}): {c.recovered_entries:,} of {expected} entries, "
                     f"{c.skipped_entries:,} entries and {c.skipped_records:,} records skipped")
+            if c.damaged_entries or c.damaged_records:
+                line += (f", {c.damaged_entries:,} entries and {c.damaged_records:,} records on "
+                         f"pages that failed their checksum")
             lines.append(line + ("" if c.error is None else f"; {c.error}"))
         return "\n".join(lines)
 
@@ -122,20 +137,22 @@ def salvage(src, dst) -> SalvageReport:
     """Copy every consistent entry of file ``src`` into a new file ``dst``; see the module doc.
 
     ``dst`` must not exist (FileExistsError). Raises :class:`CorruptionError` only when ``src``
-    is not an offheap file at all (bad magic, unreadable header); any damage beyond that is
-    reported, not raised.
+    cannot be read as an arena at all (bad magic, unreadable header, checksum extent or root
+    extent gone); any damage beyond that is reported, not raised.
     """
     src, dst = os.fspath(src), os.fspath(dst)
     if os.path.exists(dst):
         raise FileExistsError(f"salvage writes a new file; {dst!r} already exists")
-    try:
-        arena, checksums = Arena.file(src, readonly=True), "verified"
-    except CorruptionError as exc:  # unclean or damaged: read without the checksums
-        arena, checksums = Arena.file(src, readonly=True, recover=True), f"not used ({exc})"
+    arena = Arena.file(src, readonly=True, recover=True)
     try:
         with arena.read_section():
-            report = SalvageReport(src, dst, "db", checksums)
+            damage = arena.damage
+            report = SalvageReport(src, dst, "db", _describe_checksums(src, damage),
+                                   len(damage.failed_pages), damage.lost_bytes)
             try:
+                if damage.root_failed:
+                    raise CorruptionError("its metadata (the arena's root) lies on a page that "
+                                          "failed its checksum")
                 store = RecordStore.open_damaged(arena)
             except CorruptionError as exc:
                 report.error = f"the record store is unreadable: {exc}"
@@ -145,6 +162,60 @@ def salvage(src, dst) -> SalvageReport:
             return report
     finally:
         arena.close()
+
+
+def _describe_checksums(path: str, damage: FileDamage) -> str:
+    """What :attr:`SalvageReport.checksums` says about the pages salvage reads."""
+    if damage.clean:
+        return "verified"
+    if damage.left_open:
+        notes = [f"not used ({path!r} was not closed cleanly: a writer with durability='none' "
+                 f"had it open, so its checksums describe its last clean close; structural "
+                 f"checks only)"]
+    elif not damage.checked:
+        notes = ["not checked"]
+    elif damage.failed_pages:
+        notes = [f"{len(damage.failed_pages):,} pages failed their checksum (at offsets "
+                 + ", ".join(f"{o}+{n}" for o, n in damage.failed_ranges[:5])
+                 + (", ..." if len(damage.failed_ranges) > 5 else "")
+                 + "): every record and slot on them was skipped; every other page passed"]
+    else:
+        notes = ["every live page passed"]
+    if damage.checked and not damage.table_intact:
+        notes.append("the checksum extent fails its own crc, so some of the pages it fails may "
+                     "be intact")
+    if damage.lost_ranges:
+        notes.append(f"{damage.lost_bytes:,} bytes lie where no intact extent tag is (from "
+                     f"offset {damage.lost_ranges[0][0]}): the extents there are lost")
+    return "; ".join(notes)
+
+
+class _DamagedRecord(CorruptionError):
+    """A record, or its entry in the record index, lies on a page that failed its checksum."""
+
+
+def _read_record(store: RecordStore, recid: int) -> bytes:
+    """Record ``recid`` through :meth:`RecordStore.get_checked`, refused with
+    :class:`_DamagedRecord` when its bytes or its index entry touch a page that failed its
+    checksum. The index entry is checked first: a damaged address may point anywhere.
+
+    The location follows the store's layout (:mod:`offheap.store`): the index extent holds
+    ``capacity`` u64 addresses (segment << 32 | position) then ``capacity`` u32 sizes.
+    """
+    arena = store.arena
+    if arena.damage is None or not arena.damage.failed_pages:
+        return store.get_checked(recid)
+    index, capacity = store._index_extent, store._index_capacity
+    if 0 < recid < capacity and (arena.damaged_items(index, 8, 1, 8 * recid)[0]
+                                 or arena.damaged_items(index, 4, 1, 8 * capacity + 4 * recid)[0]):
+        raise _DamagedRecord(f"record {recid}'s index entry lies on a page that failed its "
+                             f"checksum")
+    data = store.get_checked(recid)
+    addr = store._live_addr(recid)
+    if addr != EMPTY_ADDR and arena.damaged_items(store._segments[addr >> 32], len(data), 1,
+                                                  addr & 0xFFFF_FFFF)[0]:
+        raise _DamagedRecord(f"record {recid} lies on a page that failed its checksum")
+    return data
 
 
 def _salvage_store(store: RecordStore, dst: str, report: SalvageReport) -> None:
@@ -224,7 +295,7 @@ def _copy_standalone_hash(store: RecordStore, meta_recid: int, dst: str,
 
 def _tree_meta(store: RecordStore, meta_recid: int, report: CollectionReport):
     try:
-        meta = parse_tree_meta(store.get_checked(meta_recid))
+        meta = parse_tree_meta(_read_record(store, meta_recid))
         key_kind, node_size = meta.options.get("key"), meta.options.get("node_size")
         get_serializer(meta.options.get("value"))
         if key_kind not in KEY_KINDS:
@@ -253,7 +324,7 @@ def read_tree(store: RecordStore, meta, report: CollectionReport):
             continue
         seen.add(recid)
         try:
-            page = store.get_checked(recid)
+            page = _read_record(store, recid)
             if not page:
                 raise CorruptionError("empty page")
             if page[0] & 1:
@@ -267,6 +338,9 @@ def read_tree(store: RecordStore, meta, report: CollectionReport):
             if len(values) != len(keys):
                 raise CorruptionError("leaf keys and values differ in number")
             _check_rising(keys, lo, hi)
+        except _DamagedRecord:
+            report.damaged_records += 1
+            continue
         except Exception:  # a damaged record may fail in any decoder
             report.skipped_records += 1
             continue
@@ -297,7 +371,7 @@ def _copy_tree(store: RecordStore, meta, tree, report: CollectionReport, commit)
 
 def _table_meta(store: RecordStore, meta_recid: int, report: CollectionReport):
     try:
-        meta = parse_table_meta(store.get_checked(meta_recid))
+        meta = parse_table_meta(_read_record(store, meta_recid))
         get_serializer(meta.value)
     except Exception as exc:  # a damaged record may fail in any decoder
         report.error = f"metadata record {meta_recid} is unreadable: {exc}"
@@ -323,6 +397,11 @@ def read_table(store: RecordStore, meta, report: CollectionReport):
         report.error = f"the table's arrays are unreadable: {exc}"
         return
     occupied = np.flatnonzero(dist)
+    on_failed_pages = (arena.damaged_items(keys_off, 8, n_slots)
+                       | arena.damaged_items(dist_off, 1, n_slots)
+                       | arena.damaged_items(vals_off, value_dtype.itemsize, n_slots))[occupied]
+    report.damaged_entries += int(on_failed_pages.sum())
+    occupied = occupied[~on_failed_pages]
     placed = homes_of(keys[occupied], meta.homes) + dist[occupied].astype(np.int64) - 1 == occupied
     report.skipped_entries += int((~placed).sum())
     occupied = occupied[placed]
@@ -341,6 +420,9 @@ def read_table(store: RecordStore, meta, report: CollectionReport):
         for key, word in zip(keys[slots].tolist(), words[slots].tolist()):
             try:
                 good_values.append(_decode_word(store, serializer, int(word)))
+            except _DamagedRecord:
+                report.damaged_entries += 1
+                continue
             except Exception:  # a damaged record may fail in any decoder
                 report.skipped_entries += 1
                 continue
@@ -351,7 +433,7 @@ def read_table(store: RecordStore, meta, report: CollectionReport):
 def _decode_word(store: RecordStore, serializer, word: int):
     length = word & 0xFF
     if length == EXTERNAL:
-        return serializer.loads(store.get_checked(word >> 8))
+        return serializer.loads(_read_record(store, word >> 8))
     if length > 7:
         raise CorruptionError(f"slot word with inline length {length}")
     return serializer.loads((word >> 8).to_bytes(length, "little"))

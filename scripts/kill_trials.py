@@ -349,8 +349,8 @@ def verify_unclean(db_path: str, history: tuple[dict, dict], records: list,
         outcome.salvage_store_lost += 1
         outcome.details.append(f"trial {outcome.trials}: salvage found no readable store: "
                                f"{report.error}")
-    outcome.salvage_skips += sum(c.skipped_entries + c.skipped_records
-                                 for c in report.collections)
+    outcome.salvage_skips += sum(c.skipped_entries + c.skipped_records + c.damaged_entries
+                                 + c.damaged_records for c in report.collections)
     _check_nothing_invented(rescued, history, outcome, durability="commit")
     os.replace(rescued, db_path)
 

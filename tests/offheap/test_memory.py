@@ -1,6 +1,7 @@
 """Arena: accounting, the hard limit, file persistence in both durability modes, damaged files."""
 
 import os
+import shutil
 
 import numpy as np
 import pytest
@@ -12,6 +13,7 @@ from offheap.errors import (
     ReadOnlyError,
     TransactionError,
 )
+from offheap.arenaformat import TAG_BYTES
 from offheap.memory import HEADER_BYTES, PAGE_BYTES, Arena
 
 MODES = ["commit", "none"]
@@ -294,3 +296,57 @@ def test_damaged_files_raise_corruption(tmp_path, damage, durability):
             Arena.file(path, readonly=True)
         with Arena.file(path, readonly=True, verify=False) as arena:
             assert arena.root == b"hello"
+
+
+@pytest.mark.parametrize("durability", MODES)
+def test_recover_reports_the_pages_that_fail_their_checksums(tmp_path, durability):
+    path = tmp_path / "a.offheap"
+    with Arena.file(path, durability=durability) as arena:
+        offset = arena.allocate(10 * PAGE_BYTES)
+        arena.array(offset, np.uint8, 10 * PAGE_BYTES)[:] = 5
+        arena.set_root(b"r" * 5000)
+        arena.commit()
+        root_offset = arena._root_offset
+    clean = path.read_bytes()
+    with Arena.file(path, readonly=True, recover=True) as arena:
+        assert arena.damage.clean and arena.damage.checked and not arena.damage.left_open
+    data = bytearray(clean)
+    for page in (2, 3, 7):
+        data[offset + page * PAGE_BYTES + 100] ^= 0x10
+    path.write_bytes(bytes(data))
+    with Arena.file(path, readonly=True, recover=True) as arena:
+        damage = arena.damage
+        failed = [offset + page * PAGE_BYTES for page in (2, 3, 7)]
+        assert damage.failed_pages == tuple(failed) and damage.table_intact
+        assert damage.failed_ranges == ((failed[0], 2 * PAGE_BYTES), (failed[2], PAGE_BYTES))
+        assert not damage.root_failed and arena.root == b"r" * 5000
+        # u32 items of the payload: the first page holds 1008 of them after the tag
+        items = arena.damaged_items(offset, 4, 10 * PAGE_BYTES // 4 - 16)
+        expected = np.zeros(len(items), bool)
+        for page in (2, 3, 7):
+            expected[page * 1024 - 16: (page + 1) * 1024 - 16] = True
+        assert (items == expected).all()
+        assert not arena.damaged_items(root_offset, 1, 5000).any()
+    with Arena.file(path, readonly=True, recover=True, verify=False) as arena:
+        assert not arena.damage.checked and not arena.damage.failed_pages
+    data = bytearray(clean)
+    data[root_offset + PAGE_BYTES] ^= 1  # the second page of the root extent
+    data[HEADER_BYTES + TAG_BYTES + 4 * (offset // PAGE_BYTES + 9)] ^= 1  # one checksum entry
+    path.write_bytes(bytes(data))
+    with Arena.file(path, readonly=True, recover=True) as arena:
+        damage = arena.damage
+        assert damage.root_failed and not damage.table_intact
+        assert damage.failed_pages == (offset + 9 * PAGE_BYTES, root_offset + PAGE_BYTES)
+
+
+def test_recover_does_not_check_a_file_left_open_without_transactions(tmp_path):
+    path, image = tmp_path / "a.offheap", tmp_path / "image"
+    with Arena.file(path, durability="none") as arena:
+        offset = arena.allocate(PAGE_BYTES)
+        arena.flush()
+        arena.array(offset, np.uint8, 10)[:] = 1  # differs from the checksum of the last close
+        shutil.copyfile(path, image)
+    with Arena.file(image, readonly=True, recover=True) as arena:
+        assert arena.damage.left_open and not arena.damage.checked
+        assert arena.damage.failed_pages == () and not arena.damage.clean
+        assert not arena.damaged_items(offset, 1, 10).any()

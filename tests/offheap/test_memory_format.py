@@ -28,6 +28,7 @@ from offheap.arenaformat import (
     parse_tag,
 )
 from offheap.errors import CorruptionError
+from offheap.filedamage import FileDamage
 from offheap.freespace import FreeSpace, cut_tail, merged
 from offheap.memory import Arena
 from offheap.pagecrc import ChecksumTable, page_crcs
@@ -197,6 +198,21 @@ def test_page_crcs_and_the_checksum_table():
     assert grown.image[:TAG_BYTES] == encode_tag(3 * PAGE_BYTES, 0, CHECKSUMS)
     assert grown.mismatches(np.array([5, 6]), np.array([1, 9], np.uint32)).tolist() == [6]
     assert grown.crc() == zlib.crc32(bytes(grown.image))
+
+
+def test_file_damage_names_the_items_on_failed_pages():
+    damage = FileDamage(checked=True, failed_pages=(3 * 4096, 4 * 4096, 9 * 4096))
+    assert damage.failed_ranges == ((3 * 4096, 2 * 4096), (9 * 4096, 4096))
+    assert not damage.clean and FileDamage(checked=True).clean and not FileDamage().clean
+    # u64 items from offset 12288 - 16: items 0 and 1 lie before page 3, 2 .. 1025 on 3 and 4
+    touched = damage.items_touching(3 * 4096 - 16, 8, 4000)
+    assert np.flatnonzero(touched).tolist() == list(range(2, 1026)) + list(range(3074, 3586))
+    # an item straddling a page edge touches both pages; a 3-byte item at 4095 touches page 0
+    assert FileDamage(failed_pages=(4096,)).items_touching(4090, 10, 1).tolist() == [True]
+    assert FileDamage(failed_pages=(4096,)).items_touching(4093, 3, 1).tolist() == [False]
+    assert FileDamage(failed_pages=(4096,)).items_touching(4094, 3, 2).tolist() == [True, True]
+    assert damage.items_touching(0, 0, 3).tolist() == [False] * 3
+    assert FileDamage(lost_ranges=((8192, 4096), (20480, 8192))).lost_bytes == 12288
 
 
 # -- locks and holes ----------------------------------------------------------------------------
