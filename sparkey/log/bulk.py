@@ -27,10 +27,13 @@ import concurrent.futures
 import dataclasses
 import functools
 import itertools
+import threading
 from collections.abc import Mapping
 
 import numpy as np
+import zstandard
 
+from sparkey.codec import ZSTD_LEVEL, ZstdCodec
 from sparkey.format import vlq_encode
 from sparkey.log.framing import BlockCutter, frame_puts
 from sparkey.packed import PackedBytes, as_column
@@ -172,17 +175,36 @@ class _InlineExecutor:
 
 
 _vlq_prefix = functools.lru_cache(maxsize=1 << 16)(vlq_encode)
+_per_thread = threading.local()
+
+
+def compress_blocks(codec, blocks):
+    """The payloads of ``blocks`` (non-empty buffers), byte for byte ``codec.compress`` of each.
+
+    zstd compresses the whole list in one call (``multi_compress_to_buffer``, with the
+    parameters of ``ZstdCodec``), so the GIL is released once per chunk rather than once per
+    4 KiB block: with short calls, two threads spend their time handing the GIL to each other
+    (docs/parallel-writes.md). Other codecs compress block by block.
+    """
+    if isinstance(codec, ZstdCodec):
+        try:
+            compressor = _per_thread.zstd
+        except AttributeError:
+            compressor = _per_thread.zstd = zstandard.ZstdCompressor(
+                level=ZSTD_LEVEL, write_content_size=True)
+        return list(compressor.multi_compress_to_buffer(blocks, threads=0))
+    return [codec.compress(block) for block in blocks]
 
 
 def encode_blocks(codec, carry, stream, ends):
     """``VLQ(len) payload`` of each closed block; the first one starts with ``carry``.
 
-    The Python work is a slice, a compress call and a cached prefix per block.
+    The Python work is a slice and a cached prefix per block.
     """
     view = memoryview(stream)
-    compress = codec.compress
-    payloads = [compress(carry + view[:ends[0]] if carry else view[:ends[0]])]
-    payloads += [compress(view[start:end]) for start, end in zip(ends, ends[1:])]
+    blocks = [carry + view[:ends[0]] if carry else view[:ends[0]]]
+    blocks += [view[start:end] for start, end in zip(ends, ends[1:])]
+    payloads = compress_blocks(codec, blocks)
     parts = [b""] * (2 * len(payloads))
     parts[0::2] = map(_vlq_prefix, map(len, payloads))
     parts[1::2] = payloads

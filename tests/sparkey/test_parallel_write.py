@@ -171,19 +171,18 @@ def test_duplicate_keys_last_write_wins(tmp_path, small_chunks, compression):
         assert [(e.key, e.value) for e in log] == entries
 
 
-def _fail_compress_after(monkeypatch, compression, calls):
-    """Make the shared codec of ``compression`` raise from its call number ``calls + 1`` on."""
-    codec = codec_for(sparkey.Compression.parse(compression))
-    original = codec.compress
+def _fail_compress_after(monkeypatch, calls):
+    """Make block compression raise from its call number ``calls + 1`` on (one call per chunk)."""
+    original = bulk.compress_blocks
     count = [0]
 
-    def compress(block):
+    def compress_blocks(codec, blocks):
         count[0] += 1
         if count[0] > calls:
             raise OSError("compressor failed")
-        return original(block)
+        return original(codec, blocks)
 
-    monkeypatch.setattr(codec, "compress", compress)
+    monkeypatch.setattr(bulk, "compress_blocks", compress_blocks)
 
 
 @pytest.mark.parametrize("compression", ["snappy", "zstd"])
@@ -194,7 +193,7 @@ def test_failing_compressor_leaves_a_valid_log_of_whole_blocks(
     path = tmp_path / "log.spl"
     writer = sparkey.LogWriter(path, compression, 64, file_identifier=11)
     writer.put(b"before", b"put")
-    _fail_compress_after(monkeypatch, compression, 40)
+    _fail_compress_after(monkeypatch, 12)
     with pytest.raises(OSError, match="compressor failed"):
         writer.put_many(entries, parallelism=parallelism, threshold=0)
     monkeypatch.undo()
@@ -326,3 +325,12 @@ def test_golden_vectors_replayed_with_put_many_match_put(vector, tmp_path):
         else:
             assert ([block for _, block in decompressed_blocks(ours)]
                     == [block for _, block in decompressed_blocks(vector.log_path)])
+
+
+@pytest.mark.parametrize("compression", ["snappy", "zstd"])
+def test_compress_blocks_equals_the_codec_block_by_block(compression):
+    """zstd compresses a chunk's blocks in one call; each frame must still be the codec's."""
+    codec = codec_for(sparkey.Compression.parse(compression))
+    blocks = [bytes(range(i % 256)) * (1 + i % 40) for i in range(1, 300)]
+    assert [bytes(payload) for payload in bulk.compress_blocks(codec, blocks)] == [
+        codec.compress(block) for block in blocks]
