@@ -1,4 +1,4 @@
-"""The arena file format, version 2 (layer 3, pure: bytes in, values out; no IO).
+"""The arena file format, version 3 (layer 3, pure: bytes in, values out; no IO).
 
 A file arena is one header page followed by *extents*, back to back, each a whole number of
 pages. All integers are little-endian. ``PAGE_BYTES`` is the system page (4 KiB on x86-64 and
@@ -7,7 +7,7 @@ arm64 Linux); the header records it, and a file written with another page size d
 Header, the first ``HEADER_BYTES`` (4096) bytes::
 
     0   8s  magic b"OFFHEAP\\x01"
-    8   u32 format version (2)
+    8   u32 format version (3)
     12  u32 crc32 of header bytes 16..4095
     16  u64 generation: +1 per commit (and per writer open without transactions)
     24  u64 file end: the extents end here; bytes past it are not part of the arena
@@ -15,11 +15,17 @@ Header, the first ``HEADER_BYTES`` (4096) bytes::
     40  u32 crc32 of the whole checksum extent (tag, entries, padding)
     44  u32 bytes covered by one page checksum (PAGE_BYTES)
     48  u8  durability of the last writer: 0 "none", 1 "commit"
-    49  u8  flags: bit 0 "open for writing" (a writer without transactions has the file)
+    49  u8  flags: bit 0 "open for writing" (a writer without transactions has the file),
+            bit 1 "replaced" (another file was renamed over this one's path: its readers
+            must open the path again)
     50  u16 zero
     52  u32 root blob length
     56  u64 root extent offset (0: the root blob is inline, below)
-    64  ... root blob, inline when it fits (up to INLINE_ROOT_BYTES), then zeros
+    64  u64 file id: random and non-zero, chosen when the file is created; every record of
+            the write-ahead log names it, so a log never applies to another file
+    72  ... root blob, inline when it fits (up to INLINE_ROOT_BYTES), then zeros
+
+Version 2 had no file id (the inline root began at 64); it is refused, as version 1 is.
 
 Extent tag, the first ``TAG_BYTES`` (64) bytes of every extent; the payload follows, so it is
 64-byte aligned::
@@ -51,16 +57,18 @@ PAGE_BYTES = mmap.PAGESIZE
 HEADER_BYTES = 4096
 TAG_BYTES = 64
 MAGIC = b"OFFHEAP\x01"
-FORMAT_VERSION = 2
-INLINE_ROOT_BYTES = HEADER_BYTES - 64
+FORMAT_VERSION = 3
 LIVE, FREE, CHECKSUMS = 1, 2, 3
 DURABILITY_CODES = {"none": 0, "commit": 1}
 FLAG_OPEN_FOR_WRITING = 1
+FLAG_REPLACED = 2
+_KNOWN_FLAGS = FLAG_OPEN_FOR_WRITING | FLAG_REPLACED
 
-_HEADER = struct.Struct("<8sIIQQQIIBBHIQ")
+_HEADER = struct.Struct("<8sIIQQQIIBBHIQQ")
 _TAG = struct.Struct("<8sQQI")
 _TAG_MAGIC = b"OHEXTENT"
-assert _HEADER.size == 64
+INLINE_ROOT_BYTES = HEADER_BYTES - _HEADER.size
+assert _HEADER.size == 72
 
 
 @dataclass(frozen=True)
@@ -76,6 +84,8 @@ class Header:
     root_offset: int
     root_length: int
     inline_root: bytes  # the root blob when root_offset == 0, else b""
+    file_id: int = 0
+    replaced: bool = False
 
 
 @dataclass(frozen=True)
@@ -89,11 +99,12 @@ class Tag:
 
 def encode_header(header: Header) -> bytes:
     """The ``HEADER_BYTES`` bytes of ``header``."""
-    flags = FLAG_OPEN_FOR_WRITING if header.open_for_writing else 0
+    flags = ((FLAG_OPEN_FOR_WRITING if header.open_for_writing else 0)
+             | (FLAG_REPLACED if header.replaced else 0))
     fields = _HEADER.pack(MAGIC, FORMAT_VERSION, 0, header.generation, header.end,
                           header.checksum_offset, header.checksum_crc, PAGE_BYTES,
                           DURABILITY_CODES[header.durability], flags, 0, header.root_length,
-                          header.root_offset)
+                          header.root_offset, header.file_id)
     page = bytearray((fields + header.inline_root).ljust(HEADER_BYTES, b"\0"))
     struct.pack_into("<I", page, 12, zlib.crc32(memoryview(page)[16:]))
     return bytes(page)
@@ -104,11 +115,12 @@ def parse_header(page: bytes, path: str) -> Header:
     if len(page) < HEADER_BYTES or page[:8] != MAGIC:
         raise CorruptionError(f"{path!r} is not an offheap file (bad magic or shorter than its "
                               f"{HEADER_BYTES}-byte header)")
-    (_, version, crc, generation, end, checksum_offset, checksum_crc, page_bytes, durability,
-     flags, zero, root_length, root_offset) = _HEADER.unpack_from(page)
+    version = struct.unpack_from("<I", page, 8)[0]
     if version != FORMAT_VERSION:
         raise CorruptionError(f"{path!r} has format version {version}; this offheap reads "
                               f"{FORMAT_VERSION}: rewrite it with the offheap that made it")
+    (_, _, crc, generation, end, checksum_offset, checksum_crc, page_bytes, durability, flags,
+     zero, root_length, root_offset, file_id) = _HEADER.unpack_from(page)
     if zlib.crc32(memoryview(page)[16:HEADER_BYTES]) != crc:
         raise CorruptionError(f"{path!r}: header checksum mismatch at offset 0 "
                               f"(the header is damaged)")
@@ -116,8 +128,8 @@ def parse_header(page: bytes, path: str) -> Header:
     problem = None
     if page_bytes != PAGE_BYTES:
         problem = f"it was written with {page_bytes}-byte pages, this system has {PAGE_BYTES}"
-    elif durability not in codes or flags & ~FLAG_OPEN_FOR_WRITING or zero:
-        problem = "unknown durability or flags"
+    elif durability not in codes or flags & ~_KNOWN_FLAGS or zero or not file_id:
+        problem = "unknown durability or flags, or no file id"
     elif end < HEADER_BYTES or end % PAGE_BYTES:
         problem = f"file end {end} is not a whole number of pages after the header"
     elif not HEADER_BYTES <= checksum_offset < end or checksum_offset % PAGE_BYTES:
@@ -130,7 +142,8 @@ def parse_header(page: bytes, path: str) -> Header:
         raise CorruptionError(f"{path!r}: bad header at offset 0: {problem}")
     inline = b"" if root_offset else bytes(page[_HEADER.size: _HEADER.size + root_length])
     return Header(generation, end, checksum_offset, checksum_crc, codes[durability],
-                  bool(flags & FLAG_OPEN_FOR_WRITING), root_offset, root_length, inline)
+                  bool(flags & FLAG_OPEN_FOR_WRITING), root_offset, root_length, inline,
+                  file_id, bool(flags & FLAG_REPLACED))
 
 
 def encode_tag(size: int, payload: int, state: int) -> bytes:

@@ -353,9 +353,12 @@ class DB:
         file (full leaves, hash tables sized to their entries), and rename it over this one.
 
         Atomic: a crash before the rename leaves this file as it was committed (a leftover
-        ``PATH.compact`` is removed by the next writer), after it the compacted file. Refused
-        while readers hold the file, since they would keep reading the old one. Open collections
-        stay usable and re-read their state from the new file.
+        ``PATH.compact`` is removed by the next writer), after it the compacted file. The new
+        file is written, committed and renamed under its own writer lock, which this DB keeps
+        (:meth:`Arena.replace`), so the path never names a file without its writer. Refused
+        while readers hold the file; a reader that opens it before the rename gets ClosedError
+        from its next operation. Open collections stay usable and re-read their state from the
+        new file.
         """
         with self.lock:
             self._check_writable()
@@ -367,25 +370,31 @@ class DB:
                 raise LockedError(f"{arena.path!r} is open in read-only processes; compact() "
                                   f"would leave them on the old file: close them first")
             self.commit()
-            path, tmp = arena.path, arena.path + COMPACT_SUFFIX
+            path = arena.path
             _remove_stale_compaction(path)
-            copy = RecordStore.file(tmp, limit_bytes=arena.limit_bytes,
+            copy = RecordStore.file(path + COMPACT_SUFFIX, limit_bytes=arena.limit_bytes,
                                     durability=self.durability,
                                     index_capacity=len(self._store) + 16)
-            with DB(copy) as target:
+            target = DB(copy)
+            try:
                 for name, entry in sorted(self._catalog.items()):
                     opener = self.tree_map if entry["kind"] == "tree_map" else self.hash_map
                     _copy_collection(opener(name), name, entry, target)
+                target.commit()
+            except BaseException:
+                copy.close(save=False)
+                _remove_stale_compaction(path)
+                raise
+            finally:
+                for collection in target._open.values():
+                    collection._invalidate()
             for collection in self._open.values():
                 if not collection.closed:
                     collection._release()
             self._store.release_views()
-            os.replace(tmp, path)
-            _fsync_directory(path)
-            options = dict(limit_bytes=arena.limit_bytes, durability=self.durability,
-                           verify=False, recover=False)
-            arena.close()
-            self._store.switch_arena(Arena.file(path, **options))
+            copy.release_views()
+            copy.arena.replace(arena)
+            self._store.switch_arena(copy.arena)
             self._catalog = parse_catalog(self._store.root)
             for name, collection in list(self._open.items()):
                 if collection.closed:

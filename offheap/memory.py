@@ -37,7 +37,10 @@ Sharing between processes (:mod:`offheap.filelocks`): one writer at a time; read
 ``MAP_SHARED`` read-only and do their reads inside :meth:`Arena.read_section`, which excludes a
 commit being applied and picks up the commits made since. Readers and a writer share a file only
 with ``durability="commit"``. While readers exist the writer never makes the file shorter: it
-punches holes into space it frees instead (:mod:`offheap.fileholes`).
+punches holes into space it frees instead (:mod:`offheap.fileholes`). :meth:`Arena.replace`
+renames a writer's file over another's path without releasing its lock (compaction); the file
+it replaces is flagged so that its readers stop. Each file has a random id in its header that
+every log record names, so a log is never applied to another file.
 
 Thread safety: none; the owner of an arena serializes access to it.
 """
@@ -46,6 +49,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import dataclasses
 import functools
 import mmap
 import os
@@ -140,6 +144,7 @@ class _FileState:
     table_offset: int
     root: bytes
     root_offset: int
+    file_id: int
     damage: FileDamage | None = None  # recover mode: what the open found wrong
 
 
@@ -217,6 +222,11 @@ def _placement(space: FreeSpace, end: int, capacity_pages: int,
     return offset, end, extent_bytes_for(n_pages)
 
 
+def _new_file_id() -> int:
+    """A random non-zero u64 for the header of a new file."""
+    return int.from_bytes(os.urandom(8), "little") or 1
+
+
 def _fsync_directory(path: str) -> None:
     fd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
     try:
@@ -260,6 +270,7 @@ class Arena:
         self._root = b""
         self._root_offset = 0
         self._generation = 0
+        self._file_id = 0  # see arenaformat: chosen at creation, named by every log record
         self._recover = False
         self._damage: FileDamage | None = None
         self._committed: _FileState | None = None  # commit mode: what rollback returns to
@@ -646,11 +657,64 @@ class Arena:
                 if all_unmapped and self._committed is not None:
                     self._end = self._committed.end
                     self._trim_file()
-                if self._log_fd is not None:
-                    with contextlib.suppress(FileNotFoundError):
-                        os.unlink(self._log_path)
+                self._remove_own_log()
             self._release_files()
             self._closed = True
+
+    def replace(self, other: Arena) -> None:
+        """Rename this arena's file over ``other``'s path and close ``other``: a compaction's
+        last step, with no moment in which the path names a file without its writer.
+
+        Both are writers in this process. This arena holds its file's writer lock from creation,
+        and the lock belongs to the open file, so it holds through the rename: any other
+        process opening the path finds either file locked. From here on this arena uses
+        ``other``'s path (and its ``PATH-wal`` at the next commit); its own empty log goes.
+        ``other``'s file is flagged "replaced" under the checkpoint lock, so a reader still on
+        it raises ClosedError at its next read section instead of reading a file nobody
+        writes; ``other`` is closed without committing and without the clean-close work meant
+        for a file that is opened again. Call between commits of both.
+        """
+        self._check_writable()
+        other._check_writable()
+        if self._fd is None or other._fd is None:
+            raise ValueError("replace() renames files: both arenas must be file arenas")
+        if self._log_fd is not None:
+            os.close(self._log_fd)
+            self._log_fd = None
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self._log_path)
+        os.replace(self.path, other.path)
+        _fsync_directory(other.path)
+        self.path = other.path
+        other._retire()
+
+    def _retire(self) -> None:
+        """Flag this writer's file "replaced" for its readers and release it (see replace)."""
+        try:
+            filelocks.lock(self._fd, filelocks.CHECKPOINT, exclusive=True)
+            try:
+                header = parse_header(os.pread(self._fd, HEADER_BYTES, 0), self.path)
+                wal.pwrite_all(self._fd, encode_header(dataclasses.replace(header,
+                                                                           replaced=True)), 0)
+            finally:
+                filelocks.unlock(self._fd, filelocks.CHECKPOINT)
+        finally:
+            for offset, mm in list(self._maps.items()):
+                self._unmap(offset, mm)
+            self._remove_own_log()
+            self._release_files()
+            self._closed = True
+
+    def _remove_own_log(self) -> None:
+        """Remove ``PATH-wal`` if this arena opened it and the path still names that file
+        (after :meth:`replace` the name belongs to the file renamed over ours)."""
+        if self._log_fd is None:
+            return
+        mine = os.fstat(self._log_fd)
+        with contextlib.suppress(FileNotFoundError):
+            named = os.stat(self._log_path)
+            if (named.st_dev, named.st_ino) == (mine.st_dev, mine.st_ino):
+                os.unlink(self._log_path)
 
     def __enter__(self) -> Arena:
         return self
@@ -891,14 +955,17 @@ class Arena:
             os.close(fd)
 
     def _record_applies(self, fd: int, record: wal.Record) -> bool:
-        """A record applies when the file is at its base generation, or at its new one (the
-        copy into the file may have been cut short), or has a header too torn to tell."""
+        """A record applies when it names this file's id and the file is at its base
+        generation, or at its new one (the copy into the file may have been cut short), or when
+        the header is too torn to read and the record rewrites it: only a checkpoint writes the
+        header, right after syncing its own record, so such a log is the file's own."""
         try:
             header = parse_header(os.pread(fd, HEADER_BYTES, 0), self.path)
         except CorruptionError:
             return any(e.offset == 0 and e.kind == wal.BYTES and e.length >= HEADER_BYTES
                        for e in record.entries)
-        return header.generation in (record.base_generation, record.new_generation)
+        return (header.file_id == record.file_id
+                and header.generation in (record.base_generation, record.new_generation))
 
     def _recover_log(self, fd: int) -> None:
         """Apply a complete commit record found in ``PATH-wal`` to the file and remove the log;
@@ -934,6 +1001,7 @@ class Arena:
         os.ftruncate(self._fd, 0)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self._log_path)
+        self._file_id = _new_file_id()
         self._table = ChecksumTable.empty(PAGE_BYTES)
         self._table_offset = HEADER_BYTES
         self._end = HEADER_BYTES + PAGE_BYTES
@@ -1011,7 +1079,7 @@ class Arena:
                                 zlib.crc32(image) == header.checksum_crc, failed, root_failed,
                                 tuple(lost))
         return _FileState(header.generation, end, sizes, payload, free, table, table_at,
-                          root, header.root_offset, damage)
+                          root, header.root_offset, header.file_id, damage)
 
     def _walk_tags(self, recorded_end: int, limit: int, table_at: int, table_bytes: int):
         """The live extents (``sizes``, ``payload``), free extents and lost ranges that the tags
@@ -1101,16 +1169,20 @@ class Arena:
         self._space = FreeSpace(state.free)
         self._table, self._table_offset = state.table, state.table_offset
         self._root, self._root_offset = state.root, state.root_offset
+        self._file_id = state.file_id
         self._file_bytes = os.fstat(self._fd).st_size
 
     def _snapshot(self) -> _FileState:
         return _FileState(self._generation, self._end, dict(self._sizes), dict(self._payload),
                           dict(self._space.free), self._table, self._table_offset, self._root,
-                          self._root_offset)
+                          self._root_offset, self._file_id)
 
     def _reload_if_moved(self) -> bool:
         """A reader's check at the start of a read section (checkpoint lock held shared)."""
         header = parse_header(os.pread(self._fd, HEADER_BYTES, 0), self.path)
+        if header.replaced:
+            raise ClosedError(f"{self.path!r} was replaced by another file (a compaction renamed "
+                              f"a new file over it) since this reader opened it: open it again")
         if header.generation == self._generation:
             return False
         state = self._read_file_state(verify=False)
@@ -1162,8 +1234,9 @@ class Arena:
         if self._log_fd is None:
             self._log_fd = os.open(self._log_path, os.O_RDWR | os.O_CREAT, 0o644)
             _fsync_directory(self.path)
-        wal.write_record(self._log_fd, base_generation=self._generation,
-                         new_generation=generation, end=end, zero_ranges=zeroed, writes=writes)
+        wal.write_record(self._log_fd, file_id=self._file_id,
+                         base_generation=self._generation, new_generation=generation, end=end,
+                         zero_ranges=zeroed, writes=writes)
         try:
             self._checkpoint(writes, end, free)
             os.ftruncate(self._log_fd, 0)
@@ -1203,7 +1276,7 @@ class Arena:
         inline = b"" if self._root_offset else self._root
         return encode_header(Header(generation, end, self._table_offset, table.crc(),
                                     self.durability, open_for_writing, self._root_offset,
-                                    len(self._root), inline))
+                                    len(self._root), inline, self._file_id))
 
     # -- internals: durability="none" ---------------------------------------------------------
 

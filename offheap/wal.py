@@ -9,20 +9,24 @@ repaired by applying it again on the next open.
 Record layout (integers little-endian)::
 
     0   8s  magic b"OFFHWAL1"
-    8   u32 format version (1)
+    8   u32 format version (2)
     12  u32 number of entries
-    16  u64 base generation: the file generation the record applies to
-    24  u64 new generation: the file generation once it is applied
-    32  u64 new file end
-    40  u64 body bytes (every entry with its data)
-    48  entries, each a 24-byte head then its data:
+    16  u64 file id: the id in the header of the file the record belongs to
+    24  u64 base generation: the file generation the record applies to
+    32  u64 new generation: the file generation once it is applied
+    40  u64 new file end
+    48  u64 body bytes (every entry with its data)
+    56  entries, each a 24-byte head then its data:
         0   u64 file offset
         8   u64 length
         16  u32 kind: 1 the length bytes follow, 2 the range becomes zeros (nothing follows)
         20  u32 zero
     then an 8-byte trailer: u32 crc32 of every byte before it, 4s b"OHWE"
 
-Entries apply in order: the arena puts zero ranges first, so later bytes land on them.
+Entries apply in order: the arena puts zero ranges first, so later bytes land on them. The file
+id keeps a log from being applied to another file that took the path (a compaction renames a new
+file over it; a leftover log of the old one must not touch it). Version 1 had no file id; such a
+record is ignored like a torn one.
 Parsing reads headers and entry heads only; data is copied in chunks, so a record may be larger
 than memory.
 """
@@ -37,9 +41,9 @@ from dataclasses import dataclass
 from offheap.fileholes import zero_range
 
 MAGIC = b"OFFHWAL1"
-VERSION = 1
+VERSION = 2
 BYTES, ZEROS = 1, 2
-_HEAD = struct.Struct("<8sIIQQQQ")
+_HEAD = struct.Struct("<8sIIQQQQQ")
 _ENTRY = struct.Struct("<QQII")
 _TRAILER_MAGIC = b"OHWE"
 _TRAILER_BYTES = 8
@@ -61,15 +65,16 @@ class Entry:
 class Record:
     """A complete, crc-checked record."""
 
+    file_id: int
     base_generation: int
     new_generation: int
     end: int
     entries: tuple[Entry, ...]
 
 
-def encode_head(base_generation: int, new_generation: int, end: int, n_entries: int,
-                body_bytes: int) -> bytes:
-    return _HEAD.pack(MAGIC, VERSION, n_entries, base_generation, new_generation, end,
+def encode_head(file_id: int, base_generation: int, new_generation: int, end: int,
+                n_entries: int, body_bytes: int) -> bytes:
+    return _HEAD.pack(MAGIC, VERSION, n_entries, file_id, base_generation, new_generation, end,
                       body_bytes)
 
 
@@ -81,8 +86,9 @@ def encode_trailer(crc: int) -> bytes:
     return struct.pack("<I", crc) + _TRAILER_MAGIC
 
 
-def write_record(fd: int, *, base_generation: int, new_generation: int, end: int,
-                 zero_ranges: list[tuple[int, int]], writes: list[tuple[int, object]]) -> None:
+def write_record(fd: int, *, file_id: int, base_generation: int, new_generation: int,
+                 end: int, zero_ranges: list[tuple[int, int]],
+                 writes: list[tuple[int, object]]) -> None:
     """Replace the log's content with one record and sync it (fdatasync): the commit point.
 
     ``zero_ranges`` are ``(offset, length)``; ``writes`` are ``(offset, buffer)`` of bytes
@@ -95,8 +101,8 @@ def write_record(fd: int, *, base_generation: int, new_generation: int, end: int
         pieces.append(encode_entry_head(offset, len(data), BYTES))
         pieces.append(data)
     body_bytes = sum(len(piece) for piece in pieces)
-    head = encode_head(base_generation, new_generation, end, len(zero_ranges) + len(writes),
-                       body_bytes)
+    head = encode_head(file_id, base_generation, new_generation, end,
+                       len(zero_ranges) + len(writes), body_bytes)
     crc = zlib.crc32(head)
     if os.fstat(fd).st_size:
         os.ftruncate(fd, 0)
@@ -116,7 +122,7 @@ def read_record(fd: int) -> Record | None:
     head = os.pread(fd, _HEAD.size, 0)
     if len(head) < _HEAD.size:
         return None
-    magic, version, n_entries, base, new, end, body_bytes = _HEAD.unpack(head)
+    magic, version, n_entries, file_id, base, new, end, body_bytes = _HEAD.unpack(head)
     total = _HEAD.size + body_bytes
     if magic != MAGIC or version != VERSION or total + _TRAILER_BYTES > size:
         return None
@@ -140,7 +146,7 @@ def read_record(fd: int) -> Record | None:
             position += length
     if position != total or end > _MAX_FILE_OFFSET:
         return None
-    return Record(base, new, end, tuple(entries))
+    return Record(file_id, base, new, end, tuple(entries))
 
 
 def apply_record(log_fd: int, file_fd: int, record: Record) -> None:

@@ -327,6 +327,28 @@ def test_stale_log_is_ignored_and_removed(tmp_path, monkeypatch):
     assert not os.path.exists(f"{path}-wal")
 
 
+def test_a_log_never_applies_to_another_file_at_its_path(tmp_path, monkeypatch):
+    """A compaction renames a new file over the path; a log the old file left there (its
+    truncation lost in a crash) names the old file's id, so it is not applied even when the
+    new file's generation is the record's base generation."""
+    path, other = tmp_path / "a", tmp_path / "b"
+    _pending_commit(path, monkeypatch)  # a record of generation 1 -> 2
+    log_bytes = open(f"{path}-wal", "rb").read()
+    os.remove(f"{path}-wal")
+    with Arena.file(other) as arena:
+        arena.array(arena.allocate(100), np.uint8, 100)[:] = 9
+        arena.set_root(b"other")
+        arena.commit()
+        assert arena.generation == 1
+        content = arena_content(arena)
+    os.replace(other, path)
+    with open(f"{path}-wal", "wb") as log:
+        log.write(log_bytes)
+    assert _open_content(path, readonly=True) == (1, content)
+    assert _open_content(path) == (1, content)  # a writer removes the stale log
+    assert not os.path.exists(f"{path}-wal")
+
+
 def test_reader_applies_a_pending_commit_when_no_writer_lives(tmp_path, monkeypatch):
     path = tmp_path / "a"
     _, after = _pending_commit(path, monkeypatch)

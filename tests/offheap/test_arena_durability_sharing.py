@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from offheap import wal
-from offheap.errors import CapacityError, CorruptionError, LockedError
+from offheap.errors import CapacityError, ClosedError, CorruptionError, LockedError
 from offheap.memory import PAGE_BYTES, Arena
 from tests.offheap.arena_fuzz import arena_content
 
@@ -222,6 +222,64 @@ def test_reader_repairs_a_commit_its_dead_writer_left_half_copied(tmp_path):
     assert not os.path.exists(f"{path}-wal")
 
 
+# -- replacing a file (compaction) --------------------------------------------------------------
+
+@pytest.mark.parametrize("durability", ["commit", "none"])
+def test_replace_renames_a_file_over_another_keeping_its_writer_lock(tmp_path, durability):
+    path, copy_path = tmp_path / "a", tmp_path / "a.compact"
+    old = Arena.file(path, durability=durability)
+    old.set_root(b"old")
+    old.commit()
+    new = Arena.file(copy_path, durability=durability)
+    new.set_root(b"new")
+    new.commit()
+    new.replace(old)
+    assert old.closed and new.path == str(path) and not copy_path.exists()
+    assert not os.path.exists(f"{copy_path}-wal") and not os.path.exists(f"{path}-wal")
+    with pytest.raises(LockedError):
+        Arena.file(path, durability=durability)  # another open file, as another process has
+
+    def try_to_write(write_fd):
+        try:
+            Arena.file(path, durability=durability)
+        except LockedError:
+            os.write(write_fd, b"locked")
+        else:
+            os.write(write_fd, b"opened")
+
+    pid, read_fd = _fork(try_to_write)
+    assert os.read(read_fd, 10) == b"locked"
+    os.close(read_fd)
+    _wait(pid)
+    new.set_root(b"newer")
+    new.commit()
+    new.close()
+    assert not os.path.exists(f"{path}-wal")
+    with Arena.file(path, readonly=True) as arena:
+        assert arena.root == b"newer"
+
+
+def test_a_reader_of_a_replaced_file_is_told_to_open_it_again(tmp_path):
+    path = tmp_path / "a"
+    old = Arena.file(path)
+    old.set_root(b"old")
+    old.commit()
+    reader = Arena.file(path, readonly=True)  # opened before the rename, as a race allows
+    with reader.read_section():
+        assert reader.root == b"old"
+    new = Arena.file(tmp_path / "copy")
+    new.set_root(b"new")
+    new.commit()
+    new.replace(old)
+    with pytest.raises(ClosedError, match="replaced by another file.*open it again"):
+        with reader.read_section():
+            pass
+    reader.close()
+    new.close()
+    with Arena.file(path, readonly=True) as arena:
+        assert arena.root == b"new"
+
+
 # -- durability="none" --------------------------------------------------------------------------
 
 def test_none_mode_shares_nothing(tmp_path):
@@ -397,13 +455,15 @@ def test_none_mode_close_checksums_every_page(tmp_path):
 
 # -- format versions ----------------------------------------------------------------------------
 
-def test_format_version_1_is_refused_with_a_clear_message(tmp_path):
+@pytest.mark.parametrize("version", [1, 2])
+def test_older_format_versions_are_refused_with_a_clear_message(tmp_path, version):
     path = tmp_path / "old.offheap"
-    shutil.copy(GOLDEN / "arena_v1.offheap", path)
-    with pytest.raises(CorruptionError, match="format version 1; this offheap reads 2"):
+    shutil.copy(GOLDEN / f"arena_v{version}.offheap", path)
+    message = f"format version {version}; this offheap reads 3"
+    with pytest.raises(CorruptionError, match=message):
         Arena.file(path)
-    with pytest.raises(CorruptionError, match="format version 1; this offheap reads 2"):
-        Arena.file(path, readonly=True)
+    with pytest.raises(CorruptionError, match=message):
+        Arena.file(path, readonly=True, recover=True)
 
 
 def test_arena_content_survives_every_mode_switch(tmp_path):

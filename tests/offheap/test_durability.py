@@ -554,6 +554,59 @@ def test_compact_is_refused_while_readers_hold_the_file(tmp_path):
         db.compact()
 
 
+def test_compaction_never_leaves_the_path_without_its_writer(tmp_path):
+    """Another process tries to open the file for writing all through ten compactions (the
+    old file, the new one renamed over it): every attempt finds it locked."""
+    path, stop = tmp_path / "db", tmp_path / "stop"
+    with DB.file(path) as db:
+        db.tree_map("t").update({i: "x" * 30 for i in range(20_000)})
+        db.hash_map("h").put_many(np.arange(20_000), ["y" * 30] * 20_000)
+    prober = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import os
+        from offheap.errors import LockedError
+        from offheap.memory import Arena
+        attempts = opened = 0
+        print("ready", flush=True)
+        while not os.path.exists({str(stop)!r}):
+            attempts += 1
+            try:
+                Arena.file({str(path)!r}).close()
+                opened += 1
+            except LockedError:
+                pass
+        print(attempts, opened, flush=True)
+    """)], env=dict(os.environ, PYTHONPATH=REPOSITORY), stdout=subprocess.PIPE, text=True)
+    with DB.file(path) as db:
+        assert prober.stdout.readline().strip() == "ready"
+        tree, table = db.tree_map("t"), db.hash_map("h")
+        for round_ in range(10):
+            tree.delete_range(round_ * 1000, round_ * 1000 + 499)
+            table.delete_many(np.arange(round_ * 1000, round_ * 1000 + 500))
+            db.compact()
+        stop.touch()
+        attempts, opened = map(int, prober.stdout.readline().split())
+        assert prober.wait(30) == 0
+        assert len(tree) == len(table) == 15_000 and tree[999] == "x" * 30
+    assert attempts > 10 and opened == 0
+
+
+def test_a_reader_that_opens_before_the_rename_of_a_compaction_is_told(tmp_path, monkeypatch):
+    path = tmp_path / "db"
+    with DB.file(path) as db:
+        db.tree_map("t")[1] = "old"
+        db.commit()
+        with DB.file(path, readonly=True) as reader:  # as if it opened after the check
+            tree = reader.tree_map("t")
+            assert tree[1] == "old"
+            monkeypatch.setattr(Arena, "has_readers", lambda self: False)
+            db.compact()
+            with pytest.raises(ClosedError, match="replaced by another file"):
+                tree[1]
+        db.tree_map("t")[1] = "new"
+    with DB.file(path, readonly=True) as reader:
+        assert reader.tree_map("t")[1] == "new"
+
+
 def test_stats_adds_up(tmp_path):
     with DB.file(tmp_path / "db") as db:
         db.tree_map("t").update({i: "v" for i in range(10_000)})

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from offheap import fileholes, filelocks, wal
+from offheap import fileholes, filelocks, memory, wal
 from offheap.arenaformat import (
     CHECKSUMS,
     FREE,
@@ -38,8 +38,12 @@ GOLDEN = Path(__file__).parent / "golden"
 pytestmark = pytest.mark.skipif(PAGE_BYTES != 4096, reason="golden files use 4 KiB pages")
 
 
-def build_golden_arena(path) -> None:
-    """The operations that made ``golden/arena_v2.offheap`` (and its pending log)."""
+GOLDEN_FILE_ID = 0x0123456789ABCDEF
+
+
+def build_golden_arena(path, monkeypatch) -> None:
+    """The operations that made ``golden/arena_v3.offheap``; its file id is fixed."""
+    monkeypatch.setattr(memory, "_new_file_id", lambda: GOLDEN_FILE_ID)
     with Arena.file(path, create=True) as arena:
         first = arena.allocate(100)
         arena.array(first, np.uint8, 100)[:] = np.arange(100, dtype=np.uint8)
@@ -54,13 +58,13 @@ def build_golden_arena(path) -> None:
         arena.commit()
 
 
-def test_golden_arena_file_is_reproduced_byte_for_byte(tmp_path):
-    build_golden_arena(tmp_path / "a")
-    assert (tmp_path / "a").read_bytes() == (GOLDEN / "arena_v2.offheap").read_bytes()
+def test_golden_arena_file_is_reproduced_byte_for_byte(tmp_path, monkeypatch):
+    build_golden_arena(tmp_path / "a", monkeypatch)
+    assert (tmp_path / "a").read_bytes() == (GOLDEN / "arena_v3.offheap").read_bytes()
 
 
 def test_golden_arena_file_opens_with_its_content(tmp_path):
-    shutil.copy(GOLDEN / "arena_v2.offheap", tmp_path / "a")
+    shutil.copy(GOLDEN / "arena_v3.offheap", tmp_path / "a")
     with Arena.file(tmp_path / "a", readonly=True) as arena:
         root, payloads = arena_content(arena)
         assert root == b"inline root" and arena.generation == 2
@@ -71,16 +75,18 @@ def test_golden_arena_file_opens_with_its_content(tmp_path):
 
 
 def test_golden_header_fields_sit_where_the_spec_says():
-    data = (GOLDEN / "arena_v2.offheap").read_bytes()
+    data = (GOLDEN / "arena_v3.offheap").read_bytes()
     assert data[:8] == b"OFFHEAP\x01"
     version, crc, generation, end, checksum_at, checksum_crc, page_bytes = struct.unpack_from(
         "<IIQQQII", data, 8)
-    assert (version, generation, end, checksum_at, page_bytes) == (2, 2, 28672, 4096, 4096)
+    assert (version, generation, end, checksum_at, page_bytes) == (3, 2, 28672, 4096, 4096)
     assert crc == zlib.crc32(data[16:HEADER_BYTES])
     assert checksum_crc == zlib.crc32(data[4096:8192])
-    durability, flags, zero, root_length, root_offset = struct.unpack_from("<BBHIQ", data, 48)
+    durability, flags, zero, root_length, root_offset, file_id = struct.unpack_from(
+        "<BBHIQQ", data, 48)
     assert (durability, flags, zero, root_length, root_offset) == (1, 0, 0, 11, 0)
-    assert data[64:75] == b"inline root" and not any(data[75:HEADER_BYTES])
+    assert file_id == GOLDEN_FILE_ID
+    assert data[72:83] == b"inline root" and not any(data[83:HEADER_BYTES])
     magic, size, payload, state, tag_crc = struct.unpack_from("<8sQQII", data, 8192)
     assert (magic, size, payload, state) == (b"OHEXTENT", 4096, 100, LIVE)
     assert tag_crc == zlib.crc32(data[8192:8220])
@@ -93,14 +99,14 @@ def test_header_and_tag_encode_to_golden_bytes():
     header = encode_header(Header(generation=5, end=3 * 4096, checksum_offset=4096,
                                   checksum_crc=0x01020304, durability="none",
                                   open_for_writing=True, root_offset=0, root_length=2,
-                                  inline_root=b"hi"))
-    assert header[:66].hex() == (
-        "4f46464845415001" "02000000" + header[12:16].hex() + "0500000000000000"
-        "0030000000000000" "0010000000000000" "04030201" "00100000" "00" "01" "0000"
-        "02000000" "0000000000000000" "6869")
+                                  inline_root=b"hi", file_id=0x1122334455667788, replaced=True))
+    assert header[:74].hex() == (
+        "4f46464845415001" "03000000" + header[12:16].hex() + "0500000000000000"
+        "0030000000000000" "0010000000000000" "04030201" "00100000" "00" "03" "0000"
+        "02000000" "0000000000000000" "8877665544332211" "6869")
     assert header[12:16] == struct.pack("<I", zlib.crc32(header[16:]))
     assert parse_header(header, "x") == Header(5, 12288, 4096, 0x01020304, "none", True, 0, 2,
-                                               b"hi")
+                                               b"hi", 0x1122334455667788, True)
     assert encode_tag(8192, 100, LIVE).hex() == (
         "4f48455854454e54" "0020000000000000" "6400000000000000" "01000000" "8025d2f5"
         + "00" * 32)
@@ -108,11 +114,13 @@ def test_header_and_tag_encode_to_golden_bytes():
 
 
 @pytest.mark.parametrize("field, value", [("page_bytes", 8192), ("end", 4097), ("durability", 9),
-                                          ("checksum", 1 << 40), ("root", 8192 + 5)])
+                                          ("checksum", 1 << 40), ("root", 8192 + 5),
+                                          ("flags", 8), ("file_id", 0)])
 def test_header_with_impossible_fields_is_corrupt(field, value):
-    page = bytearray(encode_header(Header(1, 8192, 4096, 0, "commit", False, 0, 0, b"")))
+    page = bytearray(encode_header(Header(1, 8192, 4096, 0, "commit", False, 0, 0, b"", 7)))
     position, fmt = {"page_bytes": (44, "<I"), "end": (24, "<Q"), "durability": (48, "<B"),
-                     "checksum": (32, "<Q"), "root": (56, "<Q")}[field]
+                     "checksum": (32, "<Q"), "root": (56, "<Q"), "flags": (49, "<B"),
+                     "file_id": (64, "<Q")}[field]
     struct.pack_into(fmt, page, position, value)
     struct.pack_into("<I", page, 12, zlib.crc32(page[16:]))
     with pytest.raises(CorruptionError, match="bad header"):
@@ -122,7 +130,7 @@ def test_header_with_impossible_fields_is_corrupt(field, value):
 def test_wal_record_encodes_to_the_golden_file_and_parses(tmp_path):
     fd = os.open(tmp_path / "log", os.O_RDWR | os.O_CREAT)
     try:
-        wal.write_record(fd, base_generation=3, new_generation=4, end=5 * 4096,
+        wal.write_record(fd, file_id=0xF11E, base_generation=3, new_generation=4, end=5 * 4096,
                          zero_ranges=[(8192, 4096)],
                          writes=[(4096, b"page bytes"), (0, memoryview(b"head"))])
         data = os.pread(fd, 1 << 16, 0)
@@ -131,14 +139,16 @@ def test_wal_record_encodes_to_the_golden_file_and_parses(tmp_path):
     finally:
         os.close(fd)
     assert data[:8] == b"OFFHWAL1" and data[-4:] == b"OHWE"
-    assert struct.unpack_from("<IIQQQQ", data, 8) == (1, 3, 3, 4, 5 * 4096, len(data) - 56)
-    assert (record.base_generation, record.new_generation, record.end) == (3, 4, 5 * 4096)
+    assert struct.unpack_from("<IIQQQQQ", data, 8) == (2, 3, 0xF11E, 3, 4, 5 * 4096,
+                                                       len(data) - 64)
+    assert (record.file_id, record.base_generation, record.new_generation, record.end) == (
+        0xF11E, 3, 4, 5 * 4096)
     assert [(e.offset, e.length, e.kind) for e in record.entries] == [
         (8192, 4096, wal.ZEROS), (4096, 10, wal.BYTES), (0, 4, wal.BYTES)]
     assert data[record.entries[1].position: record.entries[1].position + 10] == b"page bytes"
 
 
-@pytest.mark.parametrize("cut", [0, 7, 48, 60, -9, -1])
+@pytest.mark.parametrize("cut", [0, 7, 56, 68, -9, -1])
 def test_wal_record_cut_short_reads_as_none(tmp_path, cut):
     data = (GOLDEN / "wal_record.bin").read_bytes()
     (tmp_path / "log").write_bytes(data[:cut])
