@@ -17,7 +17,8 @@ Header, the first ``HEADER_BYTES`` (4096) bytes::
     48  u8  durability of the last writer: 0 "none", 1 "commit"
     49  u8  flags: bit 0 "open for writing" (a writer without transactions has the file),
             bit 1 "replaced" (another file was renamed over this one's path: its readers
-            must open the path again)
+            must open the path again), bit 2 "applying" (a commit is being copied into the
+            file; the header that copy writes last clears it)
     50  u16 zero
     52  u32 root blob length
     56  u64 root extent offset (0: the root blob is inline, below)
@@ -62,7 +63,8 @@ LIVE, FREE, CHECKSUMS = 1, 2, 3
 DURABILITY_CODES = {"none": 0, "commit": 1}
 FLAG_OPEN_FOR_WRITING = 1
 FLAG_REPLACED = 2
-_KNOWN_FLAGS = FLAG_OPEN_FOR_WRITING | FLAG_REPLACED
+FLAG_APPLYING = 4
+_KNOWN_FLAGS = FLAG_OPEN_FOR_WRITING | FLAG_REPLACED | FLAG_APPLYING
 
 _HEADER = struct.Struct("<8sIIQQQIIBBHIQQ")
 _TAG = struct.Struct("<8sQQI")
@@ -86,6 +88,7 @@ class Header:
     inline_root: bytes  # the root blob when root_offset == 0, else b""
     file_id: int = 0
     replaced: bool = False
+    applying: bool = False
 
 
 @dataclass(frozen=True)
@@ -100,7 +103,8 @@ class Tag:
 def encode_header(header: Header) -> bytes:
     """The ``HEADER_BYTES`` bytes of ``header``."""
     flags = ((FLAG_OPEN_FOR_WRITING if header.open_for_writing else 0)
-             | (FLAG_REPLACED if header.replaced else 0))
+             | (FLAG_REPLACED if header.replaced else 0)
+             | (FLAG_APPLYING if header.applying else 0))
     fields = _HEADER.pack(MAGIC, FORMAT_VERSION, 0, header.generation, header.end,
                           header.checksum_offset, header.checksum_crc, PAGE_BYTES,
                           DURABILITY_CODES[header.durability], flags, 0, header.root_length,
@@ -143,7 +147,16 @@ def parse_header(page: bytes, path: str) -> Header:
     inline = b"" if root_offset else bytes(page[_HEADER.size: _HEADER.size + root_length])
     return Header(generation, end, checksum_offset, checksum_crc, codes[durability],
                   bool(flags & FLAG_OPEN_FOR_WRITING), root_offset, root_length, inline,
-                  file_id, bool(flags & FLAG_REPLACED))
+                  file_id, bool(flags & FLAG_REPLACED), bool(flags & FLAG_APPLYING))
+
+
+_GENERATION_AND_FLAGS = struct.Struct("<16xQ25xB")
+
+
+def peek_generation_and_flags(page) -> tuple[int, int]:
+    """The generation and flags fields of a header page, unchecked: a reader's cheap test
+    between commits (O(1), no crc), for a header it read whole and checked before."""
+    return _GENERATION_AND_FLAGS.unpack_from(page)
 
 
 def encode_tag(size: int, payload: int, state: int) -> bytes:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import functools
 import os
 import struct
 
@@ -31,8 +32,15 @@ _FLOCK = struct.Struct("hhqqi4x")  # Linux struct flock: l_type, l_whence, l_sta
 OPEN_FILE_LOCKS = hasattr(fcntl, "F_OFD_SETLK")
 
 
+@functools.lru_cache(maxsize=None)
+def _flock(lock_type: int, byte: int) -> bytes:
+    """The packed ``struct flock`` for one byte (a handful exist; a reader's read section
+    uses two of them every time)."""
+    return _FLOCK.pack(lock_type, os.SEEK_SET, byte, 1, 0)
+
+
 def _request(fd: int, command: int, lock_type: int, byte: int) -> bytes:
-    return fcntl.fcntl(fd, command, _FLOCK.pack(lock_type, os.SEEK_SET, byte, 1, 0))
+    return fcntl.fcntl(fd, command, _flock(lock_type, byte))
 
 
 def try_lock(fd: int, byte: int, *, exclusive: bool) -> bool:

@@ -61,6 +61,8 @@ import numpy as np
 from offheap import filelocks, wal
 from offheap.arenaformat import (
     CHECKSUMS,
+    FLAG_APPLYING,
+    FLAG_REPLACED,
     FREE,
     HEADER_BYTES,
     INLINE_ROOT_BYTES,
@@ -72,6 +74,7 @@ from offheap.arenaformat import (
     encode_tag,
     parse_header,
     parse_tag,
+    peek_generation_and_flags,
 )
 from offheap.dirtypages import Pagemap, differing_pages
 from offheap.errors import (
@@ -79,6 +82,7 @@ from offheap.errors import (
     ClosedError,
     CorruptionError,
     LockedError,
+    OffheapError,
     ReadOnlyError,
     RecoveryPendingError,
     TransactionError,
@@ -258,6 +262,7 @@ class Arena:
         self._fd: int | None = None
         self._log_fd: int | None = None
         self._pagemap: Pagemap | None = None
+        self._header_map: mmap.mmap | None = None  # readers: the header page, shared
         self._maps: dict[int, mmap.mmap] = {}
         self._addresses: dict[int, int] = {}  # extent offset -> address of its private mapping
         self._sizes: dict[int, int] = {}  # live extent offset -> extent size
@@ -550,24 +555,48 @@ class Arena:
         the section runs, and reloads the extent table when another process committed since
         the last section: then it yields True and the owner must drop its views and reload
         its own state. Sections nest; elsewhere (writers, anonymous memory) it yields False.
+        :meth:`begin_read` and :meth:`end_read` are the same without a generator.
+        """
+        changed = self.begin_read()
+        try:
+            yield changed
+        finally:
+            self.end_read()
+
+    def begin_read(self) -> bool:
+        """Start a read section (see :meth:`read_section`); True when the file changed since
+        the last one. Every call is paired with one :meth:`end_read`, also after an error.
+
+        The common case costs a lock, a look at two header fields through a shared read-only
+        mapping of the header page, and (in end_read) an unlock: the generation says whether
+        a commit was applied since, and the flags whether one is being applied by a writer
+        that died ("applying": the section applies it from the log first) or whether the file
+        was replaced by a compaction (ClosedError). No commit is copied into the file while
+        the lock is held, so a section never sees half of one.
         """
         self._check_open()
-        if not self.readonly or self._read_depth:
-            self._read_depth += 1
-            try:
-                yield False
-            finally:
-                self._read_depth -= 1
-            return
-        fd = self._fd
-        self._lock_checkpoint_shared()
         self._read_depth += 1
+        if not self.readonly or self._read_depth > 1:
+            return False
         try:
-            yield self._reload_if_moved()
-        finally:
+            filelocks.lock(self._fd, filelocks.CHECKPOINT, exclusive=False)
+            try:
+                generation, flags = peek_generation_and_flags(self._header_map)
+                if flags & (FLAG_APPLYING | FLAG_REPLACED):
+                    generation = self._settle_flags(flags)
+                return generation != self._generation and self._reload()
+            except BaseException:
+                filelocks.unlock(self._fd, filelocks.CHECKPOINT)
+                raise
+        except BaseException:
             self._read_depth -= 1
-            if not self._closed:
-                filelocks.unlock(fd, filelocks.CHECKPOINT)
+            raise
+
+    def end_read(self) -> None:
+        """End the read section :meth:`begin_read` started."""
+        self._read_depth -= 1
+        if self.readonly and not self._read_depth and not self._closed:
+            filelocks.unlock(self._fd, filelocks.CHECKPOINT)
 
     def has_readers(self) -> bool:
         """Whether read-only openers of this file exist now, in this or other processes."""
@@ -895,6 +924,10 @@ class Arena:
             raise LockedError(f"{path!r} is open for writing in another process with "
                               f"durability='none', which cannot share a file; open it when that "
                               f"writer has closed it (or let it use durability='commit')")
+        if os.fstat(self._fd).st_size < HEADER_BYTES:
+            raise CorruptionError(f"{path!r} is not an offheap file (shorter than its "
+                                  f"{HEADER_BYTES}-byte header)")
+        self._header_map = mmap.mmap(self._fd, HEADER_BYTES, access=mmap.ACCESS_READ)
         self._lock_checkpoint_shared()
         try:
             state = self._read_file_state(verify=verify)
@@ -916,8 +949,11 @@ class Arena:
                 self._release_now(offset, length)
 
     def _lock_checkpoint_shared(self) -> None:
-        """A reader takes the checkpoint lock shared; first it applies a commit that a writer
-        which died (perhaps half-way through copying it into the file) left in the log."""
+        """A reader opening the file takes the checkpoint lock shared; first it applies a commit
+        that a writer which died (perhaps half-way through copying it into the file) left in
+        the log. Later sections look only at the header's "applying" flag (begin_read): a
+        commit logged by a writer that died before copying any of it is applied by the next
+        opener."""
         while True:
             filelocks.lock(self._fd, filelocks.CHECKPOINT, exclusive=False)
             if not self._log_needs_applying(self._fd):
@@ -979,6 +1015,7 @@ class Arena:
             if record is not None and self._record_applies(fd, record):
                 filelocks.lock(fd, filelocks.CHECKPOINT, exclusive=True)
                 try:
+                    self._mark_applying(fd)
                     wal.apply_record(log_fd, fd, record)
                     size = os.fstat(fd).st_size
                     if size < record.end:
@@ -1031,6 +1068,8 @@ class Arena:
                 f"when its process ended, so its pages may be half-written. Copy out what is "
                 f"there with offheap.salvage({path!r}, new_path), or open it with recover=True "
                 f"to read it without checks")
+        if header.applying and not recover:
+            raise self._half_applied()
         if header.end > file_bytes and not recover:
             raise CorruptionError(f"{path!r} is truncated: the header describes {header.end} "
                                   f"bytes, the file has {file_bytes}")
@@ -1177,20 +1216,56 @@ class Arena:
                           dict(self._space.free), self._table, self._table_offset, self._root,
                           self._root_offset, self._file_id)
 
-    def _reload_if_moved(self) -> bool:
-        """A reader's check at the start of a read section (checkpoint lock held shared)."""
-        header = parse_header(os.pread(self._fd, HEADER_BYTES, 0), self.path)
-        if header.replaced:
+    def _settle_flags(self, flags: int) -> int:
+        """A read section found the header flagged (checkpoint lock held shared): raise for a
+        replaced file; for a commit left half-copied, apply it from the log as a writer's open
+        would (the lock is let go meanwhile) and return the generation the file has then."""
+        if flags & FLAG_REPLACED:
             raise ClosedError(f"{self.path!r} was replaced by another file (a compaction renamed "
                               f"a new file over it) since this reader opened it: open it again")
-        if header.generation == self._generation:
-            return False
+        filelocks.unlock(self._fd, filelocks.CHECKPOINT)
+        self._recover_as_reader()
+        filelocks.lock(self._fd, filelocks.CHECKPOINT, exclusive=False)
+        generation, flags = peek_generation_and_flags(self._header_map)
+        if flags & (FLAG_APPLYING | FLAG_REPLACED):
+            if flags & FLAG_APPLYING:
+                raise self._half_applied()
+            return self._settle_flags(flags)
+        return generation
+
+    def _half_applied(self) -> OffheapError:
+        """The error for a file flagged "applying" that recovery could not repair."""
+        if filelocks.is_held(self._fd, filelocks.WRITER, exclusive=False):
+            return TransactionError(
+                f"the writer of {self.path!r} failed while copying a commit into the file; it "
+                f"can be read again once that writer is closed and the file opened for writing")
+        return CorruptionError(
+            f"{self.path!r} was left half-way through copying a commit into it, and the log "
+            f"{self._log_path!r} that holds the commit is gone or damaged: the file may be "
+            f"half-written. Copy out what is there with offheap.salvage({self.path!r}, "
+            f"new_path)")
+
+    def _reload(self) -> bool:
+        """A reader's reload of the extent table after another process committed (checkpoint
+        lock held shared); mappings whose extent changed are dropped. Returns True."""
         state = self._read_file_state(verify=False)
         for offset, mm in list(self._maps.items()):
             if state.sizes.get(offset) != len(mm):
                 self._unmap(offset, mm)
         self._install(state)
         return True
+
+    def _mark_applying(self, fd: int) -> None:
+        """Flag the header "applying" before a commit is copied into the file (checkpoint lock
+        held exclusive), so that a reader who gets the lock after the copier died mid-way knows
+        without reading the log; the header the copy writes last clears the flag. A header too
+        torn to parse is left alone: no reader can read it, and the log rewrites it."""
+        try:
+            header = parse_header(os.pread(fd, HEADER_BYTES, 0), self.path)
+        except CorruptionError:
+            return
+        if not header.applying:
+            wal.pwrite_all(fd, encode_header(dataclasses.replace(header, applying=True)), 0)
 
     # -- internals: commit --------------------------------------------------------------------
 
@@ -1259,6 +1334,7 @@ class Arena:
         freed, cut the file to ``end`` (or zero its tail while readers exist), fdatasync."""
         filelocks.lock(self._fd, filelocks.CHECKPOINT, exclusive=True)
         try:
+            self._mark_applying(self._fd)
             for offset, data in writes:
                 wal.pwrite_all(self._fd, data, offset)
             for offset, size in self._space.pending.items():
@@ -1306,6 +1382,9 @@ class Arena:
         if self._fd is not None:
             for byte in (filelocks.WRITER, filelocks.READERS, filelocks.CHECKPOINT):
                 filelocks.unlock(self._fd, byte)
+        if self._header_map is not None:
+            self._header_map.close()
+            self._header_map = None
         for fd in (self._log_fd, self._fd):
             if fd is not None:
                 os.close(fd)

@@ -14,7 +14,13 @@ import numpy as np
 import pytest
 
 from offheap import wal
-from offheap.errors import CapacityError, ClosedError, CorruptionError, LockedError
+from offheap.errors import (
+    CapacityError,
+    ClosedError,
+    CorruptionError,
+    LockedError,
+    TransactionError,
+)
 from offheap.memory import PAGE_BYTES, Arena
 from tests.offheap.arena_fuzz import arena_content
 
@@ -220,6 +226,89 @@ def test_reader_repairs_a_commit_its_dead_writer_left_half_copied(tmp_path):
             assert (values[::2, :8] == 1).all() and not values[1::2].any()
             del values
     assert not os.path.exists(f"{path}-wal")
+
+
+def test_a_commit_logged_by_a_writer_that_died_before_copying_waits_for_the_next_opener(
+        tmp_path):
+    """Read sections look only at the header: a commit whose copy never started leaves the
+    file as the last commit, which an open reader goes on reading; the next opener applies it."""
+    path = tmp_path / "a"
+    with Arena.file(path) as writer:
+        writer.set_root(b"one")
+        writer.commit()
+
+    def log_then_die(write_fd):
+        arena = Arena.file(path)
+        arena.set_root(b"two")
+        Arena._checkpoint = lambda *args: os.kill(os.getpid(), signal.SIGKILL)
+        arena.commit()
+
+    with Arena.file(path, readonly=True) as reader:
+        pid, ready = _fork(log_then_die)
+        os.close(ready)
+        os.waitpid(pid, 0)
+        assert os.path.getsize(f"{path}-wal") > 0
+        with reader.read_section() as changed:
+            assert not changed and reader.root == b"one"
+        with Arena.file(path, readonly=True) as opener:
+            assert opener.root == b"two"
+        with reader.read_section() as changed:
+            assert changed and reader.root == b"two"
+
+
+def _break_a_commit(writer: Arena, monkeypatch) -> None:
+    """Make ``writer``'s commit fail half-way through copying it into the file."""
+    real_pwrite_all, calls = wal.pwrite_all, []
+
+    def fail_on_the_third(fd, data, offset):
+        calls.append(offset)
+        if len(calls) == 3:
+            raise OSError(5, "Input/output error")
+        real_pwrite_all(fd, data, offset)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(wal, "pwrite_all", fail_on_the_third)
+        with pytest.raises(TransactionError, match="durable"):
+            writer.commit()
+
+
+def test_a_reader_refuses_a_commit_its_live_writer_left_half_copied(tmp_path, monkeypatch):
+    path = tmp_path / "a"
+    writer = Arena.file(path)
+    offset = writer.allocate(8 * PAGE_BYTES)
+    writer.set_root(b"one")
+    writer.commit()
+    reader = Arena.file(path, readonly=True)
+    writer.array(offset, np.uint8, 8 * PAGE_BYTES)[:] = 7
+    writer.set_root(b"two")
+    _break_a_commit(writer, monkeypatch)
+    with pytest.raises(TransactionError, match="failed while copying a commit"):
+        with reader.read_section():
+            pass
+    writer.close()  # the log stays: the next section applies it
+    with reader.read_section() as changed:
+        assert changed and reader.root == b"two"
+        assert (reader.array(offset, np.uint8, 8 * PAGE_BYTES) == 7).all()
+    reader.close()
+
+
+def test_a_half_copied_commit_without_its_log_is_never_read(tmp_path, monkeypatch):
+    path = tmp_path / "a"
+    writer = Arena.file(path)
+    writer.set_root(b"one")
+    writer.commit()
+    reader = Arena.file(path, readonly=True)
+    writer.set_root(b"two" * 3000)
+    _break_a_commit(writer, monkeypatch)
+    writer.close()
+    os.remove(f"{path}-wal")
+    with pytest.raises(CorruptionError, match="half-way through copying a commit.*salvage"):
+        with reader.read_section():
+            pass
+    reader.close()
+    for options in ({}, {"readonly": True}):
+        with pytest.raises(CorruptionError, match="half-way through copying a commit"):
+            Arena.file(path, **options)
 
 
 # -- replacing a file (compaction) --------------------------------------------------------------

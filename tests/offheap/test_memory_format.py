@@ -26,6 +26,7 @@ from offheap.arenaformat import (
     encode_tag,
     parse_header,
     parse_tag,
+    peek_generation_and_flags,
 )
 from offheap.errors import CorruptionError
 from offheap.filedamage import FileDamage
@@ -107,6 +108,11 @@ def test_header_and_tag_encode_to_golden_bytes():
     assert header[12:16] == struct.pack("<I", zlib.crc32(header[16:]))
     assert parse_header(header, "x") == Header(5, 12288, 4096, 0x01020304, "none", True, 0, 2,
                                                b"hi", 0x1122334455667788, True)
+    assert peek_generation_and_flags(header) == (5, 0b011)
+    applying = encode_header(Header(9, 8192, 4096, 0, "commit", False, 0, 0, b"", 1,
+                                    applying=True))
+    assert applying[49] == 0b100 and parse_header(applying, "x").applying
+    assert peek_generation_and_flags(memoryview(applying)) == (9, 0b100)
     assert encode_tag(8192, 100, LIVE).hex() == (
         "4f48455854454e54" "0020000000000000" "6400000000000000" "01000000" "8025d2f5"
         + "00" * 32)
