@@ -522,11 +522,3 @@ def _remove_stale_compaction(path: str) -> None:
             os.remove(leftover)
         except FileNotFoundError:
             pass
-
-
-def _fsync_directory(path: str) -> None:
-    fd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -479,21 +479,6 @@ class Arena:
     # -- transactions -------------------------------------------------------------------------
 
     @property
-    def damage(self) -> FileDamage | None:
-        """What an open with ``recover=True`` found wrong with the file (None otherwise)."""
-        return self._damage
-
-    def damaged_items(self, offset: int, itemsize: int, count: int,
-                      start: int = 0) -> np.ndarray:
-        """A bool per item of an array of ``count`` items of ``itemsize`` bytes at byte ``start``
-        of extent ``offset``'s payload: does it touch a page that failed its checksum when the
-        file was opened with ``recover=True``? All False when nothing failed or nothing was
-        checked (see :attr:`damage`). O(failed pages)."""
-        if self._damage is None or not self._damage.failed_pages:
-            return np.zeros(count, bool)
-        return self._damage.items_touching(offset + TAG_BYTES + start, itemsize, count)
-
-    @property
     def generation(self) -> int:
         """The file's generation as this arena last committed or loaded it (+1 per commit)."""
         return self._generation
@@ -602,6 +587,23 @@ class Arena:
         """Whether read-only openers of this file exist now, in this or other processes."""
         self._check_open()
         return self._fd is not None and self._readers_present()
+
+    # -- damage found by recover=True -------------------------------------------------------
+
+    @property
+    def damage(self) -> FileDamage | None:
+        """What an open with ``recover=True`` found wrong with the file (None otherwise)."""
+        return self._damage
+
+    def damaged_items(self, offset: int, itemsize: int, count: int,
+                      start: int = 0) -> np.ndarray:
+        """A bool per item of an array of ``count`` items of ``itemsize`` bytes at byte ``start``
+        of extent ``offset``'s payload: does it touch a page that failed its checksum when the
+        file was opened with ``recover=True``? All False when nothing failed or nothing was
+        checked (see :attr:`damage`). O(failed pages)."""
+        if self._damage is None or not self._damage.failed_pages:
+            return np.zeros(count, bool)
+        return self._damage.items_touching(offset + TAG_BYTES + start, itemsize, count)
 
     # -- accounting ---------------------------------------------------------------------------
 
