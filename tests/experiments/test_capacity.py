@@ -118,8 +118,11 @@ def test_ctrl_c_stops_cleanly_and_keeps_finished_results(tmp_path):
     command = [sys.executable, "-m", "experiments", "capacity", "--budget", "4GiB",
                "--max-seconds", "60", "--no-progress", "--out", str(tmp_path),
                "--contenders", "dict", "sorteddict", "dict"]
+    # A shell running the tests in the background ignores SIGINT, and Python keeps an inherited
+    # SIG_IGN; give the runner the default disposition, as a terminal would.
     parent = subprocess.Popen(command, cwd=REPOSITORY, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True)
+                              stderr=subprocess.PIPE, text=True,
+                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     time.sleep(3)
     parent.send_signal(signal.SIGINT)
     stdout, stderr = parent.communicate(timeout=60)
