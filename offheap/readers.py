@@ -29,7 +29,7 @@ from collections.abc import Callable, ItemsView, Iterator, Mapping, ValuesView
 from offheap.errors import ClosedError, ReadOnlyError
 from offheap.memory import Arena
 from offheap.store import RecordStore
-from offheap.treeviews import TreeItemsView, TreeKeysView, TreeValuesView
+from offheap.treeviews import SortedRangeAPI
 
 
 class ReadSession:
@@ -235,34 +235,11 @@ class MapReader(Mapping):
             return self._map._repr_html_()
 
 
-class TreeReader(MapReader):
+class TreeReader(SortedRangeAPI, MapReader):
     """A read-only TreeMap: the lookups, ranges and neighbours of :class:`~offheap.TreeMap`."""
 
     def _chunks(self, lo, hi, inclusive, reverse: bool, with_values: bool) -> Iterator:
         return self._guarded(lambda: self._map._chunks(lo, hi, inclusive, reverse, with_values))
-
-    def irange(self, lo=None, hi=None, inclusive=(True, True), reverse: bool = False) -> Iterator:
-        """Keys in a range, in key order (descending with ``reverse``); see TreeMap.irange."""
-        for keys, _ in self._chunks(lo, hi, inclusive, reverse, False):
-            yield from keys
-
-    def __iter__(self) -> Iterator:
-        return self.irange()
-
-    def __reversed__(self) -> Iterator:
-        return self.irange(reverse=True)
-
-    def reversed(self) -> Iterator:
-        return self.irange(reverse=True)
-
-    def keys(self, lo=None, hi=None, inclusive=(True, True), reverse: bool = False):
-        return TreeKeysView(self, lo, hi, inclusive, reverse)
-
-    def values(self, lo=None, hi=None, inclusive=(True, True), reverse: bool = False):
-        return TreeValuesView(self, lo, hi, inclusive, reverse)
-
-    def items(self, lo=None, hi=None, inclusive=(True, True), reverse: bool = False):
-        return TreeItemsView(self, lo, hi, inclusive, reverse)
 
     def _one(self, name: str, *args):
         with self._session.section():

@@ -49,7 +49,7 @@ import operator
 import struct
 import threading
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterator, Mapping, MutableMapping
+from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -74,7 +74,7 @@ from offheap.serializers import get_serializer
 from offheap.store import RecordStore
 from offheap.filemap import StandaloneFileMap
 from offheap.treebulk import leaf_pages, merge_sorted, runs, separators, take
-from offheap.treeviews import TreeItemsView, TreeKeysView, TreeValuesView
+from offheap.treeviews import SortedRangeAPI
 
 _META_MAGIC = b"OHTREE01"
 _META = struct.Struct("<8sQIQQQQQ")  # magic, root, height, entries, leaves, inners, raw, stored
@@ -146,7 +146,7 @@ _KEY_CHECKS = {"int64": _int64_key, "str": _str_key, "bytes": _bytes_key}
 _KEY_TYPES = {"int64": int, "str": str, "bytes": bytes}
 
 
-class TreeMap(StandaloneFileMap, MutableMapping):
+class TreeMap(StandaloneFileMap, SortedRangeAPI, MutableMapping):
     """A sorted ``MutableMapping`` stored off the Python heap in compressed B+tree pages.
 
     ``key`` is ``"int64"``, ``"str"`` or ``"bytes"``; ``value`` names the value serializer
@@ -450,34 +450,6 @@ class TreeMap(StandaloneFileMap, MutableMapping):
             return removed
 
     # -- sorted-map API -----------------------------------------------------------------------
-
-    def irange(self, lo=None, hi=None, inclusive=(True, True), reverse: bool = False) -> Iterator:
-        """Keys ``k`` with ``lo <= k <= hi`` (``inclusive`` says which bounds count; None is
-        unbounded) in ascending order, or descending with ``reverse``."""
-        for keys, _ in self._chunks(lo, hi, inclusive, reverse, with_values=False):
-            yield from keys
-
-    def __iter__(self) -> Iterator:
-        return self.irange()
-
-    def __reversed__(self) -> Iterator:
-        return self.irange(reverse=True)
-
-    def reversed(self) -> Iterator:
-        """Keys in descending order."""
-        return self.irange(reverse=True)
-
-    def keys(self, lo=None, hi=None, inclusive=(True, True), reverse: bool = False):
-        """A view of the keys in a range (all keys by default), in key order."""
-        return TreeKeysView(self, lo, hi, inclusive, reverse)
-
-    def values(self, lo=None, hi=None, inclusive=(True, True), reverse: bool = False):
-        """A view of the values of the keys in a range, in key order."""
-        return TreeValuesView(self, lo, hi, inclusive, reverse)
-
-    def items(self, lo=None, hi=None, inclusive=(True, True), reverse: bool = False):
-        """A view of the ``(key, value)`` pairs in a range, in key order."""
-        return TreeItemsView(self, lo, hi, inclusive, reverse)
 
     def first_key(self):
         """The smallest key; KeyError when empty."""

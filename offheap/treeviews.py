@@ -1,4 +1,5 @@
-"""Range views of a TreeMap (layer 6, used by :mod:`offheap.treemap`).
+"""Range views of a TreeMap, and the range API built on them (layer 6, used by
+:mod:`offheap.treemap` and :mod:`offheap.readers`).
 
 ``tree.keys(lo, hi, inclusive, reverse)``, ``values(...)`` and ``items(...)`` return these: live
 views of a key range that iterate leaf by leaf through the tree's ``_chunks`` generator, so they
@@ -8,7 +9,7 @@ one is being iterated.
 
 from __future__ import annotations
 
-from collections.abc import ItemsView, KeysView, ValuesView
+from collections.abc import ItemsView, Iterator, KeysView, ValuesView
 
 _ABSENT = object()
 
@@ -84,3 +85,36 @@ class TreeItemsView(_RangeView, ItemsView):
             return False
         found = self._mapping.get(key, _ABSENT)
         return found is not _ABSENT and (found is value or found == value)
+
+
+class SortedRangeAPI:
+    """Key-ordered iteration and range views for a class with ``_chunks(lo, hi, inclusive,
+    reverse, with_values)`` yielding ``(keys, values)`` lists leaf by leaf: TreeMap, TreeReader."""
+
+    def irange(self, lo=None, hi=None, inclusive=(True, True), reverse: bool = False) -> Iterator:
+        """Keys ``k`` with ``lo <= k <= hi`` (``inclusive`` says which bounds count; None is
+        unbounded) in ascending order, or descending with ``reverse``."""
+        for keys, _ in self._chunks(lo, hi, inclusive, reverse, False):
+            yield from keys
+
+    def __iter__(self) -> Iterator:
+        return self.irange()
+
+    def __reversed__(self) -> Iterator:
+        return self.irange(reverse=True)
+
+    def reversed(self) -> Iterator:
+        """Keys in descending order."""
+        return self.irange(reverse=True)
+
+    def keys(self, lo=None, hi=None, inclusive=(True, True), reverse: bool = False):
+        """A view of the keys in a range (all keys by default), in key order."""
+        return TreeKeysView(self, lo, hi, inclusive, reverse)
+
+    def values(self, lo=None, hi=None, inclusive=(True, True), reverse: bool = False):
+        """A view of the values of the keys in a range, in key order."""
+        return TreeValuesView(self, lo, hi, inclusive, reverse)
+
+    def items(self, lo=None, hi=None, inclusive=(True, True), reverse: bool = False):
+        """A view of the ``(key, value)`` pairs in a range, in key order."""
+        return TreeItemsView(self, lo, hi, inclusive, reverse)
