@@ -18,7 +18,10 @@ segment is full, a larger free chunk is split before a new segment is mapped.
 Persistence. :meth:`RecordStore.flush` writes the store's metadata (segment table, bump pointer,
 index location, the owner's ``root`` blob) as the arena's root blob. Free lists are not persisted:
 :meth:`RecordStore.open` rebuilds them from the gaps between live records, which also makes them
-immune to a stale free list.
+immune to a stale free list. In a file arena without transactions, whose pages reach the file as
+they are written, the metadata is also written whenever the index moves or a segment is added
+or freed, after the change and before the old extent is freed: the metadata in the file never
+names an extent that is free, so a crash image always holds a store that salvage can read.
 
 Transactions. Every byte the store writes goes into arena memory (record chunks, the index
 arrays) or into the arena's root blob, never around the arena, so a durable arena's commit sees
@@ -204,12 +207,12 @@ class RecordStore:
         size = len(data)
         if chunk_bytes(size) == chunk_bytes(old_size) and size <= LARGE_RECORD_BYTES:
             self._write(old_addr, data)
+            self._size[recid] = size
         else:
             new_addr = self._allocate_chunk(size)
             self._write(new_addr, data)
+            self._addr[recid], self._size[recid] = new_addr, size
             self._release_chunk(old_addr, old_size)
-            self._addr[recid] = new_addr
-        self._size[recid] = size
         self._live_bytes += size - old_size
 
     def delete(self, recid: int) -> None:
@@ -217,12 +220,12 @@ class RecordStore:
         self._check_open()
         addr = self._live_addr(recid)
         size = int(self._size[recid])
-        self._release_chunk(addr, size)
         self._addr[recid] = FREE_ADDR
         self._size[recid] = 0
         self._free_recids.append(recid)
         self._n_records -= 1
         self._live_bytes -= size
+        self._release_chunk(addr, size)
 
     def __contains__(self, recid: int) -> bool:
         return 0 < recid < self._index_capacity and int(self._addr[recid]) != FREE_ADDR
@@ -384,6 +387,7 @@ class RecordStore:
             seg_no = self._add_segment(offset)
             self._large.add(seg_no)
             self._chunk_bytes += size
+            self._write_meta_unless_transactional()
             return seg_no << 32
         chunk = chunk_bytes(size)
         free = self._free_chunks.get(chunk)
@@ -415,6 +419,7 @@ class RecordStore:
             self._push_free_gap(self._bump_seg << 32 | self._bump_pos, tail)
         self._bump_seg = self._add_segment(offset)
         self._bump_pos = chunk
+        self._write_meta_unless_transactional()
         return self._bump_seg << 32
 
     def _add_segment(self, offset: int) -> int:
@@ -436,8 +441,9 @@ class RecordStore:
             self._large.discard(seg_no)
             offset = self._segments[seg_no]
             self._segments[seg_no] = self._views[seg_no] = None
-            self.arena.free(offset)
             self._chunk_bytes -= size
+            self._write_meta_unless_transactional()
+            self.arena.free(offset)
             return
         chunk = chunk_bytes(size)
         if chunk:
@@ -468,7 +474,21 @@ class RecordStore:
         self._addr, self._size = addr, size
         self._index_extent, self._index_capacity = offset, capacity
         if old_extent:
+            self._write_meta_unless_transactional()
             self.arena.free(old_extent)
+
+    def _write_meta_unless_transactional(self) -> None:
+        """In a file arena without transactions, write the metadata into the file now (a
+        :meth:`flush`), so that it names the current index and segments before an extent it
+        named is freed. A durable arena's commit writes it with everything else, and a crash
+        there leaves the last commit, so it needs nothing here.
+
+        Called only when the index or the segment table changes: O(log n) index moves, and one
+        segment per ``reserved_bytes / 32`` of records (large records aside). If it fails, the
+        arena notes the failure (the file stays marked open for writing at close) and the old
+        extent stays allocated: the store is consistent, only that space is not reused."""
+        if self.arena.path is not None and self.arena.durability == "none":
+            self.flush()
 
     def _meta_bytes(self) -> bytes:
         segments = np.array([-1 if s is None else s for s in self._segments], np.int64)

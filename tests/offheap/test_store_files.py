@@ -1,0 +1,42 @@
+"""Record stores in files without transactions: what a crash image holds.
+
+A crash image is taken by copying the file while its writer has it open: the extents are mapped
+``MAP_SHARED``, so the copy holds what a SIGKILL at that moment would leave on disk.
+"""
+
+import shutil
+
+import pytest
+
+from offheap.memory import Arena
+from offheap.store import LARGE_RECORD_BYTES, RecordStore
+
+
+def record(i: int) -> bytes:
+    return bytes([i % 251]) * (3000 + i)
+
+
+def test_a_crash_image_names_only_live_extents(tmp_path):
+    """The index grows (its old extent freed) and segments come and go after the last flush;
+    the metadata in the file follows every such change before the old extent is freed."""
+    path, image = tmp_path / "store", tmp_path / "image"
+    store = RecordStore.file(path, durability="none", index_capacity=4)
+    store.root = b"owner"
+    store.flush()
+    recids = [store.put(record(i)) for i in range(200)]  # index 4 -> 256, a dozen segments
+    large = store.put(b"L" * (LARGE_RECORD_BYTES + 1))  # a segment of its own ...
+    store.update(recids[0], b"moved to a large segment" * 20_000)  # ... another ...
+    store.delete(large)  # ... freed
+    shutil.copyfile(path, image)
+    with Arena.file(image, readonly=True, recover=True) as arena:
+        crashed = RecordStore.open_damaged(arena)
+        assert crashed.root == b"owner"
+        assert crashed.get_checked(recids[0]) == b"moved to a large segment" * 20_000
+        assert [crashed.get_checked(r) for r in recids[1:]] == [record(i) for i in range(1, 200)]
+        with pytest.raises(KeyError):
+            crashed.get_checked(large)
+    store.close()
+    reopened = RecordStore.file(path, durability="none")
+    assert reopened.get(recids[-1]) == record(199)
+    reopened._check()
+    reopened.close()
