@@ -663,21 +663,22 @@ class Arena:
         self._write_table_and_header(open_for_writing=True)
         self._failed_since_flush = False
 
-    def close(self) -> None:
+    def close(self, clean: bool = True) -> None:
         """Unmap and release the file; idempotent.
 
         With ``durability="commit"`` uncommitted changes are dropped, as in a crash; without,
         every page checksum is recomputed (O(file)) and the file is marked closed cleanly (so a
         zero-copy view kept past close must not be written to: it maps the file) -- unless an
-        allocation, free, root change or flush failed since the last successful :meth:`flush`:
-        the owner could not write its state, so the file stays marked open for writing and the
-        next opener is told to salvage it, as after a crash.
+        allocation, free, root change or flush failed since the last successful :meth:`flush`,
+        or the owner passes ``clean=False`` (it failed to write its state in a way the arena
+        cannot see): the file then stays marked open for writing and the next opener is told to
+        salvage it, as after a crash.
         """
         if self._closed:
             return
         try:
-            if (self._fd is not None and not self.readonly and self.durability == "none"
-                    and not self._failed_since_flush):
+            if (clean and self._fd is not None and not self.readonly
+                    and self.durability == "none" and not self._failed_since_flush):
                 self._close_cleanly()
         finally:
             all_unmapped = True

@@ -329,7 +329,8 @@ class RecordStore:
     def close(self, save: bool = True) -> None:
         """Commit (a durable arena) or flush (a file arena without transactions), then close
         the arena; idempotent. ``save=False`` closes without either: the owner failed to
-        write its state, and a durable arena then keeps exactly its last commit."""
+        write its state, so a durable arena keeps exactly its last commit, and a file without
+        transactions stays marked open for writing (its next opener is sent to salvage)."""
         if self.arena.closed:
             return
         try:
@@ -341,7 +342,7 @@ class RecordStore:
         finally:
             self._addr = self._size = None
             self._views = []
-            self.arena.close()
+            self.arena.close(clean=save)
 
     @property
     def closed(self) -> bool:

@@ -1,4 +1,5 @@
-"""Record stores in files without transactions: what a crash image holds.
+"""Record stores in files without transactions: what a crash image holds, and what a close that
+could not save leaves behind.
 
 A crash image is taken by copying the file while its writer has it open: the extents are mapped
 ``MAP_SHARED``, so the copy holds what a SIGKILL at that moment would leave on disk.
@@ -8,8 +9,11 @@ import shutil
 
 import pytest
 
+from offheap import DB
+from offheap.errors import CorruptionError
 from offheap.memory import Arena
 from offheap.store import LARGE_RECORD_BYTES, RecordStore
+from offheap.treemap import TreeMap
 
 
 def record(i: int) -> bytes:
@@ -40,3 +44,32 @@ def test_a_crash_image_names_only_live_extents(tmp_path):
     assert reopened.get(recids[-1]) == record(199)
     reopened._check()
     reopened.close()
+
+
+def test_close_without_saving_leaves_the_file_marked_open(tmp_path):
+    path = tmp_path / "store"
+    store = RecordStore.file(path, durability="none")
+    store.root = b"owner"
+    store.put(b"kept")
+    store.close(save=False)
+    with pytest.raises(CorruptionError, match="not closed cleanly.*salvage"):
+        RecordStore.file(path, durability="none")
+
+
+def test_a_collection_failing_to_encode_at_close_leaves_the_file_marked_open(tmp_path,
+                                                                            monkeypatch):
+    """The failure happens in the tree's own code, never in the arena: the store must still
+    tell the arena that the close is not clean."""
+    path = tmp_path / "db"
+    db = DB.file(path, durability="none")
+    db.tree_map("t").update({i: str(i) for i in range(100)})
+
+    def encoding_fails(self):
+        raise ValueError("injected: a node cannot be encoded")
+
+    monkeypatch.setattr(TreeMap, "_flush_nodes", encoding_fails)
+    with pytest.raises(ValueError, match="injected"):
+        db.close()
+    monkeypatch.undo()
+    with pytest.raises(CorruptionError, match="not closed cleanly.*salvage"):
+        DB.file(path, durability="none")
