@@ -56,7 +56,7 @@ from offheap.filedamage import FileDamage
 from offheap.memory import Arena
 from offheap.page import KEY_KINDS, decode_inner, decode_leaf
 from offheap.serializers import get_serializer
-from offheap.store import EMPTY_ADDR, RecordStore
+from offheap.store import RecordStore, Span
 from offheap.treemap import TreeMap
 from offheap.treemap import parse_meta as parse_tree_meta
 from offheap.treemap import standalone_meta_recid as tree_meta_recid
@@ -198,24 +198,21 @@ def _read_record(store: RecordStore, recid: int) -> bytes:
     """Record ``recid`` through :meth:`RecordStore.get_checked`, refused with
     :class:`_DamagedRecord` when its bytes or its index entry touch a page that failed its
     checksum. The index entry is checked first: a damaged address may point anywhere.
-
-    The location follows the store's layout (:mod:`offheap.store`): the index extent holds
-    ``capacity`` u64 addresses (segment << 32 | position) then ``capacity`` u32 sizes.
     """
     arena = store.arena
     if arena.damage is None or not arena.damage.failed_pages:
         return store.get_checked(recid)
-    index, capacity = store._index_extent, store._index_capacity
-    if 0 < recid < capacity and (arena.damaged_items(index, 8, 1, 8 * recid)[0]
-                                 or arena.damaged_items(index, 4, 1, 8 * capacity + 4 * recid)[0]):
+    if any(_touches_failed_page(arena, span) for span in store.index_entry_location(recid)):
         raise _DamagedRecord(f"record {recid}'s index entry lies on a page that failed its "
                              f"checksum")
-    data = store.get_checked(recid)
-    addr = store._live_addr(recid)
-    if addr != EMPTY_ADDR and arena.damaged_items(store._segments[addr >> 32], len(data), 1,
-                                                  addr & 0xFFFF_FFFF)[0]:
+    location = store.record_location(recid)
+    if location is not None and _touches_failed_page(arena, location):
         raise _DamagedRecord(f"record {recid} lies on a page that failed its checksum")
-    return data
+    return store.get_checked(recid)
+
+
+def _touches_failed_page(arena: Arena, span: Span) -> bool:
+    return bool(arena.damaged_items(span.extent, span.nbytes, 1, span.start)[0])
 
 
 def _salvage_store(store: RecordStore, dst: str, report: SalvageReport) -> None:

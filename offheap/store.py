@@ -66,6 +66,15 @@ def chunk_bytes(size: int) -> int:
 
 
 @dataclass(frozen=True)
+class Span:
+    """``nbytes`` bytes at byte ``start`` of the payload of arena extent ``extent``."""
+
+    extent: int
+    start: int
+    nbytes: int
+
+
+@dataclass(frozen=True)
 class StoreStats:
     """Where a store's bytes go. ``reserved_bytes`` is the whole arena, limits included."""
 
@@ -176,19 +185,26 @@ class RecordStore:
         """A copy of record ``recid`` after checking that its address and size lie inside one
         live segment: :class:`CorruptionError` otherwise, KeyError for a free id. The read path
         of salvage, where the index itself may be wrong."""
+        seg_no, pos, size = self._checked_address(recid)
+        return b"" if seg_no is None else bytes(self._views[seg_no][pos: pos + size])
+
+    def record_location(self, recid: int) -> Span | None:
+        """Where the bytes of record ``recid`` lie in the arena (None for an empty record),
+        checked as :meth:`get_checked` checks them. Salvage asks whether they touch a page
+        that failed its checksum."""
+        seg_no, pos, size = self._checked_address(recid)
+        return None if seg_no is None else Span(self._segments[seg_no], pos, size)
+
+    def index_entry_location(self, recid: int) -> tuple[Span, Span]:
+        """Where the index entry of ``recid`` lies: its u64 address and its u32 size (KeyError
+        past the index). The entry itself is not read, so salvage can check its pages before
+        trusting the address it holds."""
         self._check_open()
-        addr = self._live_addr(recid)
-        size = int(self._size[recid])
-        if addr == EMPTY_ADDR:
-            if size:
-                raise CorruptionError(f"record {recid}: {size} bytes at the empty address")
-            return b""
-        seg_no, pos = addr >> 32, addr & 0xFFFF_FFFF
-        view = self._views[seg_no] if seg_no < len(self._views) else None
-        if view is None or pos + size > len(view) or (seg_no in self._large and pos):
-            raise CorruptionError(f"record {recid} points outside its segment "
-                                  f"(segment {seg_no}, position {pos}, {size} bytes)")
-        return bytes(view[pos: pos + size])
+        if not 0 < recid < self._index_capacity:
+            raise KeyError(f"record id {recid} does not exist")
+        capacity = self._index_capacity
+        return (Span(self._index_extent, 8 * recid, 8),
+                Span(self._index_extent, 8 * capacity + 4 * recid, 4))
 
     def view(self, recid: int) -> memoryview:
         """Zero-copy view of record ``recid``, valid until the next write to this store."""
@@ -365,6 +381,23 @@ class RecordStore:
     def _check_open(self) -> None:
         if self.arena.closed:
             raise ClosedError("the store is closed")
+
+    def _checked_address(self, recid: int) -> tuple[int | None, int, int]:
+        """Segment number (None for an empty record), position and size of record ``recid``,
+        checked to lie inside one live segment (see :meth:`get_checked`)."""
+        self._check_open()
+        addr = self._live_addr(recid)
+        size = int(self._size[recid])
+        if addr == EMPTY_ADDR:
+            if size:
+                raise CorruptionError(f"record {recid}: {size} bytes at the empty address")
+            return None, 0, 0
+        seg_no, pos = addr >> 32, addr & 0xFFFF_FFFF
+        view = self._views[seg_no] if seg_no < len(self._views) else None
+        if view is None or pos + size > len(view) or (seg_no in self._large and pos):
+            raise CorruptionError(f"record {recid} points outside its segment "
+                                  f"(segment {seg_no}, position {pos}, {size} bytes)")
+        return seg_no, pos, size
 
     def _live_addr(self, recid: int) -> int:
         if not 0 < recid < self._index_capacity:

@@ -1,11 +1,13 @@
 """Record stores in files without transactions: what a crash image holds, and what a close that
-could not save leaves behind.
+could not save leaves behind; where a record lies (what salvage checks against failed pages).
 
 A crash image is taken by copying the file while its writer has it open: the extents are mapped
 ``MAP_SHARED``, so the copy holds what a SIGKILL at that moment would leave on disk.
 """
 
 import shutil
+
+import numpy as np
 
 import pytest
 
@@ -73,3 +75,22 @@ def test_a_collection_failing_to_encode_at_close_leaves_the_file_marked_open(tmp
     monkeypatch.undo()
     with pytest.raises(CorruptionError, match="not closed cleanly.*salvage"):
         DB.file(path, durability="none")
+
+
+def test_record_location_names_the_bytes_of_the_record_and_of_its_index_entry():
+    store = RecordStore(Arena.anonymous())
+    small, large = store.put(b"small record"), store.put(b"L" * (LARGE_RECORD_BYTES + 1))
+    empty = store.put(b"")
+    for recid, data in ((small, b"small record"), (large, b"L" * (LARGE_RECORD_BYTES + 1))):
+        span = store.record_location(recid)
+        assert bytes(store.arena.view(span.extent)[span.start: span.start + span.nbytes]) == data
+        address, size = store.index_entry_location(recid)
+        assert store.arena.array(size.extent, np.uint32, 1, size.start)[0] == len(data)
+        assert store.arena.array(address.extent, np.uint64, 1, address.start)[0] == (
+            span.start | store._segments.index(span.extent) << 32)
+    assert store.record_location(empty) is None
+    store.delete(small)
+    with pytest.raises(KeyError):
+        store.record_location(small)
+    with pytest.raises(KeyError):
+        store.index_entry_location(10**9)
