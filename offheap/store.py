@@ -32,7 +32,11 @@ object stays the same one, so the collections built on it keep their reference; 
 their own views first (:meth:`release_views` is the store's half of that).
 
 Failure atomicity. Every method that may allocate does so before it changes any state, so a
-:class:`CapacityError` leaves the store exactly as it was.
+:class:`CapacityError` leaves the store exactly as it was. The one exception is the metadata
+write of a file without transactions, which follows the change it records: if it fails (a root
+too large for the header that finds no room, a full disk), the store holds its records as before
+and stays usable, an extent may stay allocated with nothing in it, and the arena keeps the file
+marked open for writing until a later flush succeeds.
 
 Thread safety: none; the owning collection serializes access.
 """
