@@ -137,7 +137,7 @@ def test_a_failed_close_without_transactions_leaves_the_file_marked_open(tmp_pat
         db.close()  # the caches cannot be written: what the file holds is half of a flush
     with pytest.raises(CorruptionError, match="not closed cleanly.*salvage"):
         DB.file(path, durability="none")
-    report = salvage(path, rescued)  # here the store's last metadata names freed extents
+    report = salvage(path, rescued)  # what the half flush left, checked entry by entry
     assert "not closed cleanly" in report.checksums and not report.complete
 
 
