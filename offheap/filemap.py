@@ -1,5 +1,6 @@
 """What a map that owns its file has beyond MutableMapping (layer 6), shared by LongHashMap and
-TreeMap: ``readonly=True`` opening a reader instead, ``commit()`` and ``rollback()``.
+TreeMap: ``readonly=True`` opening a reader instead, ``commit()``, ``rollback()``, and ``with``
+blocks that close (rolling back first when the block raised).
 
 A standalone file map (``LongHashMap(path=...)``, ``TreeMap(path=...)``) owns its record store
 and so its transactions; a map in a DB shares the DB's store, and the DB commits for all of them.
@@ -16,7 +17,7 @@ class StandaloneFileMap:
     """Mixin for a map class. The map provides ``_open_reader(*args, **kwargs)`` (the read-only
     view of a file), ``_store``, ``_owns_store``, ``_check_open()``, ``_write_back()`` (write what
     it holds in memory into the store), ``_discard()`` (drop views and caches that a rollback makes
-    stale) and ``_reload()``; ``_lock`` serializes, if it has one.
+    stale), ``_reload()``, ``close()`` and ``_closed``; ``_lock`` serializes, if it has one.
     """
 
     _lock = nullcontext()
@@ -25,6 +26,18 @@ class StandaloneFileMap:
         if not readonly:
             return super().__new__(cls)
         return cls._open_reader(*args, **kwargs)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, traceback) -> None:
+        """Close; a standalone durable file map rolls back first when the block raised."""
+        try:
+            if exc_type is not None and not self._closed and self._owns_store \
+                    and self._store.durable:
+                self.rollback()
+        finally:
+            self.close()
 
     def commit(self) -> None:
         """Make every change up to now durable at once: the map writes what it holds in memory,

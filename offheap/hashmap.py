@@ -482,18 +482,6 @@ class LongHashMap(StandaloneFileMap, MutableMapping):
         """The store record holding this map's metadata: what reopens it with :meth:`in_store`."""
         return self._meta_recid
 
-    def __enter__(self) -> LongHashMap:
-        return self
-
-    def __exit__(self, exc_type, exc, traceback) -> None:
-        """Close; a standalone durable file map rolls back first when the block raised."""
-        try:
-            if exc_type is not None and not self._closed and self._owns_store \
-                    and self._store.durable:
-                self.rollback()
-        finally:
-            self.close()
-
     def _check(self) -> None:
         """Assert the table's invariants (used by the stateful tests after every step)."""
         self._check_open()

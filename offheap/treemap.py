@@ -1182,18 +1182,6 @@ class TreeMap(StandaloneFileMap, SortedRangeAPI, MutableMapping):
     def closed(self) -> bool:
         return self._closed
 
-    def __enter__(self) -> TreeMap:
-        return self
-
-    def __exit__(self, exc_type, exc, traceback) -> None:
-        """Close; a standalone durable file map rolls back first when the block raised."""
-        try:
-            if exc_type is not None and not self._closed and self._owns_store \
-                    and self._store.durable:
-                self.rollback()
-        finally:
-            self.close()
-
     def copy(self) -> TreeMap:
         """A new anonymous TreeMap with the same entries and options (bulk-built)."""
         with self._lock:
