@@ -157,6 +157,23 @@ def _write_sparse(path: str, data: bytes) -> None:
         os.close(fd)
 
 
+def count_outcome(summary: FuzzSummary, label: str, mutation: str, read, expected) -> None:
+    """Read a damaged file with ``read()``: CorruptionError and the original content count as
+    outcomes; any other exception, or different content, is a failure."""
+    try:
+        content = read()
+    except CorruptionError:
+        summary.outcomes[mutation, "corrupt"] += 1
+        return
+    except Exception as exc:  # the failure under test: anything but CorruptionError
+        summary.failures.append(f"{label}: {type(exc).__name__}: {exc}")
+        return
+    if content == expected:
+        summary.outcomes[mutation, "same"] += 1
+    else:
+        summary.failures.append(f"{label}: opened with different content")
+
+
 def run_fuzz(trials: int, seed: int, workdir: str) -> FuzzSummary:
     """Open ``trials`` damaged copies of the source files; see the module docstring."""
     sources = build_sources(workdir)
@@ -170,21 +187,14 @@ def run_fuzz(trials: int, seed: int, workdir: str) -> FuzzSummary:
         _write_sparse(path, damaged)
         readonly = rng.random() < 0.7
         summary.trials += 1
-        try:
+
+        def read(readonly=readonly):
             with Arena.file(path, readonly=readonly, create=False) as arena:
                 content = arena_content(arena)
                 if not readonly:
                     arena._check()
-        except CorruptionError:
-            summary.outcomes[mutation, "corrupt"] += 1
-            continue
-        except Exception as exc:  # the failure under test: anything but CorruptionError
-            summary.failures.append(f"trial {trial} ({mutation}, readonly={readonly}): "
-                                    f"{type(exc).__name__}: {exc}")
-            continue
-        if content == source.content:
-            summary.outcomes[mutation, "same"] += 1
-        else:
-            summary.failures.append(f"trial {trial} ({mutation}, readonly={readonly}): "
-                                    f"opened with different content")
+            return content
+
+        count_outcome(summary, f"trial {trial} ({mutation}, readonly={readonly})", mutation, read,
+                      source.content)
     return summary

@@ -19,8 +19,8 @@ import random
 import numpy as np
 
 from offheap import DB, LongHashMap, TreeMap
-from offheap.errors import CorruptionError
-from tests.offheap.arena_fuzz import MUTATIONS, FuzzSummary, _write_sparse, describe_source, mutate
+from tests.offheap.arena_fuzz import (MUTATIONS, FuzzSummary, _write_sparse, count_outcome,
+                                      describe_source, mutate)
 
 N_ENTRIES = 1500
 TREE_OPTIONS = {"objects": dict(key="int64", value="object", node_size=16, compression="zlib"),
@@ -113,18 +113,6 @@ def run_db_fuzz(trials: int, seed: int, workdir: str) -> FuzzSummary:
         _write_sparse(path, mutate(source.data, source, mutation, rng))
         readonly = rng.random() < 0.5
         summary.trials += 1
-        try:
-            content = _read(kind, path, readonly)
-        except CorruptionError:
-            summary.outcomes[mutation, "corrupt"] += 1
-            continue
-        except Exception as exc:  # the failure under test: anything but CorruptionError
-            summary.failures.append(f"trial {trial} ({kind}, {mutation}, readonly={readonly}): "
-                                    f"{type(exc).__name__}: {exc}")
-            continue
-        if content == source.content:
-            summary.outcomes[mutation, "same"] += 1
-        else:
-            summary.failures.append(f"trial {trial} ({kind}, {mutation}, readonly={readonly}): "
-                                    f"opened with different entries")
+        count_outcome(summary, f"trial {trial} ({kind}, {mutation}, readonly={readonly})", mutation,
+                      lambda: _read(kind, path, readonly), source.content)
     return summary
