@@ -172,6 +172,9 @@ def _add_parallel_write(subparsers) -> None:
                         help="log compressions (default all)")
     parser.add_argument("--parallelism", type=_count, nargs="+", default=list(PARALLELISM),
                         help="worker counts besides 1 (default 2 4)")
+    parser.add_argument("--block-size", type=_size, default=4096,
+                        help="largest uncompressed block of the compressed logs (default 4096, "
+                             "Sparkey's; fast-avro-write's Avro blocks are 64,000 bytes)")
     parser.add_argument("--runs", type=_count, default=3,
                         help="runs per cell; min and max are reported (default 3, the seed: 10)")
     parser.add_argument("--wait-idle", type=float, default=0.0, metavar="SECONDS",
@@ -192,7 +195,7 @@ def _run_parallel_write(args) -> int:
         raise SystemExit("--wait-idle must be 0 or more seconds")
     document = run_parallel_write(args.sizes, args.codecs, args.parallelism, args.runs,
                                   treemap=not args.no_treemap, probes=not args.no_probes,
-                                  wait_idle=args.wait_idle,
+                                  wait_idle=args.wait_idle, block_size=args.block_size,
                                   progress=lambda text: print(text, file=sys.stderr))
     _write(args.out, "parallel-write", document, parallel_write_tables(document))
     return 0

@@ -147,7 +147,7 @@ def _cell(runs: list[_Timed], loads: list[float]) -> dict:
 
 
 def _time_variants(quotes, codec, variants, runs, workdir, objects, progress,
-                   wait_idle=0.0) -> list[dict]:
+                   wait_idle=0.0, block_size=BLOCK_SIZE) -> list[dict]:
     """Interleaved runs of every variant on one batch; checks that the files are identical.
     Each run first waits up to ``wait_idle`` seconds for the other processes to go quiet."""
     cells = {variant: {"runs": [], "loads": []} for variant in variants}
@@ -157,7 +157,7 @@ def _time_variants(quotes, codec, variants, runs, workdir, objects, progress,
             path = workdir / "quotes.spl"
             wait_for_idle(wait_idle)
             load = _load()
-            cells[variant]["runs"].append(write_log(quotes, path, codec, variant,
+            cells[variant]["runs"].append(write_log(quotes, path, codec, variant, block_size,
                                                     objects=objects))
             cells[variant]["loads"].append(max(load, _load()))
             if run == 0:
@@ -344,13 +344,14 @@ def bench_mechanisms(quotes: np.ndarray, workers: int, runs: int) -> dict:
 # -- the run ------------------------------------------------------------------------------------
 
 def run_parallel_write(sizes, codecs, parallelisms, runs: int, *, treemap: bool = True,
-                       probes: bool = True, wait_idle: float = 0.0, progress=print) -> dict:
+                       probes: bool = True, wait_idle: float = 0.0,
+                       block_size: int = BLOCK_SIZE, progress=print) -> dict:
     """Every table for ``sizes``; returns the results document. ``wait_idle``: seconds each
     run may wait for other processes to leave the CPUs (0: do not wait)."""
     variants = ["put loop", "p=1", *[f"p={p}" for p in parallelisms]]
     document = {"experiment": "parallel-write", "machine": describe_machine(),
                 "config": {"sizes": list(sizes), "codecs": list(codecs), "runs": runs,
-                           "parallelism": list(parallelisms), "block_size": BLOCK_SIZE,
+                           "parallelism": list(parallelisms), "block_size": block_size,
                            "cpu_count": os.cpu_count(), "wait_idle_seconds": wait_idle},
                 "writes": [], "treemap": [], "seed_ms": SEED_MS}
     started = time.perf_counter()
@@ -365,7 +366,7 @@ def run_parallel_write(sizes, codecs, parallelisms, runs: int, *, treemap: bool 
                 progress(f"writing {size:,} quotes, {codec}")
                 document["writes"] += _time_variants(
                     quotes, codec, ["objects", *variants] if smallest else variants, runs,
-                    workdir, objects, progress, wait_idle)
+                    workdir, objects, progress, wait_idle, block_size)
             del objects
             if treemap:
                 progress(f"TreeMap.update of {size:,} timestamps")

@@ -41,7 +41,7 @@ from sparkey.packed import PackedBytes, as_column
 PARALLEL_THRESHOLD = 20_000
 """Default ``threshold`` of put_many: smaller batches are written without a thread pool."""
 FIRST_CHUNK_ROWS = 1024
-TARGET_CHUNK_BYTES = 1 << 20
+TARGET_CHUNK_BYTES = 4 << 20
 MAX_CHUNK_ROWS = 1 << 16
 
 
