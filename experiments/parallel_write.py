@@ -26,6 +26,7 @@ and ``TreeMap.update`` of sorted int64 arrays with ``parallelism`` 1, 2, 4.
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import hashlib
 import multiprocessing
 import os
@@ -256,17 +257,21 @@ def gil_probe(stream: bytes, call_bytes: int = PROBE_CALL_BYTES) -> dict:
     large = stream * max(1, call_bytes // len(stream))  # calls long beside a 5 ms switch
     idle = _best_progress(lambda: time.sleep(0.1))
     results = {}
+    calls = {}
     for name, make in _compressors().items():
         one = _threads_seconds(make, [blocks])
         two = _threads_seconds(make, [blocks[0::2], blocks[1::2]])
         compress = make()
         results[name] = {"one_thread_seconds": one, "two_threads_seconds": two,
-                         "two_thread_speedup": one / two,
-                         "progress_during_call": _best_progress(lambda: compress(large)) / idle}
+                         "two_thread_speedup": one / two}
+        calls[name] = functools.partial(compress, large)
     array = np.frombuffer(large, dtype=np.uint8)
-    results["numpy copy"] = {"progress_during_call": _best_progress(array.copy) / idle}
-    results["bytes.count (holds the GIL)"] = {
-        "progress_during_call": _best_progress(lambda: large.count(b"\xff\xfe\xfd")) / idle}
+    calls["numpy copy"] = array.copy
+    calls["bytes.count (holds the GIL)"] = functools.partial(large.count, b"\xff\xfe\xfd")
+    progress = {name: _best_progress(call) for name, call in calls.items()}
+    idle = max(idle, _best_progress(lambda: time.sleep(0.1)))  # the steadier of two baselines
+    for name, rate in progress.items():
+        results.setdefault(name, {})["progress_during_call"] = rate / idle
     results["load"] = _load()
     return results
 
@@ -342,6 +347,53 @@ def bench_mechanisms(quotes: np.ndarray, workers: int, runs: int) -> dict:
             "load": _load()}
 
 
+def bench_steps(quotes: np.ndarray, runs: int, wait_idle: float = 0.0) -> dict:
+    """Each step of put_many's chunk work on one thread, then split between two threads.
+
+    A step whose two-thread speedup stays near 1 holds the GIL (or hands it back and forth
+    too often); the steps are timed apart so the table shows which one limits put_many.
+    """
+    from sparkey.codec import codec_for
+    from sparkey.format import Compression
+    from sparkey.log.bulk import compress_blocks
+    from sparkey.log.framing import frame_puts
+
+    rows = MECHANISM_CHUNK_ROWS
+    bounds = [(start, min(len(quotes), start + rows)) for start in range(0, len(quotes), rows)]
+    keys, values = QuoteKeys(quotes), QuoteValues(quotes)
+    packed = [(keys.pack(a, b), values.pack(a, b)) for a, b in bounds]
+    streams = [memoryview(frame_puts(*pair).stream) for pair in packed]
+    blocks = [[view[i:i + BLOCK_SIZE] for i in range(0, len(view), BLOCK_SIZE)] for view in streams]
+    snappy, zstd = codec_for(Compression.SNAPPY), codec_for(Compression.ZSTD)
+    steps = {
+        "encode records (pack keys and values)": (
+            lambda part: [(keys.pack(a, b), values.pack(a, b)) for a, b in part], bounds),
+        "frame entries": (lambda part: [frame_puts(*pair) for pair in part], packed),
+        "snappy, one call per 4 KiB block": (
+            lambda part: [compress_blocks(snappy, chunk) for chunk in part], blocks),
+        "zstd, one call per chunk": (
+            lambda part: [compress_blocks(zstd, chunk) for chunk in part], blocks),
+    }
+    results = {}
+    for name, (work, items) in steps.items():
+        seconds = {1: [], 2: []}
+        for _ in range(runs):
+            for threads in (1, 2):
+                parts = [items[i::threads] for i in range(threads)]
+                wait_for_idle(wait_idle)
+                with _Timed() as timed:
+                    workers = [threading.Thread(target=work, args=(part,)) for part in parts]
+                    for worker in workers:
+                        worker.start()
+                    for worker in workers:
+                        worker.join()
+                seconds[threads].append(timed.seconds)
+        results[name] = {"one_thread_seconds": min(seconds[1]),
+                         "two_threads_seconds": min(seconds[2]),
+                         "speedup": min(seconds[1]) / min(seconds[2])}
+    return {"records": len(quotes), "chunk_rows": rows, "results": results, "load": _load()}
+
+
 # -- the run ------------------------------------------------------------------------------------
 
 def run_parallel_write(sizes, codecs, parallelisms, runs: int, *, treemap: bool = True,
@@ -382,6 +434,8 @@ def run_parallel_write(sizes, codecs, parallelisms, runs: int, *, treemap: bool 
             document["gil"] = gil_probe(stream)
             progress("threads vs processes")
             document["mechanisms"] = bench_mechanisms(largest[:min(sizes)], 2, runs)
+            progress("the steps of put_many on two threads")
+            document["steps"] = bench_steps(largest[:min(sizes)], runs, wait_idle)
     document["wall_seconds"] = time.perf_counter() - started
     return document
 
@@ -466,4 +520,13 @@ def parallel_write_tables(document: dict, *, markdown: bool = False) -> str:
         lines += ["", f"put_many's chunk work for {mechanisms['records']:,} records (zstd) on "
                       f"{mechanisms['workers']} workers (load {mechanisms['load']:.1f}), ms:",
                   format_table(["mechanism", "ms", "speedup"], rows, markdown=markdown)]
+    if "steps" in document:
+        steps = document["steps"]
+        rows = [[name, _ms(cell["one_thread_seconds"]), _ms(cell["two_threads_seconds"]),
+                 f"{cell['speedup']:.2f}x"] for name, cell in steps["results"].items()]
+        lines += ["", f"Each step of put_many for {steps['records']:,} records, chunks of "
+                      f"{steps['chunk_rows']:,} rows, on 1 and 2 threads (load {steps['load']:.1f}), "
+                      f"ms:",
+                  format_table(["step", "1 thread", "2 threads", "speedup"], rows,
+                               markdown=markdown)]
     return "\n".join(lines)

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from experiments.parallel_write import bench_mechanisms, gil_probe
+from experiments.parallel_write import bench_mechanisms, bench_steps, gil_probe
 from experiments.quotes import (
     QUOTE_DTYPE, QuoteKeys, QuoteValues, encode_quote, make_quotes, quote_key)
 from sparkey.packed import PackedBytes
@@ -78,6 +78,12 @@ def test_mechanisms_produce_the_serial_bytes():
     assert set(mechanisms["results"]) == {
         "serial", "threads", "processes, pickled input", "processes, input inherited by fork"}
     assert all(cell["speedup"] > 0 for cell in mechanisms["results"].values())
+
+
+def test_steps_are_timed_on_one_and_two_threads():
+    steps = bench_steps(make_quotes(2000), runs=1)
+    assert len(steps["results"]) == 4
+    assert all(cell["speedup"] > 0 for cell in steps["results"].values())
 
 
 def test_bad_sizes_are_refused():
