@@ -175,6 +175,10 @@ def _add_parallel_write(subparsers) -> None:
     parser.add_argument("--block-size", type=_size, default=4096,
                         help="largest uncompressed block of the compressed logs (default 4096, "
                              "Sparkey's; fast-avro-write's Avro blocks are 64,000 bytes)")
+    parser.add_argument("--threshold", type=int, default=None,
+                        help="put_many's threshold (default: its own, 20,000)")
+    parser.add_argument("--chunk-mib", type=float, default=None,
+                        help="put_many's chunk size in MiB for this run (default: its own, 4)")
     parser.add_argument("--runs", type=_count, default=3,
                         help="runs per cell; min and max are reported (default 3, the seed: 10)")
     parser.add_argument("--wait-idle", type=float, default=0.0, metavar="SECONDS",
@@ -196,6 +200,9 @@ def _run_parallel_write(args) -> int:
     document = run_parallel_write(args.sizes, args.codecs, args.parallelism, args.runs,
                                   treemap=not args.no_treemap, probes=not args.no_probes,
                                   wait_idle=args.wait_idle, block_size=args.block_size,
+                                  threshold=args.threshold,
+                                  chunk_bytes=int(args.chunk_mib * (1 << 20))
+                                  if args.chunk_mib else None,
                                   progress=lambda text: print(text, file=sys.stderr))
     _write(args.out, "parallel-write", document, parallel_write_tables(document))
     return 0

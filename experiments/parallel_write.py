@@ -117,7 +117,8 @@ def _digest(path: Path) -> str:
 
 
 def write_log(quotes: np.ndarray, path: Path, codec: str, variant: str,
-              block_size: int = BLOCK_SIZE, objects: list | None = None) -> _Timed:
+              block_size: int = BLOCK_SIZE, objects: list | None = None,
+              threshold: int | None = None) -> _Timed:
     """Write ``quotes`` as a flushed Sparkey log at ``path`` with ``variant``; its timing."""
     import sparkey
 
@@ -132,8 +133,9 @@ def write_log(quotes: np.ndarray, path: Path, codec: str, variant: str,
             for key, value in zip(keys.pack(0, len(keys)), values.pack(0, len(values))):
                 put(key, value)
         else:
+            options = {} if threshold is None else {"threshold": threshold}
             log.put_many((QuoteKeys(quotes), QuoteValues(quotes)),
-                         parallelism=int(variant.removeprefix("p=")))
+                         parallelism=int(variant.removeprefix("p=")), **options)
         log.flush()
     return timed
 
@@ -148,7 +150,7 @@ def _cell(runs: list[_Timed], loads: list[float]) -> dict:
 
 
 def _time_variants(quotes, codec, variants, runs, workdir, objects, progress,
-                   wait_idle=0.0, block_size=BLOCK_SIZE) -> list[dict]:
+                   wait_idle=0.0, block_size=BLOCK_SIZE, threshold=None) -> list[dict]:
     """Interleaved runs of every variant on one batch; checks that the files are identical.
     Each run first waits up to ``wait_idle`` seconds for the other processes to go quiet."""
     cells = {variant: {"runs": [], "loads": []} for variant in variants}
@@ -159,7 +161,7 @@ def _time_variants(quotes, codec, variants, runs, workdir, objects, progress,
             wait_for_idle(wait_idle)
             load = _load()
             cells[variant]["runs"].append(write_log(quotes, path, codec, variant, block_size,
-                                                    objects=objects))
+                                                    objects=objects, threshold=threshold))
             cells[variant]["loads"].append(max(load, _load()))
             if run == 0:
                 digests[variant] = _digest(path)
@@ -274,6 +276,31 @@ def gil_probe(stream: bytes, call_bytes: int = PROBE_CALL_BYTES) -> dict:
         results.setdefault(name, {})["progress_during_call"] = rate / idle
     results["load"] = _load()
     return results
+
+
+def _python_loop(iterations: int = 3_000_000) -> None:
+    total = 0
+    for i in range(iterations):
+        total += i
+
+
+def machine_ceiling(runs: int, wait_idle: float = 0.0) -> dict:
+    """Throughput of two processes running a pure-Python loop, relative to one: what two
+    workers can gain at most on this machine (about 2 on two idle cores)."""
+    fork = multiprocessing.get_context("fork")
+    best = {}
+    for _ in range(runs):
+        for processes in (1, 2):
+            wait_for_idle(wait_idle)
+            with _Timed() as timed:
+                workers = [fork.Process(target=_python_loop) for _ in range(processes)]
+                for worker in workers:
+                    worker.start()
+                for worker in workers:
+                    worker.join()
+            best[processes] = min(best.get(processes, float("inf")), timed.seconds)
+    return {"one_process_seconds": best[1], "two_processes_seconds": best[2],
+            "throughput_ratio": 2 * best[1] / best[2], "load": _load()}
 
 
 # -- threads or processes? ----------------------------------------------------------------------
@@ -398,14 +425,33 @@ def bench_steps(quotes: np.ndarray, runs: int, wait_idle: float = 0.0) -> dict:
 
 def run_parallel_write(sizes, codecs, parallelisms, runs: int, *, treemap: bool = True,
                        probes: bool = True, wait_idle: float = 0.0,
-                       block_size: int = BLOCK_SIZE, progress=print) -> dict:
+                       block_size: int = BLOCK_SIZE, threshold: int | None = None,
+                       chunk_bytes: int | None = None, progress=print) -> dict:
     """Every table for ``sizes``; returns the results document. ``wait_idle``: seconds each
-    run may wait for other processes to leave the CPUs (0: do not wait)."""
+    run may wait for other processes to leave the CPUs (0: do not wait); ``threshold`` is
+    put_many's (None: its default); ``chunk_bytes`` replaces put_many's chunk size for the
+    run (a tuning experiment; None: the default)."""
+    from sparkey.log import bulk
+
+    default_chunk = bulk.TARGET_CHUNK_BYTES
+    bulk.TARGET_CHUNK_BYTES = chunk_bytes or default_chunk
+    try:
+        return _run(sizes, codecs, parallelisms, runs, treemap, probes, wait_idle, block_size,
+                    threshold, progress)
+    finally:
+        bulk.TARGET_CHUNK_BYTES = default_chunk
+
+
+def _run(sizes, codecs, parallelisms, runs, treemap, probes, wait_idle, block_size, threshold,
+         progress) -> dict:
+    from sparkey.log import bulk
+
     variants = ["put loop", "p=1", *[f"p={p}" for p in parallelisms]]
     document = {"experiment": "parallel-write", "machine": describe_machine(),
                 "config": {"sizes": list(sizes), "codecs": list(codecs), "runs": runs,
                            "parallelism": list(parallelisms), "block_size": block_size,
-                           "cpu_count": os.cpu_count(), "wait_idle_seconds": wait_idle},
+                           "cpu_count": os.cpu_count(), "wait_idle_seconds": wait_idle,
+                           "threshold": threshold, "chunk_bytes": bulk.TARGET_CHUNK_BYTES},
                 "writes": [], "treemap": [], "seed_ms": SEED_MS}
     started = time.perf_counter()
     largest = make_quotes(max(sizes))
@@ -419,7 +465,7 @@ def run_parallel_write(sizes, codecs, parallelisms, runs: int, *, treemap: bool 
                 progress(f"writing {size:,} quotes, {codec}")
                 document["writes"] += _time_variants(
                     quotes, codec, ["objects", *variants] if smallest else variants, runs,
-                    workdir, objects, progress, wait_idle, block_size)
+                    workdir, objects, progress, wait_idle, block_size, threshold)
             del objects
             if treemap:
                 progress(f"TreeMap.update of {size:,} timestamps")
@@ -427,6 +473,8 @@ def run_parallel_write(sizes, codecs, parallelisms, runs: int, *, treemap: bool 
         if probes:
             from sparkey.log.framing import frame_puts
 
+            progress("machine ceiling")
+            document["ceiling"] = machine_ceiling(runs, wait_idle)
             progress("GIL probe")
             sample = largest[:20_000]
             stream = frame_puts(QuoteKeys(sample).pack(0, len(sample)),
@@ -459,8 +507,12 @@ def parallel_write_tables(document: dict, *, markdown: bool = False) -> str:
     config = document["config"]
     writes = document["writes"]
     parallel = [f"p={p}" for p in config["parallelism"]]
-    lines = [f"Sparkey log of N StockQuote records, block {config['block_size']} B, min and max "
-             f"of {config['runs']} runs in ms ({machine_line(document['machine'])})",
+    chunk = config.get("chunk_bytes")
+    lines = [f"Sparkey log of N StockQuote records, block {config['block_size']} B, "
+             + (f"put_many chunks of {chunk / (1 << 20):g} MiB, " if chunk else "")
+             + (f"threshold {config['threshold']:,}, " if config.get("threshold") is not None
+                else "")
+             + f"min and max of {config['runs']} runs in ms ({machine_line(document['machine'])})",
              "others' cores: CPU other processes used during the fastest p=1, "
              + ", ".join(parallel) + " runs (of " + str(config.get("cpu_count")) + " cores)"]
     for codec in config["codecs"]:
@@ -505,6 +557,11 @@ def parallel_write_tables(document: dict, *, markdown: bool = False) -> str:
     lines += ["", "fast-avro-write (seed, Avro + snappy, i7-4650U), ms:",
               format_table(["records", "standard", "fast p=4", "best speedup"], seed_rows,
                            markdown=markdown)]
+    if "ceiling" in document:
+        ceiling = document["ceiling"]
+        lines += ["", f"Machine ceiling: two processes running a Python loop get "
+                      f"{ceiling['throughput_ratio']:.2f}x the throughput of one "
+                      f"(load {ceiling['load']:.1f})"]
     if "gil" in document:
         rows = [[name, f"{cell['two_thread_speedup']:.2f}x" if "two_thread_speedup" in cell else "-",
                  f"{cell['progress_during_call']:.2f}"]

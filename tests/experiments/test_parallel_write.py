@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from experiments.parallel_write import bench_mechanisms, bench_steps, gil_probe
+from experiments.parallel_write import bench_mechanisms, bench_steps, gil_probe, machine_ceiling
 from experiments.quotes import (
     QUOTE_DTYPE, QuoteKeys, QuoteValues, encode_quote, make_quotes, quote_key)
 from sparkey.packed import PackedBytes
@@ -80,10 +80,11 @@ def test_mechanisms_produce_the_serial_bytes():
     assert all(cell["speedup"] > 0 for cell in mechanisms["results"].values())
 
 
-def test_steps_are_timed_on_one_and_two_threads():
+def test_steps_and_the_machine_ceiling_are_timed():
     steps = bench_steps(make_quotes(2000), runs=1)
     assert len(steps["results"]) == 4
     assert all(cell["speedup"] > 0 for cell in steps["results"].values())
+    assert machine_ceiling(runs=1)["throughput_ratio"] > 0
 
 
 def test_bad_sizes_are_refused():
