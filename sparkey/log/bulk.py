@@ -12,11 +12,12 @@ boundary. Uncompressed logs skip the last two steps. Block boundaries depend onl
 sizes, so the output is byte for byte the output of ``LogWriter.put`` called entry by entry,
 whatever the number of workers and the chunking.
 
-Why threads: numpy copies and the snappy and zstd compressors release the GIL, and the
-remaining Python work is per block and per chunk, never per entry; chunks of about
-``TARGET_CHUNK_BYTES`` stay in the CPU cache between the steps. Measurements and the process
-alternatives that lost are in docs/parallel-writes.md. With one worker the same steps run in
-the caller's thread, with no pool.
+Why threads: numpy copies and the compressors release the GIL, and the remaining Python work
+is per chunk and per block, never per entry. The GIL-free stretches must be long, or two
+threads spend their time handing the GIL over: hence chunks of about ``TARGET_CHUNK_BYTES``
+(the size of a core's L2 cache here) and zstd compressing a chunk's blocks in one call.
+Measurements, and the process alternatives that lost, are in docs/parallel-writes.md. With one
+worker the same steps run in the caller's thread, with no pool.
 
 At most ``2 * workers + 1`` chunks are in flight, so memory stays a few chunks whatever the
 batch size.
