@@ -42,7 +42,9 @@ from sparkey.packed import PackedBytes, as_column
 PARALLEL_THRESHOLD = 20_000
 """Default ``threshold`` of put_many: smaller batches are written without a thread pool."""
 FIRST_CHUNK_ROWS = 1024
+"""Entries in the first chunk; later chunks are sized from the entry sizes seen so far."""
 TARGET_CHUNK_BYTES = 4 << 20
+"""Log bytes per chunk: long GIL-free numpy and zstd calls, still within a core's L2 cache."""
 MAX_CHUNK_ROWS = 1 << 16
 
 
@@ -57,6 +59,7 @@ class EntryStats:
 
     @classmethod
     def of(cls, framed, start, stop):
+        """The counters of entries ``start`` to ``stop - 1`` of a FramedPuts."""
         if start >= stop:
             return cls()
         sizes = framed.sizes[start:stop]
@@ -93,17 +96,19 @@ class OpenBlock:
 
 
 def check_parallelism(parallelism, threshold):
+    """ValueError unless ``parallelism`` is an int >= 1 and ``threshold`` an int >= 0."""
     for name, value, low in (("parallelism", parallelism, 1), ("threshold", threshold, 0)):
         if not isinstance(value, int) or isinstance(value, bool) or value < low:
             raise ValueError(f"{name} must be an int >= {low}, not {value!r}")
 
 
 def entry_chunks(items, threshold):
-    """``(source, count)``: a chunk source for ``items`` and whether it reaches ``threshold``.
+    """``(source, large)``: a chunk source for ``items`` and whether it has ``threshold`` entries.
 
-    ``items`` is a tuple ``(keys, values)`` of two columns (sequences of byte strings, numpy
-    arrays of bytes, PackedBytes or lazy columns, see ``sparkey.packed``), a mapping, or an
-    iterable of ``(key, value)`` pairs (read ``threshold`` pairs ahead to decide).
+    ``items`` is a tuple ``(keys, values)`` of two columns (lists or other non-tuple sequences
+    of byte strings, numpy arrays of bytes, PackedBytes or lazy columns, see ``sparkey.packed``),
+    a mapping, or an iterable of ``(key, value)`` pairs (read ``threshold`` pairs ahead to
+    decide). A tuple of two tuples is pairs, so ``((k1, v1), (k2, v2))`` means two entries.
     """
     if isinstance(items, tuple) and len(items) == 2 and not any(
             isinstance(column, (tuple, bytes, bytearray, memoryview, str)) for column in items):
