@@ -334,3 +334,12 @@ def test_compress_blocks_equals_the_codec_block_by_block(compression):
     blocks = [bytes(range(i % 256)) * (1 + i % 40) for i in range(1, 300)]
     assert [bytes(payload) for payload in bulk.compress_blocks(codec, blocks)] == [
         codec.compress(block) for block in blocks]
+
+
+def test_a_tuple_of_two_pairs_is_two_entries_and_two_lists_are_columns(tmp_path):
+    with sparkey.LogWriter(tmp_path / "log.spl") as writer:
+        writer.put_many(((b"k1", b"v1"), (b"k2", b"v2")))
+        writer.put_many(([b"k3", b"k4"], [b"v3", b"v4"]))
+    with sparkey.LogReader(tmp_path / "log.spl") as log:
+        assert [(e.key, e.value) for e in log] == [(b"k1", b"v1"), (b"k2", b"v2"),
+                                                   (b"k3", b"v3"), (b"k4", b"v4")]
