@@ -28,9 +28,9 @@ import timeit
 
 import numpy as np
 
-from offheap import packing
-from offheap.codecs import ZlibCodec, ZstdCodec, get_codec, names
-from offheap.packing import (
+from offheap.kernels import packing
+from offheap.kernels.codecs import ZlibCodec, ZstdCodec, get_codec, names
+from offheap.kernels.packing import (
     decode_int64_deltas,
     encode_int64_deltas,
     front_decode,
@@ -38,7 +38,7 @@ from offheap.packing import (
     varint_decode,
     varint_encode,
 )
-from offheap.serializers import get_serializer
+from offheap.store.serializers import get_serializer
 
 
 def best_seconds(function, number: int, repeat: int = 5) -> float:

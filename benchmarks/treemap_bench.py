@@ -58,7 +58,7 @@ def key_stream(kind: str, n: int, seed: int = 42):
 
 
 def run_capacity(variant: str, n: int) -> dict:
-    from offheap.treemap import TreeMap
+    from offheap.treemap.treemap import TreeMap
 
     spec = VARIANTS[variant]
     gc.collect()
@@ -96,7 +96,7 @@ def run_speed(n: int, bulk_n: int) -> dict:
     import numpy as np
     from sortedcontainers import SortedDict
 
-    from offheap.treemap import TreeMap
+    from offheap.treemap.treemap import TreeMap
 
     results = {}
     rnd = random.Random(1)

@@ -2,7 +2,7 @@
 
 memray sees every allocation of the process: malloc, pymalloc's arenas (which it records as
 mmaps) and the arena extents of offheap maps (also mmaps). At the moment of memray's high-water
-mark, the allocations made from ``offheap/memory.py`` are the off-heap arena; everything else is
+mark, the allocations made from the modules of ``offheap/arena/`` are the off-heap arena; everything else is
 charged to the Python heap. The figures are memray's, not RSS: they count bytes asked for, not
 pages touched.
 """
@@ -13,11 +13,11 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-_ARENA_MODULE = os.path.join("offheap", "memory.py")
+_ARENA_PACKAGE = os.path.join("offheap", "arena") + os.sep
 
 
 def _made_by_arena(record) -> bool:
-    return any(filename.endswith(_ARENA_MODULE) for _, filename, _ in record.stack_trace())
+    return any(_ARENA_PACKAGE in filename for _, filename, _ in record.stack_trace())
 
 
 def profile_heap(work: Callable[[], object], capture_path: Path) -> tuple[object, dict]:

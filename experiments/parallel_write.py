@@ -177,7 +177,7 @@ def _time_variants(quotes, codec, variants, runs, workdir, objects, progress,
 
 def bench_treemap(quotes: np.ndarray, parallelisms, runs: int, wait_idle=0.0) -> list[dict]:
     """``TreeMap.update((timestamps, volumes), parallelism=p)`` into an empty zstd map."""
-    from offheap.treemap import TreeMap
+    from offheap.treemap.treemap import TreeMap
 
     keys, values = quotes["timestamp"].copy(), quotes["volume"].copy()
     cells = {p: {"runs": [], "loads": []} for p in parallelisms}
@@ -331,7 +331,7 @@ def bench_mechanisms(quotes: np.ndarray, workers: int, runs: int) -> dict:
     """The chunk work of put_many for ``quotes`` (zstd), serial and on ``workers`` threads,
     processes fed pickled chunks, and forked processes that inherit the batch."""
     global _MECHANISM_QUOTES
-    from offheap.forkpool import encode_in_workers
+    from offheap.treemap.forkpool import encode_in_workers
 
     rows = MECHANISM_CHUNK_ROWS
     chunks = [quotes[i:i + rows] for i in range(0, len(quotes), rows)]

@@ -11,11 +11,12 @@ from offheap.errors import (
     RecoveryPendingError,
     TransactionError,
 )
-from offheap.db import DB, CollectionStats, DBStats
-from offheap.hashmap import HashMapStats, LongHashMap
-from offheap.readers import HashReader, TreeReader
-from offheap.salvage import SalvageReport, salvage
-from offheap.treemap import TreeMap, TreeStats
+from offheap.db.database import DB, CollectionStats, DBStats
+from offheap.hashmap.longhashmap import HashMapStats, LongHashMap
+from offheap.hashmap.reader import HashReader
+from offheap.treemap.reader import TreeReader
+from offheap.db.salvage import SalvageReport, salvage
+from offheap.treemap.treemap import TreeMap, TreeStats
 
 __all__ = [
     "CapacityError",

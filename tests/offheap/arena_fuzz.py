@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from offheap.arenaformat import HEADER_BYTES, PAGE_BYTES, TAG_BYTES
+from offheap.arena.format import HEADER_BYTES, PAGE_BYTES, TAG_BYTES
 from offheap.errors import CorruptionError
-from offheap.memory import Arena
+from offheap.arena.arena import Arena
 
 MUTATIONS = ("header_bits", "tag_bits", "live_page_bits", "checksum_bits", "any_bits",
              "truncate", "zero_range", "append_garbage", "garbage_page")

@@ -23,9 +23,9 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 from hypothesis.stateful import run_state_machine_as_test
 
-from offheap import dirtypages, wal
+from offheap.arena import dirtypages, wal
 from offheap.errors import RecoveryPendingError, TransactionError
-from offheap.memory import HEADER_BYTES, PAGE_BYTES, Arena, _open_pagemap
+from offheap.arena.arena import HEADER_BYTES, PAGE_BYTES, Arena, _open_pagemap
 from tests.offheap.arena_fuzz import arena_content
 
 

@@ -14,8 +14,8 @@ import time
 import numpy as np
 import pytest
 
-from offheap import dirtypages
-from offheap.memory import PAGE_BYTES, Arena
+from offheap.arena import dirtypages
+from offheap.arena.arena import PAGE_BYTES, Arena
 
 pytestmark = pytest.mark.bench
 

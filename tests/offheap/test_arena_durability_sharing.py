@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from offheap import wal
+from offheap.arena import wal
 from offheap.errors import (
     CapacityError,
     ClosedError,
@@ -21,7 +21,7 @@ from offheap.errors import (
     LockedError,
     TransactionError,
 )
-from offheap.memory import PAGE_BYTES, Arena
+from offheap.arena.arena import PAGE_BYTES, Arena
 from tests.offheap.arena_fuzz import arena_content
 
 GOLDEN = Path(__file__).parent / "golden"

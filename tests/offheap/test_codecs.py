@@ -1,4 +1,4 @@
-"""offheap.codecs: golden streams, round trips, threads, missing libraries, damaged input."""
+"""offheap.kernels.codecs: golden streams, round trips, threads, missing libraries, damaged input."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from offheap import codecs
-from offheap.codecs import CODEC_NAMES, Codec, SnappyCodec, ZlibCodec, ZstdCodec, get_codec, names
+from offheap.kernels import codecs
+from offheap.kernels.codecs import CODEC_NAMES, Codec, SnappyCodec, ZlibCodec, ZstdCodec, get_codec, names
 from offheap.errors import CodecUnavailableError, CorruptionError, OffheapError
 
 TEXT = b"offheap offheap offheap pages"

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from offheap.db import DB
+from offheap.db.database import DB
 from offheap.errors import CapacityError, ClosedError, CorruptionError
-from offheap.hashmap import LongHashMap
-from offheap.treemap import TreeMap
+from offheap.hashmap.longhashmap import LongHashMap
+from offheap.treemap.treemap import TreeMap
 
 
 def test_memory_db_holds_several_collections():

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from offheap import DB, LongHashMap, TreeMap, salvage
-from offheap.memory import Arena
+from offheap.arena.arena import Arena
 from tests.offheap.arena_fuzz import describe_source
 from offheap.errors import (
     CapacityError,
@@ -565,7 +565,7 @@ def test_compaction_never_leaves_the_path_without_its_writer(tmp_path):
     prober = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
         import os
         from offheap.errors import LockedError
-        from offheap.memory import Arena
+        from offheap.arena.arena import Arena
         attempts = opened = 0
         print("ready", flush=True)
         while not os.path.exists({str(stop)!r}):

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from sortedcontainers import SortedDict
 
-from offheap.db import DB
+from offheap.db.database import DB
 
 KEYS = st.integers(-50, 50)
 VALUES = st.one_of(st.none(), st.integers(-3, 3), st.text(max_size=3),

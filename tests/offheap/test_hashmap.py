@@ -256,7 +256,7 @@ def test_equal_long_values_in_a_batch_get_records_of_their_own():
 def test_growth_moves_the_table_chunk_by_chunk(monkeypatch, keys):
     """Scalar growth and a widening value column re-place the table's own entries in chunks of
     a few slots, so chunk boundaries fall everywhere; the map must equal dict throughout."""
-    import offheap.hashmap as hashmap_module
+    import offheap.hashmap.longhashmap as hashmap_module
 
     monkeypatch.setattr(hashmap_module, "_REHASH_CHUNK", 7)
     rng = np.random.default_rng(len(keys))
@@ -277,7 +277,7 @@ def test_growth_moves_the_table_chunk_by_chunk(monkeypatch, keys):
 def test_a_slightly_larger_table_keeps_runs_that_cross_chunk_boundaries(monkeypatch):
     """At a high load a run of entries can spill past a chunk boundary in the new table; the
     next chunk must start after it (the carried slot), never on top of it."""
-    import offheap.hashmap as hashmap_module
+    import offheap.hashmap.longhashmap as hashmap_module
 
     monkeypatch.setattr(hashmap_module, "_REHASH_CHUNK", 5)
     m = LongHashMap("int64")

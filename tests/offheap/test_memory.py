@@ -13,8 +13,8 @@ from offheap.errors import (
     ReadOnlyError,
     TransactionError,
 )
-from offheap.arenaformat import TAG_BYTES
-from offheap.memory import HEADER_BYTES, PAGE_BYTES, Arena
+from offheap.arena.format import TAG_BYTES
+from offheap.arena.arena import HEADER_BYTES, PAGE_BYTES, Arena
 
 MODES = ["commit", "none"]
 

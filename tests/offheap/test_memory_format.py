@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from offheap import fileholes, filelocks, memory, wal
-from offheap.arenaformat import (
+from offheap.arena import arena as arena_module, holes, locks, wal
+from offheap.arena.format import (
     CHECKSUMS,
     FREE,
     HEADER_BYTES,
@@ -29,10 +29,10 @@ from offheap.arenaformat import (
     peek_generation_and_flags,
 )
 from offheap.errors import CorruptionError
-from offheap.filedamage import FileDamage
-from offheap.freespace import FreeSpace, cut_tail, merged
-from offheap.memory import Arena
-from offheap.pagecrc import ChecksumTable, page_crcs
+from offheap.arena.damage import FileDamage
+from offheap.arena.freespace import FreeSpace, cut_tail, merged
+from offheap.arena.arena import Arena
+from offheap.arena.checksums import ChecksumTable, page_crcs
 from tests.offheap.arena_fuzz import arena_content
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -44,7 +44,7 @@ GOLDEN_FILE_ID = 0x0123456789ABCDEF
 
 def build_golden_arena(path, monkeypatch) -> None:
     """The operations that made ``golden/arena_v3.offheap``; its file id is fixed."""
-    monkeypatch.setattr(memory, "_new_file_id", lambda: GOLDEN_FILE_ID)
+    monkeypatch.setattr(arena_module, "_new_file_id", lambda: GOLDEN_FILE_ID)
     with Arena.file(path, create=True) as arena:
         first = arena.allocate(100)
         arena.array(first, np.uint8, 100)[:] = np.arange(100, dtype=np.uint8)
@@ -237,41 +237,41 @@ def test_file_locks_exclude_other_open_files(tmp_path):
     (tmp_path / "f").write_bytes(b"x")
     first, second = os.open(tmp_path / "f", os.O_RDWR), os.open(tmp_path / "f", os.O_RDWR)
     try:
-        assert filelocks.try_lock(first, filelocks.READERS, exclusive=False)
-        assert filelocks.try_lock(second, filelocks.READERS, exclusive=False)
-        assert filelocks.is_held(first, filelocks.READERS, exclusive=True)
-        assert not filelocks.is_held(first, filelocks.READERS, exclusive=False)
-        assert filelocks.try_lock(first, filelocks.WRITER, exclusive=True)
-        assert not filelocks.try_lock(second, filelocks.WRITER, exclusive=False)
-        assert filelocks.is_held(second, filelocks.WRITER, exclusive=False)
-        filelocks.unlock(first, filelocks.WRITER)
-        assert filelocks.try_lock(second, filelocks.WRITER, exclusive=True)
+        assert locks.try_lock(first, locks.READERS, exclusive=False)
+        assert locks.try_lock(second, locks.READERS, exclusive=False)
+        assert locks.is_held(first, locks.READERS, exclusive=True)
+        assert not locks.is_held(first, locks.READERS, exclusive=False)
+        assert locks.try_lock(first, locks.WRITER, exclusive=True)
+        assert not locks.try_lock(second, locks.WRITER, exclusive=False)
+        assert locks.is_held(second, locks.WRITER, exclusive=False)
+        locks.unlock(first, locks.WRITER)
+        assert locks.try_lock(second, locks.WRITER, exclusive=True)
     finally:
         os.close(first)
         os.close(second)
 
 
 def test_process_wide_locks_stand_in_where_open_file_locks_are_missing(tmp_path, monkeypatch):
-    monkeypatch.setattr(filelocks, "OPEN_FILE_LOCKS", False)
+    monkeypatch.setattr(locks, "OPEN_FILE_LOCKS", False)
     (tmp_path / "f").write_bytes(b"x")
     fd = os.open(tmp_path / "f", os.O_RDWR)
     ready_read, ready_write = os.pipe()
     done_read, done_write = os.pipe()
     pid = os.fork()
     if pid == 0:
-        ok = filelocks.try_lock(fd, filelocks.WRITER, exclusive=True)
+        ok = locks.try_lock(fd, locks.WRITER, exclusive=True)
         os.write(ready_write, b"1" if ok else b"0")
         os.read(done_read, 1)
         os._exit(0)
     try:
         assert os.read(ready_read, 1) == b"1"
-        assert not filelocks.try_lock(fd, filelocks.WRITER, exclusive=False)
-        assert filelocks.is_held(fd, filelocks.WRITER, exclusive=False)
-        assert not filelocks.is_held(fd, filelocks.READERS, exclusive=True)
+        assert not locks.try_lock(fd, locks.WRITER, exclusive=False)
+        assert locks.is_held(fd, locks.WRITER, exclusive=False)
+        assert not locks.is_held(fd, locks.READERS, exclusive=True)
     finally:
         os.write(done_write, b"x")
         os.waitpid(pid, 0)
-    assert filelocks.try_lock(fd, filelocks.WRITER, exclusive=True)
+    assert locks.try_lock(fd, locks.WRITER, exclusive=True)
     for end in (fd, ready_read, ready_write, done_read, done_write):
         os.close(end)
 
@@ -281,10 +281,10 @@ def test_holes_read_as_zeros_with_or_without_punching(tmp_path, monkeypatch):
     path.write_bytes(b"\x01" * 16 * 4096)
     fd = os.open(path, os.O_RDWR)
     try:
-        fileholes.zero_range(fd, 4096, 8192)
-        monkeypatch.setattr(fileholes, "_fallocate", None)
-        assert not fileholes.punch_hole(fd, 0, 4096)
-        fileholes.zero_range(fd, 5 * 4096, 4096 + 10)
+        holes.zero_range(fd, 4096, 8192)
+        monkeypatch.setattr(holes, "_fallocate", None)
+        assert not holes.punch_hole(fd, 0, 4096)
+        holes.zero_range(fd, 5 * 4096, 4096 + 10)
     finally:
         os.close(fd)
     data = path.read_bytes()

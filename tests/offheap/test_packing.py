@@ -1,4 +1,4 @@
-"""offheap.packing: golden bytes, round trips, and damaged input that must raise CorruptionError."""
+"""offheap.kernels.packing: golden bytes, round trips, and damaged input that must raise CorruptionError."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from offheap import packing
+from offheap.kernels import packing
 from offheap.errors import CorruptionError
-from offheap.packing import (
+from offheap.kernels.packing import (
     bitpack,
     bitunpack,
     decode_int64_deltas,
@@ -51,7 +51,7 @@ def u64(values) -> np.ndarray:
     return np.array(values, dtype=np.uint64)
 
 
-# -- golden bytes: these pin the formats documented in offheap.packing ---------------------------
+# -- golden bytes: these pin the formats documented in offheap.kernels.packing ---------------------------
 
 @pytest.mark.parametrize("value, encoded", [
     (0, "00"), (1, "01"), (127, "7f"), (128, "8001"), (300, "ac02"), (16384, "808001"),

@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from offheap.codecs import get_codec
+from offheap.kernels.codecs import get_codec
 from offheap.errors import CorruptionError
-from offheap.page import (
+from offheap.treemap.page import (
     INT64_MAX,
     INT64_MIN,
     decode_inner,
@@ -18,7 +18,7 @@ from offheap.page import (
     raw_size,
     separator,
 )
-from offheap.serializers import get_serializer
+from offheap.store.serializers import get_serializer
 
 INT64 = st.integers(INT64_MIN, INT64_MAX)
 OBJECTS = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.floats(allow_nan=False),

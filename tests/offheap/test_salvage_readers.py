@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from offheap.db import DB
-from offheap.hashmap import parse_meta as parse_table_meta
-from offheap.salvage import CollectionReport, read_table, read_tree
-from offheap.treemap import parse_meta as parse_tree_meta
+from offheap.db.database import DB
+from offheap.hashmap.longhashmap import parse_meta as parse_table_meta
+from offheap.db.salvage import CollectionReport, read_table, read_tree
+from offheap.treemap.treemap import parse_meta as parse_tree_meta
 
 N = 400
 
@@ -97,7 +97,7 @@ def test_cycle_does_not_hang():
     inner = tree._load_node(tree._root)
     child = tree._load_node(inner.children[0])
     assert not child.is_leaf
-    from offheap.page import encode_inner
+    from offheap.treemap.page import encode_inner
     child.children[0] = tree._root  # the first subtree points back at the root
     store.update(child.recid, encode_inner(child.keys, child.children, "int64"))
     entries, report = _read_tree(db, tree)

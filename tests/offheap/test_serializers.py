@@ -1,4 +1,4 @@
-"""offheap.serializers: golden bytes, exact round trips, O(1) constant columns, damaged input."""
+"""offheap.store.serializers: golden bytes, exact round trips, O(1) constant columns, damaged input."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from offheap.errors import CorruptionError
-from offheap.serializers import BYTES, FLOAT64, INT64, OBJECT, SERIALIZER_NAMES, STR, Serializer, get_serializer
+from offheap.store.serializers import BYTES, FLOAT64, INT64, OBJECT, SERIALIZER_NAMES, STR, Serializer, get_serializer
 
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 ALL = {s.name: s for s in (INT64, FLOAT64, STR, BYTES, OBJECT)}

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from offheap import packing, smallpack
+from offheap.kernels import packing, smallpack
 from offheap.errors import CorruptionError
 
 INT64 = st.integers(-(1 << 63), (1 << 63) - 1)

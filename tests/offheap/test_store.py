@@ -6,8 +6,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from offheap.errors import CapacityError
-from offheap.memory import Arena
-from offheap.store import LARGE_RECORD_BYTES, RecordStore, chunk_bytes
+from offheap.arena.arena import Arena
+from offheap.store.records import LARGE_RECORD_BYTES, RecordStore, chunk_bytes
 
 payloads = st.one_of(
     st.binary(max_size=300),

@@ -13,9 +13,9 @@ import pytest
 
 from offheap import DB
 from offheap.errors import CorruptionError
-from offheap.memory import Arena
-from offheap.store import LARGE_RECORD_BYTES, RecordStore
-from offheap.treemap import TreeMap
+from offheap.arena.arena import Arena
+from offheap.store.records import LARGE_RECORD_BYTES, RecordStore
+from offheap.treemap.treemap import TreeMap
 
 
 def record(i: int) -> bytes:

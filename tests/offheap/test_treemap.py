@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 from sortedcontainers import SortedDict
 
 from offheap.errors import CapacityError, ClosedError
-from offheap.page import separator
-from offheap.treebulk import separators
-from offheap.treemap import TreeMap
+from offheap.treemap.page import separator
+from offheap.treemap.bulk import separators
+from offheap.treemap.treemap import TreeMap
 from tests.contracts import MutableMappingContract
 
 _KEYS = random.Random(7).sample(range(-10**12, 10**12), 120)

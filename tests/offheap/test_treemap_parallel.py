@@ -8,15 +8,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sortedcontainers import SortedDict
 
-from offheap import treebulk
-from offheap.forkpool import encode_in_workers
-from offheap.treemap import TreeMap
+from offheap.treemap import bulk
+from offheap.treemap.forkpool import encode_in_workers
+from offheap.treemap.treemap import TreeMap
 
 
 @pytest.fixture(autouse=True)
 def few_leaves_go_parallel(monkeypatch):
     """Small maps take the forked path too (it starts at 2,048 leaves by default)."""
-    monkeypatch.setattr(treebulk, "PARALLEL_MIN_LEAVES", 2)
+    monkeypatch.setattr(bulk, "PARALLEL_MIN_LEAVES", 2)
 
 
 def _pages(tree: TreeMap) -> list[bytes]:
@@ -80,14 +80,14 @@ def test_failure_in_a_worker_leaves_the_map_unchanged(monkeypatch):
     tree = TreeMap("int64", "int64", node_size=4)
     tree.update({k: k for k in range(0, 100, 3)})
     before = _pages(tree)
-    original = treebulk.encode_leaf
+    original = bulk.encode_leaf
 
     def encode_leaf(keys, *args):
         if 1500 in list(keys):
             raise RuntimeError("leaf with key 1500 failed")
         return original(keys, *args)
 
-    monkeypatch.setattr(treebulk, "encode_leaf", encode_leaf)  # forked workers inherit it
+    monkeypatch.setattr(bulk, "encode_leaf", encode_leaf)  # forked workers inherit it
     with pytest.raises(RuntimeError, match="key 1500 failed"):
         tree.update((np.arange(3000), np.arange(3000)), parallelism=2)
     tree._check()

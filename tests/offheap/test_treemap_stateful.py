@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import rule
 from sortedcontainers import SortedDict
 
-from offheap.db import DB
-from offheap.treemap import TreeMap
+from offheap.db.database import DB
+from offheap.treemap.treemap import TreeMap
 from tests.contracts import oracle_machine
 
 KEYS = st.integers(-60, 60)

@@ -23,7 +23,7 @@ Durability (``DB.file(path, durability=...)``; the design is in ``docs/durabilit
   transactions. :meth:`DB.commit` is a flush; a crash leaves a file that refuses to open with a
   :class:`CorruptionError` naming the way out (:func:`offheap.salvage`).
 - ``readonly=True``: a reader next to one writer process; collections come back as read-only
-  readers (:mod:`offheap.readers`) that pick up each commit of the writer between operations.
+  readers (:mod:`offheap.collection.readers`) that pick up each commit of the writer between operations.
 
 Ownership: the DB owns its store and arena; collections it hands out share them and are closed
 by :meth:`DB.close`.
@@ -44,11 +44,13 @@ import threading
 from dataclasses import dataclass
 
 from offheap.errors import ClosedError, CorruptionError, LockedError, TransactionError
-from offheap.hashmap import LongHashMap
-from offheap.memory import Arena, format_bytes
-from offheap.readers import HashReader, ReadSession, TreeReader, refuse_write
-from offheap.store import RecordStore
-from offheap.treemap import TreeMap
+from offheap.hashmap.longhashmap import LongHashMap
+from offheap.arena.arena import Arena, format_bytes
+from offheap.collection.readers import ReadSession, refuse_write
+from offheap.hashmap.reader import HashReader
+from offheap.treemap.reader import TreeReader
+from offheap.store.records import RecordStore
+from offheap.treemap.treemap import TreeMap
 
 _CATALOG_MAGIC = b"OHDBCAT1"
 _TREE_FIXED = ("key", "value", "node_size")
@@ -156,7 +158,7 @@ class DB:
 
     def tree_map(self, name: str, **options) -> TreeMap:
         """The :class:`TreeMap` called ``name``, created with ``options`` if it does not exist
-        (in a read-only DB: a :class:`~offheap.readers.TreeReader` of an existing one)."""
+        (in a read-only DB: a :class:`~offheap.treemap.reader.TreeReader` of an existing one)."""
         unknown = set(options) - set(_TREE_DEFAULTS)
         if unknown:
             raise TypeError(f"unknown TreeMap option(s): {', '.join(sorted(unknown))}")
@@ -164,7 +166,7 @@ class DB:
 
     def hash_map(self, name: str, **options) -> LongHashMap:
         """The :class:`LongHashMap` called ``name``, created with ``options`` if it does not exist
-        (in a read-only DB: a :class:`~offheap.readers.HashReader` of an existing one)."""
+        (in a read-only DB: a :class:`~offheap.hashmap.reader.HashReader` of an existing one)."""
         unknown = set(options) - set(_HASH_DEFAULTS)
         if unknown:
             raise TypeError(f"unknown LongHashMap option(s): {', '.join(sorted(unknown))}")

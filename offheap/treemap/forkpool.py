@@ -1,4 +1,4 @@
-"""Encoding many records in forked worker processes (layer 6 helper, used by offheap.treebulk).
+"""Encoding many records in forked worker processes (layer 6 helper, used by offheap.treemap.bulk).
 
 CPython runs Python code one thread at a time, and encoding a B+tree page is a few dozen small
 numpy and Python calls, so threads do not make a bulk load faster (docs/parallel-writes.md has

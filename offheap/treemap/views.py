@@ -1,5 +1,5 @@
 """Range views of a TreeMap, and the range API built on them (layer 6, used by
-:mod:`offheap.treemap` and :mod:`offheap.readers`).
+:mod:`offheap.treemap.treemap` and :mod:`offheap.collection.readers`).
 
 ``tree.keys(lo, hi, inclusive, reverse)``, ``values(...)`` and ``items(...)`` return these: live
 views of a key range that iterate leaf by leaf through the tree's ``_chunks`` generator, so they

@@ -50,7 +50,7 @@ import threading
 import zlib
 
 from offheap.errors import CodecUnavailableError, CorruptionError
-from offheap.packing import varint_decode_one
+from offheap.kernels.packing import varint_decode_one
 
 __all__ = ["CODEC_NAMES", "DEFAULT_LEVELS", "Codec", "SnappyCodec", "ZlibCodec", "ZstdCodec",
            "get_codec", "names"]

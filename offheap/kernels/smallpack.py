@@ -4,8 +4,8 @@ A B+tree page holds a few dozen keys and is decoded into a Python list on every 
 encoded from one on every write. At that size numpy's fixed cost per call (about a microsecond,
 a dozen calls per block) outweighs the arithmetic, while Python's integers pack or unpack a
 whole bit stream with one ``int.to_bytes``/``int.from_bytes`` and one shift per value. The
-functions here read and write exactly the bytes of :mod:`offheap.packing`'s layouts (int64
-deltas, bit packing; tests hold the two equal); :mod:`offheap.page` uses them for blocks of at
+functions here read and write exactly the bytes of :mod:`offheap.kernels.packing`'s layouts (int64
+deltas, bit packing; tests hold the two equal); :mod:`offheap.treemap.page` uses them for blocks of at
 most :data:`SMALL_BLOCK_VALUES` values and the numpy kernels above that.
 
 Decoders raise :class:`~offheap.errors.CorruptionError` for a buffer that is too short or holds
@@ -17,7 +17,7 @@ from __future__ import annotations
 from itertools import accumulate
 
 from offheap.errors import CorruptionError
-from offheap.packing import varint_decode_one, varint_encode_one
+from offheap.kernels.packing import varint_decode_one, varint_encode_one
 
 SMALL_BLOCK_VALUES = 256
 """The largest block these functions are used for (measured crossover with numpy: ~300-500)."""
@@ -59,7 +59,7 @@ def common_shift(keys: list[int], max_shift: int) -> int:
 
 
 def encode_int64_deltas(keys: list[int]) -> bytes:
-    """:func:`offheap.packing.encode_int64_deltas` of a non-empty list of int64 keys."""
+    """:func:`offheap.kernels.packing.encode_int64_deltas` of a non-empty list of int64 keys."""
     first = keys[0]
     header = varint_encode_one((first << 1) ^ (first >> 63))
     if len(keys) == 1:
@@ -72,7 +72,7 @@ def encode_int64_deltas(keys: list[int]) -> bytes:
 
 
 def decode_int64_deltas(data, count: int, offset: int) -> tuple[list[int], int]:
-    """:func:`offheap.packing.decode_int64_deltas` for ``count >= 1``, as a list of ints."""
+    """:func:`offheap.kernels.packing.decode_int64_deltas` for ``count >= 1``, as a list of ints."""
     code, position = varint_decode_one(data, offset)
     first = (code >> 1) ^ -(code & 1)
     if count == 1:

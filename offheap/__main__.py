@@ -1,4 +1,4 @@
-"""``python -m offheap.demo``: a few million int keys in a dict and in a LongHashMap, side by side.
+"""``python -m offheap``: a few million int keys in a dict and in a LongHashMap, side by side.
 
 Memory is the growth of this process's resident set while each map is filled (the LongHashMap
 first, since closing it gives its memory back to the OS at once).
@@ -18,7 +18,7 @@ def _rss_bytes() -> int:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description="LongHashMap vs dict memory")
+    parser = argparse.ArgumentParser(prog="python -m offheap", description="LongHashMap vs dict memory")
     parser.add_argument("--n", type=int, default=3_000_000, help="entries (default 3M)")
     n = parser.parse_args().n
     keys = np.random.default_rng(1).integers(-(2**63), 2**63 - 1, n, dtype=np.int64)

@@ -1,4 +1,4 @@
-"""Decoded B+tree nodes and the cache that holds them (layer 6, used by :mod:`offheap.treemap`).
+"""Decoded B+tree nodes and the cache that holds them (layer 6, used by :mod:`offheap.treemap.treemap`).
 
 A node in memory is plain Python lists, so the scalar paths of the tree are ``bisect`` and
 ``list.insert`` with no numpy call per operation; pages are encoded and decoded with numpy once
@@ -20,7 +20,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 
 from offheap.errors import CapacityError
-from offheap.page import separator
+from offheap.treemap.page import separator
 
 
 class Leaf:

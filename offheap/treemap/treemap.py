@@ -1,12 +1,12 @@
 """TreeMap: a sorted map whose entries live in encoded B+tree pages in a record store (layer 6).
 
-Layout. Every node is one store record (:mod:`offheap.page`): leaves hold up to ``node_size``
+Layout. Every node is one store record (:mod:`offheap.treemap.page`): leaves hold up to ``node_size``
 sorted keys with their values, inner nodes up to ``node_size`` children and the separators
 between them. A separator ``s`` between two children satisfies ``max(left) < s <= min(right)``
-and is chosen short (:func:`offheap.page.separator`). All leaves are at the same depth;
+and is chosen short (:func:`offheap.treemap.page.separator`). All leaves are at the same depth;
 ``height`` counts levels, 1 when the root is a leaf.
 
-Memory. Decoded nodes (Python lists) are kept in a :class:`~offheap.nodecache.NodeCache` of up
+Memory. Decoded nodes (Python lists) are kept in a :class:`~offheap.treemap.nodecache.NodeCache` of up
 to ``cache_size`` leaves and as many inner nodes. With ``write_cache=True`` a changed node stays
 there, dirty, and is encoded once: when evicted, on :meth:`TreeMap.flush`/:meth:`TreeMap.close`, or ``flush_delay``
 milliseconds after the first change (a daemon timer). With ``write_cache=False`` every change is
@@ -54,11 +54,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from offheap.codecs import get_codec
+from offheap.kernels.codecs import get_codec
 from offheap.errors import CapacityError, ClosedError, CorruptionError
-from offheap.memory import Arena, format_bytes
-from offheap.nodecache import Inner, Leaf, NodeCache, merge_into, redistribute
-from offheap.page import (
+from offheap.arena.arena import Arena, format_bytes
+from offheap.treemap.nodecache import Inner, Leaf, NodeCache, merge_into, redistribute
+from offheap.treemap.page import (
     INT64_MAX,
     INT64_MIN,
     KEY_KINDS,
@@ -69,12 +69,13 @@ from offheap.page import (
     raw_size,
     separator,
 )
-from offheap.readers import TreeReader, open_file_reader
-from offheap.serializers import get_serializer
-from offheap.store import RecordStore
-from offheap.filemap import StandaloneFileMap
-from offheap.treebulk import leaf_pages, merge_sorted, runs, separators, take
-from offheap.treeviews import SortedRangeAPI
+from offheap.collection.readers import open_file_reader
+from offheap.treemap.reader import TreeReader
+from offheap.store.serializers import get_serializer
+from offheap.store.records import RecordStore
+from offheap.collection.filemap import StandaloneFileMap
+from offheap.treemap.bulk import leaf_pages, merge_sorted, runs, separators, take
+from offheap.treemap.views import SortedRangeAPI
 
 _META_MAGIC = b"OHTREE01"
 _META = struct.Struct("<8sQIQQQQQ")  # magic, root, height, entries, leaves, inners, raw, stored
@@ -160,7 +161,7 @@ class TreeMap(StandaloneFileMap, SortedRangeAPI, MutableMapping):
     ``durability="commit"`` (the default) :meth:`commit` makes every change durable at once,
     :meth:`rollback` drops the changes since, and :meth:`close` commits; ``durability="none"``
     writes through to the file, like MapDB without transactions (see ``docs/durability.md``).
-    ``readonly=True`` returns a :class:`~offheap.readers.TreeReader` of the file instead, which
+    ``readonly=True`` returns a :class:`~offheap.treemap.reader.TreeReader` of the file instead, which
     follows the commits of the one writer process. ``verify`` checks the page checksums on
     open; ``recover=True`` opens a file that was not closed cleanly (for :func:`offheap.salvage`).
     """
@@ -563,7 +564,7 @@ class TreeMap(StandaloneFileMap, SortedRangeAPI, MutableMapping):
         from the sorted entries, full leaves bottom-up (MapDB's data pump); all or nothing. A
         smaller batch is inserted key by key, in key order, and undone if one insert fails.
         ``parallelism`` > 1 encodes and compresses the leaves of a direct build in that many
-        forked processes (:func:`offheap.treebulk.leaf_pages`; same pages, same tree). It is
+        forked processes (:func:`offheap.treemap.bulk.leaf_pages`; same pages, same tree). It is
         a keyword of this method, so it cannot be passed as a str key.
         """
         if not isinstance(parallelism, int) or isinstance(parallelism, bool) or parallelism < 1:

@@ -1,7 +1,7 @@
 """Page checksums of an arena file and the table that holds them (layer 3, pure: no IO).
 
 A :class:`ChecksumTable` is the in-memory image of the checksum extent described in
-:mod:`offheap.arenaformat`: its tag, then one u32 ``crc32`` per file page. The arena updates the
+:mod:`offheap.arena.format`: its tag, then one u32 ``crc32`` per file page. The arena updates the
 entries of the pages a commit changed and writes back only the table pages whose bytes changed
 (:meth:`ChecksumTable.take_changed_pages`); the header keeps the crc of the whole image.
 
@@ -15,7 +15,7 @@ import zlib
 
 import numpy as np
 
-from offheap.arenaformat import CHECKSUMS, PAGE_BYTES, TAG_BYTES, encode_tag
+from offheap.arena.format import CHECKSUMS, PAGE_BYTES, TAG_BYTES, encode_tag
 
 ZERO_PAGE_CRC = zlib.crc32(bytes(PAGE_BYTES))
 

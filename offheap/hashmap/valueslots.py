@@ -1,4 +1,4 @@
-"""How a hash table keeps one value per slot (layer 6, used by :mod:`offheap.hashmap`).
+"""How a hash table keeps one value per slot (layer 6, used by :mod:`offheap.hashmap.longhashmap`).
 
 Typed values (``int64``, ``float64``) sit raw in an array of that dtype.
 
@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from offheap.serializers import Serializer
-from offheap.store import RecordStore
+from offheap.store.serializers import Serializer
+from offheap.store.records import RecordStore
 
 EXTERNAL = 0xFF
 _INLINE_MAX = 7

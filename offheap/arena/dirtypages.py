@@ -17,7 +17,7 @@ import os
 
 import numpy as np
 
-from offheap.arenaformat import PAGE_BYTES
+from offheap.arena.format import PAGE_BYTES
 
 PAGEMAP_PATH = "/proc/self/pagemap"
 _PRESENT = np.uint64(1 << 63)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from offheap.arenaformat import PAGE_BYTES
+from offheap.arena.format import PAGE_BYTES
 
 
 @dataclass(frozen=True)

@@ -49,7 +49,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from offheap.errors import ClosedError, CorruptionError
-from offheap.memory import Arena
+from offheap.arena.arena import Arena
 
 FREE_ADDR = 0xFFFF_FFFF_FFFF_FFFF
 EMPTY_ADDR = FREE_ADDR - 1  # the address of every zero-length record: it occupies no chunk
@@ -98,7 +98,7 @@ class StoreStats:
 
 
 class RecordStore:
-    """Variable-size records by id on an :class:`~offheap.memory.Arena`.
+    """Variable-size records by id on an :class:`~offheap.arena.Arena`.
 
     ``get`` returns a copy; :meth:`view` returns a zero-copy memoryview that is valid only until
     the next call that writes to this store.
@@ -304,7 +304,7 @@ class RecordStore:
 
     def commit(self) -> None:
         """Write the metadata into the arena root and commit the arena: every change up to now
-        becomes durable at once (a durable file arena; see :mod:`offheap.memory`)."""
+        becomes durable at once (a durable file arena; see :mod:`offheap.arena.arena`)."""
         self._check_open()
         self.arena.set_root(self._meta_bytes())
         self.arena.commit()

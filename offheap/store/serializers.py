@@ -26,7 +26,7 @@ object    anything           one tag byte, then a payload (below)
 
 Columns (``pack_column``) hold ``count`` values; the count itself is the caller's to keep. An
 empty column is zero bytes for every serializer. Layouts, with the kernels of
-:mod:`offheap.packing`::
+:mod:`offheap.kernels.packing`::
 
     int64     encode_int64_deltas(values) (sorted values, constant steps) or
               encode_int64_frame(values) (unsorted values of a narrow range), whichever is
@@ -66,7 +66,7 @@ import struct
 import numpy as np
 
 from offheap.errors import CorruptionError
-from offheap.packing import (
+from offheap.kernels.packing import (
     FRAME_WIDTH_FLAG,
     decode_int64_deltas,
     decode_int64_frame,

@@ -4,7 +4,7 @@ Layout. Three arrays of ``homes + SLACK`` slots each, every one an arena region:
 
     keys   int64   the key
     dist   uint8   0 = empty, else 1 + the slot's distance from the key's home slot
-    values         typed values or 2/4/8-byte slot words (:mod:`offheap.valueslots`)
+    values         typed values or 2/4/8-byte slot words (:mod:`offheap.hashmap.valueslots`)
 
 A key's *home* is ``mix64(key) * homes >> 64``: the hash scaled to ``[0, homes)``, which
 keeps homes in hash order for any table size. Collisions are resolved by linear
@@ -51,13 +51,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from offheap.errors import CapacityError, ClosedError, CorruptionError
-from offheap.memory import Arena, format_bytes
-from offheap.mix import MASK64, mix64, mix64_array
-from offheap.readers import ChunkItemsView, ChunkValuesView, HashReader, open_file_reader
-from offheap.serializers import get_serializer
-from offheap.store import RecordStore
-from offheap.filemap import StandaloneFileMap
-from offheap.valueslots import EXTERNAL, ValueSlots
+from offheap.arena.arena import Arena, format_bytes
+from offheap.kernels.mix import MASK64, mix64, mix64_array
+from offheap.collection.readers import ChunkItemsView, ChunkValuesView, open_file_reader
+from offheap.hashmap.reader import HashReader
+from offheap.store.serializers import get_serializer
+from offheap.store.records import RecordStore
+from offheap.collection.filemap import StandaloneFileMap
+from offheap.hashmap.valueslots import EXTERNAL, ValueSlots
 
 MAX_LOAD = 0.875
 MAX_DIST = 250
@@ -136,7 +137,7 @@ class LongHashMap(StandaloneFileMap, MutableMapping):
     ``durability="commit"`` (the default) :meth:`commit` makes every change durable at once,
     :meth:`rollback` drops the changes since, and :meth:`close` commits; ``durability="none"``
     writes through to the file, like MapDB without transactions (see ``docs/durability.md``).
-    ``readonly=True`` returns a :class:`~offheap.readers.HashReader` of the file instead, which
+    ``readonly=True`` returns a :class:`~offheap.hashmap.reader.HashReader` of the file instead, which
     follows the commits of the one writer process. ``verify`` checks the page checksums on
     open; ``recover=True`` opens a file that was not closed cleanly (for :func:`offheap.salvage`).
     """

@@ -4,7 +4,7 @@
 ``durability="none"`` that was not closed cleanly (the writer crashed or was killed), or one
 whose pages fail their checksums. It opens ``src`` read-only with ``recover=True`` (``src`` is
 never changed), which checks every page's checksum where the checksums mean something and notes
-what fails instead of raising (:attr:`offheap.memory.Arena.damage`); the report says what was
+what fails instead of raising (:attr:`offheap.arena.Arena.damage`); the report says what was
 checked (:attr:`SalvageReport.checksums`). It reads every collection *defensively*, inside one
 read section (a writer's commit waits), and writes what passes into a fresh file at ``dst``
 with ``durability="commit"``, of the same kind as ``src``: a DB, a standalone TreeMap or a
@@ -47,20 +47,20 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from offheap.db import DB, parse_catalog
+from offheap.db.database import DB, parse_catalog
 from offheap.errors import CorruptionError
-from offheap.hashmap import LongHashMap, homes_of
-from offheap.hashmap import parse_meta as parse_table_meta
-from offheap.hashmap import standalone_meta_recid as hash_meta_recid
-from offheap.filedamage import FileDamage
-from offheap.memory import Arena
-from offheap.page import KEY_KINDS, decode_inner, decode_leaf
-from offheap.serializers import get_serializer
-from offheap.store import RecordStore, Span
-from offheap.treemap import TreeMap
-from offheap.treemap import parse_meta as parse_tree_meta
-from offheap.treemap import standalone_meta_recid as tree_meta_recid
-from offheap.valueslots import EXTERNAL
+from offheap.hashmap.longhashmap import LongHashMap, homes_of
+from offheap.hashmap.longhashmap import parse_meta as parse_table_meta
+from offheap.hashmap.longhashmap import standalone_meta_recid as hash_meta_recid
+from offheap.arena.damage import FileDamage
+from offheap.arena.arena import Arena
+from offheap.treemap.page import KEY_KINDS, decode_inner, decode_leaf
+from offheap.store.serializers import get_serializer
+from offheap.store.records import RecordStore, Span
+from offheap.treemap.treemap import TreeMap
+from offheap.treemap.treemap import parse_meta as parse_tree_meta
+from offheap.treemap.treemap import standalone_meta_recid as tree_meta_recid
+from offheap.hashmap.valueslots import EXTERNAL
 
 _MAX_HEIGHT = 64
 _TREE_FIXED = ("key", "value", "node_size")

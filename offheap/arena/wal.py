@@ -38,7 +38,7 @@ import struct
 import zlib
 from dataclasses import dataclass
 
-from offheap.fileholes import zero_range
+from offheap.arena.holes import zero_range
 
 MAGIC = b"OFFHWAL1"
 VERSION = 2

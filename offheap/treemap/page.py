@@ -1,4 +1,4 @@
-"""B+tree pages (layer 6, used by :mod:`offheap.treemap`): pure functions, bytes in and out.
+"""B+tree pages (layer 6, used by :mod:`offheap.treemap.treemap`): pure functions, bytes in and out.
 
 A page is one record in the store: a leaf (sorted keys and their values) or an inner node
 (separator keys and child record ids). Layout, integers little-endian, ``varint`` = LEB128::
@@ -29,10 +29,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from offheap.codecs import get_codec
-from offheap import smallpack
+from offheap.kernels.codecs import get_codec
+from offheap.kernels import smallpack
 from offheap.errors import CorruptionError
-from offheap.packing import (
+from offheap.kernels.packing import (
     bitpack,
     bitunpack,
     decode_int64_deltas,

@@ -1,4 +1,4 @@
-"""Bulk loading of a TreeMap (layer 6, used by :mod:`offheap.treemap`): pure functions over
+"""Bulk loading of a TreeMap (layer 6, used by :mod:`offheap.treemap.treemap`): pure functions over
 sorted keys, numpy arrays for int64 keys and lists for str/bytes keys.
 
 A bulk load cuts the sorted entries into runs of ``node_size`` (:func:`runs`), encodes one leaf
@@ -14,8 +14,8 @@ import itertools
 
 import numpy as np
 
-from offheap.forkpool import encode_in_workers
-from offheap.page import encode_leaf, separator
+from offheap.treemap.forkpool import encode_in_workers
+from offheap.treemap.page import encode_leaf, separator
 
 PARALLEL_MIN_LEAVES = 2048
 """Fewer leaves than this are encoded in the calling process whatever ``parallelism`` says:
@@ -38,7 +38,7 @@ def leaf_pages(keys, values, starts: np.ndarray, ends: np.ndarray, key_kind: str
     """The leaf page of each run ``keys[starts[i]:ends[i]]`` with its values, in order.
 
     With ``parallelism`` > 1 (and at least PARALLEL_MIN_LEAVES runs) the pages are encoded by
-    that many forked processes (:mod:`offheap.forkpool`) while the caller consumes them; the
+    that many forked processes (:mod:`offheap.treemap.forkpool`) while the caller consumes them; the
     pages are the same bytes either way. A generator: the caller stores each page as it comes.
     """
     objects = isinstance(values, np.ndarray) and values.dtype == object
@@ -62,7 +62,7 @@ def take(seq, indices: np.ndarray):
 
 
 def separators(left_max, right_min) -> list:
-    """:func:`offheap.page.separator` for each neighbouring pair; vectorized for int64 arrays
+    """:func:`offheap.treemap.page.separator` for each neighbouring pair; vectorized for int64 arrays
     (in offset binary the answer is ``right_min`` with every bit below the highest bit where the
     two keys differ cleared)."""
     if not isinstance(right_min, np.ndarray):

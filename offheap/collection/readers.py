@@ -2,7 +2,7 @@
 
 A reader opens the file with ``readonly=True``: its arena maps the pages shared and read-only, so
 every reader process shares the page cache with the writer instead of copying. What keeps a
-reader consistent is the arena's *read section* (:meth:`offheap.memory.Arena.read_section`): the
+reader consistent is the arena's *read section* (:meth:`offheap.arena.Arena.read_section`): the
 writer applies a commit to the file only while no read section is open, and a section that starts
 after a commit reloads the arena's extent table first and reports the change. A
 :class:`ReadSession` turns that report into a reload of everything built on the arena (the record
@@ -27,9 +27,8 @@ import threading
 from collections.abc import Callable, ItemsView, Iterator, Mapping, ValuesView
 
 from offheap.errors import ClosedError, ReadOnlyError
-from offheap.memory import Arena
-from offheap.store import RecordStore
-from offheap.treeviews import SortedRangeAPI
+from offheap.arena.arena import Arena
+from offheap.store.records import RecordStore
 
 
 class ReadSession:
@@ -233,69 +232,6 @@ class MapReader(Mapping):
     def _repr_html_(self) -> str:
         with self._session.section():
             return self._map._repr_html_()
-
-
-class TreeReader(SortedRangeAPI, MapReader):
-    """A read-only TreeMap: the lookups, ranges and neighbours of :class:`~offheap.TreeMap`."""
-
-    def _chunks(self, lo, hi, inclusive, reverse: bool, with_values: bool) -> Iterator:
-        return self._guarded(lambda: self._map._chunks(lo, hi, inclusive, reverse, with_values))
-
-    def _one(self, name: str, *args):
-        with self._session.section():
-            return getattr(self._map, name)(*args)
-
-    def first_key(self):
-        return self._one("first_key")
-
-    def last_key(self):
-        return self._one("last_key")
-
-    def floor_key(self, key):
-        return self._one("floor_key", key)
-
-    def ceiling_key(self, key):
-        return self._one("ceiling_key", key)
-
-    def lower_key(self, key):
-        return self._one("lower_key", key)
-
-    def higher_key(self, key):
-        return self._one("higher_key", key)
-
-    @property
-    def options(self) -> dict:
-        return self._map.options
-
-    delete_range = MapReader._refuse
-
-
-class HashReader(MapReader):
-    """A read-only LongHashMap: lookups, iteration and the bulk reads of
-    :class:`~offheap.LongHashMap`."""
-
-    def _chunks(self, with_values: bool) -> Iterator:
-        return self._guarded(lambda: self._map._chunks(with_values))
-
-    def __iter__(self) -> Iterator:
-        for keys, _ in self._chunks(False):
-            yield from keys
-
-    def items(self) -> ItemsView:
-        return ChunkItemsView(self)
-
-    def values(self) -> ValuesView:
-        return ChunkValuesView(self)
-
-    def get_many(self, keys, default=None):
-        with self._session.section():
-            return self._map.get_many(keys, default)
-
-    def contains_many(self, keys):
-        with self._session.section():
-            return self._map.contains_many(keys)
-
-    put_many = delete_many = MapReader._refuse
 
 
 class ChunkItemsView(ItemsView):

@@ -13,15 +13,15 @@ for. ``limit_bytes`` bounds ``reserved_bytes``: :meth:`Arena.allocate` raises
 would add, so an owner can size a structure to the room left.
 
 File arenas. The format (header, extent tags, page checksums) is specified in
-:mod:`offheap.arenaformat`. The *root blob* is a small byte string owned by the layer directly
+:mod:`offheap.arena.format`. The *root blob* is a small byte string owned by the layer directly
 above (the record store, or a standalone hash map): where its own metadata lives. Free extents
 are found again on open by walking the tags; a free extent at the end of the file is cut off.
 Two durability modes:
 
 - ``durability="commit"`` (the default): extents are mapped ``MAP_PRIVATE``, so nothing reaches
   the file until :meth:`Arena.commit`. A commit finds the pages this process wrote (see
-  :mod:`offheap.dirtypages`), writes them with the new tags, checksums and header as one record of
-  ``PATH-wal`` and syncs it (the commit point, :mod:`offheap.wal`), copies them into the file
+  :mod:`offheap.arena.dirtypages`), writes them with the new tags, checksums and header as one record of
+  ``PATH-wal`` and syncs it (the commit point, :mod:`offheap.arena.wal`), copies them into the file
   under the checkpoint lock, syncs, empties the log and drops the private copies. Space freed
   during a transaction stays untouched until the commit that frees it (it is live in the
   committed file), and every file change made before the commit point touches only space free
@@ -33,11 +33,11 @@ Two durability modes:
   since the last successful flush); a file found with the flag set did not close cleanly and
   opens only with ``recover=True``.
 
-Sharing between processes (:mod:`offheap.filelocks`): one writer at a time; read-only openers map
+Sharing between processes (:mod:`offheap.arena.locks`): one writer at a time; read-only openers map
 ``MAP_SHARED`` read-only and do their reads inside :meth:`Arena.read_section`, which excludes a
 commit being applied and picks up the commits made since. Readers and a writer share a file only
 with ``durability="commit"``. While readers exist the writer never makes the file shorter: it
-punches holes into space it frees instead (:mod:`offheap.fileholes`). :meth:`Arena.replace`
+punches holes into space it frees instead (:mod:`offheap.arena.holes`). :meth:`Arena.replace`
 renames a writer's file over another's path without releasing its lock (compaction); the file
 it replaces is flagged so that its readers stop. Each file has a random id in its header that
 every log record names, so a log is never applied to another file.
@@ -58,8 +58,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from offheap import filelocks, wal
-from offheap.arenaformat import (
+from offheap.arena import locks, wal
+from offheap.arena.format import (
     CHECKSUMS,
     FLAG_APPLYING,
     FLAG_REPLACED,
@@ -76,7 +76,7 @@ from offheap.arenaformat import (
     parse_tag,
     peek_generation_and_flags,
 )
-from offheap.dirtypages import Pagemap, differing_pages
+from offheap.arena.dirtypages import Pagemap, differing_pages
 from offheap.errors import (
     CapacityError,
     ClosedError,
@@ -87,10 +87,10 @@ from offheap.errors import (
     RecoveryPendingError,
     TransactionError,
 )
-from offheap.filedamage import FileDamage
-from offheap.fileholes import punch_hole, zero_range
-from offheap.freespace import FreeSpace, cut_tail
-from offheap.pagecrc import (
+from offheap.arena.damage import FileDamage
+from offheap.arena.holes import punch_hole, zero_range
+from offheap.arena.freespace import FreeSpace, cut_tail
+from offheap.arena.checksums import (
     ZERO_PAGE_CRC,
     ChecksumTable,
     extent_bytes_for,
@@ -564,14 +564,14 @@ class Arena:
         if not self.readonly or self._read_depth > 1:
             return False
         try:
-            filelocks.lock(self._fd, filelocks.CHECKPOINT, exclusive=False)
+            locks.lock(self._fd, locks.CHECKPOINT, exclusive=False)
             try:
                 generation, flags = peek_generation_and_flags(self._header_map)
                 if flags & (FLAG_APPLYING | FLAG_REPLACED):
                     generation = self._settle_flags(flags)
                 return generation != self._generation and self._reload()
             except BaseException:
-                filelocks.unlock(self._fd, filelocks.CHECKPOINT)
+                locks.unlock(self._fd, locks.CHECKPOINT)
                 raise
         except BaseException:
             self._read_depth -= 1
@@ -581,7 +581,7 @@ class Arena:
         """End the read section :meth:`begin_read` started."""
         self._read_depth -= 1
         if self.readonly and not self._read_depth and not self._closed:
-            filelocks.unlock(self._fd, filelocks.CHECKPOINT)
+            locks.unlock(self._fd, locks.CHECKPOINT)
 
     def has_readers(self) -> bool:
         """Whether read-only openers of this file exist now, in this or other processes."""
@@ -723,13 +723,13 @@ class Arena:
     def _retire(self) -> None:
         """Flag this writer's file "replaced" for its readers and release it (see replace)."""
         try:
-            filelocks.lock(self._fd, filelocks.CHECKPOINT, exclusive=True)
+            locks.lock(self._fd, locks.CHECKPOINT, exclusive=True)
             try:
                 header = parse_header(os.pread(self._fd, HEADER_BYTES, 0), self.path)
                 wal.pwrite_all(self._fd, encode_header(dataclasses.replace(header,
                                                                            replaced=True)), 0)
             finally:
-                filelocks.unlock(self._fd, filelocks.CHECKPOINT)
+                locks.unlock(self._fd, locks.CHECKPOINT)
         finally:
             for offset, mm in list(self._maps.items()):
                 self._unmap(offset, mm)
@@ -819,7 +819,7 @@ class Arena:
             self._file_bytes = nbytes
 
     def _readers_present(self) -> bool:
-        return filelocks.is_held(self._fd, filelocks.READERS, exclusive=True)
+        return locks.is_held(self._fd, locks.READERS, exclusive=True)
 
     def _cut_file(self, end: int) -> None:
         """Drop the file's bytes past ``end``: truncate, or zero them while readers may map them."""
@@ -891,11 +891,11 @@ class Arena:
     def _open_writer(self, create: bool, verify: bool) -> None:
         path = self.path
         self._fd = os.open(path, os.O_RDWR | (os.O_CREAT if create else 0), 0o644)
-        if not filelocks.try_lock(self._fd, filelocks.WRITER, exclusive=True):
+        if not locks.try_lock(self._fd, locks.WRITER, exclusive=True):
             raise LockedError(f"{path!r} is open for writing in another process; a file has one "
                               f"writer at a time: close it there, or open with readonly=True")
         if self.durability == "none":
-            if not filelocks.try_lock(self._fd, filelocks.READERS, exclusive=True):
+            if not locks.try_lock(self._fd, locks.READERS, exclusive=True):
                 raise LockedError(f"{path!r} is open read-only in another process, and "
                                   f"durability='none' cannot share a file: close the readers "
                                   f"or open with durability='commit'")
@@ -923,7 +923,7 @@ class Arena:
     def _open_reader(self, verify: bool) -> None:
         path = self.path
         self._fd = os.open(path, os.O_RDONLY)
-        if not filelocks.try_lock(self._fd, filelocks.READERS, exclusive=False):
+        if not locks.try_lock(self._fd, locks.READERS, exclusive=False):
             raise LockedError(f"{path!r} is open for writing in another process with "
                               f"durability='none', which cannot share a file; open it when that "
                               f"writer has closed it (or let it use durability='commit')")
@@ -935,7 +935,7 @@ class Arena:
         try:
             state = self._read_file_state(verify=verify)
         finally:
-            filelocks.unlock(self._fd, filelocks.CHECKPOINT)
+            locks.unlock(self._fd, locks.CHECKPOINT)
         self._install(state)
         self._damage = state.damage
 
@@ -958,15 +958,15 @@ class Arena:
         commit logged by a writer that died before copying any of it is applied by the next
         opener."""
         while True:
-            filelocks.lock(self._fd, filelocks.CHECKPOINT, exclusive=False)
+            locks.lock(self._fd, locks.CHECKPOINT, exclusive=False)
             if not self._log_needs_applying(self._fd):
                 return
-            filelocks.unlock(self._fd, filelocks.CHECKPOINT)
+            locks.unlock(self._fd, locks.CHECKPOINT)
             self._recover_as_reader()
 
     def _log_needs_applying(self, fd: int) -> bool:
         """Whether ``PATH-wal`` holds a commit that no writer is alive to apply."""
-        if filelocks.is_held(fd, filelocks.WRITER, exclusive=False):
+        if locks.is_held(fd, locks.WRITER, exclusive=False):
             return False
         try:
             log_fd = os.open(self._log_path, os.O_RDONLY)
@@ -988,7 +988,7 @@ class Arena:
                 f"applied yet, and this process may not write the file: open it once with write "
                 f"access to apply it") from None
         try:
-            if filelocks.try_lock(fd, filelocks.WRITER, exclusive=True):
+            if locks.try_lock(fd, locks.WRITER, exclusive=True):
                 self._recover_log(fd)
         finally:
             os.close(fd)
@@ -1016,7 +1016,7 @@ class Arena:
         try:
             record = wal.read_record(log_fd)
             if record is not None and self._record_applies(fd, record):
-                filelocks.lock(fd, filelocks.CHECKPOINT, exclusive=True)
+                locks.lock(fd, locks.CHECKPOINT, exclusive=True)
                 try:
                     self._mark_applying(fd)
                     wal.apply_record(log_fd, fd, record)
@@ -1024,13 +1024,13 @@ class Arena:
                     if size < record.end:
                         os.ftruncate(fd, record.end)
                     elif size > record.end:
-                        if filelocks.is_held(fd, filelocks.READERS, exclusive=True):
+                        if locks.is_held(fd, locks.READERS, exclusive=True):
                             zero_range(fd, record.end, size - record.end)
                         else:
                             os.ftruncate(fd, record.end)
                     os.fsync(fd)
                 finally:
-                    filelocks.unlock(fd, filelocks.CHECKPOINT)
+                    locks.unlock(fd, locks.CHECKPOINT)
             os.ftruncate(log_fd, 0)
         finally:
             os.close(log_fd)
@@ -1226,9 +1226,9 @@ class Arena:
         if flags & FLAG_REPLACED:
             raise ClosedError(f"{self.path!r} was replaced by another file (a compaction renamed "
                               f"a new file over it) since this reader opened it: open it again")
-        filelocks.unlock(self._fd, filelocks.CHECKPOINT)
+        locks.unlock(self._fd, locks.CHECKPOINT)
         self._recover_as_reader()
-        filelocks.lock(self._fd, filelocks.CHECKPOINT, exclusive=False)
+        locks.lock(self._fd, locks.CHECKPOINT, exclusive=False)
         generation, flags = peek_generation_and_flags(self._header_map)
         if flags & (FLAG_APPLYING | FLAG_REPLACED):
             if flags & FLAG_APPLYING:
@@ -1238,7 +1238,7 @@ class Arena:
 
     def _half_applied(self) -> OffheapError:
         """The error for a file flagged "applying" that recovery could not repair."""
-        if filelocks.is_held(self._fd, filelocks.WRITER, exclusive=False):
+        if locks.is_held(self._fd, locks.WRITER, exclusive=False):
             return TransactionError(
                 f"the writer of {self.path!r} failed while copying a commit into the file; it "
                 f"can be read again once that writer is closed and the file opened for writing")
@@ -1335,7 +1335,7 @@ class Arena:
     def _checkpoint(self, writes: list, end: int, free: dict[int, int]) -> None:
         """Copy a logged commit into the file under the checkpoint lock, punch out the space it
         freed, cut the file to ``end`` (or zero its tail while readers exist), fdatasync."""
-        filelocks.lock(self._fd, filelocks.CHECKPOINT, exclusive=True)
+        locks.lock(self._fd, locks.CHECKPOINT, exclusive=True)
         try:
             self._mark_applying(self._fd)
             for offset, data in writes:
@@ -1348,7 +1348,7 @@ class Arena:
             self._cut_file(end)
             os.fdatasync(self._fd)
         finally:
-            filelocks.unlock(self._fd, filelocks.CHECKPOINT)
+            locks.unlock(self._fd, locks.CHECKPOINT)
 
     def _header_bytes(self, generation: int, end: int, table: ChecksumTable, *,
                       open_for_writing: bool) -> bytes:
@@ -1383,8 +1383,8 @@ class Arena:
         """Close the descriptors, unlocking first: a mapping still exported keeps a duplicate of
         the file descriptor (mmap holds one), and with it the locks, until its last view dies."""
         if self._fd is not None:
-            for byte in (filelocks.WRITER, filelocks.READERS, filelocks.CHECKPOINT):
-                filelocks.unlock(self._fd, byte)
+            for byte in (locks.WRITER, locks.READERS, locks.CHECKPOINT):
+                locks.unlock(self._fd, byte)
         if self._header_map is not None:
             self._header_map.close()
             self._header_map = None

@@ -1,0 +1,9 @@
+"""What every collection shares (layer 6, below the collections themselves).
+
+- :mod:`~offheap.collection.filemap`: commit/rollback and the with-block of a map that owns its file.
+- :mod:`~offheap.collection.readers`: read sessions and the read-only wrapper of a collection over a
+  file another process writes.
+
+May import: :mod:`offheap.errors`, :mod:`offheap.kernels`, :mod:`offheap.arena`,
+:mod:`offheap.store`.
+"""

@@ -1,0 +1,11 @@
+"""DB (layer 7): named collections in one store, and the tools that work on whole files.
+
+- :mod:`~offheap.db.database`: :class:`DB`, its catalog and compaction.
+- :mod:`~offheap.db.salvage`: copying what is readable out of a damaged DB or map file.
+
+May import: every layer below it.
+"""
+
+from offheap.db.database import DB, CollectionStats, DBStats
+
+__all__ = ["DB", "CollectionStats", "DBStats"]

@@ -1,0 +1,39 @@
+"""HashReader: a read-only LongHashMap over a file another process writes (layer 6).
+
+The reading machinery (session, reload, refusal of writes) is :mod:`offheap.collection.readers`;
+this module adds the chunked iteration and bulk reads of a hash table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import ItemsView, Iterator, ValuesView
+
+from offheap.collection.readers import ChunkItemsView, ChunkValuesView, MapReader
+
+
+class HashReader(MapReader):
+    """A read-only LongHashMap: lookups, iteration and the bulk reads of
+    :class:`~offheap.LongHashMap`."""
+
+    def _chunks(self, with_values: bool) -> Iterator:
+        return self._guarded(lambda: self._map._chunks(with_values))
+
+    def __iter__(self) -> Iterator:
+        for keys, _ in self._chunks(False):
+            yield from keys
+
+    def items(self) -> ItemsView:
+        return ChunkItemsView(self)
+
+    def values(self) -> ValuesView:
+        return ChunkValuesView(self)
+
+    def get_many(self, keys, default=None):
+        with self._session.section():
+            return self._map.get_many(keys, default)
+
+    def contains_many(self, keys):
+        with self._session.section():
+            return self._map.contains_many(keys)
+
+    put_many = delete_many = MapReader._refuse
