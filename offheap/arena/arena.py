@@ -48,19 +48,16 @@ Thread safety: none; the owner of an arena serializes access to it.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import dataclasses
 import functools
 import mmap
 import os
-import zlib
 from dataclasses import dataclass
 
 import numpy as np
 
 from offheap.arena import locks, wal
 from offheap.arena.format import (
-    CHECKSUMS,
     FLAG_APPLYING,
     FLAG_REPLACED,
     FREE,
@@ -73,18 +70,31 @@ from offheap.arena.format import (
     encode_header,
     encode_tag,
     parse_header,
-    parse_tag,
     peek_generation_and_flags,
 )
-from offheap.arena.dirtypages import Pagemap, differing_pages
+from offheap.arena.dirtypages import (
+    Pagemap,
+    address_of,
+    differing_pages,
+    open_working_pagemap,
+    page_runs,
+)
+from offheap.arena.extents import ExtentShape
+from offheap.arena.filestate import FileState, file_page_crcs, read_file_state
+from offheap.arena.recovery import (
+    apply_for_reader,
+    apply_pending_commit,
+    commit_left_pending,
+    half_applied_error,
+    log_path,
+    mark_applying,
+)
 from offheap.errors import (
     CapacityError,
     ClosedError,
     CorruptionError,
     LockedError,
-    OffheapError,
     ReadOnlyError,
-    RecoveryPendingError,
     TransactionError,
 )
 from offheap.arena.damage import FileDamage
@@ -92,6 +102,7 @@ from offheap.arena.holes import punch_hole, zero_range
 from offheap.arena.freespace import FreeSpace, cut_tail
 from offheap.arena.checksums import (
     ZERO_PAGE_CRC,
+    page_numbers,
     ChecksumTable,
     extent_bytes_for,
     page_crcs,
@@ -133,65 +144,6 @@ class ArenaStats:
     file_bytes: int = 0
     live_bytes: int = 0
     disk_bytes: int = 0
-
-
-@dataclass(frozen=True)
-class _FileState:
-    """Everything a file arena reads from its file on open (and a reader on reload)."""
-
-    generation: int
-    end: int
-    sizes: dict[int, int]
-    payload: dict[int, int]
-    free: dict[int, int]
-    table: ChecksumTable
-    table_offset: int
-    root: bytes
-    root_offset: int
-    file_id: int
-    damage: FileDamage | None = None  # recover mode: what the open found wrong
-
-
-def _address_of(mm: mmap.mmap) -> int:
-    """The virtual address of a writable mapping."""
-    anchor = (ctypes.c_char * 1).from_buffer(mm)
-    try:
-        return ctypes.addressof(anchor)
-    finally:
-        del anchor
-
-
-def _open_pagemap() -> Pagemap | None:
-    """This process's pagemap if it reports written private pages correctly, else None.
-
-    Checked on a two-page private anonymous mapping with only its first page written.
-    """
-    pagemap = Pagemap.open()
-    if pagemap is None:
-        return None
-    probe = mmap.mmap(-1, 2 * PAGE_BYTES, flags=mmap.MAP_PRIVATE)
-    try:
-        probe[0] = 1
-        works = pagemap.written_pages(_address_of(probe), 2).tolist() == [True, False]
-    except OSError:
-        works = False
-    finally:
-        probe.close()
-    if not works:
-        pagemap.close()
-        return None
-    return pagemap
-
-
-def _page_runs(mask: np.ndarray) -> list[tuple[int, int]]:
-    """``(first, count)`` of every run of True in ``mask``."""
-    edges = np.flatnonzero(np.diff(np.concatenate(([0], mask.astype(np.int8), [0]))))
-    return [(int(start), int(stop - start)) for start, stop in zip(edges[::2], edges[1::2])]
-
-
-def _page_numbers(offset: int, n_pages: int) -> np.ndarray:
-    """The file page numbers of ``n_pages`` pages from byte ``offset``."""
-    return np.arange(offset // PAGE_BYTES, offset // PAGE_BYTES + n_pages)
 
 
 def _notes_failure(method):
@@ -278,7 +230,7 @@ class Arena:
         self._file_id = 0  # see arenaformat: chosen at creation, named by every log record
         self._recover = False
         self._damage: FileDamage | None = None
-        self._committed: _FileState | None = None  # commit mode: what rollback returns to
+        self._committed: FileState | None = None  # commit mode: what rollback returns to
         self._new: set[int] = set()  # extents allocated since the last commit
         self._zeroed: list[tuple[int, int]] = []  # file ranges zeroed since the last commit
         self._structure_changed = False  # allocations, frees or root since the last commit
@@ -521,7 +473,7 @@ class Arena:
         committed = self._committed
         all_unmapped = True
         for offset, mm in list(self._maps.items()):
-            if committed.sizes.get(offset) == len(mm):
+            if getattr(committed.live.get(offset), 'size', None) == len(mm):
                 mm.madvise(mmap.MADV_DONTNEED)
             else:
                 all_unmapped &= self._unmap(offset, mm)
@@ -784,7 +736,7 @@ class Arena:
 
     @property
     def _log_path(self) -> str:
-        return self.path + "-wal"
+        return log_path(self.path)
 
     def _map(self, offset: int, size: int) -> mmap.mmap:
         if self.readonly:
@@ -792,7 +744,7 @@ class Arena:
         if self.durability == "none":
             return mmap.mmap(self._fd, size, offset=offset, access=mmap.ACCESS_WRITE)
         mm = mmap.mmap(self._fd, size, offset=offset, access=mmap.ACCESS_COPY)
-        self._addresses[offset] = _address_of(mm)
+        self._addresses[offset] = address_of(mm)
         return mm
 
     def _unmap(self, offset: int, mm: mmap.mmap) -> bool:
@@ -905,8 +857,8 @@ class Arena:
         if create:
             self._create_file()
         else:
-            self._recover_log(self._fd)
-            state = self._read_file_state(verify=verify)
+            apply_pending_commit(self._fd, self.path)
+            state = read_file_state(self._fd, self.path, verify=verify, recover=self._recover)
             self._install(state)
             if self._recover:
                 self._damage = state.damage
@@ -917,7 +869,7 @@ class Arena:
             self._generation += 1
             self._write_table_and_header(open_for_writing=True)
         else:
-            self._pagemap = _open_pagemap()
+            self._pagemap = open_working_pagemap()
             self._committed = self._snapshot()
 
     def _open_reader(self, verify: bool) -> None:
@@ -933,7 +885,7 @@ class Arena:
         self._header_map = mmap.mmap(self._fd, HEADER_BYTES, access=mmap.ACCESS_READ)
         self._lock_checkpoint_shared()
         try:
-            state = self._read_file_state(verify=verify)
+            state = read_file_state(self._fd, self.path, verify=verify, recover=self._recover)
         finally:
             locks.unlock(self._fd, locks.CHECKPOINT)
         self._install(state)
@@ -959,83 +911,10 @@ class Arena:
         opener."""
         while True:
             locks.lock(self._fd, locks.CHECKPOINT, exclusive=False)
-            if not self._log_needs_applying(self._fd):
+            if not commit_left_pending(self._fd, self.path):
                 return
             locks.unlock(self._fd, locks.CHECKPOINT)
-            self._recover_as_reader()
-
-    def _log_needs_applying(self, fd: int) -> bool:
-        """Whether ``PATH-wal`` holds a commit that no writer is alive to apply."""
-        if locks.is_held(fd, locks.WRITER, exclusive=False):
-            return False
-        try:
-            log_fd = os.open(self._log_path, os.O_RDONLY)
-        except FileNotFoundError:
-            return False
-        try:
-            record = wal.read_record(log_fd)
-            return record is not None and self._record_applies(fd, record)
-        finally:
-            os.close(log_fd)
-
-    def _recover_as_reader(self) -> None:
-        """Apply a pending commit on a reader's behalf, as a writer would on open."""
-        try:
-            fd = os.open(self.path, os.O_RDWR)
-        except PermissionError:
-            raise RecoveryPendingError(
-                f"{self.path!r} has a committed transaction in {self._log_path!r} that is not "
-                f"applied yet, and this process may not write the file: open it once with write "
-                f"access to apply it") from None
-        try:
-            if locks.try_lock(fd, locks.WRITER, exclusive=True):
-                self._recover_log(fd)
-        finally:
-            os.close(fd)
-
-    def _record_applies(self, fd: int, record: wal.Record) -> bool:
-        """A record applies when it names this file's id and the file is at its base
-        generation, or at its new one (the copy into the file may have been cut short), or when
-        the header is too torn to read and the record rewrites it: only a checkpoint writes the
-        header, right after syncing its own record, so such a log is the file's own."""
-        try:
-            header = parse_header(os.pread(fd, HEADER_BYTES, 0), self.path)
-        except CorruptionError:
-            return any(e.offset == 0 and e.kind == wal.BYTES and e.length >= HEADER_BYTES
-                       for e in record.entries)
-        return (header.file_id == record.file_id
-                and header.generation in (record.base_generation, record.new_generation))
-
-    def _recover_log(self, fd: int) -> None:
-        """Apply a complete commit record found in ``PATH-wal`` to the file and remove the log;
-        a torn or stale one is removed unapplied. ``fd`` is a writer's descriptor."""
-        try:
-            log_fd = os.open(self._log_path, os.O_RDWR)
-        except FileNotFoundError:
-            return
-        try:
-            record = wal.read_record(log_fd)
-            if record is not None and self._record_applies(fd, record):
-                locks.lock(fd, locks.CHECKPOINT, exclusive=True)
-                try:
-                    self._mark_applying(fd)
-                    wal.apply_record(log_fd, fd, record)
-                    size = os.fstat(fd).st_size
-                    if size < record.end:
-                        os.ftruncate(fd, record.end)
-                    elif size > record.end:
-                        if locks.is_held(fd, locks.READERS, exclusive=True):
-                            zero_range(fd, record.end, size - record.end)
-                        else:
-                            os.ftruncate(fd, record.end)
-                    os.fsync(fd)
-                finally:
-                    locks.unlock(fd, locks.CHECKPOINT)
-            os.ftruncate(log_fd, 0)
-        finally:
-            os.close(log_fd)
-        with contextlib.suppress(OSError):
-            os.unlink(self._log_path)
+            apply_for_reader(self.path)
 
     def _create_file(self) -> None:
         os.ftruncate(self._fd, 0)
@@ -1051,172 +930,28 @@ class Arena:
         os.fsync(self._fd)
         _fsync_directory(self.path)
 
-    def _read_file_state(self, *, verify: bool) -> _FileState:
-        """Read and check the header and the checksum extent, walk the tags, read the root.
-
-        In recover mode the walk is not held to the header's recorded end: without transactions
-        the header is rewritten only at flush and close while extents are added in between, so
-        the walk goes on up to the file's size (as far as the checksum extent covers it). There
-        a tag that fails its checks ends the walk (nothing was appended after it) and the rest
-        of the file is lost; inside the recorded end the walk skips page by page to the next
-        intact tag, and the skipped range is lost. Both are listed in the state's ``damage``, as
-        is every live page that fails its checksum (all of them checked, none raised).
-        """
-        path, fd, recover = self.path, self._fd, self._recover
-        file_bytes = os.fstat(fd).st_size
-        header = parse_header(os.pread(fd, HEADER_BYTES, 0), path)
-        if header.open_for_writing and not recover:
-            raise CorruptionError(
-                f"{path!r} was not closed cleanly: a writer with durability='none' had it open "
-                f"when its process ended, so its pages may be half-written. Copy out what is "
-                f"there with offheap.salvage({path!r}, new_path), or open it with recover=True "
-                f"to read it without checks")
-        if header.applying and not recover:
-            raise self._half_applied()
-        if header.end > file_bytes and not recover:
-            raise CorruptionError(f"{path!r} is truncated: the header describes {header.end} "
-                                  f"bytes, the file has {file_bytes}")
-        limit = file_bytes // PAGE_BYTES * PAGE_BYTES if recover else header.end
-        table_at = header.checksum_offset
-        table_tag = parse_tag(os.pread(fd, TAG_BYTES, table_at), table_at, limit, path)
-        if table_tag.state != CHECKSUMS:
-            raise CorruptionError(f"{path!r}: the checksum extent at offset {table_at} is "
-                                  f"missing")
-        image = bytearray(os.pread(fd, table_tag.size, table_at))
-        if zlib.crc32(image) != header.checksum_crc and not recover:
-            raise CorruptionError(f"{path!r}: the checksum extent at offset {table_at} is "
-                                  f"damaged (crc mismatch)")
-        table = ChecksumTable(image)
-        if recover:
-            limit = min(limit, table.capacity * PAGE_BYTES)
-        elif table.capacity * PAGE_BYTES < header.end:
-            raise CorruptionError(f"{path!r}: the checksum extent at offset {table_at} covers "
-                                  f"{table.capacity} pages, the file has "
-                                  f"{header.end // PAGE_BYTES}")
-        sizes, payload, free, lost = self._walk_tags(header.end, limit, table_at,
-                                                     table_tag.size)
-        end = limit
-        if lost and sum(lost[-1]) == limit:  # the walk stopped there
-            end = lost.pop()[0]
-        if end < max(limit, header.end):  # the rest is lost, up to the recorded end at least
-            lost.append((end, max(limit, header.end) - end))
-        root = header.inline_root
-        if header.root_offset:
-            if (header.root_offset not in sizes
-                    or header.root_length > sizes[header.root_offset] - TAG_BYTES):
-                raise CorruptionError(f"{path!r}: root extent at offset {header.root_offset} "
-                                      f"is missing or too small")
-            root = os.pread(fd, header.root_length, header.root_offset + TAG_BYTES)
-        checked = verify and not header.open_for_writing
-        failed = self._failed_pages(sizes, table, first_only=not recover) if checked else ()
-        if failed and not recover:
-            raise CorruptionError(f"{path!r}: the page at offset {failed[0]} fails its "
-                                  f"checksum (the file is damaged)")
-        damage = None
-        if recover:
-            root_failed = bool(header.root_offset) and bool(FileDamage(
-                failed_pages=failed).items_touching(header.root_offset + TAG_BYTES,
-                                                    header.root_length, 1)[0])
-            damage = FileDamage(checked, header.open_for_writing,
-                                zlib.crc32(image) == header.checksum_crc, failed, root_failed,
-                                tuple(lost))
-        return _FileState(header.generation, end, sizes, payload, free, table, table_at,
-                          root, header.root_offset, header.file_id, damage)
-
-    def _walk_tags(self, recorded_end: int, limit: int, table_at: int, table_bytes: int):
-        """The live extents (``sizes``, ``payload``), free extents and lost ranges that the tags
-        from the header up to ``limit`` describe; see :meth:`_read_file_state`."""
-        sizes, payload, free, lost = {}, {}, {}, []
-        offset = HEADER_BYTES
-        while offset < limit:
-            if offset == table_at:
-                offset += table_bytes
-                continue
-            try:
-                tag = self._tag_at(offset, limit, table_at)
-            except CorruptionError:
-                if not self._recover:
-                    raise
-                resume = limit if offset >= recorded_end else self._next_tag(offset, limit,
-                                                                             table_at)
-                lost.append((offset, resume - offset))
-                offset = resume
-                continue
-            if tag.state == LIVE:
-                sizes[offset], payload[offset] = tag.size, tag.payload
-            else:
-                free[offset] = tag.size
-            offset += tag.size
-        return sizes, payload, free, lost
-
-    def _tag_at(self, offset: int, limit: int, table_at: int):
-        """The intact tag of a live or free extent at ``offset`` that ends by ``limit`` and does
-        not overlap the checksum extent at ``table_at``; CorruptionError otherwise."""
-        tag = parse_tag(os.pread(self._fd, TAG_BYTES, offset), offset, limit, self.path)
-        if tag.state == CHECKSUMS:
-            raise CorruptionError(f"{self.path!r}: extent tag at offset {offset} names a "
-                                  f"checksum extent the header does not")
-        if offset < table_at < offset + tag.size:
-            raise CorruptionError(f"{self.path!r}: the extent at offset {offset} overlaps the "
-                                  f"checksum extent at offset {table_at}")
-        return tag
-
-    def _next_tag(self, offset: int, limit: int, table_at: int) -> int:
-        """The first page after ``offset`` where an intact tag (or the checksum extent) starts;
-        ``limit`` when there is none. One read per page skipped."""
-        for candidate in range(offset + PAGE_BYTES, limit, PAGE_BYTES):
-            if candidate == table_at:
-                return candidate
-            try:
-                self._tag_at(candidate, limit, table_at)
-            except CorruptionError:
-                continue
-            return candidate
-        return limit
-
-    def _file_page_crcs(self, offset: int, size: int):
-        """Yield ``(page numbers, crc32 of each)`` for the file's pages of one extent, reading
-        it in chunks of ``_VERIFY_CHUNK_BYTES``."""
-        buffer = bytearray(min(size, _VERIFY_CHUNK_BYTES))
-        for start in range(offset, offset + size, len(buffer)):
-            count = min(len(buffer), offset + size - start)
-            with memoryview(buffer)[:count] as chunk:
-                if os.preadv(self._fd, [chunk], start) != count:
-                    raise CorruptionError(f"{self.path!r} is truncated at offset {start}")
-                yield _page_numbers(start, count // PAGE_BYTES), page_crcs(chunk)
-
-    def _failed_pages(self, sizes: dict[int, int], table: ChecksumTable, *,
-                      first_only: bool) -> tuple[int, ...]:
-        """File offsets of the live pages whose crc differs from ``table`` (only the first one
-        found when ``first_only``), ascending. O(live bytes)."""
-        failed: list[int] = []
-        for offset, size in sorted(sizes.items()):
-            for pages, crcs in self._file_page_crcs(offset, size):
-                failed.extend(int(page) * PAGE_BYTES for page in table.mismatches(pages, crcs))
-                if failed and first_only:
-                    return tuple(failed[:1])
-        return tuple(failed)
-
     def _recompute_checksums(self) -> None:
         """Checksum every live page as the file holds it now (after ``recover=True``)."""
         for offset, size in self._sizes.items():
-            for pages, crcs in self._file_page_crcs(offset, size):
+            for pages, crcs in file_page_crcs(self._fd, self.path, offset, size):
                 self._table.set(pages, crcs)
         self._structure_changed = True
 
-    def _install(self, state: _FileState) -> None:
+    def _install(self, state: FileState) -> None:
         self._generation = state.generation
         self._end = state.end
-        self._sizes, self._payload = dict(state.sizes), dict(state.payload)
+        self._sizes = {offset: shape.size for offset, shape in state.live.items()}
+        self._payload = {offset: shape.payload_bytes for offset, shape in state.live.items()}
         self._space = FreeSpace(state.free)
         self._table, self._table_offset = state.table, state.table_offset
         self._root, self._root_offset = state.root, state.root_offset
         self._file_id = state.file_id
         self._file_bytes = os.fstat(self._fd).st_size
 
-    def _snapshot(self) -> _FileState:
-        return _FileState(self._generation, self._end, dict(self._sizes), dict(self._payload),
-                          dict(self._space.free), self._table, self._table_offset, self._root,
+    def _snapshot(self) -> FileState:
+        live = {offset: ExtentShape(size, self._payload[offset])
+                for offset, size in self._sizes.items()}
+        return FileState(self._generation, self._end, live, dict(self._space.free), self._table, self._table_offset, self._root,
                           self._root_offset, self._file_id)
 
     def _settle_flags(self, flags: int) -> int:
@@ -1227,48 +962,24 @@ class Arena:
             raise ClosedError(f"{self.path!r} was replaced by another file (a compaction renamed "
                               f"a new file over it) since this reader opened it: open it again")
         locks.unlock(self._fd, locks.CHECKPOINT)
-        self._recover_as_reader()
+        apply_for_reader(self.path)
         locks.lock(self._fd, locks.CHECKPOINT, exclusive=False)
         generation, flags = peek_generation_and_flags(self._header_map)
         if flags & (FLAG_APPLYING | FLAG_REPLACED):
             if flags & FLAG_APPLYING:
-                raise self._half_applied()
+                raise half_applied_error(self._fd, self.path)
             return self._settle_flags(flags)
         return generation
-
-    def _half_applied(self) -> OffheapError:
-        """The error for a file flagged "applying" that recovery could not repair."""
-        if locks.is_held(self._fd, locks.WRITER, exclusive=False):
-            return TransactionError(
-                f"the writer of {self.path!r} failed while copying a commit into the file; it "
-                f"can be read again once that writer is closed and the file opened for writing")
-        return CorruptionError(
-            f"{self.path!r} was left half-way through copying a commit into it, and the log "
-            f"{self._log_path!r} that holds the commit is gone or damaged: the file may be "
-            f"half-written. Copy out what is there with offheap.salvage({self.path!r}, "
-            f"new_path)")
 
     def _reload(self) -> bool:
         """A reader's reload of the extent table after another process committed (checkpoint
         lock held shared); mappings whose extent changed are dropped. Returns True."""
-        state = self._read_file_state(verify=False)
+        state = read_file_state(self._fd, self.path, verify=False, recover=self._recover)
         for offset, mm in list(self._maps.items()):
-            if state.sizes.get(offset) != len(mm):
+            if getattr(state.live.get(offset), 'size', None) != len(mm):
                 self._unmap(offset, mm)
         self._install(state)
         return True
-
-    def _mark_applying(self, fd: int) -> None:
-        """Flag the header "applying" before a commit is copied into the file (checkpoint lock
-        held exclusive), so that a reader who gets the lock after the copier died mid-way knows
-        without reading the log; the header the copy writes last clears the flag. A header too
-        torn to parse is left alone: no reader can read it, and the log rewrites it."""
-        try:
-            header = parse_header(os.pread(fd, HEADER_BYTES, 0), self.path)
-        except CorruptionError:
-            return
-        if not header.applying:
-            wal.pwrite_all(fd, encode_header(dataclasses.replace(header, applying=True)), 0)
 
     # -- internals: commit --------------------------------------------------------------------
 
@@ -1281,7 +992,7 @@ class Arena:
                 mask = self._pagemap.written_pages(self._addresses[offset], len(mm) // PAGE_BYTES)
             else:
                 mask = differing_pages(mm, self._fd, offset)
-            runs.extend((offset, first, count) for first, count in _page_runs(mask))
+            runs.extend((offset, first, count) for first, count in page_runs(mask))
         return runs
 
     def _commit(self, runs: list[tuple[int, int, int]], writes: list) -> None:
@@ -1290,13 +1001,13 @@ class Arena:
         end = cut_tail(free, self._end)
         table = self._table.copy()
         for offset in self._new:
-            pages = _page_numbers(offset, self._sizes[offset] // PAGE_BYTES)
+            pages = page_numbers(offset, self._sizes[offset] // PAGE_BYTES)
             table.set(pages, np.full(len(pages), ZERO_PAGE_CRC, np.uint32))
         numbers, crcs = [], []
         for offset, first, count in runs:
             pages = memoryview(self._maps[offset])[first * PAGE_BYTES: (first + count) * PAGE_BYTES]
             writes.append((offset + first * PAGE_BYTES, pages))
-            numbers.append(_page_numbers(offset + first * PAGE_BYTES, count))
+            numbers.append(page_numbers(offset + first * PAGE_BYTES, count))
             crcs.append(page_crcs(pages))
         if runs:
             table.set(np.concatenate(numbers), np.concatenate(crcs))
@@ -1337,7 +1048,7 @@ class Arena:
         freed, cut the file to ``end`` (or zero its tail while readers exist), fdatasync."""
         locks.lock(self._fd, locks.CHECKPOINT, exclusive=True)
         try:
-            self._mark_applying(self._fd)
+            mark_applying(self._fd, self.path)
             for offset, data in writes:
                 wal.pwrite_all(self._fd, data, offset)
             for offset, size in self._space.pending.items():
@@ -1375,7 +1086,7 @@ class Arena:
         for mm in self._maps.values():
             mm.flush()
         for offset, size in self._sizes.items():
-            for pages, crcs in self._file_page_crcs(offset, size):
+            for pages, crcs in file_page_crcs(self._fd, self.path, offset, size):
                 self._table.set(pages, crcs)
         self._write_table_and_header(open_for_writing=False)
 

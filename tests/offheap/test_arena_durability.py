@@ -25,7 +25,8 @@ from hypothesis.stateful import run_state_machine_as_test
 
 from offheap.arena import dirtypages, wal
 from offheap.errors import RecoveryPendingError, TransactionError
-from offheap.arena.arena import HEADER_BYTES, PAGE_BYTES, Arena, _open_pagemap
+from offheap.arena.arena import HEADER_BYTES, PAGE_BYTES, Arena
+from offheap.arena.dirtypages import open_working_pagemap
 from tests.offheap.arena_fuzz import arena_content
 
 
@@ -33,7 +34,7 @@ from tests.offheap.arena_fuzz import arena_content
 def written_pages(request, monkeypatch):
     """Run a test once with pagemap finding written pages and once comparing with the file."""
     if request.param == "pagemap":
-        pagemap = _open_pagemap()
+        pagemap = open_working_pagemap()
         if pagemap is None:
             pytest.skip("/proc/self/pagemap does not report written private pages here")
         pagemap.close()
@@ -162,7 +163,7 @@ def test_commit_with_nothing_changed_writes_nothing(tmp_path, written_pages):
 
 
 def test_both_ways_find_the_same_written_pages(tmp_path):
-    if _open_pagemap() is None:
+    if open_working_pagemap() is None:
         pytest.skip("/proc/self/pagemap does not report written private pages here")
     with Arena.file(tmp_path / "a") as arena:
         first, second = arena.allocate(20 * PAGE_BYTES), arena.allocate(5 * PAGE_BYTES)
