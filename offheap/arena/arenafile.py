@@ -33,6 +33,10 @@ class ArenaFile:
         flags = os.O_RDWR | (os.O_CREAT if create else 0) if writable else os.O_RDONLY
         return cls(path, os.open(path, flags, 0o644))
 
+    def is_named_by_path(self) -> bool:
+        """Whether :attr:`path` still names this open file (no rename or removal since)."""
+        return names_file(self.path, self.fd)
+
     def refresh_size(self) -> None:
         """Take the file's length from the file system."""
         self.size = os.fstat(self.fd).st_size
@@ -70,6 +74,16 @@ class ArenaFile:
             locks.unlock(self.fd, byte)
         os.close(self.fd)
         self.closed = True
+
+
+def names_file(path: str, fd: int) -> bool:
+    """Whether ``path`` names the file open as ``fd`` now."""
+    mine = os.fstat(fd)
+    try:
+        named = os.stat(path)
+    except FileNotFoundError:
+        return False
+    return (named.st_dev, named.st_ino) == (mine.st_dev, mine.st_ino)
 
 
 def fsync_directory(path: str) -> None:

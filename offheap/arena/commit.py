@@ -28,7 +28,7 @@ import os
 import numpy as np
 
 from offheap.arena import locks, wal
-from offheap.arena.arenafile import ArenaFile, fsync_directory
+from offheap.arena.arenafile import ArenaFile, fsync_directory, names_file
 from offheap.arena.backing import LimitCheck
 from offheap.arena.checksums import ZERO_PAGE_CRC, page_crcs, page_numbers
 from offheap.arena.dirtypages import (
@@ -255,12 +255,8 @@ class CommitWriter(FileWriter):
     def _remove_own_log(self) -> None:
         """Remove ``PATH-wal`` if this writer opened it and the path still names that file
         (after a rename over another path the name belongs to the file renamed over ours)."""
-        if self._log_fd is None:
-            return
-        mine = os.fstat(self._log_fd)
-        with contextlib.suppress(FileNotFoundError):
-            named = os.stat(log_path(self.path))
-            if (named.st_dev, named.st_ino) == (mine.st_dev, mine.st_ino):
+        if self._log_fd is not None and names_file(log_path(self.path), self._log_fd):
+            with contextlib.suppress(FileNotFoundError):
                 os.unlink(log_path(self.path))
 
     def close(self, clean: bool) -> None:

@@ -54,6 +54,26 @@ def _new_file_id() -> int:
     return int.from_bytes(os.urandom(8), "little") or 1
 
 
+def _lock_for_writing(path: str, create: bool) -> ArenaFile:
+    """Open ``path`` and take its writer lock. A file renamed away between the open and the
+    lock (a compaction renamed a new file over the path, then let the old one go) is let go in
+    turn and the path opened again, so the lock taken is always that of the file the path
+    names. Raises LockedError when another writer has it."""
+    while True:
+        file = ArenaFile.open(path, writable=True, create=create)
+        try:
+            if not locks.try_lock(file.fd, locks.WRITER, exclusive=True):
+                raise LockedError(f"{path!r} is open for writing in another process; a file has "
+                                  f"one writer at a time: close it there, or open with "
+                                  f"readonly=True")
+            if file.is_named_by_path():
+                return file
+        except BaseException:
+            file.release()
+            raise
+        file.release()
+
+
 class FileWriter(FileBacking):
     """The writer of an arena file; see the module docstring."""
 
@@ -65,12 +85,8 @@ class FileWriter(FileBacking):
         """Open ``path`` for writing, or create it anew; a commit left in its log is applied
         first. Options as in :meth:`Arena.file`. Raises LockedError when another writer (or a
         reader this mode cannot share with) has the file."""
-        file = ArenaFile.open(path, writable=True, create=create)
+        file = _lock_for_writing(path, create)
         try:
-            if not locks.try_lock(file.fd, locks.WRITER, exclusive=True):
-                raise LockedError(f"{path!r} is open for writing in another process; a file has "
-                                  f"one writer at a time: close it there, or open with "
-                                  f"readonly=True")
             cls.exclude_readers(file, create)
             if create:
                 writer = cls._create(file)
