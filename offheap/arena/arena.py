@@ -3,7 +3,8 @@
 An arena is a set of *extents*, each its own memory mapping: anonymous memory (``mmap(-1, n)``)
 or a page-aligned range of one file. Extents are never resized in place, because a mapping whose
 buffer is exported to numpy cannot be resized; a structure that grows allocates a larger extent,
-copies, and frees the old one. This module is the only one in offheap that maps memory.
+copies, and frees the old one. The modules of this package are the only ones in offheap that
+map memory or open a map's file.
 
 Accounting is exact: ``reserved_bytes`` is the header, the checksum extent of a file arena and
 the mapped size of every live extent; ``used_bytes`` the sum of the payload sizes callers asked
@@ -13,34 +14,36 @@ for. ``limit_bytes`` bounds ``reserved_bytes``: :meth:`Arena.allocate` raises
 would add, so an owner can size a structure to the room left.
 
 File arenas. The format (header, extent tags, page checksums) is specified in
-:mod:`offheap.arena.format`. The *root blob* is a small byte string owned by the layer directly
-above (the record store, or a standalone hash map): where its own metadata lives. Free extents
-are found again on open by walking the tags; a free extent at the end of the file is cut off.
-Two durability modes:
+:mod:`offheap.arena.format`; :mod:`offheap.arena.filestate` reads it. The *root blob* is a small
+byte string owned by the layer directly above (the record store, or a standalone hash map):
+where its own metadata lives. Free extents are found again on open by walking the tags; a free
+extent at the end of the file is cut off. Two durability modes:
 
-- ``durability="commit"`` (the default): extents are mapped ``MAP_PRIVATE``, so nothing reaches
-  the file until :meth:`Arena.commit`. A commit finds the pages this process wrote (see
-  :mod:`offheap.arena.dirtypages`), writes them with the new tags, checksums and header as one record of
-  ``PATH-wal`` and syncs it (the commit point, :mod:`offheap.arena.wal`), copies them into the file
-  under the checkpoint lock, syncs, empties the log and drops the private copies. Space freed
-  during a transaction stays untouched until the commit that frees it (it is live in the
-  committed file), and every file change made before the commit point touches only space free
-  in the committed file, so a crash at any moment reopens as the last commit.
-  :meth:`Arena.rollback` returns to the last commit. :meth:`Arena.close` does not commit.
-- ``durability="none"``: extents are mapped ``MAP_SHARED`` and every write reaches the file at
-  the kernel's pace. The header's "open for writing" flag is set while a writer has the file and
-  cleared, with every page checksum recomputed, by :meth:`Arena.close` (unless a change failed
-  since the last successful flush); a file found with the flag set did not close cleanly and
-  opens only with ``recover=True``.
+- ``durability="commit"`` (the default, :mod:`offheap.arena.commit`): private mappings, so
+  nothing reaches the file until :meth:`Arena.commit`, which writes the changed pages through
+  the write-ahead log (:mod:`offheap.arena.wal`); a crash at any moment reopens as the last
+  commit. :meth:`Arena.rollback` returns to the last commit. :meth:`Arena.close` does not
+  commit.
+- ``durability="none"`` (:mod:`offheap.arena.writethrough`): shared mappings, every write
+  reaches the file at the kernel's pace. The header's "open for writing" flag is set while a
+  writer has the file and cleared, with every page checksum recomputed, by :meth:`Arena.close`
+  (unless a change failed since the last successful flush); a file found with the flag set did
+  not close cleanly and opens only with ``recover=True``.
 
-Sharing between processes (:mod:`offheap.arena.locks`): one writer at a time; read-only openers map
-``MAP_SHARED`` read-only and do their reads inside :meth:`Arena.read_section`, which excludes a
+Sharing between processes (:mod:`offheap.arena.locks`): one writer at a time; read-only openers
+(:mod:`offheap.arena.reader`) do their reads inside :meth:`Arena.read_section`, which excludes a
 commit being applied and picks up the commits made since. Readers and a writer share a file only
 with ``durability="commit"``. While readers exist the writer never makes the file shorter: it
 punches holes into space it frees instead (:mod:`offheap.arena.holes`). :meth:`Arena.replace`
 renames a writer's file over another's path without releasing its lock (compaction); the file
 it replaces is flagged so that its readers stop. Each file has a random id in its header that
-every log record names, so a log is never applied to another file.
+every log record names, so a log is never applied to another file
+(:mod:`offheap.arena.recovery`).
+
+Structure: :class:`Arena` checks what every mode shares (closed, read-only, the limit, argument
+values) and hands the rest to its *backing* (:mod:`offheap.arena.backing`), one class per mode,
+chosen when the arena is opened; the live extents are one
+:class:`~offheap.arena.extents.ExtentTable`.
 
 Thread safety: none; the owner of an arena serializes access to it.
 """
@@ -48,59 +51,31 @@ Thread safety: none; the owner of an arena serializes access to it.
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import dataclasses
 import functools
-import mmap
 import os
-import zlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Concatenate, ParamSpec, TypeVar
 
 import numpy as np
+from numpy.typing import DTypeLike
 
-from offheap.arena import locks, wal
-from offheap.arena.format import (
-    CHECKSUMS,
-    FLAG_APPLYING,
-    FLAG_REPLACED,
-    FREE,
-    HEADER_BYTES,
-    INLINE_ROOT_BYTES,
-    LIVE,
-    PAGE_BYTES,
-    TAG_BYTES,
-    Header,
-    encode_header,
-    encode_tag,
-    parse_header,
-    parse_tag,
-    peek_generation_and_flags,
-)
-from offheap.arena.dirtypages import Pagemap, differing_pages
-from offheap.errors import (
-    CapacityError,
-    ClosedError,
-    CorruptionError,
-    LockedError,
-    OffheapError,
-    ReadOnlyError,
-    RecoveryPendingError,
-    TransactionError,
-)
+from offheap.arena.anonymous import AnonymousMemory
+from offheap.arena.backing import Backing
+from offheap.arena.commit import CommitWriter
 from offheap.arena.damage import FileDamage
-from offheap.arena.holes import punch_hole, zero_range
-from offheap.arena.freespace import FreeSpace, cut_tail
-from offheap.arena.checksums import (
-    ZERO_PAGE_CRC,
-    ChecksumTable,
-    extent_bytes_for,
-    page_crcs,
-    pages_covered,
-)
+from offheap.arena.filewriter import FileWriter
+from offheap.arena.format import HEADER_BYTES, INLINE_ROOT_BYTES, PAGE_BYTES, TAG_BYTES
+from offheap.arena.reader import FileReader
+from offheap.arena.writethrough import WriteThroughWriter
+from offheap.errors import CapacityError, ClosedError
 
-DURABILITIES = ("commit", "none")
-_VERIFY_CHUNK_BYTES = 8 << 20
-_ZERO_PAGE = bytes(PAGE_BYTES)
+WRITERS: dict[str, type[FileWriter]] = {writer.durability: writer
+                                        for writer in (CommitWriter, WriteThroughWriter)}
+"""The writer of each durability mode, by the name :meth:`Arena.file` takes."""
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 
 def _round_to_pages(nbytes: int) -> int:
@@ -114,6 +89,11 @@ def format_bytes(nbytes: float) -> str:
             return f"{nbytes:.0f} {unit}" if unit == "B" else f"{nbytes:.1f} {unit}"
         nbytes /= 1024
     raise AssertionError("unreachable")
+
+
+def _check_limit_argument(limit_bytes: int | None) -> None:
+    if limit_bytes is not None and limit_bytes < HEADER_BYTES:
+        raise ValueError(f"limit_bytes must be at least {HEADER_BYTES}, got {limit_bytes}")
 
 
 @dataclass(frozen=True)
@@ -135,108 +115,19 @@ class ArenaStats:
     disk_bytes: int = 0
 
 
-@dataclass(frozen=True)
-class _FileState:
-    """Everything a file arena reads from its file on open (and a reader on reload)."""
-
-    generation: int
-    end: int
-    sizes: dict[int, int]
-    payload: dict[int, int]
-    free: dict[int, int]
-    table: ChecksumTable
-    table_offset: int
-    root: bytes
-    root_offset: int
-    file_id: int
-    damage: FileDamage | None = None  # recover mode: what the open found wrong
-
-
-def _address_of(mm: mmap.mmap) -> int:
-    """The virtual address of a writable mapping."""
-    anchor = (ctypes.c_char * 1).from_buffer(mm)
-    try:
-        return ctypes.addressof(anchor)
-    finally:
-        del anchor
-
-
-def _open_pagemap() -> Pagemap | None:
-    """This process's pagemap if it reports written private pages correctly, else None.
-
-    Checked on a two-page private anonymous mapping with only its first page written.
-    """
-    pagemap = Pagemap.open()
-    if pagemap is None:
-        return None
-    probe = mmap.mmap(-1, 2 * PAGE_BYTES, flags=mmap.MAP_PRIVATE)
-    try:
-        probe[0] = 1
-        works = pagemap.written_pages(_address_of(probe), 2).tolist() == [True, False]
-    except OSError:
-        works = False
-    finally:
-        probe.close()
-    if not works:
-        pagemap.close()
-        return None
-    return pagemap
-
-
-def _page_runs(mask: np.ndarray) -> list[tuple[int, int]]:
-    """``(first, count)`` of every run of True in ``mask``."""
-    edges = np.flatnonzero(np.diff(np.concatenate(([0], mask.astype(np.int8), [0]))))
-    return [(int(start), int(stop - start)) for start, stop in zip(edges[::2], edges[1::2])]
-
-
-def _page_numbers(offset: int, n_pages: int) -> np.ndarray:
-    """The file page numbers of ``n_pages`` pages from byte ``offset``."""
-    return np.arange(offset // PAGE_BYTES, offset // PAGE_BYTES + n_pages)
-
-
-def _notes_failure(method):
+def _notes_failure(method: Callable[Concatenate[Arena, _P], _R]
+                   ) -> Callable[Concatenate[Arena, _P], _R]:
     """Mark an arena method whose failure may leave the owner's state half-written: without
     transactions the file then stays marked open for writing at :meth:`Arena.close`, unless a
     later :meth:`Arena.flush` succeeds (the owner wrote its state again)."""
     @functools.wraps(method)
-    def noting(self, *args):
+    def noting(self: Arena, *args: _P.args, **kwargs: _P.kwargs) -> _R:
         try:
-            return method(self, *args)
+            return method(self, *args, **kwargs)
         except BaseException:
-            self._failed_since_flush = True
+            self._backing.note_failed_change()
             raise
     return noting
-
-
-def _placement(space: FreeSpace, end: int, capacity_pages: int,
-               size: int) -> tuple[int | None, int, int]:
-    """Where :meth:`Arena.allocate` puts an extent of ``size`` bytes in a file that ends at
-    ``end`` and whose checksum extent covers ``capacity_pages`` pages: the free offset it reuses
-    (None: it is appended at ``end``), the file's end after it, and the size of the larger
-    checksum extent the file then needs (appended after it), or 0 when the current one covers it.
-    """
-    offset = space.first_fit(size)
-    if offset is None:
-        end += size
-    if capacity_pages * PAGE_BYTES >= end:
-        return offset, end, 0
-    n_pages = 2 * (end // PAGE_BYTES)
-    while n_pages * PAGE_BYTES < end + extent_bytes_for(n_pages):
-        n_pages *= 2
-    return offset, end, extent_bytes_for(n_pages)
-
-
-def _new_file_id() -> int:
-    """A random non-zero u64 for the header of a new file."""
-    return int.from_bytes(os.urandom(8), "little") or 1
-
-
-def _fsync_directory(path: str) -> None:
-    fd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class Arena:
@@ -249,42 +140,18 @@ class Arena:
     :meth:`rollback` or a :meth:`read_section` that reports a change. :meth:`close` unmaps every
     extent whose buffer is no longer exported; one still exported (a zero-copy view a user asked
     for) stays mapped until its last view is gone, so a stale view never faults.
+
+    ``readonly`` and ``durability`` (None for anonymous memory) are as opened; ``path`` is the
+    file (None for anonymous memory), which :meth:`replace` changes.
     """
 
-    def __init__(self, *, path: str | None, limit_bytes: int | None, readonly: bool,
-                 durability: str | None = None) -> None:
-        if limit_bytes is not None and limit_bytes < HEADER_BYTES:
-            raise ValueError(f"limit_bytes must be at least {HEADER_BYTES}, got {limit_bytes}")
-        self.path = path
+    def __init__(self, backing: Backing, *, limit_bytes: int | None, readonly: bool,
+                 durability: str | None) -> None:
+        self._backing = backing
+        self._extents = backing.extents
         self.limit_bytes = limit_bytes
         self.readonly = readonly
-        self.durability = durability  # None for anonymous memory
-        self._fd: int | None = None
-        self._log_fd: int | None = None
-        self._pagemap: Pagemap | None = None
-        self._header_map: mmap.mmap | None = None  # readers: the header page, shared
-        self._maps: dict[int, mmap.mmap] = {}
-        self._addresses: dict[int, int] = {}  # extent offset -> address of its private mapping
-        self._sizes: dict[int, int] = {}  # live extent offset -> extent size
-        self._payload: dict[int, int] = {}  # live extent offset -> payload bytes requested
-        self._space = FreeSpace()
-        self._end = HEADER_BYTES  # next offset to hand out (where the file's extents end)
-        self._file_bytes = 0  # the file's size; past _end it reads as zeros
-        self._table: ChecksumTable | None = None
-        self._table_offset = 0
-        self._root = b""
-        self._root_offset = 0
-        self._generation = 0
-        self._file_id = 0  # see arenaformat: chosen at creation, named by every log record
-        self._recover = False
-        self._damage: FileDamage | None = None
-        self._committed: _FileState | None = None  # commit mode: what rollback returns to
-        self._new: set[int] = set()  # extents allocated since the last commit
-        self._zeroed: list[tuple[int, int]] = []  # file ranges zeroed since the last commit
-        self._structure_changed = False  # allocations, frees or root since the last commit
-        self._broken: str | None = None
-        self._failed_since_flush = False  # see _notes_failure
-        self._read_depth = 0
+        self.durability = durability
         self._closed = False
 
     # -- construction -------------------------------------------------------------------------
@@ -292,10 +159,11 @@ class Arena:
     @classmethod
     def anonymous(cls, limit_bytes: int | None = None) -> Arena:
         """An arena of anonymous memory, returned to the OS extent by extent on free/close."""
-        return cls(path=None, limit_bytes=limit_bytes, readonly=False)
+        _check_limit_argument(limit_bytes)
+        return cls(AnonymousMemory(), limit_bytes=limit_bytes, readonly=False, durability=None)
 
     @classmethod
-    def file(cls, path: str | os.PathLike, *, limit_bytes: int | None = None,
+    def file(cls, path: str | os.PathLike[str], *, limit_bytes: int | None = None,
              readonly: bool = False, create: bool | None = None, durability: str = "commit",
              verify: bool = True, recover: bool = False) -> Arena:
         """Open the arena stored in ``path``, or create it (``create=None``: if it is missing).
@@ -315,24 +183,25 @@ class Arena:
         commit to apply and may not write the file.
         """
         path = os.fspath(path)
-        if durability not in DURABILITIES:
-            raise ValueError(f"durability must be one of {DURABILITIES}, got {durability!r}")
+        if durability not in WRITERS:
+            raise ValueError(f"durability must be one of {tuple(WRITERS)}, got {durability!r}")
         exists = os.path.exists(path) and os.path.getsize(path) > 0
         if create is None:
             create = not exists
         if create and readonly:
             raise ValueError(f"cannot create {path!r} read-only")
-        arena = cls(path=path, limit_bytes=limit_bytes, readonly=readonly, durability=durability)
-        arena._recover = recover
-        try:
-            if readonly:
-                arena._open_reader(verify)
-            else:
-                arena._open_writer(create, verify)
-        except BaseException:
-            arena._release_files()
-            raise
-        return arena
+        _check_limit_argument(limit_bytes)
+        backing: Backing
+        if readonly:
+            backing = FileReader.open(path, verify=verify, recover=recover)
+        else:
+            backing = WRITERS[durability].open(path, create=create, verify=verify,
+                                               recover=recover)
+        return cls(backing, limit_bytes=limit_bytes, readonly=readonly, durability=durability)
+
+    @property
+    def path(self) -> str | None:
+        return self._backing.path
 
     # -- allocation ---------------------------------------------------------------------------
 
@@ -346,66 +215,20 @@ class Arena:
         self._check_writable()
         if nbytes < 0:
             raise ValueError(f"nbytes must be >= 0, got {nbytes}")
-        size = _round_to_pages(nbytes + TAG_BYTES)
-        if self._fd is None:
-            self._check_limit(size)
-            offset = self._end
-            self._register(offset, size, nbytes, mmap.mmap(-1, size))
-            self._end += size
-            return offset
-        offset, end, table_bytes = _placement(self._space, self._end, self._table.capacity, size)
-        self._check_limit(size + (table_bytes - self._table.extent_bytes if table_bytes else 0))
-        self._grow_file(end + table_bytes)
-        if offset is None:
-            offset = self._end
-            mm = self._map(offset, size)
-            self._end = end
-        else:
-            mm = self._map(offset, size)
-            try:
-                self._zero_reused(offset, size, mm)
-            except BaseException:
-                self._unmap(offset, mm)
-                raise
-            remainder = self._space.take(offset, size)
-            if remainder and self.durability == "none":
-                self._write_free_tag(*remainder)
-        mm[:TAG_BYTES] = encode_tag(size, nbytes, LIVE)
-        self._register(offset, size, nbytes, mm)
-        if table_bytes:
-            self._move_table(table_bytes)
-        if self.durability == "commit":
-            self._new.add(offset)
-        self._structure_changed = True
-        return offset
+        return self._backing.allocate(_round_to_pages(nbytes + TAG_BYTES), nbytes,
+                                      self._check_limit)
 
     @_notes_failure
     def free(self, offset: int) -> None:
         """Unmap extent ``offset`` and give its memory back (anonymous) or mark it free (file).
 
-        With ``durability="commit"`` the space becomes reusable after the next commit.
+        With ``durability="commit"`` the space becomes reusable after the next commit. Raises
+        KeyError for an offset that is not live, BufferError (and frees nothing) while a view
+        of the extent is exported.
         """
         self._check_writable()
-        if offset not in self._sizes:
-            raise KeyError(f"no live extent at offset {offset}")
-        mm = self._maps.pop(offset, None)
-        if mm is not None:
-            try:
-                mm.close()
-            except BufferError:
-                self._maps[offset] = mm
-                raise
-        self._addresses.pop(offset, None)
-        size = self._sizes.pop(offset)
-        del self._payload[offset]
-        self._new.discard(offset)
-        self._structure_changed = True
-        if self._fd is None:
-            return
-        if self.durability == "commit":
-            self._space.defer(offset, size)
-        else:
-            self._release_now(offset, size)
+        extent = self._extents.remove(offset)
+        self._backing.release(offset, extent.size)
 
     def reservation_bytes(self, *nbytes: int) -> int:
         """How much :attr:`reserved_bytes` grows if extents of these payload sizes are allocated
@@ -414,41 +237,27 @@ class Arena:
         :meth:`allocate` holds against ``limit_bytes``, so an owner sizing a structure to a limit
         can ask before it allocates. O(free extents) per size; changes nothing.
         """
-        sizes = [_round_to_pages(n + TAG_BYTES) for n in nbytes]
-        if self._fd is None:
-            return sum(sizes)
-        space = FreeSpace(self._space.free)
-        end, capacity, table_bytes = self._end, self._table.capacity, self._table.extent_bytes
-        total = 0
-        for size in sizes:
-            offset, end, grown = _placement(space, end, capacity, size)
-            if offset is not None:
-                space.take(offset, size)
-            total += size
-            if grown:
-                total += grown - table_bytes
-                end, capacity, table_bytes = end + grown, pages_covered(grown), grown
-        return total
+        return self._backing.reservation_bytes([_round_to_pages(n + TAG_BYTES) for n in nbytes])
 
     # -- access -------------------------------------------------------------------------------
 
     def view(self, offset: int) -> memoryview:
         """A writable memoryview of extent ``offset``'s payload (read-only for readonly arenas)."""
         self._check_open()
-        mm = self._maps.get(offset)
-        if mm is None:
-            if offset not in self._sizes:
-                raise KeyError(f"no live extent at offset {offset}")
-            mm = self._maps[offset] = self._map(offset, self._sizes[offset])
-        return memoryview(mm)[TAG_BYTES:]
+        extent = self._extents.get(offset)
+        mapping = extent.mapping
+        if mapping is None:
+            mapping = self._backing.map_extent(extent)
+        return memoryview(mapping)[TAG_BYTES:]
 
-    def array(self, offset: int, dtype, count: int, start: int = 0) -> np.ndarray:
+    def array(self, offset: int, dtype: DTypeLike | None, count: int,
+              start: int = 0) -> np.ndarray:
         """A numpy view of ``count`` items of ``dtype`` at byte ``start`` of an extent's payload."""
         return np.frombuffer(self.view(offset), dtype=dtype, count=count, offset=start)
 
     def payload_bytes(self, offset: int) -> int:
         """Usable payload bytes of extent ``offset`` (at least what was asked for)."""
-        return self._sizes[offset] - TAG_BYTES
+        return self._extents.get(offset).size - TAG_BYTES
 
     # -- root blob ----------------------------------------------------------------------------
 
@@ -456,23 +265,22 @@ class Arena:
     def root(self) -> bytes:
         """The owner's metadata blob (persisted by :meth:`commit`/:meth:`flush` in file arenas)."""
         self._check_open()
-        return self._root
+        return self._backing.root
 
     @_notes_failure
     def set_root(self, blob: bytes) -> None:
         """Replace the root blob; a large one is kept in an extent of its own."""
         self._check_writable()
         blob = bytes(blob)
-        if blob == self._root:
+        if blob == self._backing.root:
             return
         new_offset = 0
         if len(blob) > INLINE_ROOT_BYTES:
             new_offset = self.allocate(len(blob))
             with self.view(new_offset) as view:
                 view[: len(blob)] = blob
-        old_offset = self._root_offset
-        self._root, self._root_offset = blob, new_offset
-        self._structure_changed = True
+        old_offset = self._backing.root_offset
+        self._backing.set_root(blob, new_offset)
         if old_offset:
             self.free(old_offset)
 
@@ -481,8 +289,9 @@ class Arena:
     @property
     def generation(self) -> int:
         """The file's generation as this arena last committed or loaded it (+1 per commit)."""
-        return self._generation
+        return self._backing.generation
 
+    @_notes_failure
     def commit(self) -> None:
         """Make every change since the last commit durable at once (``durability="commit"``).
 
@@ -491,49 +300,21 @@ class Arena:
         transactions it is :meth:`flush`; on anonymous memory it does nothing.
         """
         self._check_writable()
-        if self._fd is None:
-            return
-        if self.durability == "none":
-            self.flush()
-            return
-        runs = self._written_page_runs()
-        if not runs and not self._structure_changed:
-            return
-        writes: list[tuple[int, object]] = []
-        try:
-            self._commit(runs, writes)
-        finally:
-            for _, data in writes:
-                if isinstance(data, memoryview):
-                    data.release()
+        self._backing.commit()
 
     def rollback(self) -> None:
         """Drop every change since the last commit; the extents, root and file are as committed
         (the file is cut back to its committed size unless readers or views are in the way).
 
         Owners must drop their views first and re-read their state from :attr:`root` after.
+        Without transactions (anonymous memory, ``durability="none"``) it raises
+        :class:`TransactionError` and changes nothing.
         """
         self._check_writable()
-        if self.durability != "commit":
-            raise TransactionError(
-                f"rollback() needs durability='commit'; this arena "
-                f"({self.path or 'anonymous memory'}) has no transactions")
-        committed = self._committed
-        all_unmapped = True
-        for offset, mm in list(self._maps.items()):
-            if committed.sizes.get(offset) == len(mm):
-                mm.madvise(mmap.MADV_DONTNEED)
-            else:
-                all_unmapped &= self._unmap(offset, mm)
-        self._install(committed)
-        if all_unmapped:  # no view of an extent made since the commit maps the file's growth
-            self._trim_file()
-        self._new.clear()
-        self._zeroed.clear()
-        self._structure_changed = False
+        self._backing.rollback()
 
     @contextlib.contextmanager
-    def read_section(self):
+    def read_section(self) -> Iterator[bool]:
         """Context manager around a reader's operations; yields True when the file changed.
 
         A read-only file arena takes the checkpoint lock shared, so no commit is applied while
@@ -551,49 +332,27 @@ class Arena:
     def begin_read(self) -> bool:
         """Start a read section (see :meth:`read_section`); True when the file changed since
         the last one. Every call is paired with one :meth:`end_read`, also after an error.
-
-        The common case costs a lock, a look at two header fields through a shared read-only
-        mapping of the header page, and (in end_read) an unlock: the generation says whether
-        a commit was applied since, and the flags whether one is being applied by a writer
-        that died ("applying": the section applies it from the log first) or whether the file
-        was replaced by a compaction (ClosedError). No commit is copied into the file while
-        the lock is held, so a section never sees half of one.
+        For a reader the common case costs a lock, a look at two header fields and an unlock
+        (see :meth:`FileReader.begin_read <offheap.arena.reader.FileReader.begin_read>`).
         """
         self._check_open()
-        self._read_depth += 1
-        if not self.readonly or self._read_depth > 1:
-            return False
-        try:
-            locks.lock(self._fd, locks.CHECKPOINT, exclusive=False)
-            try:
-                generation, flags = peek_generation_and_flags(self._header_map)
-                if flags & (FLAG_APPLYING | FLAG_REPLACED):
-                    generation = self._settle_flags(flags)
-                return generation != self._generation and self._reload()
-            except BaseException:
-                locks.unlock(self._fd, locks.CHECKPOINT)
-                raise
-        except BaseException:
-            self._read_depth -= 1
-            raise
+        return self._backing.begin_read()
 
     def end_read(self) -> None:
         """End the read section :meth:`begin_read` started."""
-        self._read_depth -= 1
-        if self.readonly and not self._read_depth and not self._closed:
-            locks.unlock(self._fd, locks.CHECKPOINT)
+        self._backing.end_read()
 
     def has_readers(self) -> bool:
         """Whether read-only openers of this file exist now, in this or other processes."""
         self._check_open()
-        return self._fd is not None and self._readers_present()
+        return self._backing.has_readers()
 
     # -- damage found by recover=True -------------------------------------------------------
 
     @property
     def damage(self) -> FileDamage | None:
         """What an open with ``recover=True`` found wrong with the file (None otherwise)."""
-        return self._damage
+        return self._backing.damage
 
     def damaged_items(self, offset: int, itemsize: int, count: int,
                       start: int = 0) -> np.ndarray:
@@ -601,46 +360,31 @@ class Arena:
         of extent ``offset``'s payload: does it touch a page that failed its checksum when the
         file was opened with ``recover=True``? All False when nothing failed or nothing was
         checked (see :attr:`damage`). O(failed pages)."""
-        if self._damage is None or not self._damage.failed_pages:
+        damage = self.damage
+        if damage is None or not damage.failed_pages:
             return np.zeros(count, bool)
-        return self._damage.items_touching(offset + TAG_BYTES + start, itemsize, count)
+        return damage.items_touching(offset + TAG_BYTES + start, itemsize, count)
 
     # -- accounting ---------------------------------------------------------------------------
 
     @property
     def reserved_bytes(self) -> int:
-        table = self._table.extent_bytes if self._table is not None else 0
-        return HEADER_BYTES + table + sum(self._sizes.values())
+        return self._backing.overhead_bytes + self._extents.reserved_bytes
 
     @property
     def used_bytes(self) -> int:
-        return sum(self._payload.values())
+        return self._extents.used_bytes
 
     def stats(self) -> ArenaStats:
-        file_bytes = disk_bytes = 0
-        if self._fd is not None:
-            st = os.fstat(self._fd)
-            file_bytes, disk_bytes = st.st_size, st.st_blocks * 512
-        return ArenaStats(self.reserved_bytes, self.used_bytes, self._space.total_bytes,
-                          len(self._sizes), self.limit_bytes, file_bytes,
-                          sum(self._sizes.values()), disk_bytes)
+        file_bytes, disk_bytes = self._backing.file_usage()
+        return ArenaStats(self.reserved_bytes, self.used_bytes, self._backing.free_bytes,
+                          len(self._extents), self.limit_bytes, file_bytes,
+                          self._extents.reserved_bytes, disk_bytes)
 
     def _check(self) -> None:
         """Assert the invariants: extents tile the file, accounting matches."""
         assert self.used_bytes <= self.reserved_bytes
-        if self._fd is None:
-            return
-        extents = [(o, s) for o, s in self._sizes.items()]
-        extents += list(self._space.free.items()) + list(self._space.pending.items())
-        extents.append((self._table_offset, self._table.extent_bytes))
-        cursor = HEADER_BYTES
-        for offset, size in sorted(extents):
-            assert offset == cursor, f"extents do not tile the file at {cursor} (next {offset})"
-            cursor += size
-        assert cursor == self._end, (cursor, self._end)
-        assert self._table.capacity * PAGE_BYTES >= self._end
-        if not self.readonly:
-            assert os.fstat(self._fd).st_size == self._file_bytes >= self._end
+        self._backing.check()
 
     # -- lifetime -----------------------------------------------------------------------------
 
@@ -653,15 +397,7 @@ class Arena:
         """Make the file arena's state durable: :meth:`commit` with transactions; without, write
         the header and checksum extent and sync the mapped pages. No-op if anonymous/readonly."""
         self._check_open()
-        if self._fd is None or self.readonly:
-            return
-        if self.durability == "commit":
-            self.commit()
-            return
-        for mm in self._maps.values():
-            mm.flush()
-        self._write_table_and_header(open_for_writing=True)
-        self._failed_since_flush = False
+        self._backing.flush()
 
     def close(self, clean: bool = True) -> None:
         """Unmap and release the file; idempotent.
@@ -677,20 +413,8 @@ class Arena:
         if self._closed:
             return
         try:
-            if (clean and self._fd is not None and not self.readonly
-                    and self.durability == "none" and not self._failed_since_flush):
-                self._close_cleanly()
+            self._backing.close(clean)
         finally:
-            all_unmapped = True
-            for offset, mm in list(self._maps.items()):
-                all_unmapped &= self._unmap(offset, mm)
-            if (self._fd is not None and not self.readonly and self.durability == "commit"
-                    and self._broken is None):
-                if all_unmapped and self._committed is not None:
-                    self._end = self._committed.end
-                    self._trim_file()
-                self._remove_own_log()
-            self._release_files()
             self._closed = True
 
     def replace(self, other: Arena) -> None:
@@ -708,50 +432,19 @@ class Arena:
         """
         self._check_writable()
         other._check_writable()
-        if self._fd is None or other._fd is None:
+        mine, theirs = self._backing, other._backing
+        if not isinstance(mine, FileWriter) or not isinstance(theirs, FileWriter):
             raise ValueError("replace() renames files: both arenas must be file arenas")
-        if self._log_fd is not None:
-            os.close(self._log_fd)
-            self._log_fd = None
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(self._log_path)
-        os.replace(self.path, other.path)
-        _fsync_directory(other.path)
-        self.path = other.path
-        other._retire()
-
-    def _retire(self) -> None:
-        """Flag this writer's file "replaced" for its readers and release it (see replace)."""
+        mine.take_path_of(theirs)
         try:
-            locks.lock(self._fd, locks.CHECKPOINT, exclusive=True)
-            try:
-                header = parse_header(os.pread(self._fd, HEADER_BYTES, 0), self.path)
-                wal.pwrite_all(self._fd, encode_header(dataclasses.replace(header,
-                                                                           replaced=True)), 0)
-            finally:
-                locks.unlock(self._fd, locks.CHECKPOINT)
+            theirs.retire()
         finally:
-            for offset, mm in list(self._maps.items()):
-                self._unmap(offset, mm)
-            self._remove_own_log()
-            self._release_files()
-            self._closed = True
-
-    def _remove_own_log(self) -> None:
-        """Remove ``PATH-wal`` if this arena opened it and the path still names that file
-        (after :meth:`replace` the name belongs to the file renamed over ours)."""
-        if self._log_fd is None:
-            return
-        mine = os.fstat(self._log_fd)
-        with contextlib.suppress(FileNotFoundError):
-            named = os.stat(self._log_path)
-            if (named.st_dev, named.st_ino) == (mine.st_dev, mine.st_ino):
-                os.unlink(self._log_path)
+            other._closed = True
 
     def __enter__(self) -> Arena:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def __repr__(self) -> str:
@@ -760,7 +453,7 @@ class Arena:
         state = "closed" if self._closed else f"{format_bytes(self.reserved_bytes)} reserved"
         return f"<Arena {where}: {state}, limit {limit}>"
 
-    # -- internals: checks and mappings -------------------------------------------------------
+    # -- checks -------------------------------------------------------------------------------
 
     def _check_open(self) -> None:
         if self._closed:
@@ -768,11 +461,7 @@ class Arena:
 
     def _check_writable(self) -> None:
         self._check_open()
-        if self.readonly:
-            raise ReadOnlyError(f"arena {self.path!r} was opened read-only: open it with "
-                                f"readonly=False to change it (one writer process at a time)")
-        if self._broken is not None:
-            raise TransactionError(self._broken)
+        self._backing.check_writable()
 
     def _check_limit(self, extra_bytes: int) -> None:
         reserved = self.reserved_bytes
@@ -781,617 +470,3 @@ class Arena:
                 f"arena limit of {format_bytes(self.limit_bytes)} reached: "
                 f"{format_bytes(reserved)} reserved, {format_bytes(extra_bytes)} more needed; "
                 f"pass a larger limit=, delete entries, or use compression")
-
-    @property
-    def _log_path(self) -> str:
-        return self.path + "-wal"
-
-    def _map(self, offset: int, size: int) -> mmap.mmap:
-        if self.readonly:
-            return mmap.mmap(self._fd, size, offset=offset, access=mmap.ACCESS_READ)
-        if self.durability == "none":
-            return mmap.mmap(self._fd, size, offset=offset, access=mmap.ACCESS_WRITE)
-        mm = mmap.mmap(self._fd, size, offset=offset, access=mmap.ACCESS_COPY)
-        self._addresses[offset] = _address_of(mm)
-        return mm
-
-    def _unmap(self, offset: int, mm: mmap.mmap) -> bool:
-        """Forget the mapping of ``offset``; False when a view keeps it mapped until it dies."""
-        self._maps.pop(offset, None)
-        self._addresses.pop(offset, None)
-        try:
-            mm.close()
-        except BufferError:
-            return False
-        return True
-
-    def _register(self, offset: int, size: int, nbytes: int, mm: mmap.mmap) -> None:
-        self._sizes[offset] = size
-        self._payload[offset] = nbytes
-        self._maps[offset] = mm
-
-    # -- internals: file space ----------------------------------------------------------------
-
-    def _grow_file(self, nbytes: int) -> None:
-        """Make the file at least ``nbytes`` long (the new bytes read as zeros)."""
-        if nbytes > self._file_bytes:
-            os.ftruncate(self._fd, nbytes)
-            self._file_bytes = nbytes
-
-    def _readers_present(self) -> bool:
-        return locks.is_held(self._fd, locks.READERS, exclusive=True)
-
-    def _cut_file(self, end: int) -> None:
-        """Drop the file's bytes past ``end``: truncate, or zero them while readers may map them."""
-        if self._file_bytes <= end:
-            return
-        if self._readers_present():
-            zero_range(self._fd, end, self._file_bytes - end)
-        else:
-            os.ftruncate(self._fd, end)
-            self._file_bytes = end
-
-    def _trim_file(self) -> None:
-        """Truncate the file to ``_end`` when no reader exists; otherwise leave it."""
-        if self._file_bytes > self._end and not self._readers_present():
-            os.ftruncate(self._fd, self._end)
-            self._file_bytes = self._end
-
-    def _zero_reused(self, offset: int, size: int, mm: mmap.mmap) -> None:
-        """Make a reused free range read as zeros through ``mm``, its new mapping.
-
-        Its pages are punched out of the file, except the first and, with transactions, the
-        tags of committed free extents (a crash must still find those): these are zeroed in
-        the mapping instead, so the commit writes them.
-        """
-        stop = offset + size
-        keep = [offset]
-        if self.durability == "commit":
-            keep += sorted(o for o in self._committed.free if offset < o < stop)
-        for page, following in zip(keep, keep[1:] + [stop]):
-            mm[page - offset: page - offset + PAGE_BYTES] = _ZERO_PAGE
-            if following > page + PAGE_BYTES:
-                zero_range(self._fd, page + PAGE_BYTES, following - page - PAGE_BYTES)
-                if self.durability == "commit":
-                    self._zeroed.append((page + PAGE_BYTES, following - page - PAGE_BYTES))
-
-    def _release_now(self, offset: int, size: int) -> None:
-        """Without transactions: mark a range free in the file at once, merging neighbours, and
-        cut the file short if the free space ends it."""
-        start, merged_size = self._space.release(offset, size)
-        if start + merged_size == self._end:
-            del self._space.free[start]
-            self._end = start
-            self._cut_file(start)
-            self._write_header(open_for_writing=True)
-            return
-        self._write_free_tag(start, merged_size)
-        first = offset + PAGE_BYTES if start == offset else offset
-        punch_hole(self._fd, first, offset + size - first)
-
-    def _write_free_tag(self, offset: int, size: int) -> None:
-        wal.pwrite_all(self._fd, encode_tag(size, 0, FREE), offset)
-
-    def _move_table(self, extent_bytes: int) -> None:
-        """Append a larger checksum extent at the end and free the old one. Without
-        transactions both are written at once, so the tags stay walkable for ``recover=True``."""
-        old_offset, old_bytes = self._table_offset, self._table.extent_bytes
-        self._table = self._table.grown(extent_bytes)
-        self._table_offset = self._end
-        self._end += extent_bytes
-        if self.durability == "commit":
-            self._space.defer(old_offset, old_bytes)
-            return
-        wal.pwrite_all(self._fd, self._table.image, self._table_offset)
-        self._release_now(old_offset, old_bytes)
-        self._write_header(open_for_writing=True)
-
-    # -- internals: opening -------------------------------------------------------------------
-
-    def _open_writer(self, create: bool, verify: bool) -> None:
-        path = self.path
-        self._fd = os.open(path, os.O_RDWR | (os.O_CREAT if create else 0), 0o644)
-        if not locks.try_lock(self._fd, locks.WRITER, exclusive=True):
-            raise LockedError(f"{path!r} is open for writing in another process; a file has one "
-                              f"writer at a time: close it there, or open with readonly=True")
-        if self.durability == "none":
-            if not locks.try_lock(self._fd, locks.READERS, exclusive=True):
-                raise LockedError(f"{path!r} is open read-only in another process, and "
-                                  f"durability='none' cannot share a file: close the readers "
-                                  f"or open with durability='commit'")
-        elif create and self._readers_present():
-            raise LockedError(f"{path!r} is open read-only in another process; it cannot be "
-                              f"created anew under them")
-        if create:
-            self._create_file()
-        else:
-            self._recover_log(self._fd)
-            state = self._read_file_state(verify=verify)
-            self._install(state)
-            if self._recover:
-                self._damage = state.damage
-                self._reclaim(state.damage.lost_ranges)
-                self._recompute_checksums()
-        self._cut_file(self._end)
-        if self.durability == "none":
-            self._generation += 1
-            self._write_table_and_header(open_for_writing=True)
-        else:
-            self._pagemap = _open_pagemap()
-            self._committed = self._snapshot()
-
-    def _open_reader(self, verify: bool) -> None:
-        path = self.path
-        self._fd = os.open(path, os.O_RDONLY)
-        if not locks.try_lock(self._fd, locks.READERS, exclusive=False):
-            raise LockedError(f"{path!r} is open for writing in another process with "
-                              f"durability='none', which cannot share a file; open it when that "
-                              f"writer has closed it (or let it use durability='commit')")
-        if os.fstat(self._fd).st_size < HEADER_BYTES:
-            raise CorruptionError(f"{path!r} is not an offheap file (shorter than its "
-                                  f"{HEADER_BYTES}-byte header)")
-        self._header_map = mmap.mmap(self._fd, HEADER_BYTES, access=mmap.ACCESS_READ)
-        self._lock_checkpoint_shared()
-        try:
-            state = self._read_file_state(verify=verify)
-        finally:
-            locks.unlock(self._fd, locks.CHECKPOINT)
-        self._install(state)
-        self._damage = state.damage
-
-    def _reclaim(self, lost: tuple[tuple[int, int], ...]) -> None:
-        """A writer in recover mode makes the lost ranges inside the file free space (at the
-        next commit with transactions); the file is cut at the end of what the walk found."""
-        for offset, length in lost:
-            if offset >= self._end:
-                continue
-            if self.durability == "commit":
-                self._space.defer(offset, length)
-                self._structure_changed = True
-            else:
-                self._release_now(offset, length)
-
-    def _lock_checkpoint_shared(self) -> None:
-        """A reader opening the file takes the checkpoint lock shared; first it applies a commit
-        that a writer which died (perhaps half-way through copying it into the file) left in
-        the log. Later sections look only at the header's "applying" flag (begin_read): a
-        commit logged by a writer that died before copying any of it is applied by the next
-        opener."""
-        while True:
-            locks.lock(self._fd, locks.CHECKPOINT, exclusive=False)
-            if not self._log_needs_applying(self._fd):
-                return
-            locks.unlock(self._fd, locks.CHECKPOINT)
-            self._recover_as_reader()
-
-    def _log_needs_applying(self, fd: int) -> bool:
-        """Whether ``PATH-wal`` holds a commit that no writer is alive to apply."""
-        if locks.is_held(fd, locks.WRITER, exclusive=False):
-            return False
-        try:
-            log_fd = os.open(self._log_path, os.O_RDONLY)
-        except FileNotFoundError:
-            return False
-        try:
-            record = wal.read_record(log_fd)
-            return record is not None and self._record_applies(fd, record)
-        finally:
-            os.close(log_fd)
-
-    def _recover_as_reader(self) -> None:
-        """Apply a pending commit on a reader's behalf, as a writer would on open."""
-        try:
-            fd = os.open(self.path, os.O_RDWR)
-        except PermissionError:
-            raise RecoveryPendingError(
-                f"{self.path!r} has a committed transaction in {self._log_path!r} that is not "
-                f"applied yet, and this process may not write the file: open it once with write "
-                f"access to apply it") from None
-        try:
-            if locks.try_lock(fd, locks.WRITER, exclusive=True):
-                self._recover_log(fd)
-        finally:
-            os.close(fd)
-
-    def _record_applies(self, fd: int, record: wal.Record) -> bool:
-        """A record applies when it names this file's id and the file is at its base
-        generation, or at its new one (the copy into the file may have been cut short), or when
-        the header is too torn to read and the record rewrites it: only a checkpoint writes the
-        header, right after syncing its own record, so such a log is the file's own."""
-        try:
-            header = parse_header(os.pread(fd, HEADER_BYTES, 0), self.path)
-        except CorruptionError:
-            return any(e.offset == 0 and e.kind == wal.BYTES and e.length >= HEADER_BYTES
-                       for e in record.entries)
-        return (header.file_id == record.file_id
-                and header.generation in (record.base_generation, record.new_generation))
-
-    def _recover_log(self, fd: int) -> None:
-        """Apply a complete commit record found in ``PATH-wal`` to the file and remove the log;
-        a torn or stale one is removed unapplied. ``fd`` is a writer's descriptor."""
-        try:
-            log_fd = os.open(self._log_path, os.O_RDWR)
-        except FileNotFoundError:
-            return
-        try:
-            record = wal.read_record(log_fd)
-            if record is not None and self._record_applies(fd, record):
-                locks.lock(fd, locks.CHECKPOINT, exclusive=True)
-                try:
-                    self._mark_applying(fd)
-                    wal.apply_record(log_fd, fd, record)
-                    size = os.fstat(fd).st_size
-                    if size < record.end:
-                        os.ftruncate(fd, record.end)
-                    elif size > record.end:
-                        if locks.is_held(fd, locks.READERS, exclusive=True):
-                            zero_range(fd, record.end, size - record.end)
-                        else:
-                            os.ftruncate(fd, record.end)
-                    os.fsync(fd)
-                finally:
-                    locks.unlock(fd, locks.CHECKPOINT)
-            os.ftruncate(log_fd, 0)
-        finally:
-            os.close(log_fd)
-        with contextlib.suppress(OSError):
-            os.unlink(self._log_path)
-
-    def _create_file(self) -> None:
-        os.ftruncate(self._fd, 0)
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(self._log_path)
-        self._file_id = _new_file_id()
-        self._table = ChecksumTable.empty(PAGE_BYTES)
-        self._table_offset = HEADER_BYTES
-        self._end = HEADER_BYTES + PAGE_BYTES
-        self._file_bytes = 0
-        self._grow_file(self._end)
-        self._write_table_and_header(open_for_writing=False)
-        os.fsync(self._fd)
-        _fsync_directory(self.path)
-
-    def _read_file_state(self, *, verify: bool) -> _FileState:
-        """Read and check the header and the checksum extent, walk the tags, read the root.
-
-        In recover mode the walk is not held to the header's recorded end: without transactions
-        the header is rewritten only at flush and close while extents are added in between, so
-        the walk goes on up to the file's size (as far as the checksum extent covers it). There
-        a tag that fails its checks ends the walk (nothing was appended after it) and the rest
-        of the file is lost; inside the recorded end the walk skips page by page to the next
-        intact tag, and the skipped range is lost. Both are listed in the state's ``damage``, as
-        is every live page that fails its checksum (all of them checked, none raised).
-        """
-        path, fd, recover = self.path, self._fd, self._recover
-        file_bytes = os.fstat(fd).st_size
-        header = parse_header(os.pread(fd, HEADER_BYTES, 0), path)
-        if header.open_for_writing and not recover:
-            raise CorruptionError(
-                f"{path!r} was not closed cleanly: a writer with durability='none' had it open "
-                f"when its process ended, so its pages may be half-written. Copy out what is "
-                f"there with offheap.salvage({path!r}, new_path), or open it with recover=True "
-                f"to read it without checks")
-        if header.applying and not recover:
-            raise self._half_applied()
-        if header.end > file_bytes and not recover:
-            raise CorruptionError(f"{path!r} is truncated: the header describes {header.end} "
-                                  f"bytes, the file has {file_bytes}")
-        limit = file_bytes // PAGE_BYTES * PAGE_BYTES if recover else header.end
-        table_at = header.checksum_offset
-        table_tag = parse_tag(os.pread(fd, TAG_BYTES, table_at), table_at, limit, path)
-        if table_tag.state != CHECKSUMS:
-            raise CorruptionError(f"{path!r}: the checksum extent at offset {table_at} is "
-                                  f"missing")
-        image = bytearray(os.pread(fd, table_tag.size, table_at))
-        if zlib.crc32(image) != header.checksum_crc and not recover:
-            raise CorruptionError(f"{path!r}: the checksum extent at offset {table_at} is "
-                                  f"damaged (crc mismatch)")
-        table = ChecksumTable(image)
-        if recover:
-            limit = min(limit, table.capacity * PAGE_BYTES)
-        elif table.capacity * PAGE_BYTES < header.end:
-            raise CorruptionError(f"{path!r}: the checksum extent at offset {table_at} covers "
-                                  f"{table.capacity} pages, the file has "
-                                  f"{header.end // PAGE_BYTES}")
-        sizes, payload, free, lost = self._walk_tags(header.end, limit, table_at,
-                                                     table_tag.size)
-        end = limit
-        if lost and sum(lost[-1]) == limit:  # the walk stopped there
-            end = lost.pop()[0]
-        if end < max(limit, header.end):  # the rest is lost, up to the recorded end at least
-            lost.append((end, max(limit, header.end) - end))
-        root = header.inline_root
-        if header.root_offset:
-            if (header.root_offset not in sizes
-                    or header.root_length > sizes[header.root_offset] - TAG_BYTES):
-                raise CorruptionError(f"{path!r}: root extent at offset {header.root_offset} "
-                                      f"is missing or too small")
-            root = os.pread(fd, header.root_length, header.root_offset + TAG_BYTES)
-        checked = verify and not header.open_for_writing
-        failed = self._failed_pages(sizes, table, first_only=not recover) if checked else ()
-        if failed and not recover:
-            raise CorruptionError(f"{path!r}: the page at offset {failed[0]} fails its "
-                                  f"checksum (the file is damaged)")
-        damage = None
-        if recover:
-            root_failed = bool(header.root_offset) and bool(FileDamage(
-                failed_pages=failed).items_touching(header.root_offset + TAG_BYTES,
-                                                    header.root_length, 1)[0])
-            damage = FileDamage(checked, header.open_for_writing,
-                                zlib.crc32(image) == header.checksum_crc, failed, root_failed,
-                                tuple(lost))
-        return _FileState(header.generation, end, sizes, payload, free, table, table_at,
-                          root, header.root_offset, header.file_id, damage)
-
-    def _walk_tags(self, recorded_end: int, limit: int, table_at: int, table_bytes: int):
-        """The live extents (``sizes``, ``payload``), free extents and lost ranges that the tags
-        from the header up to ``limit`` describe; see :meth:`_read_file_state`."""
-        sizes, payload, free, lost = {}, {}, {}, []
-        offset = HEADER_BYTES
-        while offset < limit:
-            if offset == table_at:
-                offset += table_bytes
-                continue
-            try:
-                tag = self._tag_at(offset, limit, table_at)
-            except CorruptionError:
-                if not self._recover:
-                    raise
-                resume = limit if offset >= recorded_end else self._next_tag(offset, limit,
-                                                                             table_at)
-                lost.append((offset, resume - offset))
-                offset = resume
-                continue
-            if tag.state == LIVE:
-                sizes[offset], payload[offset] = tag.size, tag.payload
-            else:
-                free[offset] = tag.size
-            offset += tag.size
-        return sizes, payload, free, lost
-
-    def _tag_at(self, offset: int, limit: int, table_at: int):
-        """The intact tag of a live or free extent at ``offset`` that ends by ``limit`` and does
-        not overlap the checksum extent at ``table_at``; CorruptionError otherwise."""
-        tag = parse_tag(os.pread(self._fd, TAG_BYTES, offset), offset, limit, self.path)
-        if tag.state == CHECKSUMS:
-            raise CorruptionError(f"{self.path!r}: extent tag at offset {offset} names a "
-                                  f"checksum extent the header does not")
-        if offset < table_at < offset + tag.size:
-            raise CorruptionError(f"{self.path!r}: the extent at offset {offset} overlaps the "
-                                  f"checksum extent at offset {table_at}")
-        return tag
-
-    def _next_tag(self, offset: int, limit: int, table_at: int) -> int:
-        """The first page after ``offset`` where an intact tag (or the checksum extent) starts;
-        ``limit`` when there is none. One read per page skipped."""
-        for candidate in range(offset + PAGE_BYTES, limit, PAGE_BYTES):
-            if candidate == table_at:
-                return candidate
-            try:
-                self._tag_at(candidate, limit, table_at)
-            except CorruptionError:
-                continue
-            return candidate
-        return limit
-
-    def _file_page_crcs(self, offset: int, size: int):
-        """Yield ``(page numbers, crc32 of each)`` for the file's pages of one extent, reading
-        it in chunks of ``_VERIFY_CHUNK_BYTES``."""
-        buffer = bytearray(min(size, _VERIFY_CHUNK_BYTES))
-        for start in range(offset, offset + size, len(buffer)):
-            count = min(len(buffer), offset + size - start)
-            with memoryview(buffer)[:count] as chunk:
-                if os.preadv(self._fd, [chunk], start) != count:
-                    raise CorruptionError(f"{self.path!r} is truncated at offset {start}")
-                yield _page_numbers(start, count // PAGE_BYTES), page_crcs(chunk)
-
-    def _failed_pages(self, sizes: dict[int, int], table: ChecksumTable, *,
-                      first_only: bool) -> tuple[int, ...]:
-        """File offsets of the live pages whose crc differs from ``table`` (only the first one
-        found when ``first_only``), ascending. O(live bytes)."""
-        failed: list[int] = []
-        for offset, size in sorted(sizes.items()):
-            for pages, crcs in self._file_page_crcs(offset, size):
-                failed.extend(int(page) * PAGE_BYTES for page in table.mismatches(pages, crcs))
-                if failed and first_only:
-                    return tuple(failed[:1])
-        return tuple(failed)
-
-    def _recompute_checksums(self) -> None:
-        """Checksum every live page as the file holds it now (after ``recover=True``)."""
-        for offset, size in self._sizes.items():
-            for pages, crcs in self._file_page_crcs(offset, size):
-                self._table.set(pages, crcs)
-        self._structure_changed = True
-
-    def _install(self, state: _FileState) -> None:
-        self._generation = state.generation
-        self._end = state.end
-        self._sizes, self._payload = dict(state.sizes), dict(state.payload)
-        self._space = FreeSpace(state.free)
-        self._table, self._table_offset = state.table, state.table_offset
-        self._root, self._root_offset = state.root, state.root_offset
-        self._file_id = state.file_id
-        self._file_bytes = os.fstat(self._fd).st_size
-
-    def _snapshot(self) -> _FileState:
-        return _FileState(self._generation, self._end, dict(self._sizes), dict(self._payload),
-                          dict(self._space.free), self._table, self._table_offset, self._root,
-                          self._root_offset, self._file_id)
-
-    def _settle_flags(self, flags: int) -> int:
-        """A read section found the header flagged (checkpoint lock held shared): raise for a
-        replaced file; for a commit left half-copied, apply it from the log as a writer's open
-        would (the lock is let go meanwhile) and return the generation the file has then."""
-        if flags & FLAG_REPLACED:
-            raise ClosedError(f"{self.path!r} was replaced by another file (a compaction renamed "
-                              f"a new file over it) since this reader opened it: open it again")
-        locks.unlock(self._fd, locks.CHECKPOINT)
-        self._recover_as_reader()
-        locks.lock(self._fd, locks.CHECKPOINT, exclusive=False)
-        generation, flags = peek_generation_and_flags(self._header_map)
-        if flags & (FLAG_APPLYING | FLAG_REPLACED):
-            if flags & FLAG_APPLYING:
-                raise self._half_applied()
-            return self._settle_flags(flags)
-        return generation
-
-    def _half_applied(self) -> OffheapError:
-        """The error for a file flagged "applying" that recovery could not repair."""
-        if locks.is_held(self._fd, locks.WRITER, exclusive=False):
-            return TransactionError(
-                f"the writer of {self.path!r} failed while copying a commit into the file; it "
-                f"can be read again once that writer is closed and the file opened for writing")
-        return CorruptionError(
-            f"{self.path!r} was left half-way through copying a commit into it, and the log "
-            f"{self._log_path!r} that holds the commit is gone or damaged: the file may be "
-            f"half-written. Copy out what is there with offheap.salvage({self.path!r}, "
-            f"new_path)")
-
-    def _reload(self) -> bool:
-        """A reader's reload of the extent table after another process committed (checkpoint
-        lock held shared); mappings whose extent changed are dropped. Returns True."""
-        state = self._read_file_state(verify=False)
-        for offset, mm in list(self._maps.items()):
-            if state.sizes.get(offset) != len(mm):
-                self._unmap(offset, mm)
-        self._install(state)
-        return True
-
-    def _mark_applying(self, fd: int) -> None:
-        """Flag the header "applying" before a commit is copied into the file (checkpoint lock
-        held exclusive), so that a reader who gets the lock after the copier died mid-way knows
-        without reading the log; the header the copy writes last clears the flag. A header too
-        torn to parse is left alone: no reader can read it, and the log rewrites it."""
-        try:
-            header = parse_header(os.pread(fd, HEADER_BYTES, 0), self.path)
-        except CorruptionError:
-            return
-        if not header.applying:
-            wal.pwrite_all(fd, encode_header(dataclasses.replace(header, applying=True)), 0)
-
-    # -- internals: commit --------------------------------------------------------------------
-
-    def _written_page_runs(self) -> list[tuple[int, int, int]]:
-        """``(extent offset, first page, page count)`` of every run of pages written since the
-        last commit, from the pagemap where it works, else by comparing with the file."""
-        runs = []
-        for offset, mm in self._maps.items():
-            if self._pagemap is not None:
-                mask = self._pagemap.written_pages(self._addresses[offset], len(mm) // PAGE_BYTES)
-            else:
-                mask = differing_pages(mm, self._fd, offset)
-            runs.extend((offset, first, count) for first, count in _page_runs(mask))
-        return runs
-
-    def _commit(self, runs: list[tuple[int, int, int]], writes: list) -> None:
-        committed = self._committed
-        free = self._space.settled()
-        end = cut_tail(free, self._end)
-        table = self._table.copy()
-        for offset in self._new:
-            pages = _page_numbers(offset, self._sizes[offset] // PAGE_BYTES)
-            table.set(pages, np.full(len(pages), ZERO_PAGE_CRC, np.uint32))
-        numbers, crcs = [], []
-        for offset, first, count in runs:
-            pages = memoryview(self._maps[offset])[first * PAGE_BYTES: (first + count) * PAGE_BYTES]
-            writes.append((offset + first * PAGE_BYTES, pages))
-            numbers.append(_page_numbers(offset + first * PAGE_BYTES, count))
-            crcs.append(page_crcs(pages))
-        if runs:
-            table.set(np.concatenate(numbers), np.concatenate(crcs))
-        for offset, size in free.items():
-            if committed.free.get(offset) != size:
-                writes.append((offset, encode_tag(size, 0, FREE)))
-        for page in table.take_changed_pages():
-            writes.append((self._table_offset + page * PAGE_BYTES,
-                           memoryview(table.image)[page * PAGE_BYTES: (page + 1) * PAGE_BYTES]))
-        generation = self._generation + 1
-        writes.append((0, self._header_bytes(generation, end, table, open_for_writing=False)))
-        zeroed = [(o, min(n, end - o)) for o, n in self._zeroed if o < end]
-        if self._log_fd is None:
-            self._log_fd = os.open(self._log_path, os.O_RDWR | os.O_CREAT, 0o644)
-            _fsync_directory(self.path)
-        wal.write_record(self._log_fd, file_id=self._file_id,
-                         base_generation=self._generation, new_generation=generation, end=end,
-                         zero_ranges=zeroed, writes=writes)
-        try:
-            self._checkpoint(writes, end, free)
-            os.ftruncate(self._log_fd, 0)
-        except BaseException as exc:
-            self._broken = (f"a commit of {self.path!r} is durable in {self._log_path!r} but could "
-                            f"not be copied into the file ({exc!r}); close the arena and open the "
-                            f"file again to apply it")
-            raise TransactionError(self._broken) from exc
-        for offset, first, count in runs:
-            self._maps[offset].madvise(mmap.MADV_DONTNEED, first * PAGE_BYTES, count * PAGE_BYTES)
-        self._space.free, self._space.pending = free, {}
-        self._end, self._table, self._generation = end, table, generation
-        self._new.clear()
-        self._zeroed.clear()
-        self._structure_changed = False
-        self._committed = self._snapshot()
-
-    def _checkpoint(self, writes: list, end: int, free: dict[int, int]) -> None:
-        """Copy a logged commit into the file under the checkpoint lock, punch out the space it
-        freed, cut the file to ``end`` (or zero its tail while readers exist), fdatasync."""
-        locks.lock(self._fd, locks.CHECKPOINT, exclusive=True)
-        try:
-            self._mark_applying(self._fd)
-            for offset, data in writes:
-                wal.pwrite_all(self._fd, data, offset)
-            for offset, size in self._space.pending.items():
-                first = offset + PAGE_BYTES if offset in free else offset
-                stop = min(offset + size, end)
-                if stop > first:
-                    punch_hole(self._fd, first, stop - first)
-            self._cut_file(end)
-            os.fdatasync(self._fd)
-        finally:
-            locks.unlock(self._fd, locks.CHECKPOINT)
-
-    def _header_bytes(self, generation: int, end: int, table: ChecksumTable, *,
-                      open_for_writing: bool) -> bytes:
-        inline = b"" if self._root_offset else self._root
-        return encode_header(Header(generation, end, self._table_offset, table.crc(),
-                                    self.durability, open_for_writing, self._root_offset,
-                                    len(self._root), inline, self._file_id))
-
-    # -- internals: durability="none" ---------------------------------------------------------
-
-    def _write_header(self, *, open_for_writing: bool) -> None:
-        wal.pwrite_all(self._fd, self._header_bytes(self._generation, self._end, self._table,
-                                                    open_for_writing=open_for_writing), 0)
-
-    def _write_table_and_header(self, *, open_for_writing: bool) -> None:
-        """Write the checksum extent and the header, then fsync."""
-        wal.pwrite_all(self._fd, self._table.image, self._table_offset)
-        self._table.take_changed_pages()
-        self._write_header(open_for_writing=open_for_writing)
-        os.fsync(self._fd)
-
-    def _close_cleanly(self) -> None:
-        """Without transactions: checksum every live page, then clear the "open" flag."""
-        for mm in self._maps.values():
-            mm.flush()
-        for offset, size in self._sizes.items():
-            for pages, crcs in self._file_page_crcs(offset, size):
-                self._table.set(pages, crcs)
-        self._write_table_and_header(open_for_writing=False)
-
-    def _release_files(self) -> None:
-        """Close the descriptors, unlocking first: a mapping still exported keeps a duplicate of
-        the file descriptor (mmap holds one), and with it the locks, until its last view dies."""
-        if self._fd is not None:
-            for byte in (locks.WRITER, locks.READERS, locks.CHECKPOINT):
-                locks.unlock(self._fd, byte)
-        if self._header_map is not None:
-            self._header_map.close()
-            self._header_map = None
-        for fd in (self._log_fd, self._fd):
-            if fd is not None:
-                os.close(fd)
-        self._log_fd = self._fd = None
-        if self._pagemap is not None:
-            self._pagemap.close()
-            self._pagemap = None

@@ -28,6 +28,11 @@ def page_crcs(data) -> np.ndarray:
                        np.uint32, len(view) // PAGE_BYTES)
 
 
+def page_numbers(offset: int, n_pages: int) -> np.ndarray:
+    """The file page numbers of ``n_pages`` pages from byte ``offset``."""
+    return np.arange(offset // PAGE_BYTES, offset // PAGE_BYTES + n_pages)
+
+
 def extent_bytes_for(n_pages: int) -> int:
     """Size of a checksum extent covering ``n_pages`` file pages, whole pages, tag included."""
     return -(-(TAG_BYTES + 4 * n_pages) // PAGE_BYTES) * PAGE_BYTES

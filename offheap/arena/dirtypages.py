@@ -13,6 +13,8 @@ file instead, reading every mapped byte: O(mapping), correct, slower.
 
 from __future__ import annotations
 
+import ctypes
+import mmap
 import os
 
 import numpy as np
@@ -60,6 +62,43 @@ class Pagemap:
 
     def close(self) -> None:
         os.close(self._fd)
+
+
+def address_of(mapping: mmap.mmap) -> int:
+    """The virtual address of a writable mapping (what :meth:`Pagemap.written_pages` takes)."""
+    anchor = (ctypes.c_char * 1).from_buffer(mapping)
+    try:
+        return ctypes.addressof(anchor)
+    finally:
+        del anchor
+
+
+def open_working_pagemap() -> Pagemap | None:
+    """This process's pagemap if it reports written private pages correctly, else None.
+
+    Checked on a two-page private anonymous mapping with only its first page written.
+    """
+    pagemap = Pagemap.open()
+    if pagemap is None:
+        return None
+    probe = mmap.mmap(-1, 2 * PAGE_BYTES, flags=mmap.MAP_PRIVATE)
+    try:
+        probe[0] = 1
+        works = pagemap.written_pages(address_of(probe), 2).tolist() == [True, False]
+    except OSError:
+        works = False
+    finally:
+        probe.close()
+    if not works:
+        pagemap.close()
+        return None
+    return pagemap
+
+
+def page_runs(mask: np.ndarray) -> list[tuple[int, int]]:
+    """``(first, count)`` of every run of True in ``mask`` (a bool per page)."""
+    edges = np.flatnonzero(np.diff(np.concatenate(([0], mask.astype(np.int8), [0]))))
+    return [(int(start), int(stop - start)) for start, stop in zip(edges[::2], edges[1::2])]
 
 
 def differing_pages(mapping, fd: int, file_offset: int) -> np.ndarray:

@@ -50,6 +50,9 @@ _TRAILER_BYTES = 8
 _CHUNK_BYTES = 1 << 20
 _MAX_FILE_OFFSET = 2**62  # file offsets past this are where the locks live: never data
 
+Data = bytes | bytearray | memoryview
+"""The bytes of one write: a buffer whose ``len`` is its byte count."""
+
 
 @dataclass(frozen=True)
 class Entry:
@@ -88,13 +91,13 @@ def encode_trailer(crc: int) -> bytes:
 
 def write_record(fd: int, *, file_id: int, base_generation: int, new_generation: int,
                  end: int, zero_ranges: list[tuple[int, int]],
-                 writes: list[tuple[int, object]]) -> None:
+                 writes: list[tuple[int, Data]]) -> None:
     """Replace the log's content with one record and sync it (fdatasync): the commit point.
 
     ``zero_ranges`` are ``(offset, length)``; ``writes`` are ``(offset, buffer)`` of bytes
     (``len`` is the byte count) and are not copied: memoryviews into mapped pages are fine.
     """
-    pieces: list[object] = []
+    pieces: list[Data] = []
     for offset, length in zero_ranges:
         pieces.append(encode_entry_head(offset, length, ZEROS))
     for offset, data in writes:
@@ -161,7 +164,7 @@ def apply_record(log_fd: int, file_fd: int, record: Record) -> None:
             pwrite_all(file_fd, chunk, entry.offset + start)
 
 
-def pwrite_all(fd: int, data, offset: int) -> None:
+def pwrite_all(fd: int, data: Data, offset: int) -> None:
     """``os.pwrite`` until every byte is written."""
     with memoryview(data) as view:
         done = 0

@@ -30,7 +30,7 @@ MUTATIONS = ("header_bits", "tag_bits", "live_page_bits", "checksum_bits", "any_
 
 def arena_content(arena: Arena) -> tuple[bytes, dict[int, bytes]]:
     """What an arena holds for its owner: the root blob and every live extent's payload."""
-    return arena.root, {offset: bytes(arena.view(offset)) for offset in sorted(arena._sizes)}
+    return arena.root, {offset: bytes(arena.view(offset)) for offset in sorted(arena._extents)}
 
 
 @dataclass
@@ -94,12 +94,13 @@ def describe_source(path: str, content) -> SourceFile:
     the ``content`` a damaged copy must open to (the layers above pass their own)."""
     with Arena.file(path, readonly=True) as arena:
         tags, live_pages = [], []
-        for offset, size in sorted({**arena._sizes, **arena._space.free,
-                                    arena._table_offset: arena._table.extent_bytes}.items()):
+        backing = arena._backing
+        for offset, size in sorted({**arena._extents.sizes(), **backing.space.free,
+                                    backing.table_offset: backing.table.extent_bytes}.items()):
             tags.append(offset)
-            if offset in arena._sizes:
+            if offset in arena._extents:
                 live_pages.extend(range(offset, offset + size, PAGE_BYTES))
-        checksum_extent = (arena._table_offset, arena._table.extent_bytes)
+        checksum_extent = (backing.table_offset, backing.table.extent_bytes)
     with open(path, "rb") as f:
         data = f.read()
     return SourceFile(data, content, tags, live_pages, checksum_extent)

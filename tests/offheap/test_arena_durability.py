@@ -25,7 +25,9 @@ from hypothesis.stateful import run_state_machine_as_test
 
 from offheap.arena import dirtypages, wal
 from offheap.errors import RecoveryPendingError, TransactionError
-from offheap.arena.arena import HEADER_BYTES, PAGE_BYTES, Arena, _open_pagemap
+from offheap.arena.arena import HEADER_BYTES, PAGE_BYTES, Arena
+from offheap.arena.commit import CommitWriter
+from offheap.arena.dirtypages import open_working_pagemap
 from tests.offheap.arena_fuzz import arena_content
 
 
@@ -33,7 +35,7 @@ from tests.offheap.arena_fuzz import arena_content
 def written_pages(request, monkeypatch):
     """Run a test once with pagemap finding written pages and once comparing with the file."""
     if request.param == "pagemap":
-        pagemap = _open_pagemap()
+        pagemap = open_working_pagemap()
         if pagemap is None:
             pytest.skip("/proc/self/pagemap does not report written private pages here")
         pagemap.close()
@@ -44,7 +46,7 @@ def written_pages(request, monkeypatch):
 
 def test_fixture_selects_the_way_written_pages_are_found(tmp_path, written_pages):
     with Arena.file(tmp_path / "a") as arena:
-        assert (arena._pagemap is not None) == (written_pages == "pagemap")
+        assert (arena._backing.pagemap is not None) == (written_pages == "pagemap")
 
 
 # -- commit and rollback against a model --------------------------------------------------------
@@ -121,7 +123,7 @@ class ArenaMachine(RuleBasedStateMachine):
         self.arena._check()
         root, payloads = arena_content(self.arena)
         assert root == self.root
-        payloads.pop(self.arena._root_offset, None)  # the arena's own extent for a large root
+        payloads.pop(self.arena._backing.root_offset, None)  # the arena's own extent for a root
         assert payloads == {offset: bytes(p) for offset, p in self.current.items()}
 
     def teardown(self):
@@ -162,7 +164,7 @@ def test_commit_with_nothing_changed_writes_nothing(tmp_path, written_pages):
 
 
 def test_both_ways_find_the_same_written_pages(tmp_path):
-    if _open_pagemap() is None:
+    if open_working_pagemap() is None:
         pytest.skip("/proc/self/pagemap does not report written private pages here")
     with Arena.file(tmp_path / "a") as arena:
         first, second = arena.allocate(20 * PAGE_BYTES), arena.allocate(5 * PAGE_BYTES)
@@ -170,10 +172,10 @@ def test_both_ways_find_the_same_written_pages(tmp_path):
         for offset, page in ((first, 0), (first, 7), (first, 8), (first, 19), (second, 3)):
             arena.array(offset, np.uint8, 1, page * PAGE_BYTES)[0] = 1
         arena.array(first, np.uint8, 5 * PAGE_BYTES).sum()  # read, not written
-        by_pagemap = arena._written_page_runs()
-        arena._pagemap.close()
-        arena._pagemap = None
-        by_comparison = arena._written_page_runs()
+        by_pagemap = arena._backing.written_page_runs()
+        arena._backing.pagemap.close()
+        arena._backing.pagemap = None
+        by_comparison = arena._backing.written_page_runs()
         assert sorted(by_pagemap) == sorted(by_comparison) == sorted(
             [(first, 0, 1), (first, 7, 2), (first, 19, 1), (second, 3, 1)])
 
@@ -183,7 +185,7 @@ def test_written_pages_of_a_commit_fault_back_from_the_file(tmp_path, written_pa
         offset = arena.allocate(4 * PAGE_BYTES)
         arena.array(offset, np.uint8, 2)[:] = 7
         arena.commit()
-        assert arena._written_page_runs() == []
+        assert arena._backing.written_page_runs() == []
         assert list(arena.array(offset, np.uint8, 3)) == [7, 7, 0]
 
 
@@ -245,7 +247,7 @@ def _pending_commit(path, monkeypatch):
         arena.set_root(b"two" * 2000)
         after = arena_content(arena)
         with monkeypatch.context() as patch:
-            patch.setattr(Arena, "_checkpoint", _crash_in_checkpoint)
+            patch.setattr(CommitWriter, "_checkpoint", _crash_in_checkpoint)
             with pytest.raises(TransactionError, match="durable"):
                 arena.commit()
         with pytest.raises(TransactionError):

@@ -22,6 +22,7 @@ from offheap.errors import (
     TransactionError,
 )
 from offheap.arena.arena import PAGE_BYTES, Arena
+from offheap.arena.commit import CommitWriter
 from tests.offheap.arena_fuzz import arena_content
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -240,7 +241,7 @@ def test_a_commit_logged_by_a_writer_that_died_before_copying_waits_for_the_next
     def log_then_die(write_fd):
         arena = Arena.file(path)
         arena.set_root(b"two")
-        Arena._checkpoint = lambda *args: os.kill(os.getpid(), signal.SIGKILL)
+        CommitWriter._checkpoint = lambda *args: os.kill(os.getpid(), signal.SIGKILL)
         arena.commit()
 
     with Arena.file(path, readonly=True) as reader:
@@ -444,17 +445,17 @@ def test_recover_walks_extents_added_after_the_header_was_written(tmp_path):
         arena.array(a, np.uint8, 10)[:] = 1
         arena.set_root(struct.pack("<QQ", a, c))
         arena.flush()
-        recorded_end = arena._end
+        recorded_end = arena._backing.end
         d, e = arena.allocate(3 * PAGE_BYTES), arena.allocate(PAGE_BYTES)
         arena.array(e, np.uint8, 10)[:] = 5
         arena.free(c)
         arena.free(d)  # merges with c: one free extent from before the recorded end to past it
-        assert arena._space.free == {c: 2 * PAGE_BYTES + 4 * PAGE_BYTES} and e > recorded_end
+        assert arena._backing.space.free == {c: 2 * PAGE_BYTES + 4 * PAGE_BYTES} and e > recorded_end
         _crash_image(arena, image)
         with pytest.raises(CorruptionError, match="not closed cleanly"):
             Arena.file(image, readonly=True)
         with Arena.file(image, readonly=True, recover=True) as recovered:
-            assert sorted(recovered._sizes) == [a, b, e]
+            assert sorted(recovered._extents) == [a, b, e]
             assert recovered.damage.lost_ranges == () and recovered.damage.lost_bytes == 0
             assert (recovered.array(e, np.uint8, 10) == 5).all()
             assert recovered.stats().free_bytes == 6 * PAGE_BYTES
@@ -473,11 +474,11 @@ def test_recover_stops_at_the_first_bad_tag_past_the_recorded_end(tmp_path):
     with open(image, "ab") as f:  # grown for an extent whose tag never reached the file
         f.write(bytes(3 * PAGE_BYTES))
     with Arena.file(image, readonly=True, recover=True) as recovered:
-        assert sorted(recovered._sizes) == [a, b]
+        assert sorted(recovered._extents) == [a, b]
         assert recovered.damage.lost_ranges == ((b + 2 * PAGE_BYTES, 3 * PAGE_BYTES),)
         assert (recovered.array(b, np.uint8, 10) == 2).all()
     with Arena.file(image, durability="none", recover=True) as writer:  # cuts the lost tail
-        assert writer._end == b + 2 * PAGE_BYTES
+        assert writer._backing.end == b + 2 * PAGE_BYTES
         writer._check()
     assert os.path.getsize(image) == b + 2 * PAGE_BYTES
     with Arena.file(image, readonly=True) as arena:
@@ -500,7 +501,7 @@ def test_recover_skips_a_damaged_tag_to_the_next_intact_one(tmp_path, durability
         Arena.file(path, readonly=True)
     with Arena.file(path, readonly=True, recover=True) as recovered:
         assert recovered.damage.lost_ranges == ((offsets[1], 3 * PAGE_BYTES),)
-        assert sorted(set(recovered._sizes) & set(offsets)) == [offsets[0], offsets[2],
+        assert sorted(set(recovered._extents) & set(offsets)) == [offsets[0], offsets[2],
                                                                  offsets[3]]
         assert recovered.root == b"r" * 6000
         assert (recovered.array(offsets[3], np.uint8, 2 * PAGE_BYTES) == 4).all()
@@ -509,7 +510,7 @@ def test_recover_skips_a_damaged_tag_to_the_next_intact_one(tmp_path, durability
         assert writer.stats().free_bytes == 3 * PAGE_BYTES
         writer._check()
     with Arena.file(path, readonly=True) as arena:  # every check passes again
-        assert offsets[1] not in arena._sizes and arena.root == b"r" * 6000
+        assert offsets[1] not in arena._extents and arena.root == b"r" * 6000
         assert (arena.array(offsets[2], np.uint8, 2 * PAGE_BYTES) == 3).all()
 
 

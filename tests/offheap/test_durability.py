@@ -18,6 +18,7 @@ import pytest
 
 from offheap import DB, LongHashMap, TreeMap, salvage
 from offheap.arena.arena import Arena
+from offheap.arena.writethrough import WriteThroughWriter
 from tests.offheap.arena_fuzz import describe_source
 from offheap.errors import (
     CapacityError,
@@ -149,7 +150,7 @@ def test_a_failed_flush_at_close_leaves_the_file_marked_open(tmp_path, monkeypat
     db.flush()
     for i in range(10):
         table[i] = "new"
-    write_table_and_header = Arena._write_table_and_header
+    write_table_and_header = WriteThroughWriter.write_table_and_header
     failures = []
 
     def disk_full_once(self, **options):
@@ -158,7 +159,7 @@ def test_a_failed_flush_at_close_leaves_the_file_marked_open(tmp_path, monkeypat
             raise OSError(28, "No space left on device")
         write_table_and_header(self, **options)
 
-    monkeypatch.setattr(Arena, "_write_table_and_header", disk_full_once)
+    monkeypatch.setattr(WriteThroughWriter, "write_table_and_header", disk_full_once)
     with pytest.raises(OSError, match="No space"):
         db.close()  # the flush fails; closing could have written the header, but must not
     assert failures == [{"open_for_writing": True}]

@@ -76,7 +76,7 @@ def test_reservation_bytes_says_what_allocations_add_to_reserved_bytes(tmp_path,
         live = []
         for step in range(60):  # the file passes two checksum extents on the way
             sizes = rng.integers(0, 300_000, rng.integers(1, 4)).tolist()
-            before, table_bytes = arena.reserved_bytes, arena._table.extent_bytes
+            before, table_bytes = arena.reserved_bytes, arena._backing.table.extent_bytes
             predicted = arena.reservation_bytes(*sizes)
             assert predicted == arena.reservation_bytes(*sizes)  # asking changes nothing
             live += [arena.allocate(n) for n in sizes]
@@ -89,7 +89,7 @@ def test_reservation_bytes_says_what_allocations_add_to_reserved_bytes(tmp_path,
                 arena.free(live.pop(int(rng.integers(len(live)))))
             if step % 10 == 0:
                 arena.commit()
-        assert arena._table.extent_bytes > PAGE_BYTES
+        assert arena._backing.table.extent_bytes > PAGE_BYTES
         arena._check()
     anonymous = Arena.anonymous(limit_bytes=HEADER_BYTES + 3 * PAGE_BYTES)
     assert anonymous.reservation_bytes(1, PAGE_BYTES) == 3 * PAGE_BYTES
@@ -306,7 +306,7 @@ def test_recover_reports_the_pages_that_fail_their_checksums(tmp_path, durabilit
         arena.array(offset, np.uint8, 10 * PAGE_BYTES)[:] = 5
         arena.set_root(b"r" * 5000)
         arena.commit()
-        root_offset = arena._root_offset
+        root_offset = arena._backing.root_offset
     clean = path.read_bytes()
     with Arena.file(path, readonly=True, recover=True) as arena:
         assert arena.damage.clean and arena.damage.checked and not arena.damage.left_open

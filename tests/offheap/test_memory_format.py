@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from offheap.arena import arena as arena_module, holes, locks, wal
+from offheap.arena import filewriter, holes, locks, wal
 from offheap.arena.format import (
     CHECKSUMS,
     FREE,
@@ -44,7 +44,7 @@ GOLDEN_FILE_ID = 0x0123456789ABCDEF
 
 def build_golden_arena(path, monkeypatch) -> None:
     """The operations that made ``golden/arena_v3.offheap``; its file id is fixed."""
-    monkeypatch.setattr(arena_module, "_new_file_id", lambda: GOLDEN_FILE_ID)
+    monkeypatch.setattr(filewriter, "_new_file_id", lambda: GOLDEN_FILE_ID)
     with Arena.file(path, create=True) as arena:
         first = arena.allocate(100)
         arena.array(first, np.uint8, 100)[:] = np.arange(100, dtype=np.uint8)
