@@ -58,9 +58,8 @@ from offheap.kernels.codecs import get_codec
 from offheap.errors import CapacityError, ClosedError, CorruptionError
 from offheap.arena.arena import Arena, format_bytes
 from offheap.treemap.nodecache import Inner, Leaf, NodeCache, merge_into, redistribute
+from offheap.kernels.bounds import INT64_MAX, INT64_MIN
 from offheap.treemap.page import (
-    INT64_MAX,
-    INT64_MIN,
     KEY_KINDS,
     decode_inner,
     decode_leaf,
