@@ -194,6 +194,7 @@ class _TypedSerializer(Serializer):
     """A fixed-size numpy type; columns are delta-packed 64-bit patterns (module docstring)."""
 
     dtype: np.dtype
+    _struct: struct.Struct  # one value as its 8 little-endian bytes
 
     @abc.abstractmethod
     def _converts_in_bulk(self, array: np.ndarray) -> bool:
