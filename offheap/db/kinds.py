@@ -17,6 +17,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, Generic, TypeVar
 
 from offheap.collection.protocol import CollectionT
@@ -97,19 +98,21 @@ def _hash_in_store(store: RecordStore, options: dict[str, Any], meta_recid: int 
 
 TREE_MAP = CollectionKind(
     name="tree_map", collection=TreeMap, reader=TreeReader,
-    defaults=dict(key="int64", value="object", node_size=32, compression=None,
-                  write_cache=True, flush_delay=None, cache_size=2048),
+    defaults=MappingProxyType(dict(key="int64", value="object", node_size=32, compression=None,
+                                   write_cache=True, flush_delay=None, cache_size=2048)),
     fixed=("key", "value", "node_size"), in_store=_tree_in_store,
     standalone_meta_recid=tree_meta_recid, copy_compacted=_copy_tree_in_key_order,
     region_bytes=_no_region_bytes)
 
 HASH_MAP = CollectionKind(
     name="hash_map", collection=LongHashMap, reader=HashReader,
-    defaults=dict(value="object"), fixed=("value",), in_store=_hash_in_store,
+    defaults=MappingProxyType(dict(value="object")), fixed=("value",), in_store=_hash_in_store,
     standalone_meta_recid=hash_meta_recid, copy_compacted=LongHashMap._copy_to,
     region_bytes=LongHashMap._table_bytes)  # the hash table's three arrays
 
-KINDS: Mapping[str, CollectionKind[Any, Any]] = {kind.name: kind for kind in (TREE_MAP, HASH_MAP)}
+KINDS: Mapping[str, CollectionKind[Any, Any]] = MappingProxyType(
+    {kind.name: kind for kind in (TREE_MAP, HASH_MAP)})
+"""Every kind by its catalog name; salvage tries a standalone file's root on each in this order."""
 
 
 def kind_named(name: str) -> CollectionKind[Any, Any]:
