@@ -33,7 +33,8 @@ from offheap.arena.arena import Arena
 from offheap.collection.protocol import CollectionT
 from offheap.store.records import RecordStore
 
-ReaderT = TypeVar("ReaderT")
+ReaderT = TypeVar("ReaderT", bound="MapReader[Any]")
+"""A reader class of one kind (:class:`~offheap.treemap.reader.TreeReader`, ...)."""
 
 
 class ReadSession:

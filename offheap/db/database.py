@@ -49,9 +49,9 @@ from typing import Any
 from offheap.errors import ClosedError, LockedError, TransactionError
 from offheap.arena.arena import Arena, format_bytes
 from offheap.collection.protocol import CollectionT, StoredCollection
-from offheap.collection.readers import MapReader, ReadSession, refuse_write
+from offheap.collection.readers import MapReader, ReaderT, ReadSession, refuse_write
 from offheap.db.catalog import Catalog, CatalogEntry, check_same, encode_catalog, parse_catalog
-from offheap.db.kinds import HASH_MAP, TREE_MAP, CollectionKind, ReaderT, kind_named
+from offheap.db.kinds import HASH_MAP, TREE_MAP, CollectionKind, kind_named
 from offheap.hashmap.longhashmap import LongHashMap
 from offheap.hashmap.reader import HashReader
 from offheap.store.records import RecordStore

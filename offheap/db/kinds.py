@@ -18,10 +18,10 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic
 
 from offheap.collection.protocol import CollectionT
-from offheap.collection.readers import MapReader
+from offheap.collection.readers import ReaderT
 from offheap.errors import CorruptionError
 from offheap.hashmap.longhashmap import LongHashMap
 from offheap.hashmap.longhashmap import standalone_meta_recid as hash_meta_recid
@@ -30,8 +30,6 @@ from offheap.store.records import RecordStore
 from offheap.treemap.reader import TreeReader
 from offheap.treemap.treemap import TreeMap
 from offheap.treemap.treemap import standalone_meta_recid as tree_meta_recid
-
-ReaderT = TypeVar("ReaderT", bound="MapReader[Any]")
 
 
 @dataclass(frozen=True)
