@@ -144,3 +144,13 @@ def test_salvage_copies_each_kind_in_a_db_and_standalone(tmp_path, kind: Collect
 
 def test_every_registered_kind_has_a_salvage_walker():
     assert set(salvage_module._SALVAGE) == set(KINDS)
+
+
+@kinds
+def test_the_db_method_named_after_the_kind_opens_it(kind: CollectionKind):
+    with DB.memory() as db:
+        collection = getattr(db, kind.name)("c")
+        assert isinstance(collection, kind.collection)
+        assert db._collection("c", kind, {}) is collection
+        with pytest.raises(TypeError, match=f"unknown {kind.class_name} option"):
+            getattr(db, kind.name)("d", no_such_option=1)
