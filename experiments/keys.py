@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from offheap.kernels.bounds import INT64_MAX, INT64_MIN
+
 KEY_ORDERS = ("sequential", "random")
-_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 
 class KeyStream:
@@ -43,4 +44,4 @@ class KeyStream:
             keys = np.arange(self._next, self._next + n, dtype=np.int64)
             self._next += n
             return keys
-        return self._rng.integers(_INT64_MIN, _INT64_MAX, size=n, dtype=np.int64, endpoint=True)
+        return self._rng.integers(INT64_MIN, INT64_MAX, size=n, dtype=np.int64, endpoint=True)

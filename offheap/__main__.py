@@ -10,6 +10,7 @@ import time
 import numpy as np
 
 from offheap import LongHashMap
+from offheap.kernels.bounds import INT64_MAX, INT64_MIN
 
 
 def _rss_bytes() -> int:
@@ -21,7 +22,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m offheap", description="LongHashMap vs dict memory")
     parser.add_argument("--n", type=int, default=3_000_000, help="entries (default 3M)")
     n = parser.parse_args().n
-    keys = np.random.default_rng(1).integers(-(2**63), 2**63 - 1, n, dtype=np.int64)
+    keys = np.random.default_rng(1).integers(INT64_MIN, INT64_MAX, n, dtype=np.int64)
     rows = []
 
     start, before = time.perf_counter(), _rss_bytes()

@@ -1,5 +1,7 @@
 """What every collection shares (layer 6, below the collections themselves).
 
+- :mod:`~offheap.collection.protocol`: :class:`StoredCollection`, what the DB, readers,
+  compaction and salvage ask of a collection.
 - :mod:`~offheap.collection.filemap`: commit/rollback and the with-block of a map that owns its file.
 - :mod:`~offheap.collection.readers`: read sessions and the read-only wrapper of a collection over a
   file another process writes.

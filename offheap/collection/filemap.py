@@ -1,36 +1,64 @@
 """What a map that owns its file has beyond MutableMapping (layer 6), shared by LongHashMap and
-TreeMap: ``readonly=True`` opening a reader instead, ``commit()``, ``rollback()``, and ``with``
-blocks that close (rolling back first when the block raised).
+TreeMap: ``commit()``, ``rollback()``, and ``with`` blocks that close (rolling back first when
+the block raised).
 
 A standalone file map (``LongHashMap(path=...)``, ``TreeMap(path=...)``) owns its record store
 and so its transactions; a map in a DB shares the DB's store, and the DB commits for all of them.
+A read-only open of such a file is not the map itself but a reader of it, made by the map's
+``reader(path)`` classmethod (:mod:`offheap.collection.readers`).
 """
 
 from __future__ import annotations
 
-from contextlib import nullcontext
+from contextlib import AbstractContextManager
+from types import TracebackType
+from typing import Protocol, TypeVar
 
+from offheap.collection.protocol import StoredCollection
 from offheap.errors import TransactionError
+from offheap.store.records import RecordStore
+
+_Map = TypeVar("_Map")
+
+
+class _FileMapParts(StoredCollection, Protocol):
+    """What the mixin's methods use of the map class they are mixed into."""
+
+    _store: RecordStore
+    _owns_store: bool
+    _closed: bool
+
+    @property
+    def _lock(self) -> AbstractContextManager[object]:
+        """Held around commit and rollback: the map's own lock (a ``nullcontext`` for a map
+        that is not thread-safe)."""
+        ...
+
+    def _check_open(self) -> None:
+        """ClosedError once closed."""
+        ...
+
+    def _write_back(self) -> None:
+        """Write what the map holds in memory into the store (dirty nodes, metadata)."""
+        ...
+
+    def _discard(self) -> None:
+        """Drop the views and caches that a rollback makes stale."""
+        ...
+
+    def rollback(self) -> None:
+        ...
 
 
 class StandaloneFileMap:
-    """Mixin for a map class. The map provides ``_open_reader(*args, **kwargs)`` (the read-only
-    view of a file), ``_store``, ``_owns_store``, ``_check_open()``, ``_write_back()`` (write what
-    it holds in memory into the store), ``_discard()`` (drop views and caches that a rollback makes
-    stale), ``_reload()``, ``close()`` and ``_closed``; ``_lock`` serializes, if it has one.
-    """
+    """Mixin for a map class that implements :class:`_FileMapParts`. Every method runs under
+    the map's ``_lock``, so it has the map's own thread safety."""
 
-    _lock = nullcontext()
-
-    def __new__(cls, *args, readonly: bool = False, **kwargs):
-        if not readonly:
-            return super().__new__(cls)
-        return cls._open_reader(*args, **kwargs)
-
-    def __enter__(self):
+    def __enter__(self: _Map) -> _Map:
         return self
 
-    def __exit__(self, exc_type, exc, traceback) -> None:
+    def __exit__(self: _FileMapParts, exc_type: type[BaseException] | None,
+                 exc: BaseException | None, traceback: TracebackType | None) -> None:
         """Close; a standalone durable file map rolls back first when the block raised."""
         try:
             if exc_type is not None and not self._closed and self._owns_store \
@@ -39,25 +67,25 @@ class StandaloneFileMap:
         finally:
             self.close()
 
-    def commit(self) -> None:
+    def commit(self: _FileMapParts) -> None:
         """Make every change up to now durable at once: the map writes what it holds in memory,
         then the file commits, and after a crash it reopens with the last commit, whole. With
         ``durability="none"`` this flushes to the file."""
         with self._lock:
             self._check_open()
-            self._check_standalone_file("commit")
+            _check_standalone_file(self, "commit")
             self._write_back()
             if self._store.durable:
                 self._store.commit()
             else:
                 self._store.flush()
 
-    def rollback(self) -> None:
+    def rollback(self: _FileMapParts) -> None:
         """Drop every change since the last commit (``durability="commit"``); iterators in
         progress raise RuntimeError on their next step."""
         with self._lock:
             self._check_open()
-            self._check_standalone_file("rollback")
+            _check_standalone_file(self, "rollback")
             if not self._store.durable:
                 raise TransactionError("rollback() needs durability='commit'; this file was "
                                        "opened with durability='none'")
@@ -65,10 +93,20 @@ class StandaloneFileMap:
             self._store.rollback()
             self._reload()
 
-    def _check_standalone_file(self, operation: str) -> None:
-        kind = type(self).__name__
-        if not self._owns_store:
-            raise ValueError(f"this {kind} lives in a DB: call db.{operation}()")
-        if self._store.arena.path is None:
-            raise ValueError(f"{operation}() applies to a file map (path=...); an in-memory "
-                             f"map has no transactions")
+    def _refuse_readonly(self, readonly: bool) -> None:
+        """TypeError for ``Map(path=..., readonly=True)``: a read-only open makes a reader,
+        which is another object than the map, so only the ``reader`` factory makes one."""
+        if readonly:
+            kind = type(self).__name__
+            raise TypeError(f"{kind}(..., readonly=True) cannot make a {kind}: open a read-only "
+                            f"reader of the file with {kind}.reader(path)")
+
+
+def _check_standalone_file(collection: _FileMapParts, operation: str) -> None:
+    """ValueError unless ``collection`` owns a file store (so ``operation`` applies to it)."""
+    kind = type(collection).__name__
+    if not collection._owns_store:
+        raise ValueError(f"this {kind} lives in a DB: call db.{operation}()")
+    if collection._store.arena.path is None:
+        raise ValueError(f"{operation}() applies to a file map (path=...); an in-memory "
+                         f"map has no transactions")

@@ -23,12 +23,18 @@ process, so readers may be shared between threads.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, ItemsView, Iterator, Mapping, ValuesView
+from typing import Any, Generic, TypeVar
 
 from offheap.errors import ClosedError, ReadOnlyError
 from offheap.arena.arena import Arena
+from offheap.collection.protocol import CollectionT
 from offheap.store.records import RecordStore
+
+ReaderT = TypeVar("ReaderT", bound="MapReader[Any]")
+"""A reader class of one kind (:class:`~offheap.treemap.reader.TreeReader`, ...)."""
 
 
 class ReadSession:
@@ -42,8 +48,8 @@ class ReadSession:
     object, no generator, since every operation of a reader enters it.
     """
 
-    def __init__(self, arena, reload: Callable[[], None], close: Callable[[], None],
-                 lock=None) -> None:
+    def __init__(self, arena: Arena, reload: Callable[[], None], close: Callable[[], None],
+                 lock: threading.RLock | None = None) -> None:
         self.arena = arena
         self.lock = threading.RLock() if lock is None else lock
         self.epoch = 0
@@ -103,13 +109,14 @@ class ReadSession:
                 self._close()
 
 
-def open_file_reader(path, build: Callable[[RecordStore], object], wrapper: type, *,
+def open_file_reader(path: str | os.PathLike[str], build: Callable[[RecordStore], CollectionT],
+                     wrapper: Callable[[CollectionT, ReadSession, bool], ReaderT], *,
                      limit_bytes: int | None = None, verify: bool = True,
-                     recover: bool = False, lock=None) -> MapReader:
+                     recover: bool = False, lock: threading.RLock | None = None) -> ReaderT:
     """A reader of a standalone map's file that owns the file: ``path`` is opened read-only,
     ``build(store)`` makes the map from the store inside the same read section (so both see
-    one commit), and ``wrapper`` (:class:`TreeReader` or :class:`HashReader`) wraps it.
-    ``lock``: the map's own lock, if it has one, for the session to share."""
+    one commit), and ``wrapper(map, session, owns_session=True)`` (a :class:`MapReader` class)
+    wraps it. ``lock``: the map's own lock, if it has one, for the session to share."""
     arena = Arena.file(path, limit_bytes=limit_bytes, readonly=True, verify=verify,
                        recover=recover)
     try:
@@ -126,23 +133,25 @@ def open_file_reader(path, build: Callable[[RecordStore], object], wrapper: type
         collection._reload()
 
     session = ReadSession(arena, reload, collection.close, lock=lock)
-    return wrapper(collection, session, owns_session=True)
+    return wrapper(collection, session, True)
 
 
-def refuse_write(path) -> ReadOnlyError:
+def refuse_write(path: str | None) -> ReadOnlyError:
     """The error every write through a reader raises."""
     return ReadOnlyError(f"{path!r} was opened read-only: open it with readonly=False to change "
                            f"it (one writer process at a time)")
 
 
-class MapReader(Mapping):
+class MapReader(Mapping[Any, Any], Generic[CollectionT]):
     """A read-only ``Mapping`` over a collection, every operation inside a read section.
 
     ``owns_session``: closing this reader closes the session (a standalone file map); readers
-    handed out by a DB share the DB's session and are closed with it.
+    handed out by a DB share the DB's session and are closed with it. The collection is only
+    reached through :class:`~offheap.collection.protocol.StoredCollection` here; a subclass
+    adds the reads of its own kind.
     """
 
-    def __init__(self, collection, session: ReadSession, owns_session: bool) -> None:
+    def __init__(self, collection: CollectionT, session: ReadSession, owns_session: bool) -> None:
         self._map = collection
         self._session = session
         self._owns_session = owns_session

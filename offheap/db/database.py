@@ -6,8 +6,10 @@
         prices[20240101] = 3.5
         db.commit()                      # durable and atomic from here on
 
-The *catalog* (name -> kind, options, metadata record) is the store's ``root`` blob, JSON after a
-magic, written with every commit (and by :meth:`DB.flush`). Reopening a file DB and asking for a
+The *catalog* (name -> kind, options, metadata record; :mod:`offheap.db.catalog`) is the store's
+``root`` blob, written with every commit (and by :meth:`DB.flush`). What the DB knows of each
+kind of collection is its record in :mod:`offheap.db.kinds`; the collections themselves it
+reaches only through :class:`~offheap.collection.protocol.StoredCollection`. Reopening a file DB and asking for a
 name returns that collection with the options it was created with; the options that only steer
 the runtime behaviour (write cache, flush delay, cache size, compression of pages written from
 now on) may be given anew, while a different key, value type or node size is an error.
@@ -38,25 +40,24 @@ Commit, rollback, compact, open and close from one thread (they take the lock as
 
 from __future__ import annotations
 
-import json
 import os
 import threading
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
+from typing import Any
 
-from offheap.errors import ClosedError, CorruptionError, LockedError, TransactionError
-from offheap.hashmap.longhashmap import LongHashMap
+from offheap.errors import ClosedError, LockedError, TransactionError
 from offheap.arena.arena import Arena, format_bytes
-from offheap.collection.readers import ReadSession, refuse_write
+from offheap.collection.protocol import CollectionT, StoredCollection
+from offheap.collection.readers import MapReader, ReaderT, ReadSession, refuse_write
+from offheap.db.catalog import Catalog, CatalogEntry, check_same, encode_catalog, parse_catalog
+from offheap.db.kinds import HASH_MAP, TREE_MAP, CollectionKind, kind_named
+from offheap.hashmap.longhashmap import LongHashMap
 from offheap.hashmap.reader import HashReader
-from offheap.treemap.reader import TreeReader
 from offheap.store.records import RecordStore
+from offheap.treemap.reader import TreeReader
 from offheap.treemap.treemap import TreeMap
 
-_CATALOG_MAGIC = b"OHDBCAT1"
-_TREE_FIXED = ("key", "value", "node_size")
-_TREE_DEFAULTS = dict(key="int64", value="object", node_size=32, compression=None,
-                      write_cache=True, flush_delay=None, cache_size=2048)
-_HASH_DEFAULTS = dict(value="object")
 _DURABILITIES = ("commit", "none")
 COMPACT_SUFFIX = ".compact"
 
@@ -65,7 +66,7 @@ COMPACT_SUFFIX = ".compact"
 class CollectionStats:
     """One collection's share of a DB."""
 
-    kind: str  # "tree_map" or "hash_map"
+    kind: str  # the catalog's name of its kind: "tree_map" or "hash_map"
     n_entries: int
     live_bytes: int  # pages (TreeMap, as last written) or table arrays and value records
 
@@ -85,7 +86,7 @@ class DBStats:
     reserved_bytes: int
     live_bytes: int
     free_bytes: int
-    collections: dict  # name -> CollectionStats
+    collections: dict[str, CollectionStats]
 
     @property
     def total_bytes(self) -> int:
@@ -101,12 +102,11 @@ class DB:
 
     def __init__(self, store: RecordStore, *, readonly: bool = False) -> None:
         self._store = store
-        self._catalog: dict[str, dict] = {}
-        self._open: dict[str, TreeMap | LongHashMap] = {}
-        self._open_options: dict[str, dict] = {}  # the options each open collection was given
-        self._readers: dict[str, TreeReader | HashReader] = {}
+        self._catalog: Catalog = {}
+        self._open: dict[str, StoredCollection] = {}
+        self._open_options: dict[str, dict[str, Any]] = {}  # the options each was given
+        self._readers: dict[str, MapReader[Any]] = {}
         self._closed = False
-        self._readonly = readonly
         self.lock = threading.RLock()
         self._session = ReadSession(store.arena, self._reload_all, self.close,
                                     lock=self.lock) if readonly else None
@@ -156,98 +156,102 @@ class DB:
 
     # -- collections --------------------------------------------------------------------------
 
-    def tree_map(self, name: str, **options) -> TreeMap:
+    def tree_map(self, name: str, **options: Any) -> TreeMap | TreeReader:
         """The :class:`TreeMap` called ``name``, created with ``options`` if it does not exist
         (in a read-only DB: a :class:`~offheap.treemap.reader.TreeReader` of an existing one)."""
-        unknown = set(options) - set(_TREE_DEFAULTS)
-        if unknown:
-            raise TypeError(f"unknown TreeMap option(s): {', '.join(sorted(unknown))}")
-        return self._collection(name, "tree_map", options, _TREE_DEFAULTS, _TREE_FIXED)
+        return self._collection(name, TREE_MAP, options)
 
-    def hash_map(self, name: str, **options) -> LongHashMap:
+    def hash_map(self, name: str, **options: Any) -> LongHashMap | HashReader:
         """The :class:`LongHashMap` called ``name``, created with ``options`` if it does not exist
         (in a read-only DB: a :class:`~offheap.hashmap.reader.HashReader` of an existing one)."""
-        unknown = set(options) - set(_HASH_DEFAULTS)
-        if unknown:
-            raise TypeError(f"unknown LongHashMap option(s): {', '.join(sorted(unknown))}")
-        return self._collection(name, "hash_map", options, _HASH_DEFAULTS, tuple(_HASH_DEFAULTS))
+        return self._collection(name, HASH_MAP, options)
 
-    def _collection(self, name: str, kind: str, options: dict, defaults: dict, fixed: tuple):
+    def _collection(self, name: str, kind: CollectionKind[CollectionT, ReaderT],
+                    options: dict[str, Any]) -> CollectionT | ReaderT:
+        """The collection ``name`` of ``kind``: the open one, else reopened from the catalog,
+        else created with ``options``; in a read-only DB a reader of an existing one."""
+        kind.check_option_names(options)
         self._check_open()
         if not isinstance(name, str) or not name:
             raise TypeError(f"a collection name is a non-empty str, not {name!r}")
-        if self._readonly:
+        if self._session is not None:
             with self._session.section():
-                return self._reader(name, kind, options, defaults, fixed)
+                return self._reader(self._session, name, kind, options)
         with self.lock:
-            return self._writer_collection(name, kind, options, defaults, fixed)
+            return self._writer_collection(name, kind, options)
 
-    def _writer_collection(self, name: str, kind: str, options: dict, defaults: dict,
-                           fixed: tuple):
+    def _entry(self, name: str, kind: CollectionKind[Any, Any]) -> CatalogEntry | None:
+        """The catalog entry of ``name``, if any; ValueError when it is of another kind."""
         entry = self._catalog.get(name)
-        if entry is not None and entry["kind"] != kind:
-            raise ValueError(f"{name!r} is a {entry['kind']}, not a {kind}")
+        if entry is not None and entry["kind"] != kind.name:
+            raise ValueError(f"{name!r} is a {entry['kind']}, not a {kind.name}")
+        return entry
+
+    def _writer_collection(self, name: str, kind: CollectionKind[CollectionT, Any],
+                           options: dict[str, Any]) -> CollectionT:
+        entry = self._entry(name, kind)
         existing = self._open.get(name)
-        if existing is not None and not existing.closed:
-            _check_same(name, self._open_options[name], options, tuple(defaults))
+        if isinstance(existing, kind.collection) and not existing.closed:
+            check_same(name, self._open_options[name], options, tuple(kind.defaults))
             return existing
         if entry is None:
-            merged = {**defaults, **options}
-            if not isinstance(merged["value"], str):
-                merged["value"] = merged["value"].name
-            collection = self._build(kind, merged, None)
-            self._catalog[name] = {"kind": kind, "options": merged,
+            merged = kind.new_options(options)
+            collection = kind.in_store(self._store, merged, None, self.lock)
+            self._catalog[name] = {"kind": kind.name, "options": merged,
                                    "meta_recid": collection.meta_recid}
         else:
-            _check_same(name, entry["options"], options, fixed)
+            check_same(name, entry["options"], options, kind.fixed)
             merged = {**entry["options"], **options}
-            collection = self._build(kind, merged, entry["meta_recid"])
+            collection = kind.in_store(self._store, merged, entry["meta_recid"], self.lock)
         self._open[name] = collection
         self._open_options[name] = merged
         return collection
 
-    def _reader(self, name: str, kind: str, options: dict, defaults: dict, fixed: tuple):
-        entry = self._catalog.get(name)
+    def _reader(self, session: ReadSession, name: str, kind: CollectionKind[Any, ReaderT],
+                options: dict[str, Any]) -> ReaderT:
+        entry = self._entry(name, kind)
         if entry is None:
             raise KeyError(f"{self._store.arena.path!r} holds no collection {name!r} (a "
                            f"read-only DB cannot create one); it holds {sorted(self._catalog)}")
-        if entry["kind"] != kind:
-            raise ValueError(f"{name!r} is a {entry['kind']}, not a {kind}")
-        _check_same(name, entry["options"], options, fixed)
+        check_same(name, entry["options"], options, kind.fixed)
         reader = self._readers.get(name)
-        if reader is not None and not reader.closed:
+        if isinstance(reader, kind.reader) and not reader.closed:
             return reader
-        collection = self._build(kind, {**entry["options"], **options}, entry["meta_recid"])
-        wrapper = TreeReader if kind == "tree_map" else HashReader
+        collection = kind.in_store(self._store, {**entry["options"], **options},
+                                   entry["meta_recid"], self.lock)
         self._open[name] = collection
-        self._readers[name] = reader = wrapper(collection, self._session, owns_session=False)
-        return reader
+        self._readers[name] = new_reader = kind.reader(collection, session, False)
+        return new_reader
 
-    def _build(self, kind: str, options: dict, meta_recid: int | None):
-        if kind == "tree_map":
-            return TreeMap.in_store(self._store, meta_recid=meta_recid, lock=self.lock, **options)
-        return LongHashMap.in_store(self._store, options["value"], meta_recid)
+    def _opened(self, name: str) -> tuple[CollectionKind[Any, Any], StoredCollection]:
+        """The kind of catalog entry ``name`` and the collection itself (not a reader), opened
+        with its stored options if it was not open."""
+        kind = kind_named(self._catalog[name]["kind"])
+        self._collection(name, kind, {})
+        return kind, self._open[name]
 
     def names(self) -> list[str]:
         """Names of the collections in this DB, sorted."""
         self._check_open()
-        if self._readonly:
-            with self._session.section():
-                return sorted(self._catalog)
-        return sorted(self._catalog)
+        with self._read_section():
+            return sorted(self._catalog)
 
     def __contains__(self, name: str) -> bool:
         return name in self.names()
 
-    def snapshot(self):
+    def snapshot(self) -> ReadSession:
         """A read-only DB's context manager holding one read section across a block: every
         operation of every collection inside it sees the same commit, and none pays the
         per-operation check. The writer's next commit is applied only after the block."""
         self._check_open()
-        if not self._readonly:
+        if self._session is None:
             raise ValueError("snapshot() belongs to a read-only DB (DB.file(path, "
                              "readonly=True)); a writer sees its own changes")
         return self._session.section()
+
+    def _read_section(self) -> AbstractContextManager[object]:
+        """A read-only DB's read section (re-entrant), nothing for a writer."""
+        return nullcontext() if self._session is None else self._session.section()
 
     # -- transactions -------------------------------------------------------------------------
 
@@ -258,7 +262,7 @@ class DB:
 
     @property
     def readonly(self) -> bool:
-        return self._readonly
+        return self._session is not None
 
     def commit(self) -> None:
         """Make every change up to now durable, all at once (``durability="commit"``).
@@ -317,7 +321,7 @@ class DB:
         for collection in self._open.values():
             if not collection.closed:
                 collection.flush()
-        self._store.root = _CATALOG_MAGIC + json.dumps(self._catalog, sort_keys=True).encode()
+        self._store.root = encode_catalog(self._catalog)
 
     # -- space --------------------------------------------------------------------------------
 
@@ -325,28 +329,23 @@ class DB:
         """File, live and free bytes, and each collection's entries and live bytes."""
         with self.lock:
             self._check_open()
-            if self._readonly:
-                with self._session.section():
-                    return self._stats()
-            return self._stats()
+            with self._read_section():
+                return self._stats()
 
     def _stats(self) -> DBStats:
         collections = {}
-        table_bytes = 0  # hash tables live in arena extents of their own, not in records
-        for name, entry in sorted(self._catalog.items()):
-            opener = self.tree_map if entry["kind"] == "tree_map" else self.hash_map
-            opener(name)
-            collection = self._open[name]
-            collections[name] = CollectionStats(entry["kind"], len(collection),
+        region_bytes = 0  # hash tables live in arena extents of their own, not in records
+        for name in sorted(self._catalog):
+            kind, collection = self._opened(name)
+            collections[name] = CollectionStats(kind.name, len(collection),
                                                 collection._live_bytes())
-            if entry["kind"] == "hash_map":
-                table_bytes += collection._table_bytes()
+            region_bytes += kind.region_bytes(collection)
         store = self._store.stats()
         arena = self._store.arena
         return DBStats(
             file_bytes=os.path.getsize(arena.path) if arena.path else 0,
             reserved_bytes=arena.reserved_bytes,
-            live_bytes=store.live_bytes + table_bytes,
+            live_bytes=store.live_bytes + region_bytes,
             free_bytes=store.free_bytes + arena.stats().free_bytes,
             collections=collections)
 
@@ -364,8 +363,8 @@ class DB:
         """
         with self.lock:
             self._check_writable()
-            arena = self._store.arena
-            if arena.path is None:
+            arena, durability = self._store.arena, self.durability
+            if arena.path is None or durability is None:
                 raise ValueError("compact() applies to a file DB; a memory DB gives memory back "
                                  "as collections shrink")
             if arena.has_readers():
@@ -375,13 +374,14 @@ class DB:
             path = arena.path
             _remove_stale_compaction(path)
             copy = RecordStore.file(path + COMPACT_SUFFIX, limit_bytes=arena.limit_bytes,
-                                    durability=self.durability,
+                                    durability=durability,
                                     index_capacity=len(self._store) + 16)
             target = DB(copy)
             try:
                 for name, entry in sorted(self._catalog.items()):
-                    opener = self.tree_map if entry["kind"] == "tree_map" else self.hash_map
-                    _copy_collection(opener(name), name, entry, target)
+                    kind, source = self._opened(name)
+                    kind.copy_compacted(source, target._collection(name, kind,
+                                                                   dict(entry["options"])))
                 target.commit()
             except BaseException:
                 copy.close(save=False)
@@ -416,7 +416,7 @@ class DB:
                 return
             written = False
             try:
-                if not self._readonly and self._store.arena.path is not None:
+                if not self.readonly and self._store.arena.path is not None:
                     self._write_collections()
                 written = True
             finally:
@@ -440,7 +440,7 @@ class DB:
         """Close; when the block raised, a commit-mode DB rolls back first, so a failed block
         leaves the file as of the last commit."""
         try:
-            if exc_type is not None and not self._closed and not self._readonly \
+            if exc_type is not None and not self._closed and not self.readonly \
                     and self.durability == "commit":
                 self.rollback()
         finally:
@@ -452,7 +452,7 @@ class DB:
         arena = self._store.arena
         where = arena.path or "memory"
         mode = "" if arena.path is None else (
-            ", read-only" if self._readonly else f", durability={self.durability}")
+            ", read-only" if self.readonly else f", durability={self.durability}")
         listing = ", ".join(f"{n} ({e['kind']})" for n, e in sorted(self._catalog.items()))
         return (f"<DB {where}{mode}: {format_bytes(arena.reserved_bytes)} reserved; "
                 f"{listing or 'no collections'}>")
@@ -463,7 +463,7 @@ class DB:
 
     def _check_writable(self) -> None:
         self._check_open()
-        if self._readonly:
+        if self.readonly:
             raise refuse_write(self._store.arena.path)
 
     # -- reader side --------------------------------------------------------------------------
@@ -477,43 +477,6 @@ class DB:
         self._catalog = parse_catalog(self._store.root)
         for collection in self._open.values():
             collection._reload()
-
-
-def parse_catalog(root: bytes) -> dict:
-    """The catalog in a DB's store root; CorruptionError when the root holds none."""
-    if not root.startswith(_CATALOG_MAGIC):
-        raise CorruptionError("this store holds no DB catalog (a standalone map's file?)")
-    try:
-        catalog = json.loads(root[len(_CATALOG_MAGIC):])
-    except ValueError:
-        raise CorruptionError("the DB catalog is damaged (not JSON)") from None
-    if not isinstance(catalog, dict) or not all(
-            isinstance(e, dict) and {"kind", "options", "meta_recid"} <= set(e)
-            and isinstance(e["options"], dict) and isinstance(e["meta_recid"], int)
-            for e in catalog.values()):
-        raise CorruptionError("the DB catalog is damaged (bad entries)")
-    return catalog
-
-
-def _check_same(name: str, stored: dict, given: dict, fixed: tuple) -> None:
-    """ValueError if ``given`` changes one of the ``fixed`` options of collection ``name``."""
-    for option in fixed:
-        if option in given and given[option] != stored.get(option):
-            raise ValueError(f"{name!r} was created with {option}={stored.get(option)!r}; "
-                             f"it cannot be reopened with {option}={given[option]!r}")
-
-
-def _copy_collection(source, name: str, entry: dict, target: DB) -> None:
-    """Copy one collection into a new DB in its most compact form: a TreeMap leaf by leaf in
-    key order (ascending appends leave full leaves, each page written once), a LongHashMap as
-    one table of the smallest size that holds it."""
-    if entry["kind"] == "tree_map":
-        tree = target.tree_map(name, **entry["options"])
-        for keys, values in source._chunks(None, None, (True, True), False, True):
-            for key, value in zip(keys, values):
-                tree[key] = value
-    else:
-        source._copy_to(target.hash_map(name, **entry["options"]))
 
 
 def _remove_stale_compaction(path: str) -> None:

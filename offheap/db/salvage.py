@@ -43,27 +43,27 @@ and the report says so; every other file has each page it is read from verified.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
-from offheap.db.database import DB, parse_catalog
+from offheap.db.catalog import CatalogEntry, parse_catalog
+from offheap.db.database import DB
+from offheap.db.kinds import HASH_MAP, KINDS, TREE_MAP, CollectionKind
 from offheap.errors import CorruptionError
-from offheap.hashmap.longhashmap import LongHashMap, homes_of
+from offheap.hashmap.longhashmap import homes_of
 from offheap.hashmap.longhashmap import parse_meta as parse_table_meta
-from offheap.hashmap.longhashmap import standalone_meta_recid as hash_meta_recid
 from offheap.arena.damage import FileDamage
 from offheap.arena.arena import Arena
 from offheap.treemap.page import KEY_KINDS, decode_inner, decode_leaf
 from offheap.store.serializers import get_serializer
 from offheap.store.records import RecordStore, Span
-from offheap.treemap.treemap import TreeMap
 from offheap.treemap.treemap import parse_meta as parse_tree_meta
-from offheap.treemap.treemap import standalone_meta_recid as tree_meta_recid
 from offheap.hashmap.valueslots import EXTERNAL
 
 _MAX_HEIGHT = 64
-_TREE_FIXED = ("key", "value", "node_size")
 _COMMIT_EVERY = 1 << 20  # entries copied between two commits of the destination
 _SLOT_CHUNK = 1 << 16
 
@@ -147,6 +147,7 @@ def salvage(src, dst) -> SalvageReport:
     try:
         with arena.read_section():
             damage = arena.damage
+            assert damage is not None, "a recover=True open always notes what it found"
             report = SalvageReport(src, dst, "db", _describe_checksums(src, damage),
                                    len(damage.failed_pages), damage.lost_bytes)
             try:
@@ -226,16 +227,13 @@ def _salvage_store(store: RecordStore, dst: str, report: SalvageReport) -> None:
             for name, entry in sorted(catalog.items()):
                 _copy_db_entry(store, name, entry, target, report)
         return
-    for kind, meta_recid_of in (("tree_map", tree_meta_recid), ("hash_map", hash_meta_recid)):
+    for kind in KINDS.values():
         try:
-            meta_recid = meta_recid_of(root)
+            meta_recid = kind.standalone_meta_recid(root)
         except CorruptionError:
             continue
-        report.kind = kind
-        if kind == "tree_map":
-            _copy_standalone_tree(store, meta_recid, dst, report)
-        else:
-            _copy_standalone_hash(store, meta_recid, dst, report)
+        report.kind = kind.name
+        _copy_standalone(store, kind, meta_recid, dst, report)
         return
     report.error = "the store root names no DB catalog and no map"
     DB.file(dst).close()
@@ -243,49 +241,49 @@ def _salvage_store(store: RecordStore, dst: str, report: SalvageReport) -> None:
 
 # -- DB and standalone files ------------------------------------------------------------------
 
-def _copy_db_entry(store: RecordStore, name: str, entry: dict, target: DB,
+@dataclass(frozen=True)
+class _KindSalvage:
+    """How salvage reads one registered kind defensively (the walkers below)."""
+
+    read_meta: Callable[[RecordStore, int, CollectionReport], Any]
+    """``read_meta(store, meta_recid, report)``: the checked metadata, or None (and
+    ``report.error`` set) when it cannot be trusted."""
+    copy_options: Callable[[Any], dict[str, Any]]
+    """The options the copy is created with, from the metadata: the fixed ones."""
+    copy: Callable[[RecordStore, Any, Any, CollectionReport, Callable[[], None]], None]
+    """``copy(store, meta, destination, report, commit)``: every entry that passes."""
+
+
+def _copy_db_entry(store: RecordStore, name: str, entry: CatalogEntry, target: DB,
                    report: SalvageReport) -> None:
-    kind = entry["kind"]
-    collection = CollectionReport(name, kind)
+    collection = CollectionReport(name, entry["kind"])
     report.collections.append(collection)
-    if kind == "tree_map":
-        meta = _tree_meta(store, entry["meta_recid"], collection)
-        if meta is not None:
-            fixed = {k: meta.options[k] for k in _TREE_FIXED}
-            try:
-                tree = target.tree_map(name, **{**entry["options"], **fixed})
-            except (TypeError, ValueError):  # damaged runtime options: the fixed ones suffice
-                tree = target.tree_map(name, **fixed)
-            _copy_tree(store, meta, tree, collection, target.commit)
-    elif kind == "hash_map":
-        meta = _table_meta(store, entry["meta_recid"], collection)
-        if meta is not None:
-            table = target.hash_map(name, value=meta.value)
-            _copy_table(store, meta, table, collection, target.commit)
+    kind = KINDS.get(entry["kind"])
+    if kind is None:
+        collection.error = f"unknown collection kind {entry['kind']!r}"
     else:
-        collection.error = f"unknown collection kind {kind!r}"
+        walker = _SALVAGE[kind.name]
+        meta = walker.read_meta(store, entry["meta_recid"], collection)
+        if meta is not None:
+            fixed = walker.copy_options(meta)
+            try:
+                copy = target._collection(name, kind, {**entry["options"], **fixed})
+            except (TypeError, ValueError):  # damaged runtime options: the fixed ones suffice
+                copy = target._collection(name, kind, fixed)
+            walker.copy(store, meta, copy, collection, target.commit)
     target.commit()
 
 
-def _copy_standalone_tree(store: RecordStore, meta_recid: int, dst: str,
-                          report: SalvageReport) -> None:
-    collection = CollectionReport("tree_map", "tree_map")
+def _copy_standalone(store: RecordStore, kind: CollectionKind[Any, Any], meta_recid: int,
+                     dst: str, report: SalvageReport) -> None:
+    collection = CollectionReport(kind.name, kind.name)
     report.collections.append(collection)
-    meta = _tree_meta(store, meta_recid, collection)
-    options = {} if meta is None else {k: meta.options[k] for k in _TREE_FIXED}
-    with TreeMap(path=dst, **options) as tree:
+    walker = _SALVAGE[kind.name]
+    meta = walker.read_meta(store, meta_recid, collection)
+    options = {} if meta is None else walker.copy_options(meta)
+    with kind.collection(path=dst, **options) as copy:
         if meta is not None:
-            _copy_tree(store, meta, tree, collection, tree.commit)
-
-
-def _copy_standalone_hash(store: RecordStore, meta_recid: int, dst: str,
-                          report: SalvageReport) -> None:
-    collection = CollectionReport("hash_map", "hash_map")
-    report.collections.append(collection)
-    meta = _table_meta(store, meta_recid, collection)
-    with LongHashMap("object" if meta is None else meta.value, path=dst) as table:
-        if meta is not None:
-            _copy_table(store, meta, table, collection, table.commit)
+            walker.copy(store, meta, copy, collection, copy.commit)
 
 
 # -- TreeMap ----------------------------------------------------------------------------------
@@ -446,3 +444,10 @@ def _copy_table(store: RecordStore, meta, table, report: CollectionReport, commi
         if copied_since_commit >= _COMMIT_EVERY:
             commit()
             copied_since_commit = 0
+
+
+_SALVAGE: dict[str, _KindSalvage] = {  # the walkers of every kind in KINDS, by its name
+    TREE_MAP.name: _KindSalvage(
+        _tree_meta, lambda meta: {k: meta.options[k] for k in TREE_MAP.fixed}, _copy_tree),
+    HASH_MAP.name: _KindSalvage(_table_meta, lambda meta: {"value": meta.value}, _copy_table),
+}

@@ -44,7 +44,9 @@ while no thread writes.
 from __future__ import annotations
 
 import operator
+import os
 import struct
+from contextlib import nullcontext
 from collections.abc import ItemsView, Iterator, KeysView, Mapping, MutableMapping, ValuesView
 from dataclasses import dataclass
 
@@ -137,14 +139,18 @@ class LongHashMap(StandaloneFileMap, MutableMapping):
     ``durability="commit"`` (the default) :meth:`commit` makes every change durable at once,
     :meth:`rollback` drops the changes since, and :meth:`close` commits; ``durability="none"``
     writes through to the file, like MapDB without transactions (see ``docs/durability.md``).
-    ``readonly=True`` returns a :class:`~offheap.hashmap.reader.HashReader` of the file instead, which
-    follows the commits of the one writer process. ``verify`` checks the page checksums on
-    open; ``recover=True`` opens a file that was not closed cleanly (for :func:`offheap.salvage`).
+    :meth:`reader` opens a read-only :class:`~offheap.hashmap.reader.HashReader` of the file,
+    which follows the commits of the one writer process (``readonly=True`` here is a TypeError
+    naming it). ``verify`` checks the page checksums on open; ``recover=True`` opens a file
+    that was not closed cleanly (for :func:`offheap.salvage`).
     """
+
+    _lock = nullcontext()  # not thread-safe: commit and rollback take no lock
 
     def __init__(self, value="object", *, limit: int | None = None, path=None,
                  durability: str = "commit", readonly: bool = False, verify: bool = True,
                  recover: bool = False) -> None:
+        self._refuse_readonly(readonly)
         serializer = get_serializer(value)
         if path is None:
             store = RecordStore(Arena.anonymous(limit_bytes=limit))
@@ -163,13 +169,11 @@ class LongHashMap(StandaloneFileMap, MutableMapping):
             raise
 
     @classmethod
-    def _open_reader(cls, value="object", *, path=None, limit: int | None = None,
-                     durability: str | None = None, verify: bool = True,
-                     recover: bool = False) -> HashReader:
-        """``LongHashMap(path=..., readonly=True)``: a reader of the file (``durability`` is the
-        writer's business and is ignored here)."""
-        if path is None:
-            raise ValueError("readonly=True reads a file: pass path=")
+    def reader(cls, path: str | os.PathLike[str], value="object", *, limit: int | None = None,
+               verify: bool = True, recover: bool = False) -> HashReader:
+        """A read-only :class:`~offheap.hashmap.reader.HashReader` of the LongHashMap file at
+        ``path``, beside the one writer process (:mod:`offheap.collection.readers`). ``value``
+        is the constructor's; ``limit``, ``verify`` and ``recover`` apply to this open."""
         serializer = get_serializer(value)
 
         def build(store: RecordStore) -> LongHashMap:

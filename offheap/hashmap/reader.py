@@ -7,11 +7,15 @@ this module adds the chunked iteration and bulk reads of a hash table.
 from __future__ import annotations
 
 from collections.abc import ItemsView, Iterator, ValuesView
+from typing import TYPE_CHECKING
 
 from offheap.collection.readers import ChunkItemsView, ChunkValuesView, MapReader
 
+if TYPE_CHECKING:
+    from offheap.hashmap.longhashmap import LongHashMap
 
-class HashReader(MapReader):
+
+class HashReader(MapReader["LongHashMap"]):
     """A read-only LongHashMap: lookups, iteration and the bulk reads of
     :class:`~offheap.LongHashMap`."""
 

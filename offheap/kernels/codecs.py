@@ -202,7 +202,9 @@ class ZstdCodec(Codec):
         return f"<codec zstd level={self.level}>"
 
 
-_CLASSES = {"none": Codec, "zlib": ZlibCodec, "snappy": SnappyCodec, "zstd": ZstdCodec}
+_CLASSES: dict[str, type[Codec]] = {"none": Codec, "zlib": ZlibCodec, "snappy": SnappyCodec,
+                                     "zstd": ZstdCodec}
+_LEVELED_CLASSES: dict[str, type[ZlibCodec | ZstdCodec]] = {"zlib": ZlibCodec, "zstd": ZstdCodec}
 _shared: dict[str, Codec] = {}  # one default-level instance per name, created on first use
 
 
@@ -221,9 +223,10 @@ def get_codec(spec: str | Codec | None, *, level: int | None = None) -> Codec:
     if name not in _CLASSES:
         raise ValueError(f"unknown codec {spec!r}; known codecs: {', '.join(CODEC_NAMES)}")
     if level is not None:
-        if name not in DEFAULT_LEVELS:
+        leveled = _LEVELED_CLASSES.get(name)
+        if leveled is None:
             raise ValueError(f"the {name!r} codec has no compression level")
-        return _CLASSES[name](level)
+        return leveled(level)
     codec = _shared.get(name)
     if codec is None:
         codec = _shared.setdefault(name, _CLASSES[name]())

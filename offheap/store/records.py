@@ -57,6 +57,7 @@ LARGE_RECORD_BYTES = 256 * 1024
 MIN_SEGMENT_BYTES = 64 * 1024
 MAX_SEGMENT_BYTES = 64 * 1024 * 1024
 _SMALL_CLASS_LIMIT = 4096
+_FREED_SEGMENT = "a live record address or the bump position names a freed segment"
 _META_MAGIC = b"OHSTORE1"
 _META = struct.Struct("<8sQQQQQ")  # magic, index extent, index capacity, bump seg, bump pos, n segs
 
@@ -190,14 +191,14 @@ class RecordStore:
         live segment: :class:`CorruptionError` otherwise, KeyError for a free id. The read path
         of salvage, where the index itself may be wrong."""
         seg_no, pos, size = self._checked_address(recid)
-        return b"" if seg_no is None else bytes(self._views[seg_no][pos: pos + size])
+        return b"" if seg_no is None else bytes(self._segment_view(seg_no)[pos: pos + size])
 
     def record_location(self, recid: int) -> Span | None:
         """Where the bytes of record ``recid`` lie in the arena (None for an empty record),
         checked as :meth:`get_checked` checks them. Salvage asks whether they touch a page
         that failed its checksum."""
         seg_no, pos, size = self._checked_address(recid)
-        return None if seg_no is None else Span(self._segments[seg_no], pos, size)
+        return None if seg_no is None else Span(self._segment_offset(seg_no), pos, size)
 
     def index_entry_location(self, recid: int) -> tuple[Span, Span]:
         """Where the index entry of ``recid`` lies: its u64 address and its u32 size (KeyError
@@ -217,7 +218,9 @@ class RecordStore:
         if addr == EMPTY_ADDR:
             return memoryview(b"")
         pos = addr & 0xFFFF_FFFF
-        return self._views[addr >> 32][pos: pos + int(self._size[recid])]
+        segment = self._views[addr >> 32]
+        assert segment is not None, _FREED_SEGMENT
+        return segment[pos: pos + int(self._size[recid])]
 
     def update(self, recid: int, data) -> None:
         """Replace record ``recid``; it moves to another chunk only if its size class changes."""
@@ -360,8 +363,7 @@ class RecordStore:
                 else:
                     self.flush()
         finally:
-            self._addr = self._size = None
-            self._views = []
+            self.release_views()
             self.arena.close(clean=save)
 
     @property
@@ -414,7 +416,9 @@ class RecordStore:
     def _write(self, addr: int, data) -> None:
         if len(data):
             pos = addr & 0xFFFF_FFFF
-            self._views[addr >> 32][pos: pos + len(data)] = data
+            segment = self._views[addr >> 32]
+            assert segment is not None, _FREED_SEGMENT
+            segment[pos: pos + len(data)] = data
 
     def _allocate_chunk(self, size: int) -> int:
         """An address with room for ``size`` bytes; allocates before changing any state."""
@@ -431,13 +435,13 @@ class RecordStore:
         free = self._free_chunks.get(chunk)
         if free:
             addr = free.pop()
-        elif self._bump_seg >= 0 and self._bump_pos + chunk <= len(self._views[self._bump_seg]):
+        elif self._bump_seg >= 0 and \
+                self._bump_pos + chunk <= len(self._segment_view(self._bump_seg)):
             addr = self._bump_seg << 32 | self._bump_pos
             self._bump_pos += chunk
         else:
-            addr = self._split_larger_chunk(chunk)
-            if addr is None:
-                addr = self._new_bump_segment(chunk)
+            split = self._split_larger_chunk(chunk)
+            addr = self._new_bump_segment(chunk) if split is None else split
         self._chunk_bytes += chunk
         return addr
 
@@ -453,12 +457,25 @@ class RecordStore:
                      MAX_SEGMENT_BYTES)
         offset = self.arena.allocate(wanted)
         if self._bump_seg >= 0:
-            tail = len(self._views[self._bump_seg]) - self._bump_pos
+            tail = len(self._segment_view(self._bump_seg)) - self._bump_pos
             self._push_free_gap(self._bump_seg << 32 | self._bump_pos, tail)
         self._bump_seg = self._add_segment(offset)
         self._bump_pos = chunk
         self._write_meta_unless_transactional()
         return self._bump_seg << 32
+
+    def _segment_view(self, seg_no: int) -> memoryview:
+        """The view of live segment ``seg_no``: every live address and the bump segment name
+        one."""
+        view = self._views[seg_no]
+        assert view is not None, _FREED_SEGMENT
+        return view
+
+    def _segment_offset(self, seg_no: int) -> int:
+        """The arena extent of live segment ``seg_no``."""
+        offset = self._segments[seg_no]
+        assert offset is not None, _FREED_SEGMENT
+        return offset
 
     def _add_segment(self, offset: int) -> int:
         view = self.arena.view(offset)

@@ -66,6 +66,7 @@ import struct
 import numpy as np
 
 from offheap.errors import CorruptionError
+from offheap.kernels.bounds import INT64_MAX, INT64_MIN
 from offheap.kernels.packing import (
     FRAME_WIDTH_FLAG,
     decode_int64_deltas,
@@ -83,7 +84,6 @@ from offheap.kernels.packing import (
 __all__ = ["BYTES", "FLOAT64", "INT64", "OBJECT", "SERIALIZER_NAMES", "STR", "Serializer",
            "get_serializer"]
 
-_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 _FLOAT64 = struct.Struct("<d")
 _PICKLE_PROTOCOL = 5
 
@@ -194,6 +194,7 @@ class _TypedSerializer(Serializer):
     """A fixed-size numpy type; columns are delta-packed 64-bit patterns (module docstring)."""
 
     dtype: np.dtype
+    _struct: struct.Struct  # one value as its 8 little-endian bytes
 
     @abc.abstractmethod
     def _converts_in_bulk(self, array: np.ndarray) -> bool:
@@ -236,7 +237,7 @@ class _Int64Serializer(_TypedSerializer):
             if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
                 raise TypeError(f"int64 keys and values must be int, not {type(value).__name__}")
             value = int(value)
-        if not _INT64_MIN <= value <= _INT64_MAX:
+        if not INT64_MIN <= value <= INT64_MAX:
             raise OverflowError(f"{value} does not fit in int64 (-2**63 .. 2**63-1); "
                                 f"use the 'object' serializer for bigger ints")
         return value
@@ -244,7 +245,7 @@ class _Int64Serializer(_TypedSerializer):
     def _converts_in_bulk(self, array: np.ndarray) -> bool:
         if array.dtype.kind == "i":
             return True
-        return array.dtype.kind == "u" and int(array.max()) <= _INT64_MAX
+        return array.dtype.kind == "u" and int(array.max()) <= INT64_MAX
 
     def pack_column(self, values) -> bytes:
         return _pack_int64_column(self.as_array(values))
@@ -389,7 +390,7 @@ _IMMUTABLE = (type(None), bool, int, float, str, bytes)  # a constant column may
 
 
 def _dump_int(value: int) -> bytes:
-    if _INT64_MIN <= value <= _INT64_MAX:
+    if INT64_MIN <= value <= INT64_MAX:
         return _TAG[_INT] + varint_encode_one((value << 1) ^ (value >> 63))
     size = (value.bit_length() + 8) // 8  # room for the sign bit
     return _TAG[_BIG_INT] + value.to_bytes(size, "little", signed=True)

@@ -31,6 +31,7 @@ import numpy as np
 
 from offheap.kernels.codecs import get_codec
 from offheap.kernels import smallpack
+from offheap.kernels.bounds import INT64_MAX, INT64_MIN
 from offheap.errors import CorruptionError
 from offheap.kernels.packing import (
     bitpack,
@@ -47,7 +48,6 @@ KEY_KINDS = ("int64", "str", "bytes")
 CODEC_IDS = {"none": 0, "zlib": 1, "snappy": 2, "zstd": 3}
 CODEC_NAMES = {number: name for name, number in CODEC_IDS.items()}
 LEAF, INNER = 0, 1
-INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 _MAX_SHIFT = 63
 
 
@@ -66,7 +66,7 @@ def _common_shift(keys: np.ndarray) -> int:
 def _fits_int64(keys) -> bool:
     """Whether a list holds only Python ints in the int64 range (else numpy checks and converts)."""
     return (all(type(key) is int for key in keys)
-            and -(1 << 63) <= min(keys) and max(keys) < (1 << 63))
+            and INT64_MIN <= min(keys) and max(keys) <= INT64_MAX)
 
 
 def encode_keys(keys, key_kind: str) -> bytes:

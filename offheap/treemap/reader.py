@@ -7,12 +7,16 @@ this module adds the sorted-map reads that only a tree has.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from offheap.collection.readers import MapReader
 from offheap.treemap.views import SortedRangeAPI
 
+if TYPE_CHECKING:
+    from offheap.treemap.treemap import TreeMap
 
-class TreeReader(SortedRangeAPI, MapReader):
+
+class TreeReader(SortedRangeAPI, MapReader["TreeMap"]):
     """A read-only TreeMap: the lookups, ranges and neighbours of :class:`~offheap.TreeMap`."""
 
     def _chunks(self, lo, hi, inclusive, reverse: bool, with_values: bool) -> Iterator:

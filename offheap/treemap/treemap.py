@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import json
 import operator
+import os
 import struct
 import threading
 from bisect import bisect_left, bisect_right
@@ -58,9 +59,8 @@ from offheap.kernels.codecs import get_codec
 from offheap.errors import CapacityError, ClosedError, CorruptionError
 from offheap.arena.arena import Arena, format_bytes
 from offheap.treemap.nodecache import Inner, Leaf, NodeCache, merge_into, redistribute
+from offheap.kernels.bounds import INT64_MAX, INT64_MIN
 from offheap.treemap.page import (
-    INT64_MAX,
-    INT64_MIN,
     KEY_KINDS,
     decode_inner,
     decode_leaf,
@@ -161,9 +161,10 @@ class TreeMap(StandaloneFileMap, SortedRangeAPI, MutableMapping):
     ``durability="commit"`` (the default) :meth:`commit` makes every change durable at once,
     :meth:`rollback` drops the changes since, and :meth:`close` commits; ``durability="none"``
     writes through to the file, like MapDB without transactions (see ``docs/durability.md``).
-    ``readonly=True`` returns a :class:`~offheap.treemap.reader.TreeReader` of the file instead, which
-    follows the commits of the one writer process. ``verify`` checks the page checksums on
-    open; ``recover=True`` opens a file that was not closed cleanly (for :func:`offheap.salvage`).
+    :meth:`reader` opens a read-only :class:`~offheap.treemap.reader.TreeReader` of the file,
+    which follows the commits of the one writer process (``readonly=True`` here is a TypeError
+    naming it). ``verify`` checks the page checksums on open; ``recover=True`` opens a file
+    that was not closed cleanly (for :func:`offheap.salvage`).
     """
 
     def __init__(self, key="int64", value="object", *, node_size: int = 32, compression=None,
@@ -171,6 +172,7 @@ class TreeMap(StandaloneFileMap, SortedRangeAPI, MutableMapping):
                  cache_size: int = 2048, limit: int | None = None, path=None,
                  durability: str = "commit", readonly: bool = False, verify: bool = True,
                  recover: bool = False) -> None:
+        self._refuse_readonly(readonly)
         options = dict(key=key, value=value, node_size=node_size, compression=compression,
                        write_cache=write_cache, flush_delay=flush_delay, cache_size=cache_size)
         if path is None:
@@ -190,13 +192,13 @@ class TreeMap(StandaloneFileMap, SortedRangeAPI, MutableMapping):
             raise
 
     @classmethod
-    def _open_reader(cls, key="int64", value="object", *, path=None, limit: int | None = None,
-                     durability: str | None = None, verify: bool = True, recover: bool = False,
-                     **options) -> TreeReader:
-        """``TreeMap(path=..., readonly=True)``: a reader of the file (``durability`` is the
-        writer's business and is ignored here)."""
-        if path is None:
-            raise ValueError("readonly=True reads a file: pass path=")
+    def reader(cls, path: str | os.PathLike[str], key="int64", value="object", *,
+               limit: int | None = None, verify: bool = True, recover: bool = False,
+               **options) -> TreeReader:
+        """A read-only :class:`~offheap.treemap.reader.TreeReader` of the TreeMap file at
+        ``path``, beside the one writer process (:mod:`offheap.collection.readers`). ``key``,
+        ``value`` and the other options are the constructor's; ``limit``, ``verify`` and
+        ``recover`` apply to this open."""
         lock = threading.RLock()
 
         def build(store: RecordStore) -> TreeMap:

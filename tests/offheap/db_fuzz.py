@@ -72,7 +72,8 @@ def _build(workdir: str) -> list[tuple[str, object]]:
 
 
 def tree_items(path: str, readonly: bool = True) -> list:
-    with TreeMap(path=path, readonly=readonly, **TREE_OPTIONS["objects"]) as tree:
+    options = TREE_OPTIONS["objects"]
+    with TreeMap.reader(path, **options) if readonly else TreeMap(path=path, **options) as tree:
         items = list(tree.items())
         if not readonly:
             tree._check()
@@ -81,7 +82,7 @@ def tree_items(path: str, readonly: bool = True) -> list:
 
 
 def hash_items(path: str, readonly: bool = True) -> list:
-    with LongHashMap(path=path, readonly=readonly) as table:
+    with LongHashMap.reader(path) if readonly else LongHashMap(path=path) as table:
         items = sorted(table.items(), key=repr)
         if not readonly:
             table._check()

@@ -507,8 +507,8 @@ def test_standalone_readers(tmp_path):
         tree.update({i: i for i in range(50)})
     with LongHashMap("int64", path=tmp_path / "hash") as table:
         table.update({i: i for i in range(50)})
-    with TreeMap(path=tmp_path / "tree", value="int64", readonly=True) as tree, \
-            LongHashMap("int64", path=tmp_path / "hash", readonly=True) as table:
+    with TreeMap.reader(tmp_path / "tree", value="int64") as tree, \
+            LongHashMap.reader(tmp_path / "hash", "int64") as table:
         assert tree.floor_key(1000) == 49 and list(tree.irange(10, 12)) == [10, 11, 12]
         assert table[7] == 7 and sorted(table) == list(range(50))
         with pytest.raises(ReadOnlyError):

@@ -8,9 +8,8 @@ from hypothesis import strategies as st
 
 from offheap.kernels.codecs import get_codec
 from offheap.errors import CorruptionError
+from offheap.kernels.bounds import INT64_MAX, INT64_MIN
 from offheap.treemap.page import (
-    INT64_MAX,
-    INT64_MIN,
     decode_inner,
     decode_leaf,
     encode_inner,

@@ -1,0 +1,122 @@
+"""The kinds of collection a DB holds (layer 7): one :class:`CollectionKind` record per kind.
+
+A DB's catalog names each collection's kind by a string; :data:`KINDS` maps that string to the
+record that says everything the DB, compaction and salvage need of the kind: the class and its
+reader, the options and which of them are fixed at creation, how to build or reopen one in a
+shared store, how a standalone file of it names its metadata, how compaction copies it and how
+many bytes it keeps outside store records. The collection itself is reached only through
+:class:`~offheap.collection.protocol.StoredCollection`; mypy checks each registered class
+against it through the bound of ``CollectionKind``'s type parameter.
+
+A new kind is one more record here (and a ``DB`` method that opens it by name, as
+:meth:`~offheap.DB.tree_map` does).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, Generic
+
+from offheap.collection.protocol import CollectionT
+from offheap.collection.readers import ReaderT
+from offheap.errors import CorruptionError
+from offheap.hashmap.longhashmap import LongHashMap
+from offheap.hashmap.longhashmap import standalone_meta_recid as hash_meta_recid
+from offheap.hashmap.reader import HashReader
+from offheap.store.records import RecordStore
+from offheap.treemap.reader import TreeReader
+from offheap.treemap.treemap import TreeMap
+from offheap.treemap.treemap import standalone_meta_recid as tree_meta_recid
+
+
+@dataclass(frozen=True)
+class CollectionKind(Generic[CollectionT, ReaderT]):
+    """One kind of collection, as a DB registers it. Immutable and shared by every DB."""
+
+    name: str  # the kind in the catalog ("tree_map"), also the DB method that opens one
+    collection: type[CollectionT]
+    reader: type[ReaderT]  # ``reader(collection, session, owns_session)`` wraps one read-only
+    defaults: Mapping[str, Any]  # every option, with its default: what the catalog stores
+    fixed: tuple[str, ...]  # options a reopen may not change (the format of the stored data)
+    in_store: Callable[[RecordStore, dict[str, Any], int | None, threading.RLock], CollectionT]
+    """``in_store(store, options, meta_recid, lock)``: build a new collection in ``store``
+    (``meta_recid`` None) or reopen one; ``lock`` is the DB's, for kinds that serialize."""
+    standalone_meta_recid: Callable[[bytes], int]
+    """The metadata record named by the store root of a standalone file of this kind;
+    CorruptionError for a root of another kind."""
+    copy_compacted: Callable[[CollectionT, CollectionT], None]
+    """``copy_compacted(source, target)``: fill ``target``, empty and of the same options in
+    another store, with ``source``'s entries in its most compact form."""
+    region_bytes: Callable[[CollectionT], int]
+    """Bytes the collection keeps in arena regions of its own rather than in store records."""
+
+    @property
+    def class_name(self) -> str:
+        return self.collection.__name__
+
+    def check_option_names(self, options: Mapping[str, Any]) -> None:
+        """TypeError naming the options this kind does not have."""
+        unknown = set(options) - set(self.defaults)
+        if unknown:
+            raise TypeError(f"unknown {self.class_name} option(s): {', '.join(sorted(unknown))}")
+
+    def new_options(self, options: Mapping[str, Any]) -> dict[str, Any]:
+        """The catalog options of a new collection: every default, overridden by ``options``,
+        with a serializer given as an object kept by its name."""
+        merged = {**self.defaults, **options}
+        if not isinstance(merged["value"], str):
+            merged["value"] = merged["value"].name
+        return merged
+
+
+def _tree_in_store(store: RecordStore, options: dict[str, Any], meta_recid: int | None,
+                   lock: threading.RLock) -> TreeMap:
+    return TreeMap.in_store(store, meta_recid=meta_recid, lock=lock, **options)
+
+
+def _copy_tree_in_key_order(source: TreeMap, target: TreeMap) -> None:
+    """Ascending appends leave full leaves behind, each page written once."""
+    for keys, values in source._chunks(None, None, (True, True), False, True):
+        for key, value in zip(keys, values):
+            target[key] = value
+
+
+def _no_region_bytes(tree: TreeMap) -> int:
+    """A tree keeps every node in a store record."""
+    return 0
+
+
+def _hash_in_store(store: RecordStore, options: dict[str, Any], meta_recid: int | None,
+                   lock: threading.RLock) -> LongHashMap:
+    return LongHashMap.in_store(store, options["value"], meta_recid)
+
+
+TREE_MAP = CollectionKind(
+    name="tree_map", collection=TreeMap, reader=TreeReader,
+    defaults=MappingProxyType(dict(key="int64", value="object", node_size=32, compression=None,
+                                   write_cache=True, flush_delay=None, cache_size=2048)),
+    fixed=("key", "value", "node_size"), in_store=_tree_in_store,
+    standalone_meta_recid=tree_meta_recid, copy_compacted=_copy_tree_in_key_order,
+    region_bytes=_no_region_bytes)
+
+HASH_MAP = CollectionKind(
+    name="hash_map", collection=LongHashMap, reader=HashReader,
+    defaults=MappingProxyType(dict(value="object")), fixed=("value",), in_store=_hash_in_store,
+    standalone_meta_recid=hash_meta_recid, copy_compacted=LongHashMap._copy_to,
+    region_bytes=LongHashMap._table_bytes)  # the hash table's three arrays
+
+KINDS: Mapping[str, CollectionKind[Any, Any]] = MappingProxyType(
+    {kind.name: kind for kind in (TREE_MAP, HASH_MAP)})
+"""Every kind by its catalog name; salvage tries a standalone file's root on each in this order."""
+
+
+def kind_named(name: str) -> CollectionKind[Any, Any]:
+    """The registered kind called ``name`` in a catalog; CorruptionError for an unknown one."""
+    try:
+        return KINDS[name]
+    except KeyError:
+        raise CorruptionError(f"the DB catalog names an unknown collection kind {name!r}; "
+                              f"known: {', '.join(KINDS)}") from None

@@ -1,0 +1,156 @@
+"""The collection protocol: every kind the DB registers implements StoredCollection, and the DB,
+its readers, compaction and salvage work with each kind through the protocol and the registry
+alone."""
+
+from __future__ import annotations
+
+import inspect
+from types import FunctionType
+
+import pytest
+
+from offheap import DB, salvage
+from offheap.collection.protocol import StoredCollection
+from offheap.db import salvage as salvage_module
+from offheap.db.kinds import KINDS, CollectionKind
+from offheap.errors import ClosedError, ReadOnlyError
+
+ENTRIES = {key: f"value {key}" for key in range(0, 3000, 3)}
+PROTOCOL_MEMBERS = sorted(name for name, member in vars(StoredCollection).items()
+                          if isinstance(member, (property, FunctionType))
+                          and name not in ("__init__", "__subclasshook__"))  # typing's own
+
+kinds = pytest.mark.parametrize("kind", list(KINDS.values()), ids=list(KINDS))
+
+
+def _fill(collection, entries=ENTRIES) -> None:
+    for key, value in entries.items():
+        collection[key] = value
+
+
+@kinds
+def test_the_class_has_every_member_of_the_protocol(kind: CollectionKind):
+    for name in PROTOCOL_MEMBERS:
+        declared = inspect.getattr_static(StoredCollection, name)
+        implemented = inspect.getattr_static(kind.collection, name)
+        if isinstance(declared, property):
+            assert isinstance(implemented, property), name
+            continue
+        expected = inspect.signature(declared).parameters
+        actual = inspect.signature(implemented).parameters
+        assert list(actual)[:len(expected)] == list(expected), name
+        for parameter, spec in expected.items():
+            assert actual[parameter].default == spec.default, (name, parameter)
+
+
+@kinds
+def test_db_works_through_the_protocol(tmp_path, kind: CollectionKind):
+    path = tmp_path / "db"
+    with DB.file(path) as db:
+        collection = db._collection("c", kind, {})
+        assert isinstance(collection, kind.collection)
+        assert isinstance(collection, StoredCollection)
+        _fill(collection)
+        db.commit()
+        stats = db.stats().collections["c"]
+        assert stats.kind == kind.name and stats.n_entries == len(ENTRIES)
+        assert stats.live_bytes > 0 and collection._live_bytes() == stats.live_bytes
+        collection[-1] = "rolled back"
+        db.rollback()
+        assert -1 not in collection and len(collection) == len(ENTRIES)
+        collection._check()
+        assert db._collection("c", kind, {}) is collection
+    assert collection.closed
+    with pytest.raises(ClosedError):
+        collection[0]
+    with DB.file(path) as db:
+        reopened = db._collection("c", kind, {})
+        assert {key: reopened[key] for key in ENTRIES} == ENTRIES
+        assert db._catalog["c"]["kind"] == kind.name
+        other = next(k for k in KINDS.values() if k is not kind)
+        with pytest.raises(ValueError, match=f"is a {kind.name}, not a {other.name}"):
+            db._collection("c", other, {})
+
+
+@kinds
+def test_a_reader_follows_the_writer_through_the_protocol(tmp_path, kind: CollectionKind):
+    path = tmp_path / "db"
+    with DB.file(path) as writer:
+        written = writer._collection("c", kind, {})
+        _fill(written)
+        writer.commit()
+        with DB.file(path, readonly=True) as db:
+            reader = db._collection("c", kind, {})
+            assert isinstance(reader, kind.reader)
+            assert len(reader) == len(ENTRIES) and reader[3] == "value 3"
+            written[-3] = "new"
+            writer.commit()
+            assert reader[-3] == "new" and reader.get(-6) is None and -3 in reader
+            reader._check()
+            with pytest.raises(ReadOnlyError):
+                reader[1] = "refused"
+        assert reader.closed
+
+
+@kinds
+def test_a_standalone_file_is_read_by_the_reader_factory(tmp_path, kind: CollectionKind):
+    path = tmp_path / "map"
+    with kind.collection(path=path) as collection:
+        _fill(collection)
+    with kind.collection.reader(path) as reader:
+        assert isinstance(reader, kind.reader)
+        assert {key: reader[key] for key in ENTRIES} == ENTRIES
+    assert reader.closed
+    with pytest.raises(TypeError, match=rf"{kind.class_name}\.reader\(path\)"):
+        kind.collection(path=path, readonly=True)
+
+
+@kinds
+def test_compaction_copies_each_kind(tmp_path, kind: CollectionKind):
+    path = tmp_path / "db"
+    kept = {key: value for key, value in ENTRIES.items() if key % 2}
+    with DB.file(path) as db:
+        collection = db._collection("c", kind, {})
+        _fill(collection)
+        db.commit()
+        for key in ENTRIES.keys() - kept.keys():
+            del collection[key]
+        db.compact()
+        assert not collection.closed and len(collection) == len(kept)
+        assert {key: collection[key] for key in kept} == kept
+        collection._check()
+    with DB.file(path) as db:
+        assert len(db._collection("c", kind, {})) == len(kept)
+
+
+@kinds
+def test_salvage_copies_each_kind_in_a_db_and_standalone(tmp_path, kind: CollectionKind):
+    with DB.file(tmp_path / "db") as db:
+        _fill(db._collection("c", kind, {}))
+    report = salvage(tmp_path / "db", tmp_path / "db-copy")
+    assert report.complete and report.kind == "db"
+    assert [(c.name, c.kind) for c in report.collections] == [("c", kind.name)]
+    with DB.file(tmp_path / "db-copy", readonly=True) as db:
+        copy = db._collection("c", kind, {})
+        assert {key: copy[key] for key in ENTRIES} == ENTRIES
+
+    with kind.collection(path=tmp_path / "map") as collection:
+        _fill(collection)
+    report = salvage(tmp_path / "map", tmp_path / "map-copy")
+    assert report.complete and report.kind == kind.name
+    with kind.collection.reader(tmp_path / "map-copy") as copy:
+        assert {key: copy[key] for key in ENTRIES} == ENTRIES
+
+
+def test_every_registered_kind_has_a_salvage_walker():
+    assert set(salvage_module._SALVAGE) == set(KINDS)
+
+
+@kinds
+def test_the_db_method_named_after_the_kind_opens_it(kind: CollectionKind):
+    with DB.memory() as db:
+        collection = getattr(db, kind.name)("c")
+        assert isinstance(collection, kind.collection)
+        assert db._collection("c", kind, {}) is collection
+        with pytest.raises(TypeError, match=f"unknown {kind.class_name} option"):
+            getattr(db, kind.name)("d", no_such_option=1)
