@@ -116,7 +116,8 @@ class ZstdCodec:
         return block
 
 
-_CODECS: dict[Compression, Codec] = {Compression.SNAPPY: SnappyCodec(), Compression.ZSTD: ZstdCodec()}
+_CODECS: dict[Compression, Codec] = {Compression.SNAPPY: SnappyCodec(),
+                                     Compression.ZSTD: ZstdCodec()}
 
 
 def codec_for(compression: int) -> Codec:

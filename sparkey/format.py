@@ -67,10 +67,13 @@ offset and ``entry_index`` 0; for compressed logs ``position`` is the offset of 
 prefix and ``entry_index`` the entry's rank among the entries that start in that block.
 """
 
+from __future__ import annotations
+
 import dataclasses
 import enum
 import os
 import struct
+from collections.abc import Iterable
 
 from sparkey.errors import (
     EntrySizeError, EntryTypeError, FileIdentifierMismatch, IndexFormatError, LogFormatError)
@@ -209,6 +212,13 @@ def entry_bytes(obj, role="key"):
     if len(data) > MAX_ENTRY_PART_LEN:
         raise _too_long(role, len(data))
     return data
+
+
+def key_list(keys: Iterable[object]) -> list[bytes]:
+    """``keys`` as a list of ``bytes`` (``entry_bytes`` of each; a list of bytes as it is)."""
+    if isinstance(keys, list) and not set(map(type, keys)) - {bytes}:
+        return keys
+    return [key if key.__class__ is bytes else entry_bytes(key, "key") for key in keys]
 
 
 def _too_long(role, length):

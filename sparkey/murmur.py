@@ -13,10 +13,16 @@ without creating a Python object per key: keys are grouped by length, gathered i
 by column with wrapping uint32/uint64 arithmetic.
 """
 
+from __future__ import annotations
+
 import itertools
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import mmh3
 import numpy as np
+
+from sparkey.errors import EntryTypeError
 
 CHUNK_BYTES = 1 << 20
 """Key bytes gathered at once: bounds the temporary index matrix to 8 * CHUNK_BYTES bytes."""
@@ -25,17 +31,17 @@ _mmh3_32 = mmh3.mmh3_32_uintdigest
 _mmh3_128 = mmh3.mmh3_x64_128_utupledigest
 
 
-def hash32(key, seed):
+def hash32(key: bytes, seed: int) -> int:
     """MurmurHash3_x86_32 of ``key`` as an unsigned int."""
     return _mmh3_32(key, seed)
 
 
-def hash64(key, seed):
+def hash64(key: bytes, seed: int) -> int:
     """First 64-bit word of MurmurHash3_x64_128 of ``key``, unsigned."""
     return _mmh3_128(key, seed)[0]
 
 
-def scalar_hasher(hash_size):
+def scalar_hasher(hash_size: int) -> Callable[[bytes, int], int]:
     """The scalar hash function ``(key, seed) -> int`` for an index with ``hash_size`` 4 or 8."""
     if hash_size == 4:
         return _mmh3_32
@@ -44,8 +50,9 @@ def scalar_hasher(hash_size):
     raise ValueError(f"hash_size must be 4 or 8, not {hash_size}")
 
 
-def hash_keys(keys, seed, hash_size):
+def hash_keys(keys: Sequence[bytes], seed: int, hash_size: int) -> np.ndarray:
     """Hashes of a sequence of ``bytes`` keys as a uint64 array (one ``mmh3`` call per key)."""
+    hashes: Any
     if hash_size == 4:
         hashes = map(_mmh3_32, keys, itertools.repeat(seed))
     elif hash_size == 8:
@@ -55,7 +62,8 @@ def hash_keys(keys, seed, hash_size):
     return np.fromiter(hashes, dtype=np.uint64, count=len(keys))
 
 
-def hash_buffer(buffer, offsets, lengths, seed, hash_size):
+def hash_buffer(buffer: Any, offsets: Any, lengths: Any, seed: int, hash_size: int
+                ) -> np.ndarray:
     """Hashes of the keys ``buffer[offsets[i]:offsets[i] + lengths[i]]`` as a uint64 array.
 
     ``buffer`` is anything ``np.frombuffer`` accepts; it is only read. Cost is O(total key bytes)
@@ -82,6 +90,23 @@ def hash_buffer(buffer, offsets, lengths, seed, hash_size):
             matrix = flat[offsets[rows, None] + columns]
             out[rows] = kernel(matrix, key_len, seed)
     return out
+
+
+def hash_key_array(keys: np.ndarray, seed: int, hash_size: int) -> np.ndarray:
+    """Hashes of the elements of a one-dimensional numpy ``S`` array, as a uint64 array.
+
+    The elements are hashed in place by ``hash_buffer``. numpy strips trailing NUL bytes from
+    ``S`` elements, so the keys are the elements without them. EntryTypeError for any other
+    kind of array.
+    """
+    if keys.dtype.kind != "S" or keys.ndim != 1:
+        raise EntryTypeError(f"a key array must be one-dimensional with dtype 'S', not "
+                             f"{keys.ndim}-d {keys.dtype}")
+    keys = np.ascontiguousarray(keys)
+    width = keys.dtype.itemsize
+    lengths = np.char.str_len(keys) if width else np.zeros(len(keys), dtype=np.int64)
+    offsets = np.arange(len(keys), dtype=np.int64) * width
+    return hash_buffer(keys.view(np.uint8), offsets, lengths, seed, hash_size)
 
 
 def _rotl32(x, r):

@@ -19,7 +19,7 @@ import os
 import numpy as np
 
 from sparkey.errors import ClosedError, SparkeyError
-from sparkey.format import entry_bytes
+from sparkey.format import entry_bytes, key_list
 from sparkey.lookup import LookupMapping
 from sparkey.reader import Reader
 from sparkey.sharded.errors import (
@@ -83,7 +83,7 @@ class ShardedReader(LookupMapping):
             shard_numbers = shards_of(keys, self._num_shards, self._seed)
             select = keys.__getitem__
         else:
-            keys = [key if key.__class__ is bytes else entry_bytes(key, "key") for key in keys]
+            keys = key_list(keys)
             shard_numbers = shards_of(keys, self._num_shards, self._seed)
             key_array = _object_array(keys)
 
