@@ -109,15 +109,16 @@ def hash_key_array(keys: np.ndarray, seed: int, hash_size: int) -> np.ndarray:
     return hash_buffer(keys.view(np.uint8), offsets, lengths, seed, hash_size)
 
 
-def _rotl32(x, r):
+def _rotl32(x: np.ndarray, r: int) -> np.ndarray:
     return (x << np.uint32(r)) | (x >> np.uint32(32 - r))
 
 
-def _rotl64(x, r):
+def _rotl64(x: np.ndarray, r: int) -> np.ndarray:
     return (x << np.uint64(r)) | (x >> np.uint64(64 - r))
 
 
-def _tail_word(matrix, start, stop, dtype):
+def _tail_word(matrix: np.ndarray, start: int, stop: int, dtype: type[np.unsignedinteger]
+               ) -> np.ndarray:
     """Little-endian integer of the bytes ``matrix[:, start:stop]`` (fewer than a word)."""
     word = np.zeros(len(matrix), dtype=dtype)
     for i in range(stop - 1, start - 1, -1):
@@ -125,7 +126,7 @@ def _tail_word(matrix, start, stop, dtype):
     return word
 
 
-def _murmur32_rows(matrix, key_len, seed):
+def _murmur32_rows(matrix: np.ndarray, key_len: int, seed: int) -> np.ndarray:
     """MurmurHash3_x86_32 of each row of a (n, key_len) uint8 matrix."""
     c1, c2 = np.uint32(0xCC9E2D51), np.uint32(0x1B873593)
     n_blocks = key_len // 4
@@ -148,7 +149,7 @@ def _murmur32_rows(matrix, key_len, seed):
     return h.astype(np.uint64)
 
 
-def _fmix64(k):
+def _fmix64(k: np.ndarray) -> np.ndarray:
     k ^= k >> np.uint64(33)
     k *= np.uint64(0xFF51AFD7ED558CCD)
     k ^= k >> np.uint64(33)
@@ -157,7 +158,7 @@ def _fmix64(k):
     return k
 
 
-def _murmur64_rows(matrix, key_len, seed):
+def _murmur64_rows(matrix: np.ndarray, key_len: int, seed: int) -> np.ndarray:
     """First word of MurmurHash3_x64_128 of each row of a (n, key_len) uint8 matrix."""
     c1, c2 = np.uint64(0x87C37B91114253D5), np.uint64(0x4CF5AD432745937F)
     n_blocks = key_len // 16

@@ -11,13 +11,14 @@ import mmap
 import os
 import struct
 from collections.abc import Callable, Sequence
-from typing import Any, Union
+from typing import Any
 
 import numpy as np
 
 from sparkey.errors import ClosedError, IndexFormatError
 from sparkey.format import (
-    INDEX_HEADER_SIZE, Compression, EntryKind, IndexHeader, decode_address, entry_bytes, key_list)
+    BytesOrStr, INDEX_HEADER_SIZE, Compression, EntryKind, IndexHeader, decode_address, entry_bytes,
+    key_list)
 from sparkey.log import LogReader
 from sparkey.murmur import hash_key_array, hash_keys, scalar_hasher
 from sparkey.table import TableStatistics, slot_dtype
@@ -27,9 +28,6 @@ PROBE_CHUNK_KEYS = 16384
 cache lines the previous round loaded (measured: 0.19 -> 0.14 us/key for 200k keys, 1M slots)."""
 
 _STRUCT_CODES = {4: "I", 8: "Q"}
-
-Key = Union[bytes, bytearray, memoryview, str]
-"""What a lookup accepts as a key: bytes-like, or str (looked up as its UTF-8 bytes)."""
 
 
 def read_index_header(path: str | os.PathLike[str]) -> IndexHeader:
@@ -52,7 +50,7 @@ class HashIndex:
     ``get(key)`` returns the value stored for ``key`` (bytes or str), or None.
     """
 
-    get: Callable[[Key], bytes | None]
+    get: Callable[[BytesOrStr], bytes | None]
 
     def __init__(self, index_path: str | os.PathLike[str], log: LogReader) -> None:
         index_path = os.fspath(index_path)
@@ -118,7 +116,7 @@ class HashIndex:
             raise self._closed_error()
         return hashes, addresses
 
-    def _lookup_function(self, mm: mmap.mmap) -> Callable[[Key], bytes | None]:
+    def _lookup_function(self, mm: mmap.mmap) -> Callable[[BytesOrStr], bytes | None]:
         """``get(key)``: the value stored for ``key`` (bytes or str), or None.
 
         A closure over the mapping and the table geometry: it runs for every lookup, and cell
@@ -163,7 +161,7 @@ class HashIndex:
                 raise
         return get
 
-    def get_many(self, keys: Sequence[Key] | np.ndarray) -> list[bytes | None]:
+    def get_many(self, keys: Sequence[BytesOrStr] | np.ndarray) -> list[bytes | None]:
         """Values for a sequence of keys (None where absent), hashing and probing in bulk.
 
         ``keys`` is a sequence of bytes/str, or a numpy ``S`` array (whose elements, as numpy
@@ -184,7 +182,7 @@ class HashIndex:
                 raise self._closed_error() from None
             raise
 
-    def _hash_many(self, keys: Sequence[Key] | np.ndarray) -> tuple[np.ndarray, list[bytes]]:
+    def _hash_many(self, keys: Sequence[BytesOrStr] | np.ndarray) -> tuple[np.ndarray, list[bytes]]:
         """Hashes of ``keys`` and the keys as a list of bytes."""
         seed, hash_size = self._seed, self.header.hash_size
         if isinstance(keys, np.ndarray):

@@ -18,12 +18,11 @@ with five digits (``part-00003-of-00008``), which is why a store has at most 99,
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Union
 
 import mmh3
 import numpy as np
 
-from sparkey.format import entry_bytes, key_list
+from sparkey.format import BytesOrStr, entry_bytes, key_list
 from sparkey.murmur import hash_key_array, hash_keys
 
 ROUTING_HASH = "murmur3_x86_32"
@@ -37,7 +36,7 @@ routing_hash = mmh3.mmh3_32_sintdigest
 ``num_shards`` (Python's ``%`` is the floor modulo)."""
 
 
-def check_num_shards(num_shards):
+def check_num_shards(num_shards: object) -> int:
     """Return ``num_shards`` if it is an int from 1 to MAX_SHARDS, else raise ValueError."""
     if (not isinstance(num_shards, int) or isinstance(num_shards, bool)
             or not 1 <= num_shards <= MAX_SHARDS):
@@ -45,26 +44,27 @@ def check_num_shards(num_shards):
     return num_shards
 
 
-def check_routing_seed(seed):
+def check_routing_seed(seed: object) -> int:
     """Return ``seed`` if it is an int in [0, 2**32), else raise ValueError."""
     if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2**32:
         raise ValueError(f"routing_seed must be an int in [0, 2**32), not {seed!r}")
     return seed
 
 
-def part_name(shard, num_shards):
+def part_name(shard: int, num_shards: int) -> str:
     """Base name of the files of ``shard``: ``part-00003-of-00008``."""
     return f"part-{shard:05d}-of-{num_shards:05d}"
 
 
-def shard_of(key, num_shards, seed=DEFAULT_ROUTING_SEED):
+def shard_of(key: BytesOrStr, num_shards: int, seed: int = DEFAULT_ROUTING_SEED) -> int:
     """The shard of one key (``bytes``-like or ``str``)."""
     if key.__class__ is not bytes:
         key = entry_bytes(key, "key")
     return routing_hash(key, seed) % num_shards
 
 
-def shards_of(keys, num_shards, seed=DEFAULT_ROUTING_SEED):
+def shards_of(keys: Sequence[BytesOrStr] | np.ndarray, num_shards: int,
+              seed: int = DEFAULT_ROUTING_SEED) -> np.ndarray:
     """The shards of many keys as an int64 array aligned with ``keys``.
 
     ``keys`` is a sequence of ``bytes``-like or ``str`` keys (one ``mmh3`` call per key), or a
