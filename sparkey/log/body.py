@@ -12,7 +12,8 @@ format only decides what a block is. ``LogReader`` does the same:
 
 Each body has two jobs. ``block_at(position, end)`` returns ``(data, start, stop, next)``: the
 block's entry bytes are ``data[start:stop]`` and the following block starts at file offset
-``next``. ``entry_spans(positions, entry_indexes)`` locates the key and value of many PUT
+``next`` (a raw body's blocks all lie in one ``resident`` buffer, which a lookup reads without
+asking for the block). ``entry_spans(positions, entry_indexes)`` locates the key and value of many PUT
 entries at once for ``LogReader.values_for_many``: numpy over the mapping for a raw body, one
 decompression per distinct block for a block body.
 
@@ -78,9 +79,14 @@ class RawBody:
     own_blocks = True
     """Every entry is its own block: an address is the entry's offset and entry index 0."""
 
+    resident: BlockData | None
+    """The mapping: every block is it from the block's position on, so a lookup reads it
+    without a block_at call."""
+
     def __init__(self, mm: mmap.mmap, data_end: int) -> None:
         self._mm = mm
         self._data_end = data_end
+        self.resident = mm
 
     def block_at(self, position: int, end: int) -> tuple[BlockData, int, int, int]:
         """The mapping from ``position`` to ``end``; nothing follows it. O(1)."""
@@ -130,6 +136,9 @@ class BlockBody:
 
     own_blocks = False
     """An address is the block's position and the entry's rank among those starting in it."""
+
+    resident: BlockData | None = None
+    """Blocks are decompressed on demand: none is resident."""
 
     def __init__(self, mm: mmap.mmap, data_end: int, codec: Codec, block_size: int) -> None:
         self._mm = mm

@@ -20,7 +20,7 @@ from sparkey.errors import ClosedError, IndexFormatError, LogFormatError
 from sparkey.format import (
     LOG_HEADER_SIZE, Compression, EntryKind, LogHeader, delete_header, put_header)
 from sparkey.log.blocks import BlockCursor, SpansBlocks, skip_in_block, vlq_in_block
-from sparkey.log.body import BlockBody, RawBody, check_position, delete_at_address
+from sparkey.log.body import BlockBody, BlockData, RawBody, check_position, delete_at_address
 from sparkey.log.entries import EntryTable, LogEntry, vlq_many
 
 SCAN_CHUNK_ENTRIES = 1 << 20
@@ -290,14 +290,21 @@ def _value_reader(body: RawBody | BlockBody, data_end: int,
                   across_blocks: ValueReader) -> ValueReader:
     """``value_for`` of a log: the hot path of every lookup, as a closure over its body.
 
-    ``body.block_at`` checks the position and gives the block; the entry index is skipped
-    inside it and the entry read in place. An entry that continues past its block (or runs past
-    the end of a raw body) takes ``across_blocks``, which reads across blocks or raises.
+    The block at ``position`` is the body's resident buffer when it has one (a raw body: the
+    mapping, read from ``position`` to ``data_end`` without a call), else ``body.block_at``,
+    which also checks the position; the entry index is skipped inside the block and the entry
+    read in place. An entry that continues past its block (or runs past the end of a raw body)
+    takes ``across_blocks``, which reads across blocks or raises.
     """
     block_at = body.block_at
+    resident = body.resident
 
     def value_for(position: int, entry_index: int, key: bytes) -> bytes | None:
-        block, pos, stop, _ = block_at(position, data_end)
+        block: BlockData
+        if resident is not None and LOG_HEADER_SIZE <= position < data_end:
+            block, pos, stop = resident, position, data_end
+        else:
+            block, pos, stop, _ = block_at(position, data_end)
         try:
             if entry_index:
                 pos = skip_in_block(block, pos, entry_index, stop)
