@@ -9,7 +9,7 @@ A store is a log ``<base>.spl`` of PUT/DELETE entries plus a hash index ``<base>
 
 Modules, bottom up: ``errors``; the pure layer ``format`` (byte layouts), ``murmur``, ``codec``,
 ``table``, ``robinhood``, ``canonical``; the file layer, the only code that opens Sparkey files:
-the ``log`` package and ``index``; the API ``reader`` and ``writer``; the command line ``cli``.
+the ``log`` and ``index`` packages; the API ``reader`` and ``writer``; the command line ``cli``.
 """
 
 from sparkey.errors import (

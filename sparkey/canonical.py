@@ -17,12 +17,17 @@ redo with floor 1: 1 (the home-0 entry moves up behind the wrapped one), 3, 4, 5
 [1, 3, 4, 0].
 """
 
+from __future__ import annotations
+
+from collections.abc import Callable
+
 import numpy as np
 
 from sparkey.format import EntryKind
 
 
-def live_entries(hashes, kinds, key_of):
+def live_entries(hashes: np.ndarray, kinds: np.ndarray,
+                 key_of: Callable[[int], bytes]) -> np.ndarray:
     """Indices, in log order, of the live entries among log entries given in log order.
 
     An entry is live if it is a PUT and no later entry has the same key. Only entries whose
@@ -40,9 +45,9 @@ def live_entries(hashes, kinds, key_of):
     grouped = np.flatnonzero(shared)
     grouped = grouped[np.argsort(hashes[grouped], kind="stable")]
     group_starts = np.flatnonzero(np.diff(hashes[grouped])) + 1
-    survivors = []
+    survivors: list[int] = []
     for group in np.split(grouped, group_starts):
-        last_by_key = {}
+        last_by_key: dict[bytes, int] = {}
         for i in group.tolist():
             last_by_key[key_of(i)] = i
         survivors.extend(i for i in last_by_key.values() if is_put[i])
@@ -50,7 +55,7 @@ def live_entries(hashes, kinds, key_of):
     return np.sort(np.concatenate(live))
 
 
-def order_by_home(homes):
+def order_by_home(homes: np.ndarray) -> np.ndarray:
     """Permutation sorting entries (given in log order) by ``(home, log order)``."""
     count = len(homes)
     if count and int(homes.max()) < (1 << 63) // count:
@@ -58,14 +63,14 @@ def order_by_home(homes):
     return np.argsort(homes, kind="stable")
 
 
-def place(homes, floor=0):
+def place(homes: np.ndarray, floor: int = 0) -> np.ndarray:
     """Positions of entries sorted by home, none below ``floor`` (positions may pass capacity)."""
     steps = np.arange(len(homes), dtype=np.int64)
     positions = np.maximum.accumulate(homes.astype(np.int64) - steps) + steps
     return np.maximum(positions, floor + steps)
 
 
-def place_wrapped(homes, capacity):
+def place_wrapped(homes: np.ndarray, capacity: int) -> np.ndarray:
     """Slots of entries sorted by home in a table of ``capacity`` slots, wrapping past the end."""
     floor = 0
     while True:

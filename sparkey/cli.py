@@ -4,11 +4,14 @@ Exit status: 0 on success, 1 on an error (message on stderr), 2 when ``get`` fin
 (as libsparkey's tool does; argparse also uses 2 for usage errors).
 """
 
+from __future__ import annotations
+
 import argparse
 import sys
+from typing import IO, Any
 
 from sparkey.errors import IndexFormatError, LogFormatError, SparkeyError
-from sparkey.format import Compression, file_pair
+from sparkey.format import Compression, IndexHeader, LogHeader, file_pair
 from sparkey.index import METHODS, read_index_header, write_index
 from sparkey.log import LogReader, LogWriter, read_log_header
 from sparkey.reader import Reader
@@ -19,7 +22,8 @@ EXIT_ERROR = 1
 EXIT_NOT_FOUND = 2
 
 
-def main(argv=None, stdin=None, stdout=None):
+def main(argv: list[str] | None = None, stdin: IO[bytes] | None = None,
+         stdout: IO[bytes] | None = None) -> int:
     """Run the command line and return the exit status (streams default to the process's)."""
     stdin = stdin if stdin is not None else sys.stdin.buffer
     stdout = stdout if stdout is not None else sys.stdout.buffer
@@ -31,7 +35,7 @@ def main(argv=None, stdin=None, stdout=None):
         return EXIT_ERROR
 
 
-def _parser():
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m sparkey",
                                      description="Inspect and write Sparkey stores.")
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
@@ -81,27 +85,28 @@ def _parser():
     return parser
 
 
-def _add_log_options(parser):
+def _add_log_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-c", "--compression", default="none",
                         choices=[c.name.lower() for c in Compression])
     parser.add_argument("-b", "--block-size", type=int, default=4096,
                         help="largest uncompressed block (compressed logs; default 4096)")
 
 
-def _add_index_options(parser):
+def _add_index_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--hash-size", type=int, choices=(4, 8), help="default: automatic")
     parser.add_argument("--rules", choices=RULES, default="canonical")
     parser.add_argument("--seed", type=int, help="hash seed (default: random)")
     parser.add_argument("--method", choices=METHODS, default="memory")
 
 
-def _index_options(args):
+def _index_options(args: argparse.Namespace) -> dict[str, Any]:
     return dict(hash_size=args.hash_size, rules=args.rules, hash_seed=args.seed,
                 method=args.method)
 
 
-def _info(args, stdin, stdout):
+def _info(args: argparse.Namespace, stdin: IO[bytes], stdout: IO[bytes]) -> None:
     for path in args.files:
+        header: LogHeader | IndexHeader
         try:
             kind, header = "log", read_log_header(path)
         except LogFormatError as log_error:
@@ -122,7 +127,7 @@ def _info(args, stdin, stdout):
         stdout.write(("\n".join(lines) + "\n").encode())
 
 
-def _get(args, stdin, stdout):
+def _get(args: argparse.Namespace, stdin: IO[bytes], stdout: IO[bytes]) -> int:
     key = bytes.fromhex(args.key) if args.hex else args.key.encode("utf-8")
     with Reader(args.store) as reader:
         value = reader.get(key)
@@ -132,7 +137,7 @@ def _get(args, stdin, stdout):
     return 0
 
 
-def _dump(args, stdin, stdout):
+def _dump(args: argparse.Namespace, stdin: IO[bytes], stdout: IO[bytes]) -> None:
     if args.log:
         with LogReader(file_pair(args.store)[0]) as log:
             for entry in log:
@@ -146,17 +151,17 @@ def _dump(args, stdin, stdout):
             stdout.write(_line([key, value], args.hex))
 
 
-def _line(fields, as_hex, raw_first=False):
+def _line(fields: list[bytes], as_hex: bool, raw_first: bool = False) -> bytes:
     shown = [field if (not as_hex or (raw_first and i == 0)) else field.hex().encode()
              for i, field in enumerate(fields)]
     return b"\t".join(shown) + b"\n"
 
 
-def _create(args, stdin, stdout):
+def _create(args: argparse.Namespace, stdin: IO[bytes], stdout: IO[bytes]) -> None:
     LogWriter(args.log, args.compression, args.block_size).close()
 
 
-def _append(args, stdin, stdout):
+def _append(args: argparse.Namespace, stdin: IO[bytes], stdout: IO[bytes]) -> None:
     delimiter = args.delimiter.encode("utf-8")
     if not delimiter:
         raise ValueError("the delimiter must not be empty")
@@ -170,12 +175,12 @@ def _append(args, stdin, stdout):
             writer.put(key, value)
 
 
-def _write_index(args, stdin, stdout):
+def _write_index(args: argparse.Namespace, stdin: IO[bytes], stdout: IO[bytes]) -> None:
     log_path, index_path = file_pair(args.log)
     write_index(index_path, log_path, **_index_options(args))
 
 
-def _rewrite(args, stdin, stdout):
+def _rewrite(args: argparse.Namespace, stdin: IO[bytes], stdout: IO[bytes]) -> None:
     with Reader(args.source) as reader, Writer(args.target, args.compression, args.block_size,
                                                **_index_options(args)) as writer:
         for key, value in reader.items():

@@ -10,7 +10,10 @@ Compressed bytes are not portable across library versions (both C and Java use z
 the content size in the frame header, as we do); only the decompressed blocks are comparable.
 """
 
+from __future__ import annotations
+
 import threading
+from typing import Protocol
 
 import snappy
 import zstandard
@@ -25,7 +28,19 @@ ZSTD_MAX_RATIO = 32768
 """zstd's densest block (RLE) regenerates 128 KiB from 4 bytes."""
 
 
-def _corrupt(name, max_size, detail):
+class Codec(Protocol):
+    """What a block codec provides: ``compress`` a block, ``decompress`` a bounded payload."""
+
+    name: str
+
+    def compress(self, block: bytes | bytearray | memoryview) -> bytes:
+        """The payload stored for ``block``."""
+
+    def decompress(self, payload: bytes, max_size: int) -> bytes:
+        """The block of ``payload``; LogFormatError if it is corrupt or exceeds ``max_size``."""
+
+
+def _corrupt(name: str, max_size: int, detail: str) -> LogFormatError:
     return LogFormatError(f"{name} block does not decompress to at most {max_size} bytes "
                           f"({detail}); the log is corrupt")
 
@@ -36,11 +51,13 @@ class SnappyCodec:
     name = "snappy"
 
     @staticmethod
-    def compress(block):
+    def compress(block: bytes | bytearray | memoryview) -> bytes:
+        """The raw snappy encoding of ``block``."""
         return snappy.compress(bytes(block))
 
     @staticmethod
-    def decompress(payload, max_size):
+    def decompress(payload: bytes, max_size: int) -> bytes:
+        """The block of ``payload``, checked against its length preamble and ``max_size``."""
         declared, pos, shift = 0, 0, 0
         while True:
             if pos >= len(payload) or pos >= 5:
@@ -65,10 +82,10 @@ class ZstdCodec:
 
     name = "zstd"
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._local = threading.local()
 
-    def _contexts(self):
+    def _contexts(self) -> tuple[zstandard.ZstdCompressor, zstandard.ZstdDecompressor]:
         local = self._local
         try:
             return local.compressor, local.decompressor
@@ -77,10 +94,12 @@ class ZstdCodec:
             local.decompressor = zstandard.ZstdDecompressor()
             return local.compressor, local.decompressor
 
-    def compress(self, block):
+    def compress(self, block: bytes | bytearray | memoryview) -> bytes:
+        """One level-3 zstd frame holding ``block`` and its size."""
         return self._contexts()[0].compress(block)
 
-    def decompress(self, payload, max_size):
+    def decompress(self, payload: bytes, max_size: int) -> bytes:
+        """The block of the frame ``payload``, bounded by ``max_size`` and the frame's ratio."""
         try:
             declared = zstandard.frame_content_size(payload)
         except zstandard.ZstdError as exc:
@@ -97,10 +116,11 @@ class ZstdCodec:
         return block
 
 
-_CODECS = {Compression.SNAPPY: SnappyCodec(), Compression.ZSTD: ZstdCodec()}
+_CODECS: dict[Compression, Codec] = {Compression.SNAPPY: SnappyCodec(),
+                                     Compression.ZSTD: ZstdCodec()}
 
 
-def codec_for(compression):
+def codec_for(compression: int) -> Codec:
     """The shared codec of a compressed log type."""
     try:
         return _CODECS[Compression(compression)]

@@ -6,6 +6,8 @@ Format errors carry the name of the offending header field in ``field`` (``None`
 is not a single header field, e.g. a truncated entry in the log body).
 """
 
+from __future__ import annotations
+
 
 class SparkeyError(Exception):
     """Base class of every error raised by sparkey on purpose."""
@@ -14,7 +16,7 @@ class SparkeyError(Exception):
 class _FieldError(SparkeyError, ValueError):
     """A file failed validation; ``field`` names the header field at fault, if any."""
 
-    def __init__(self, message, field=None):
+    def __init__(self, message: str, field: str | None = None) -> None:
         super().__init__(message)
         self.field = field
 

@@ -67,10 +67,15 @@ offset and ``entry_index`` 0; for compressed logs ``position`` is the offset of 
 prefix and ``entry_index`` the entry's rank among the entries that start in that block.
 """
 
+from __future__ import annotations
+
 import dataclasses
 import enum
+import mmap
 import os
 import struct
+from collections.abc import Iterable
+from typing import Union
 
 from sparkey.errors import (
     EntrySizeError, EntryTypeError, FileIdentifierMismatch, IndexFormatError, LogFormatError)
@@ -89,6 +94,12 @@ MAX_ENTRY_PART_LEN = 2**31 - 1
 
 MAX_VLQ_BYTES = 10
 
+Buffer = Union[bytes, bytearray, memoryview, mmap.mmap]
+"""Bytes that the parsers read by index and slice: bytes-likes, or a mapped file."""
+
+BytesOrStr = Union[bytes, bytearray, memoryview, str]
+"""A key or value as callers pass it: bytes-like, or str (stored as UTF-8)."""
+
 _LOG_STRUCT = struct.Struct("<IIIIQQQQQQIIQI")
 _INDEX_STRUCT = struct.Struct("<IIIIIQQQQQQIIQQIQQ")
 assert _LOG_STRUCT.size == LOG_HEADER_SIZE and _INDEX_STRUCT.size == INDEX_HEADER_SIZE
@@ -102,7 +113,7 @@ class Compression(enum.IntEnum):
     ZSTD = 2
 
     @classmethod
-    def parse(cls, value):
+    def parse(cls, value: object) -> Compression:
         """Accept a member, its code, or its name in any case (``"zstd"``)."""
         if isinstance(value, cls):
             return value
@@ -128,12 +139,12 @@ class EntryKind(enum.IntEnum):
 
 # ----------------------------------------------------------------------------------- entries
 
-def vlq_size(value):
+def vlq_size(value: int) -> int:
     """Number of bytes of the shortest VLQ encoding of ``value`` (1 for 0)."""
     return max(1, (value.bit_length() + 6) // 7)
 
 
-def vlq_encode(value):
+def vlq_encode(value: int) -> bytes:
     """Shortest VLQ encoding of a non-negative int."""
     if value < 0x80:
         return bytes((value,))
@@ -145,7 +156,7 @@ def vlq_encode(value):
     return bytes(out)
 
 
-def vlq_decode(buf, pos, end):
+def vlq_decode(buf: Buffer, pos: int, end: int) -> tuple[int, int]:
     """Decode the VLQ at ``buf[pos]``; return ``(value, next_pos)``.
 
     Raises LogFormatError when the encoding runs past ``end`` or is longer than 10 bytes (a value
@@ -168,29 +179,29 @@ def vlq_decode(buf, pos, end):
         "the log is corrupt")
 
 
-def put_header(key_len, value_len):
+def put_header(key_len: int, value_len: int) -> bytes:
     """The two header VLQs of a PUT."""
     if key_len < 0x7F and value_len < 0x80:
         return bytes((key_len + 1, value_len))
     return vlq_encode(key_len + 1) + vlq_encode(value_len)
 
 
-def delete_header(key_len):
+def delete_header(key_len: int) -> bytes:
     """The two header VLQs of a DELETE."""
     return b"\x00" + vlq_encode(key_len)
 
 
-def put_size(key_len, value_len):
+def put_size(key_len: int, value_len: int) -> int:
     """Encoded size of a PUT entry, as counted in ``put_size`` and ``garbage_size``."""
     return vlq_size(key_len + 1) + vlq_size(value_len) + key_len + value_len
 
 
-def delete_size(key_len):
+def delete_size(key_len: int) -> int:
     """Encoded size of a DELETE entry, as counted in ``delete_size``."""
     return 1 + vlq_size(key_len) + key_len
 
 
-def entry_bytes(obj, role="key"):
+def entry_bytes(obj: object, role: str = "key") -> bytes:
     """Return ``obj`` as ``bytes`` for use as a key or value; ``str`` is encoded as UTF-8.
 
     Raises EntryTypeError for other types and EntrySizeError past MAX_ENTRY_PART_LEN bytes.
@@ -211,7 +222,14 @@ def entry_bytes(obj, role="key"):
     return data
 
 
-def _too_long(role, length):
+def key_list(keys: Iterable[object]) -> list[bytes]:
+    """``keys`` as a list of ``bytes`` (``entry_bytes`` of each; a list of bytes as it is)."""
+    if isinstance(keys, list) and not set(map(type, keys)) - {bytes}:
+        return keys
+    return [key if key.__class__ is bytes else entry_bytes(key, "key") for key in keys]
+
+
+def _too_long(role: str, length: int) -> EntrySizeError:
     return EntrySizeError(
         f"{role} of {length} bytes is longer than {MAX_ENTRY_PART_LEN} bytes, the largest that "
         "sparkey-java can read; split it or store it elsewhere")
@@ -219,19 +237,31 @@ def _too_long(role, length):
 
 # --------------------------------------------------------------------------------- addresses
 
-def encode_address(position, entry_index, entry_block_bits):
+def encode_address(position: int, entry_index: int, entry_block_bits: int) -> int:
     """Slot address of the entry ``entry_index`` of the block (or NONE entry) at ``position``."""
     return (position << entry_block_bits) | entry_index
 
 
-def decode_address(address, entry_block_bits):
+def decode_address(address: int, entry_block_bits: int) -> tuple[int, int]:
     """Inverse of encode_address: ``(position, entry_index)``."""
     return address >> entry_block_bits, address & ((1 << entry_block_bits) - 1)
 
 
 # ----------------------------------------------------------------------------------- headers
 
-def _check(ok, error, field, message):
+def _check_magic_and_size(buf: Buffer, magic: int, header_size: int,
+                          error: type[LogFormatError | IndexFormatError], what: str, suffix: str,
+                          advice: str) -> None:
+    """Raise ``error`` unless ``buf`` starts with ``magic`` and holds ``header_size`` bytes."""
+    if len(buf) >= 4 and (found := int.from_bytes(buf[:4], "little")) != magic:
+        raise error(f"magic is {found:#010x}, not {magic:#010x}: this is not a Sparkey {what} "
+                    f"({suffix}) file", "magic")
+    if len(buf) < header_size:
+        raise error(f"{what} header is truncated: {len(buf)} bytes, need {header_size}; {advice}")
+
+
+def _check(ok: bool, error: type[LogFormatError | IndexFormatError], field: str,
+           message: str) -> None:
     if not ok:
         raise error(f"{field} {message}", field)
 
@@ -254,7 +284,7 @@ class LogHeader:
     major_version: int = LOG_MAJOR_VERSION
     minor_version: int = LOG_MINOR_VERSION
 
-    def pack(self):
+    def pack(self) -> bytes:
         """The header as 84 bytes."""
         return _LOG_STRUCT.pack(
             LOG_MAGIC, self.major_version, self.minor_version, self.file_identifier,
@@ -263,16 +293,10 @@ class LogHeader:
             self.put_size, self.max_entries_per_block)
 
     @classmethod
-    def unpack(cls, buf):
+    def unpack(cls, buf: Buffer) -> LogHeader:
         """Parse and validate the first 84 bytes of ``buf`` (LogFormatError names the field)."""
-        if len(buf) >= 4 and int.from_bytes(buf[:4], "little") != LOG_MAGIC:
-            magic = int.from_bytes(buf[:4], "little")
-            raise LogFormatError(f"magic is {magic:#010x}, not {LOG_MAGIC:#010x}: this is not "
-                                 "a Sparkey log (.spl) file", "magic")
-        if len(buf) < LOG_HEADER_SIZE:
-            raise LogFormatError(
-                f"log header is truncated: {len(buf)} bytes, need {LOG_HEADER_SIZE}; "
-                "this is not a complete Sparkey log")
+        _check_magic_and_size(buf, LOG_MAGIC, LOG_HEADER_SIZE, LogFormatError, "log", ".spl",
+                              "this is not a complete Sparkey log")
         (_magic, major, minor, file_identifier, num_puts, num_deletes, data_end, max_key_len,
          max_value_len, del_size, compression_type, block_size, p_size,
          max_entries_per_block) = _LOG_STRUCT.unpack_from(buf, 0)
@@ -342,16 +366,16 @@ class IndexHeader:
     minor_version: int = INDEX_MINOR_VERSION
 
     @property
-    def slot_size(self):
+    def slot_size(self) -> int:
         """Bytes per slot: hash then address."""
         return self.hash_size + self.address_size
 
     @property
-    def file_size(self):
+    def file_size(self) -> int:
         """Exact size of a well-formed index file with this header."""
         return INDEX_HEADER_SIZE + self.hash_capacity * self.slot_size
 
-    def pack(self):
+    def pack(self) -> bytes:
         """The header as 112 bytes."""
         return _INDEX_STRUCT.pack(
             INDEX_MAGIC, self.major_version, self.minor_version, self.file_identifier,
@@ -361,16 +385,10 @@ class IndexHeader:
             self.hash_collisions, self.total_displacement)
 
     @classmethod
-    def unpack(cls, buf):
+    def unpack(cls, buf: Buffer) -> IndexHeader:
         """Parse and validate the first 112 bytes of ``buf`` (IndexFormatError names the field)."""
-        if len(buf) >= 4 and int.from_bytes(buf[:4], "little") != INDEX_MAGIC:
-            magic = int.from_bytes(buf[:4], "little")
-            raise IndexFormatError(f"magic is {magic:#010x}, not {INDEX_MAGIC:#010x}: this is "
-                                   "not a Sparkey index (.spi) file", "magic")
-        if len(buf) < INDEX_HEADER_SIZE:
-            raise IndexFormatError(
-                f"index header is truncated: {len(buf)} bytes, need {INDEX_HEADER_SIZE}; "
-                "rebuild the index with sparkey.write_index")
+        _check_magic_and_size(buf, INDEX_MAGIC, INDEX_HEADER_SIZE, IndexFormatError, "index",
+                              ".spi", "rebuild the index with sparkey.write_index")
         (_magic, major, minor, file_identifier, seed, data_end, max_key_len, max_value_len,
          num_puts, garbage_size, num_entries, address_size, hash_size, capacity,
          max_displacement, bits, collisions, total_displacement) = _INDEX_STRUCT.unpack_from(buf)
@@ -405,7 +423,7 @@ class IndexHeader:
             entry_block_bits=bits, hash_collisions=collisions,
             total_displacement=total_displacement, major_version=major, minor_version=minor)
 
-    def check_log(self, log):
+    def check_log(self, log: LogHeader) -> None:
         """Raise unless this index can describe the log whose header is ``log``."""
         if self.file_identifier != log.file_identifier:
             raise FileIdentifierMismatch(
@@ -432,7 +450,7 @@ LOG_SUFFIX = ".spl"
 INDEX_SUFFIX = ".spi"
 
 
-def file_pair(path):
+def file_pair(path: str | os.PathLike[str]) -> tuple[str, str]:
     """``(log_path, index_path)`` for a base name or either file of a pair.
 
     A ``.spl`` or ``.spi`` suffix is swapped for the other one; any other name gets both

@@ -2,25 +2,86 @@
 
 A reader sets ``self._lookup`` to a function ``key -> bytes | None`` (a closure over its mapped
 files, swapped for one that raises ClosedError on close); ``get``, ``[]`` and ``in`` go through
-it with no other attribute lookups on the hot path.
+it with no other attribute lookups on the hot path. ``items()`` and ``values()`` are views
+whose iteration the reader provides (``_iter_items``, ``_iter_values``), straight from its logs
+rather than one lookup per key; ``with`` closes the reader.
 """
 
+from __future__ import annotations
+
+import abc
 import collections.abc
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar, overload
+
+_Default = TypeVar("_Default")
+_Reader = TypeVar("_Reader", bound="LookupMapping")
 
 
-class LookupMapping(collections.abc.Mapping):
-    """``get``, ``__getitem__`` and ``__contains__`` over ``self._lookup``."""
+class LookupMapping(collections.abc.Mapping[bytes, bytes]):
+    """``get``, ``[]``, ``in``, ``items()``, ``values()`` and context-manager use."""
 
-    def get(self, key, default=None):
+    _lookup: Callable[[Any], bytes | None]
+
+    @overload
+    def get(self, key: Any) -> bytes | None: ...
+
+    @overload
+    def get(self, key: Any, default: bytes) -> bytes: ...
+
+    @overload
+    def get(self, key: Any, default: _Default) -> bytes | _Default: ...
+
+    def get(self, key: Any, default: object = None) -> object:
         """Value of ``key``, or ``default``."""
         value = self._lookup(key)
         return default if value is None else value
 
-    def __getitem__(self, key):
+    def __getitem__(self, key: Any) -> bytes:
         value = self._lookup(key)
         if value is None:
             raise KeyError(key)
         return value
 
-    def __contains__(self, key):
+    def __contains__(self, key: object) -> bool:
         return self._lookup(key) is not None
+
+    def items(self) -> collections.abc.ItemsView[bytes, bytes]:
+        """View of the ``(key, value)`` pairs, iterated in the reader's order."""
+        return _ItemsView(self)
+
+    def values(self) -> collections.abc.ValuesView[bytes]:
+        """View of the values, in the order of ``items()``."""
+        return _ValuesView(self)
+
+    @abc.abstractmethod
+    def _iter_items(self) -> Iterator[tuple[bytes, bytes]]:
+        """The live ``(key, value)`` pairs, in iteration order."""
+
+    @abc.abstractmethod
+    def _iter_values(self) -> Iterator[bytes]:
+        """The live values, in iteration order."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Release the reader's files. Idempotent."""
+
+    def __enter__(self: _Reader) -> _Reader:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+class _ItemsView(collections.abc.ItemsView[bytes, bytes]):
+    _mapping: LookupMapping
+
+    def __iter__(self) -> Iterator[tuple[bytes, bytes]]:
+        return self._mapping._iter_items()
+
+
+class _ValuesView(collections.abc.ValuesView[bytes]):
+    _mapping: LookupMapping
+
+    def __iter__(self) -> Iterator[bytes]:
+        return self._mapping._iter_values()

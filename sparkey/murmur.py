@@ -13,10 +13,16 @@ without creating a Python object per key: keys are grouped by length, gathered i
 by column with wrapping uint32/uint64 arithmetic.
 """
 
+from __future__ import annotations
+
 import itertools
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import mmh3
 import numpy as np
+
+from sparkey.errors import EntryTypeError
 
 CHUNK_BYTES = 1 << 20
 """Key bytes gathered at once: bounds the temporary index matrix to 8 * CHUNK_BYTES bytes."""
@@ -25,17 +31,17 @@ _mmh3_32 = mmh3.mmh3_32_uintdigest
 _mmh3_128 = mmh3.mmh3_x64_128_utupledigest
 
 
-def hash32(key, seed):
+def hash32(key: bytes, seed: int) -> int:
     """MurmurHash3_x86_32 of ``key`` as an unsigned int."""
     return _mmh3_32(key, seed)
 
 
-def hash64(key, seed):
+def hash64(key: bytes, seed: int) -> int:
     """First 64-bit word of MurmurHash3_x64_128 of ``key``, unsigned."""
     return _mmh3_128(key, seed)[0]
 
 
-def scalar_hasher(hash_size):
+def scalar_hasher(hash_size: int) -> Callable[[bytes, int], int]:
     """The scalar hash function ``(key, seed) -> int`` for an index with ``hash_size`` 4 or 8."""
     if hash_size == 4:
         return _mmh3_32
@@ -44,8 +50,9 @@ def scalar_hasher(hash_size):
     raise ValueError(f"hash_size must be 4 or 8, not {hash_size}")
 
 
-def hash_keys(keys, seed, hash_size):
+def hash_keys(keys: Sequence[bytes], seed: int, hash_size: int) -> np.ndarray:
     """Hashes of a sequence of ``bytes`` keys as a uint64 array (one ``mmh3`` call per key)."""
+    hashes: Any
     if hash_size == 4:
         hashes = map(_mmh3_32, keys, itertools.repeat(seed))
     elif hash_size == 8:
@@ -55,7 +62,8 @@ def hash_keys(keys, seed, hash_size):
     return np.fromiter(hashes, dtype=np.uint64, count=len(keys))
 
 
-def hash_buffer(buffer, offsets, lengths, seed, hash_size):
+def hash_buffer(buffer: Any, offsets: Any, lengths: Any, seed: int, hash_size: int
+                ) -> np.ndarray:
     """Hashes of the keys ``buffer[offsets[i]:offsets[i] + lengths[i]]`` as a uint64 array.
 
     ``buffer`` is anything ``np.frombuffer`` accepts; it is only read. Cost is O(total key bytes)
@@ -84,15 +92,33 @@ def hash_buffer(buffer, offsets, lengths, seed, hash_size):
     return out
 
 
-def _rotl32(x, r):
+def hash_key_array(keys: np.ndarray, seed: int, hash_size: int) -> np.ndarray:
+    """Hashes of the elements of a one-dimensional numpy ``S`` array, as a uint64 array.
+
+    The elements are hashed in place by ``hash_buffer``. numpy strips trailing NUL bytes from
+    ``S`` elements, so the keys are the elements without them. EntryTypeError for any other
+    kind of array.
+    """
+    if keys.dtype.kind != "S" or keys.ndim != 1:
+        raise EntryTypeError(f"a key array must be one-dimensional with dtype 'S', not "
+                             f"{keys.ndim}-d {keys.dtype}")
+    keys = np.ascontiguousarray(keys)
+    width = keys.dtype.itemsize
+    lengths = np.char.str_len(keys) if width else np.zeros(len(keys), dtype=np.int64)
+    offsets = np.arange(len(keys), dtype=np.int64) * width
+    return hash_buffer(keys.view(np.uint8), offsets, lengths, seed, hash_size)
+
+
+def _rotl32(x: np.ndarray, r: int) -> np.ndarray:
     return (x << np.uint32(r)) | (x >> np.uint32(32 - r))
 
 
-def _rotl64(x, r):
+def _rotl64(x: np.ndarray, r: int) -> np.ndarray:
     return (x << np.uint64(r)) | (x >> np.uint64(64 - r))
 
 
-def _tail_word(matrix, start, stop, dtype):
+def _tail_word(matrix: np.ndarray, start: int, stop: int, dtype: type[np.unsignedinteger]
+               ) -> np.ndarray:
     """Little-endian integer of the bytes ``matrix[:, start:stop]`` (fewer than a word)."""
     word = np.zeros(len(matrix), dtype=dtype)
     for i in range(stop - 1, start - 1, -1):
@@ -100,7 +126,7 @@ def _tail_word(matrix, start, stop, dtype):
     return word
 
 
-def _murmur32_rows(matrix, key_len, seed):
+def _murmur32_rows(matrix: np.ndarray, key_len: int, seed: int) -> np.ndarray:
     """MurmurHash3_x86_32 of each row of a (n, key_len) uint8 matrix."""
     c1, c2 = np.uint32(0xCC9E2D51), np.uint32(0x1B873593)
     n_blocks = key_len // 4
@@ -123,7 +149,7 @@ def _murmur32_rows(matrix, key_len, seed):
     return h.astype(np.uint64)
 
 
-def _fmix64(k):
+def _fmix64(k: np.ndarray) -> np.ndarray:
     k ^= k >> np.uint64(33)
     k *= np.uint64(0xFF51AFD7ED558CCD)
     k ^= k >> np.uint64(33)
@@ -132,7 +158,7 @@ def _fmix64(k):
     return k
 
 
-def _murmur64_rows(matrix, key_len, seed):
+def _murmur64_rows(matrix: np.ndarray, key_len: int, seed: int) -> np.ndarray:
     """First word of MurmurHash3_x64_128 of each row of a (n, key_len) uint8 matrix."""
     c1, c2 = np.uint64(0x87C37B91114253D5), np.uint64(0x4CF5AD432745937F)
     n_blocks = key_len // 16

@@ -15,14 +15,28 @@ parallel, with numpy, instead of one Python call per record.
 (``sparkey.log.framing``) and record encoders share.
 """
 
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any, Protocol, cast
+
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from sparkey.format import entry_bytes
+from sparkey.format import BytesOrStr, entry_bytes
 
 _EXACT_GROUPS_LIMIT = 8
 """``copy_rows`` groups rows by exact length when a batch has at most this many distinct
 lengths (a uniform column is one group); beyond that, by the bits of the length."""
+
+
+class Column(Protocol):
+    """A lazy column: its length, and a PackedBytes of any row range on demand."""
+
+    def __len__(self) -> int: ...
+
+    def pack(self, start: int, stop: int) -> PackedBytes:
+        """Rows ``start`` to ``stop - 1`` as a PackedBytes (a pure function of the range)."""
 
 
 class PackedBytes:
@@ -35,7 +49,7 @@ class PackedBytes:
 
     __slots__ = ("data", "offsets")
 
-    def __init__(self, data, offsets):
+    def __init__(self, data: Any, offsets: Any) -> None:
         """Wrap ``data`` (bytes-like or uint8 array) and ``offsets`` (integers, len + 1)."""
         if isinstance(data, np.ndarray):
             if data.dtype != np.uint8 or data.ndim != 1:
@@ -55,52 +69,56 @@ class PackedBytes:
         self.offsets = offsets
 
     @classmethod
-    def from_sequence(cls, items, role="value"):
+    def from_sequence(cls, items: Sequence[BytesOrStr], role: str = "value") -> PackedBytes:
         """Pack a sequence of ``bytes``/``bytearray``/``memoryview``/``str`` (UTF-8).
 
         Raises EntryTypeError for other types, naming ``role`` (``"key"`` or ``"value"``).
         """
         kinds = set(map(type, items))
-        if not kinds <= {bytes, bytearray}:
-            items = [entry_bytes(item, role) for item in items]
-        lengths = np.fromiter(map(len, items), dtype=np.int64, count=len(items))
+        parts: Sequence[bytes | bytearray]
+        if kinds <= {bytes, bytearray}:
+            parts = cast("Sequence[bytes | bytearray]", items)  # every item is bytes-like
+        else:
+            parts = [entry_bytes(item, role) for item in items]
+        lengths = np.fromiter(map(len, parts), dtype=np.int64, count=len(parts))
         offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])
-        return cls(b"".join(items), offsets)
+        return cls(b"".join(parts), offsets)
 
     @classmethod
-    def from_rows(cls, rows):
+    def from_rows(cls, rows: np.ndarray) -> PackedBytes:
         """A column of the rows of a 2-D uint8 array, all ``rows.shape[1]`` bytes long."""
         rows = np.ascontiguousarray(rows, dtype=np.uint8)
         count, width = rows.shape
         return cls(rows.reshape(-1), np.arange(count + 1, dtype=np.int64) * width)
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.offsets) - 1
 
-    def __getitem__(self, i):
+    def __getitem__(self, i: int) -> bytes:
         """String ``i`` as ``bytes``."""
         if not -len(self) <= i < len(self):
             raise IndexError(f"row {i} of a column of {len(self)}")
         i %= len(self)
         return self.data[self.offsets[i]:self.offsets[i + 1]].tobytes()
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[bytes]:
         data = self.data
         bounds = self.offsets.tolist()
         return (data[a:b].tobytes() for a, b in zip(bounds, bounds[1:]))
 
     @property
-    def lengths(self):
+    def lengths(self) -> np.ndarray:
         """Length of every string (int64 array)."""
         return np.diff(self.offsets)
 
-    def pack(self, start, stop):
+    def pack(self, start: int, stop: int) -> PackedBytes:
         """Rows ``start`` to ``stop - 1`` as a PackedBytes sharing this one's data."""
         return PackedBytes(self.data, self.offsets[start:stop + 1])
 
-    def __repr__(self):
-        return f"<sparkey.PackedBytes {len(self)} strings, {self.offsets[-1] - self.offsets[0]} bytes>"
+    def __repr__(self) -> str:
+        size = self.offsets[-1] - self.offsets[0]
+        return f"<sparkey.PackedBytes {len(self)} strings, {size} bytes>"
 
 
 class SequenceColumn:
@@ -108,18 +126,19 @@ class SequenceColumn:
 
     __slots__ = ("items", "role")
 
-    def __init__(self, items, role):
+    def __init__(self, items: Sequence[BytesOrStr], role: str) -> None:
         self.items = items
         self.role = role
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.items)
 
-    def pack(self, start, stop):
+    def pack(self, start: int, stop: int) -> PackedBytes:
+        """Rows ``start`` to ``stop - 1``, packed (validated and copied)."""
         return PackedBytes.from_sequence(self.items[start:stop], self.role)
 
 
-def as_column(column, role):
+def as_column(column: Any, role: str) -> Column:
     """``column`` as an object with ``__len__`` and ``pack``: lazy columns and PackedBytes as they
     are, numpy arrays of bytes/str and other sequences through SequenceColumn."""
     if hasattr(column, "pack") and hasattr(column, "__len__"):
@@ -132,7 +151,7 @@ def as_column(column, role):
     return SequenceColumn(column, role)
 
 
-def _windows(buffer, width):
+def _windows(buffer: np.ndarray, width: int) -> np.ndarray:
     """Every ``width``-byte window of a 1-D uint8 array as the rows of an overlapping 2-D view
     (writable when ``buffer`` is: numpy's as_strided, without its Python-level overhead)."""
     if not buffer.flags.c_contiguous:
@@ -141,7 +160,8 @@ def _windows(buffer, width):
     return np.ndarray((len(buffer) - width + 1, width), np.uint8, buffer, 0, (1, 1))
 
 
-def copy_rows(out, destinations, source, starts, lengths):
+def copy_rows(out: np.ndarray, destinations: np.ndarray, source: np.ndarray,
+              starts: np.ndarray | None, lengths: np.ndarray) -> None:
     """``out[destinations[i]:][:lengths[i]] = source[starts[i]:][:lengths[i]]`` for every ``i``.
 
     ``out`` is a 1-D uint8 array and the destination ranges must not overlap. ``source`` is a
@@ -164,6 +184,7 @@ def copy_rows(out, destinations, source, starts, lengths):
             if not width:
                 continue
             if rows_2d is None:
+                assert starts is not None  # a 1-D source comes with its row starts
                 pieces = _windows(source, width)[starts[rows]]
             else:
                 pieces = rows_2d[rows, :width]
@@ -172,6 +193,7 @@ def copy_rows(out, destinations, source, starts, lengths):
     if rows_2d is not None:
         source = np.ascontiguousarray(rows_2d).reshape(-1)
         starts = np.arange(len(rows_2d), dtype=np.int64) * rows_2d.shape[1]
+    assert starts is not None  # a 1-D source comes with its row starts
     for bit in range(longest.bit_length()):
         width = 1 << bit
         rows = np.flatnonzero(lengths & width)

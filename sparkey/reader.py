@@ -3,14 +3,18 @@
 File access goes through ``sparkey.log.LogReader`` and ``sparkey.index.HashIndex``.
 """
 
-import collections.abc
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from typing import cast
 
 import numpy as np
 
 from sparkey.errors import ClosedError
-from sparkey.format import EntryKind, file_pair
+from sparkey.format import BytesOrStr, EntryKind, IndexHeader, LogHeader, file_pair
 from sparkey.index import HashIndex
-from sparkey.log import LogReader
+from sparkey.log import LogEntry, LogReader
 from sparkey.lookup import LookupMapping
 
 _LIVE_BATCH = 4096
@@ -28,7 +32,7 @@ class Reader(LookupMapping):
     call raises ClosedError. Entries appended to the log after opening are not visible.
     """
 
-    def __init__(self, path):
+    def __init__(self, path: str | os.PathLike[str]) -> None:
         """Open the pair named by ``path``: a base name, or the ``.spl`` or ``.spi`` file."""
         log_path, index_path = file_pair(path)
         self._log = LogReader(log_path)
@@ -42,7 +46,8 @@ class Reader(LookupMapping):
 
     # -- lookups
 
-    def get_many(self, keys, default=None):
+    def get_many(self, keys: Sequence[BytesOrStr] | np.ndarray,
+                 default: bytes | None = None) -> list[bytes | None]:
         """Values for many keys at once, as a list aligned with ``keys`` (``default`` if absent).
 
         Hashing and slot probing run over the whole batch with numpy; for compressed logs each
@@ -54,27 +59,24 @@ class Reader(LookupMapping):
             values = [default if value is None else value for value in values]
         return values
 
-    def __len__(self):
+    def __len__(self) -> int:
         self._check_open()
         return self._index.header.num_entries
 
     # -- iteration
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[bytes]:
         return (entry.key for entry in self._live_entries())
 
-    def keys(self):
-        return collections.abc.KeysView(self)
+    def _iter_items(self) -> Iterator[tuple[bytes, bytes]]:
+        pairs = ((entry.key, entry.value) for entry in self._live_entries())
+        return cast("Iterator[tuple[bytes, bytes]]", pairs)  # live entries are PUTs
 
-    def items(self):
-        """View of ``(key, value)`` pairs, iterated in log order straight from the log."""
-        return _ItemsView(self)
+    def _iter_values(self) -> Iterator[bytes]:
+        values = (entry.value for entry in self._live_entries())
+        return cast("Iterator[bytes]", values)  # live entries are PUTs
 
-    def values(self):
-        """View of the values, iterated in log order straight from the log."""
-        return _ValuesView(self)
-
-    def _live_entries(self):
+    def _live_entries(self) -> Iterator[LogEntry]:
         """Live PUT entries in log order: those whose address some slot holds."""
         self._check_open()
         live = self._index.live_addresses()
@@ -85,7 +87,7 @@ class Reader(LookupMapping):
                     self._check_open()
                 yield entry
 
-    def _put_batches(self):
+    def _put_batches(self) -> Iterator[list[LogEntry]]:
         """PUT entries of the indexed part of the log, in lists of up to _LIVE_BATCH."""
         batch = []
         try:
@@ -100,7 +102,7 @@ class Reader(LookupMapping):
             raise
         yield batch
 
-    def _check(self):
+    def _check(self) -> None:
         """Assert the index invariants (see ``HashIndex._check``); for tests."""
         self._check_open()
         self._index._check()
@@ -108,41 +110,35 @@ class Reader(LookupMapping):
     # -- headers and lifecycle
 
     @property
-    def log_header(self):
+    def log_header(self) -> LogHeader:
         """The ``format.LogHeader`` of the log as of opening."""
         self._check_open()
         return self._log.header
 
     @property
-    def index_header(self):
+    def index_header(self) -> IndexHeader:
         """The ``format.IndexHeader`` of the index."""
         self._check_open()
         return self._index.header
 
-    def close(self):
+    def close(self) -> None:
         """Release both files. Idempotent."""
         self._lookup = self._closed_lookup
         self._index.close()
         self._log.close()
 
     @property
-    def closed(self):
+    def closed(self) -> bool:
         return self._log.closed
 
-    def _closed_lookup(self, key):
+    def _closed_lookup(self, key: object) -> None:
         raise ClosedError("the reader is closed; open the store again with sparkey.open")
 
-    def _check_open(self):
+    def _check_open(self) -> None:
         if self._log.closed or self._index.closed:
             self._closed_lookup(None)
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc_info):
-        self.close()
-
-    def __repr__(self):
+    def __repr__(self) -> str:
         if self.closed:
             return f"<sparkey.Reader {self.path!r} closed>"
         header = self._index.header
@@ -150,30 +146,20 @@ class Reader(LookupMapping):
                 f"{self._log.header.compression_type.name} capacity={header.hash_capacity}>")
 
 
-def _filter_live(batch, live, bits):
+def _filter_live(batch: list[LogEntry], live: np.ndarray, bits: int) -> list[LogEntry]:
     """The entries of ``batch`` whose address is in the sorted array ``live``."""
     if not batch:
         return []
     if bits:
-        addresses = [(entry.position << bits) | entry.entry_index for entry in batch]
+        positions = [(entry.position << bits) | entry.entry_index for entry in batch]
     else:
-        addresses = [entry.position for entry in batch]
-    addresses = np.array(addresses, dtype=np.uint64)
+        positions = [entry.position for entry in batch]
+    addresses = np.array(positions, dtype=np.uint64)
     where = np.minimum(np.searchsorted(live, addresses), max(len(live) - 1, 0))
     is_live = (live[where] == addresses) if len(live) else np.zeros(len(batch), dtype=bool)
     return [entry for entry, keep in zip(batch, is_live.tolist()) if keep]
 
 
-class _ItemsView(collections.abc.ItemsView):
-    def __iter__(self):
-        return ((entry.key, entry.value) for entry in self._mapping._live_entries())
-
-
-class _ValuesView(collections.abc.ValuesView):
-    def __iter__(self):
-        return (entry.value for entry in self._mapping._live_entries())
-
-
-def open(path):
+def open(path: str | os.PathLike[str]) -> Reader:
     """Open a Sparkey store for reading: ``sparkey.open("data")`` reads data.spl + data.spi."""
     return Reader(path)

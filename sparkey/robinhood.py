@@ -24,12 +24,21 @@ occupant's displacement), then shifts the following occupants back one slot unti
 or an occupant at its home; C also counts every DELETE entry itself as garbage.
 """
 
+from __future__ import annotations
+
+from collections.abc import Callable
+
 import numpy as np
 
 from sparkey.format import EntryKind, delete_size, put_size
 
+KeyOf = Callable[[int], bytes]
+"""``key_of(i)``: the key of entry ``i`` as bytes."""
 
-def replay(hashes, addresses, kinds, key_lens, value_lens, key_of, capacity, rules):
+
+def replay(hashes: np.ndarray, addresses: np.ndarray, kinds: np.ndarray, key_lens: np.ndarray,
+           value_lens: np.ndarray, key_of: KeyOf, capacity: int,
+           rules: str) -> tuple[np.ndarray, np.ndarray, int]:
     """Build the table from entries in log order; return ``(slot_hashes, slot_addresses, garbage)``.
 
     ``key_of(i)`` returns the key of entry ``i`` as bytes; it is only called when two hashes are
@@ -41,28 +50,27 @@ def replay(hashes, addresses, kinds, key_lens, value_lens, key_of, capacity, rul
     slot_hash = [0] * capacity
     slot_address = [0] * capacity
     slot_entry = [-1] * capacity
-    hashes = hashes.tolist()
-    addresses = addresses.tolist()
-    kinds = kinds.tolist()
-    key_lens = key_lens.tolist()
-    value_lens = value_lens.tolist()
+    key_len_list: list[int] = key_lens.tolist()
+    value_len_list: list[int] = value_lens.tolist()
     garbage = 0
-    for entry, (h, address, kind) in enumerate(zip(hashes, addresses, kinds)):
+    for entry, (h, address, kind) in enumerate(zip(hashes.tolist(), addresses.tolist(),
+                                                   kinds.tolist())):
         slot = h % capacity
         if kind == EntryKind.PUT:
             garbage += _insert(slot_hash, slot_address, slot_entry, slot, h, address, entry,
-                               key_lens, value_lens, key_of, capacity, java)
+                               key_len_list, value_len_list, key_of, capacity, java)
         else:
             if not java:
-                garbage += delete_size(key_lens[entry])
+                garbage += delete_size(key_len_list[entry])
             garbage += _remove(slot_hash, slot_address, slot_entry, slot, h, entry,
-                               key_lens, value_lens, key_of, capacity)
+                               key_len_list, value_len_list, key_of, capacity)
     return (np.array(slot_hash, dtype=np.uint64), np.array(slot_address, dtype=np.uint64),
             garbage)
 
 
-def _insert(slot_hash, slot_address, slot_entry, slot, h, address, entry, key_lens, value_lens,
-            key_of, capacity, java):
+def _insert(slot_hash: list[int], slot_address: list[int], slot_entry: list[int], slot: int,
+            h: int, address: int, entry: int, key_lens: list[int], value_lens: list[int],
+            key_of: KeyOf, capacity: int, java: bool) -> int:
     """Place one PUT; return the garbage it creates (the size of an overwritten PUT)."""
     displacement = 0
     original = True
@@ -90,8 +98,9 @@ def _insert(slot_hash, slot_address, slot_entry, slot, h, address, entry, key_le
             slot = 0
 
 
-def _remove(slot_hash, slot_address, slot_entry, slot, h, entry, key_lens, value_lens, key_of,
-            capacity):
+def _remove(slot_hash: list[int], slot_address: list[int], slot_entry: list[int], slot: int,
+            h: int, entry: int, key_lens: list[int], value_lens: list[int], key_of: KeyOf,
+            capacity: int) -> int:
     """Apply one DELETE; return the garbage it creates (the size of the removed PUT)."""
     displacement = 0
     while True:

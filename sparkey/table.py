@@ -19,11 +19,13 @@ sparkey-java writes 1 there and the C rule would then double every address, whic
 reader does not expect.
 """
 
+from __future__ import annotations
+
 import dataclasses
 
 import numpy as np
 
-from sparkey.format import Compression
+from sparkey.format import Compression, LogHeader
 
 RULES = ("c", "java", "canonical")
 MIN_SPARSITY = 1.3
@@ -39,11 +41,12 @@ class TableParameters:
     entry_block_bits: int
 
     @property
-    def slot_dtype(self):
+    def slot_dtype(self) -> np.dtype:
+        """The packed numpy dtype of one slot of this table."""
         return slot_dtype(self.hash_size, self.address_size)
 
 
-def check_table_options(rules, hash_size, sparsity):
+def check_table_options(rules: str, hash_size: int | None, sparsity: float) -> None:
     """Raise ValueError unless the options are valid for table_parameters."""
     if rules not in RULES:
         raise ValueError(f"rules must be one of {RULES}, not {rules!r}")
@@ -56,7 +59,8 @@ def check_table_options(rules, hash_size, sparsity):
         raise ValueError("rules='c' has a fixed sparsity of 1.3, as libsparkey has no such option")
 
 
-def table_parameters(log_header, rules, hash_size=None, sparsity=MIN_SPARSITY):
+def table_parameters(log_header: LogHeader, rules: str, hash_size: int | None = None,
+                     sparsity: float = MIN_SPARSITY) -> TableParameters:
     """Parameters of an index over the log with header ``log_header`` under ``rules``."""
     check_table_options(rules, hash_size, sparsity)
     num_puts = log_header.num_puts
@@ -78,7 +82,7 @@ def table_parameters(log_header, rules, hash_size=None, sparsity=MIN_SPARSITY):
                            address_size=4 if small_addresses else 8, entry_block_bits=bits)
 
 
-def slot_dtype(hash_size, address_size):
+def slot_dtype(hash_size: int, address_size: int) -> np.dtype:
     """Packed little-endian numpy dtype of one slot."""
     return np.dtype([("hash", f"<u{hash_size}"), ("address", f"<u{address_size}")])
 
@@ -92,17 +96,17 @@ class TableStatistics:
     both occupied with equal hashes.
     """
 
-    def __init__(self, capacity):
+    def __init__(self, capacity: int) -> None:
         self.capacity = capacity
         self.num_entries = 0
         self.max_displacement = 0
         self.total_displacement = 0
         self.hash_collisions = 0
         self._next_slot = 0
-        self._previous = None
-        self._first = None
+        self._previous: tuple[bool, int] | None = None
+        self._first: tuple[bool, int] | None = None
 
-    def add(self, hashes, addresses):
+    def add(self, hashes: np.ndarray, addresses: np.ndarray) -> None:
         """Feed the next ``len(hashes)`` slots."""
         hashes = np.asarray(hashes, dtype=np.uint64)
         occupied = np.asarray(addresses) != 0
@@ -125,10 +129,11 @@ class TableStatistics:
         self._previous = (bool(occupied[-1]), int(hashes[-1]))
         self._next_slot = start + len(hashes)
 
-    def finish(self):
+    def finish(self) -> TableStatistics:
         """Close the scan (all slots fed) and apply the wrap-around collision rule."""
         if self._next_slot != self.capacity:
             raise ValueError(f"statistics fed {self._next_slot} of {self.capacity} slots")
+        assert self._first is not None and self._previous is not None  # capacity >= 1
         if self._first[0] and self._previous[0] and self._first[1] == self._previous[1]:
             self.hash_collisions += 1
         return self

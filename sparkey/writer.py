@@ -1,9 +1,15 @@
 """``Writer``: write a Sparkey store, log then index, in one object (API layer)."""
 
-from sparkey.format import file_pair
+from __future__ import annotations
+
+import os
+from types import TracebackType
+from typing import Any
+
+from sparkey.format import BytesOrStr, file_pair
 from sparkey.index import check_index_options, write_index
 from sparkey.log import LogWriter
-from sparkey.log.bulk import PARALLEL_THRESHOLD
+from sparkey.log.bulk import PARALLEL_THRESHOLD, EntryItems
 
 
 class Writer:
@@ -16,8 +22,9 @@ class Writer:
     ``Writer.append`` can continue) but no index is written. One writer per store and thread.
     """
 
-    def __init__(self, path, compression="none", block_size=4096, *, file_identifier=None,
-                 fsync=False, **index_options):
+    def __init__(self, path: str | os.PathLike[str], compression: str | int = "none",
+                 block_size: int = 4096, *, file_identifier: int | None = None,
+                 fsync: bool = False, **index_options: Any) -> None:
         """Create the store at ``path`` (base name or either file), replacing an existing log."""
         log_path, self._index_path = file_pair(path)
         self._index_options = check_index_options(**index_options)
@@ -25,7 +32,8 @@ class Writer:
                               fsync=fsync)
 
     @classmethod
-    def append(cls, path, *, fsync=False, **index_options):
+    def append(cls, path: str | os.PathLike[str], *, fsync: bool = False,
+               **index_options: Any) -> Writer:
         """Continue an existing store's log; ``close()`` rebuilds the index over all of it."""
         writer = cls.__new__(cls)
         log_path, writer._index_path = file_pair(path)
@@ -34,18 +42,19 @@ class Writer:
         return writer
 
     @property
-    def log_path(self):
+    def log_path(self) -> str:
         return self._log.path
 
     @property
-    def index_path(self):
+    def index_path(self) -> str:
         return self._index_path
 
-    def put(self, key, value):
+    def put(self, key: BytesOrStr, value: BytesOrStr) -> None:
         """Store ``key`` -> ``value`` (bytes-like or str)."""
         self._log.put(key, value)
 
-    def put_many(self, items, *, parallelism=1, threshold=PARALLEL_THRESHOLD):
+    def put_many(self, items: EntryItems, *, parallelism: int = 1,
+                 threshold: int = PARALLEL_THRESHOLD) -> None:
         """Store every ``(key, value)`` of ``items`` in order, as ``put`` would one by one.
 
         ``items`` is a tuple ``(keys, values)`` of two columns, a mapping or an iterable of
@@ -55,15 +64,15 @@ class Writer:
         """
         self._log.put_many(items, parallelism=parallelism, threshold=threshold)
 
-    def delete(self, key):
+    def delete(self, key: BytesOrStr) -> None:
         """Remove ``key`` (a no-op for keys never stored)."""
         self._log.delete(key)
 
-    def flush(self):
+    def flush(self) -> None:
         """Make everything written so far durable in the log (the index waits for close)."""
         self._log.flush()
 
-    def close(self):
+    def close(self) -> None:
         """Close the log and write the index. Closing twice is allowed."""
         if self._log.closed:
             return
@@ -71,17 +80,18 @@ class Writer:
         write_index(self._index_path, self._log.path, **self._index_options)
 
     @property
-    def closed(self):
+    def closed(self) -> bool:
         return self._log.closed
 
-    def __enter__(self):
+    def __enter__(self) -> Writer:
         return self
 
-    def __exit__(self, exc_type, exc, traceback):
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 traceback: TracebackType | None) -> None:
         if exc_type is None:
             self.close()
         else:
             self._log.close()
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<sparkey.Writer {self._index_path!r} log={self._log!r}>"

@@ -2,8 +2,10 @@
 
 Only this package and ``sparkey.index`` open Sparkey files. The byte layout is specified in
 ``sparkey.format``; block codecs live in ``sparkey.codec``. Modules: ``writer`` (LogWriter and
-libsparkey's block-splitting rules), ``reader`` (LogReader), ``entries`` (LogEntry, EntryTable)
-and ``blocks`` (the entry stream of compressed logs across block boundaries).
+libsparkey's block-splitting rules), ``reader`` (LogReader, one code path per operation),
+``body`` (the two body formats, raw and compressed, as blocks), ``blocks`` (the entry stream
+across block boundaries), ``entries`` (LogEntry, EntryTable), and for bulk writes ``bulk`` and
+``framing``.
 """
 
 from sparkey.log.entries import EntryTable, LogEntry

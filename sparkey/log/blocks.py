@@ -1,106 +1,143 @@
-"""The logical entry stream of compressed logs, read across block boundaries (IO layer).
+"""The logical entry stream of a log, read block by block (IO layer): ``BlockCursor``.
 
-An entry belongs to the block its header starts in; its key and value may continue into the
-following blocks. ``BlockCursor`` follows the stream (``walk_block`` quickly, entry by entry
-otherwise); ``vlq_in_block`` reads one decompressed block and signals with ``SpansBlocks`` when
-an entry continues past it.
+A log body is a sequence of blocks (``sparkey.log.body``: the whole mapping for an uncompressed
+log, decompressed payloads for a compressed one). An entry belongs to the block its header
+starts in; its key and value may continue into the following blocks. ``BlockCursor`` follows
+the stream (``walk_block`` quickly, entry by entry otherwise); ``vlq_in_block`` and
+``skip_in_block`` read one block and signal with ``SpansBlocks`` when an entry continues past it.
 """
 
+from __future__ import annotations
+
 import array
+from typing import TYPE_CHECKING
 
 from sparkey.errors import LogFormatError
 from sparkey.format import LOG_HEADER_SIZE, EntryKind, vlq_decode
-from sparkey.log.entries import truncated_error
+from sparkey.log.entries import LogEntry, truncated_error
+
+if TYPE_CHECKING:
+    from sparkey.log.body import BlockBody, BlockData, RawBody
 
 
 class SpansBlocks(Exception):
-    """An entry read from one decompressed block continues in the next block."""
+    """An entry read from one block continues in the next block."""
 
 
-def vlq_in_block(block, pos, size):
-    """VLQ at ``block[pos]``; raises SpansBlocks if the block ends first."""
-    if pos < size:
+def vlq_in_block(block: BlockData, pos: int, stop: int) -> tuple[int, int]:
+    """VLQ at ``block[pos]``, ``(value, next_pos)``; SpansBlocks if ``stop`` comes first."""
+    if pos < stop:
         byte = block[pos]
         if byte < 0x80:
             return byte, pos + 1
-    if pos >= size:
+    if pos >= stop:
         raise SpansBlocks
     try:
-        return vlq_decode(block, pos, size)
+        return vlq_decode(block, pos, stop)
     except LogFormatError:
-        if size - pos < 10:
+        if stop - pos < 10:
             raise SpansBlocks from None
         raise
 
 
-def skip_in_block(block, pos, count):
-    """Offset in a decompressed block after the ``count`` entries starting at ``pos``.
+def skip_in_block(block: BlockData, pos: int, count: int, stop: int) -> int:
+    """Offset in ``block`` after the ``count`` entries starting at ``pos``.
 
-    Raises SpansBlocks if they do not all end inside the block. The lookup path of compressed
+    Raises SpansBlocks if they do not all end before ``stop``. The lookup path of compressed
     logs: two byte reads per skipped entry with one-byte headers.
     """
-    size = len(block)
     for _ in range(count):
-        if pos + 1 < size:
+        if pos + 1 < stop:
             a = block[pos]
             b = block[pos + 1]
             if a < 0x80 and b < 0x80:
                 pos += 1 + a + b if a else 2 + b
                 continue
-        a, pos = vlq_in_block(block, pos, size)
-        b, pos = vlq_in_block(block, pos, size)
+        a, pos = vlq_in_block(block, pos, stop)
+        b, pos = vlq_in_block(block, pos, stop)
         pos += a - 1 + b if a else b
-    if pos > size:
+    if pos > stop:
         raise SpansBlocks
     return pos
 
 
 class BlockCursor:
-    """Reads the logical entry stream of a compressed log across block boundaries.
+    """Reads the logical entry stream of a log body across block boundaries, up to ``end``.
 
-    ``block_position`` is the offset of the loaded block and ``started`` the number of entries
-    that started in it, which is the entry index of the next entry that starts there.
+    ``block_position`` is the position of the loaded block and ``started`` the number of entries
+    that started in it, which is the entry index of the next entry that starts there. A raw
+    body's block starts again at every entry (``begin_entry``), as libsparkey's iterator does.
+    One cursor belongs to one thread.
     """
 
-    __slots__ = ("_log", "_mm", "_end", "_block", "_offset", "_next_block", "block_position",
+    __slots__ = ("_body", "_end", "_block", "_offset", "_stop", "_next_block", "block_position",
                  "started")
 
-    def __init__(self, log, mm, end, position=LOG_HEADER_SIZE):
-        self._log = log
-        self._mm = mm
+    def __init__(self, body: RawBody | BlockBody, end: int,
+                 position: int = LOG_HEADER_SIZE) -> None:
+        self._body = body
         self._end = end
-        self._block = b""
+        self._block: BlockData = b""
         self._offset = 0
+        self._stop = 0
         self._next_block = position
         self.block_position = position
         self.started = 0
 
-    def _load_next(self):
+    def _load_next(self) -> bool:
         if self._next_block >= self._end:
             return False
         self.block_position = self._next_block
-        self._block, self._next_block = self._log.block_at(self._mm, self._next_block)
-        self._offset = 0
+        self._block, self._offset, self._stop, self._next_block = self._body.block_at(
+            self._next_block, self._end)
         self.started = 0
         return True
 
-    def at_entry_start(self):
+    def at_entry_start(self) -> bool:
         """Move past exhausted blocks; False at the end of the stream."""
-        while self._offset >= len(self._block):
+        while self._offset >= self._stop:
             if not self._load_next():
                 return False
         return True
 
     @property
-    def block(self):
-        """The loaded block (decompressed bytes)."""
+    def block(self) -> BlockData:
+        """The loaded block's data (its entry bytes run from ``offset`` to ``stop``)."""
         return self._block
 
-    def inside_block(self):
-        """Whether the next entry starts inside the loaded block (not at its end)."""
-        return self._offset < len(self._block)
+    @property
+    def offset(self) -> int:
+        """Offset in ``block`` of the next byte of the stream."""
+        return self._offset
 
-    def walk_block(self, limit):
+    @property
+    def stop(self) -> int:
+        """End of the loaded block's entry bytes in ``block``."""
+        return self._stop
+
+    @property
+    def own_blocks(self) -> bool:
+        """Whether every entry is a block of its own (a raw body): its address is its offset."""
+        return self._body.own_blocks
+
+    def inside_block(self) -> bool:
+        """Whether the next entry starts inside the loaded block (not at its end)."""
+        return self._offset < self._stop
+
+    def advance(self, offset: int, entries: int) -> None:
+        """Move to ``offset`` in the loaded block, past ``entries`` whole entries read there."""
+        self._offset = offset
+        self.started += entries
+
+    def begin_entry(self) -> tuple[int, int]:
+        """The address ``(position, entry_index)`` of the entry starting here; counts it."""
+        if self._body.own_blocks:
+            self.block_position, self.started = self._offset, 0
+        address = self.block_position, self.started
+        self.started += 1
+        return address
+
+    def walk_block(self, limit: int) -> array.array[int]:
         """Offsets in ``block`` of the next entries that lie wholly inside it (at most ``limit``).
 
         The cursor moves past them. The walk stops at the end of the block or at an entry that
@@ -108,40 +145,40 @@ class BlockCursor:
         ``read`` and ``skip``. This is the fast path of scans: two byte reads per entry.
         """
         block = self._block
-        size = len(block)
+        stop = self._stop
         pos = self._offset
         offsets = array.array("q")
         add = offsets.append
-        while pos + 1 < size and limit:
+        for _ in range(limit):
+            if pos + 1 >= stop:
+                break
             a = block[pos]
             b = block[pos + 1]
             if a < 0x80 and b < 0x80:
-                stop = pos + 1 + a + b if a else pos + 2 + b
+                end = pos + 1 + a + b if a else pos + 2 + b
             else:
                 try:
-                    a, start = vlq_in_block(block, pos, size)
-                    b, start = vlq_in_block(block, start, size)
+                    a, start = vlq_in_block(block, pos, stop)
+                    b, start = vlq_in_block(block, start, stop)
                 except SpansBlocks:
                     break
-                stop = start + a - 1 + b if a else start + b
-            if stop > size:
+                end = start + a - 1 + b if a else start + b
+            if end > stop:
                 break
             add(pos)
-            pos = stop
-            limit -= 1
-        self._offset = pos
-        self.started += len(offsets)
+            pos = end
+        self.advance(pos, len(offsets))
         return offsets
 
-    def _byte(self):
-        while self._offset >= len(self._block):
+    def _byte(self) -> int:
+        while self._offset >= self._stop:
             if not self._load_next():
                 raise truncated_error(self.block_position, self._end)
         byte = self._block[self._offset]
         self._offset += 1
         return byte
 
-    def _vlq(self):
+    def _vlq(self) -> int:
         value = shift = 0
         for _ in range(10):
             byte = self._byte()
@@ -152,7 +189,7 @@ class BlockCursor:
         raise LogFormatError(f"entry header in the block at {self.block_position} is longer "
                              "than 10 bytes; the log is corrupt")
 
-    def read_header(self):
+    def read_header(self) -> tuple[EntryKind, int, int]:
         """``(kind, key_len, value_len)`` of the entry starting here."""
         a = self._vlq()
         b = self._vlq()
@@ -160,40 +197,48 @@ class BlockCursor:
             return EntryKind.PUT, a - 1, b
         return EntryKind.DELETE, b, 0
 
-    def read(self, length):
+    def read(self, length: int) -> bytes:
         """The next ``length`` bytes of the stream."""
         stop = self._offset + length
-        if stop <= len(self._block):
+        if stop <= self._stop:
             data = self._block[self._offset:stop]
             self._offset = stop
             return bytes(data)
         parts = []
         while length:
-            if self._offset >= len(self._block) and not self._load_next():
+            if self._offset >= self._stop and not self._load_next():
                 raise truncated_error(self.block_position, self._end)
-            take = min(length, len(self._block) - self._offset)
+            take = min(length, self._stop - self._offset)
             parts.append(self._block[self._offset:self._offset + take])
             self._offset += take
             length -= take
         return b"".join(parts)
 
-    def skip(self, length):
+    def skip(self, length: int) -> None:
         """Advance ``length`` bytes without copying them."""
         while True:
-            available = len(self._block) - self._offset
+            available = self._stop - self._offset
             if length <= available:
                 self._offset += length
                 return
             length -= available
-            self._offset = len(self._block)
+            self._offset = self._stop
             if not self._load_next():
                 raise truncated_error(self.block_position, self._end)
 
-    def skip_entries(self, count):
-        """Skip ``count`` whole entries."""
+    def read_entry(self) -> LogEntry:
+        """The entry starting here, read across blocks."""
+        position, entry_index = self.begin_entry()
+        kind, key_len, value_len = self.read_header()
+        key = self.read(key_len)
+        value = self.read(value_len) if kind == EntryKind.PUT else None
+        return LogEntry(kind, key, value, position, entry_index)
+
+    def skip_entries(self, count: int) -> None:
+        """Skip ``count`` whole entries (fewer if the stream ends first)."""
         for _ in range(count):
             if not self.at_entry_start():
                 return
-            self.started += 1
+            self.begin_entry()
             kind, key_len, value_len = self.read_header()
             self.skip(key_len + value_len)

@@ -23,21 +23,35 @@ At most ``2 * workers + 1`` chunks are in flight, so memory stays a few chunks w
 batch size.
 """
 
+from __future__ import annotations
+
 import collections
 import concurrent.futures
 import dataclasses
 import functools
 import itertools
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence, Sized
+from typing import Any, Protocol, Union
 
 import numpy as np
 import zstandard
 
-from sparkey.codec import ZSTD_LEVEL, ZstdCodec
+from sparkey.codec import ZSTD_LEVEL, Codec, ZstdCodec
 from sparkey.format import vlq_encode
-from sparkey.log.framing import BlockCutter, frame_puts
-from sparkey.packed import PackedBytes, as_column
+from sparkey.log.framing import BlockCutter, FramedPuts, frame_puts
+from sparkey.packed import Column, PackedBytes, as_column
+
+EntryItems = Union[tuple[Any, Any], Mapping[Any, Any], Iterable[tuple[Any, Any]]]
+"""What ``put_many`` takes: a tuple ``(keys, values)`` of two columns, a mapping, or an
+iterable of ``(key, value)`` pairs (see ``entry_chunks``)."""
+
+FramingJob = Callable[[], FramedPuts]
+"""One chunk's packing and framing, run by a worker."""
+
+_Encoding = tuple["concurrent.futures.Future[bytes]", "EntryStats", int]
+"""Blocks being compressed: the future of their bytes, their counters, the most entries that
+start in one of them."""
 
 PARALLEL_THRESHOLD = 20_000
 """Default ``threshold`` of put_many: smaller batches are written without a thread pool."""
@@ -58,7 +72,7 @@ class EntryStats:
     max_value_len: int = 0
 
     @classmethod
-    def of(cls, framed, start, stop):
+    def of(cls, framed: FramedPuts, start: int, stop: int) -> EntryStats:
         """The counters of entries ``start`` to ``stop - 1`` of a FramedPuts."""
         if start >= stop:
             return cls()
@@ -66,7 +80,7 @@ class EntryStats:
         return cls(stop - start, int(sizes.sum()), int(framed.key_lengths[start:stop].max()),
                    int(framed.value_lengths[start:stop].max()))
 
-    def __add__(self, other):
+    def __add__(self, other: EntryStats) -> EntryStats:
         return EntryStats(self.puts + other.puts, self.put_size + other.put_size,
                           max(self.max_key_len, other.max_key_len),
                           max(self.max_value_len, other.max_value_len))
@@ -80,7 +94,7 @@ class Commit:
     commit is valid. ``max_entries_per_block`` is 0 for NONE.
     """
 
-    data: object
+    data: bytes | memoryview
     stats: EntryStats
     max_entries_per_block: int = 0
 
@@ -95,14 +109,21 @@ class OpenBlock:
     stats: EntryStats
 
 
-def check_parallelism(parallelism, threshold):
+def check_parallelism(parallelism: int, threshold: int) -> None:
     """ValueError unless ``parallelism`` is an int >= 1 and ``threshold`` an int >= 0."""
     for name, value, low in (("parallelism", parallelism, 1), ("threshold", threshold, 0)):
         if not isinstance(value, int) or isinstance(value, bool) or value < low:
             raise ValueError(f"{name} must be an int >= {low}, not {value!r}")
 
 
-def entry_chunks(items, threshold):
+class _ChunkSource(Protocol):
+    """Hands out the entries of a bulk write as framing jobs of ``rows`` entries, in order."""
+
+    def take(self, rows: int) -> FramingJob | None:
+        """The job framing the next ``rows`` entries (fewer at the end); None when done."""
+
+
+def entry_chunks(items: EntryItems, threshold: int) -> tuple[_ChunkSource, bool]:
     """``(source, large)``: a chunk source for ``items`` and whether it has ``threshold`` entries.
 
     ``items`` is a tuple ``(keys, values)`` of two columns (lists or other non-tuple sequences
@@ -118,7 +139,7 @@ def entry_chunks(items, threshold):
         return _ColumnChunks(keys, values), len(keys) >= threshold
     if isinstance(items, Mapping):
         items = items.items()
-    if hasattr(items, "__len__"):
+    if isinstance(items, Sized):
         return _PairChunks(iter(items)), len(items) >= threshold
     iterator = iter(items)
     head = list(itertools.islice(iterator, threshold))
@@ -128,11 +149,11 @@ def entry_chunks(items, threshold):
 class _ColumnChunks:
     """Row ranges of two columns; packing runs in the worker."""
 
-    def __init__(self, keys, values):
+    def __init__(self, keys: Column, values: Column) -> None:
         self._keys, self._values = keys, values
         self._next = 0
 
-    def take(self, rows):
+    def take(self, rows: int) -> FramingJob | None:
         start = self._next
         if start >= len(self._keys):
             return None
@@ -144,10 +165,10 @@ class _ColumnChunks:
 class _PairChunks:
     """Runs of ``(key, value)`` pairs read by the caller; packing runs in the worker."""
 
-    def __init__(self, iterator):
+    def __init__(self, iterator: Iterator[tuple[Any, Any]]) -> None:
         self._iterator = iterator
 
-    def take(self, rows):
+    def take(self, rows: int) -> FramingJob | None:
         batch = list(itertools.islice(self._iterator, rows))
         if not batch:
             return None
@@ -159,7 +180,7 @@ class _PairChunks:
                                   PackedBytes.from_sequence(values, "value"))
 
 
-def _raise(exc):
+def _raise(exc: BaseException) -> FramedPuts:
     raise exc
 
 
@@ -167,8 +188,9 @@ class _InlineExecutor:
     """Runs each task at once in the caller's thread (the one-worker path)."""
 
     @staticmethod
-    def submit(function, *args):
-        future = concurrent.futures.Future()
+    def submit(function: Callable[..., Any], *args: Any) -> concurrent.futures.Future[Any]:
+        """A future already holding ``function(*args)`` or its exception."""
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
         try:
             future.set_result(function(*args))
         except BaseException as exc:  # delivered by result(), like a pool's future
@@ -176,7 +198,8 @@ class _InlineExecutor:
         return future
 
     @staticmethod
-    def shutdown(wait=True, cancel_futures=False):
+    def shutdown(wait: bool = True, cancel_futures: bool = False) -> None:
+        """Nothing to stop."""
         pass
 
 
@@ -184,7 +207,7 @@ _vlq_prefix = functools.lru_cache(maxsize=1 << 16)(vlq_encode)
 _per_thread = threading.local()
 
 
-def compress_blocks(codec, blocks):
+def compress_blocks(codec: Codec, blocks: Sequence[bytes | memoryview]) -> list[bytes]:
     """The payloads of ``blocks`` (non-empty buffers), byte for byte ``codec.compress`` of each.
 
     zstd compresses the whole list in one call (``multi_compress_to_buffer``, with the
@@ -202,12 +225,12 @@ def compress_blocks(codec, blocks):
     return [codec.compress(block) for block in blocks]
 
 
-def encode_blocks(codec, carry, stream, ends):
+def encode_blocks(codec: Codec, carry: bytes, stream: np.ndarray, ends: list[int]) -> bytes:
     """``VLQ(len) payload`` of each closed block; the first one starts with ``carry``.
 
     The Python work is a slice and a cached prefix per block.
     """
-    view = memoryview(stream)
+    view = stream.data
     blocks = [carry + view[:ends[0]] if carry else view[:ends[0]]]
     blocks += [view[start:end] for start, end in zip(ends, ends[1:])]
     payloads = compress_blocks(codec, blocks)
@@ -221,15 +244,16 @@ class BulkAppend:
     """One bulk write: ``commits()`` yields Commit objects in log order, then ``open_block``
     holds the block left open (compressed logs) for the writer to continue."""
 
-    def __init__(self, codec, block_size, open_block=b"", open_started=0):
+    def __init__(self, codec: Codec | None, block_size: int,
+                 open_block: bytes | bytearray = b"", open_started: int = 0) -> None:
         self._codec = codec
         self._cutter = None if codec is None else BlockCutter(block_size, len(open_block),
                                                               open_started)
         self._carry = bytes(open_block)
         self._carry_stats = EntryStats()
-        self.open_block = None
+        self.open_block: OpenBlock | None = None
 
-    def commits(self, source, workers):
+    def commits(self, source: _ChunkSource, workers: int) -> Generator[Commit, None, None]:
         """Frame (and compress) every chunk of ``source`` on ``workers`` threads.
 
         A failure in any step propagates from here at its place in log order, after the
@@ -239,8 +263,8 @@ class BulkAppend:
         pool = (_InlineExecutor() if workers == 1
                 else concurrent.futures.ThreadPoolExecutor(workers, "sparkey-put-many"))
         window = 2 * workers + 1
-        framing = collections.deque()
-        encoding = collections.deque()  # (future of block bytes, stats, max entries per block)
+        framing: collections.deque[concurrent.futures.Future[FramedPuts]] = collections.deque()
+        encoding: collections.deque[_Encoding] = collections.deque()
         rows = FIRST_CHUNK_ROWS
         exhausted = False
         try:
@@ -262,7 +286,7 @@ class BulkAppend:
                     rows = min(MAX_CHUNK_ROWS, max(1, TARGET_CHUNK_BYTES * len(framed)
                                                    // max(1, len(framed.stream))))
                 if self._codec is None:
-                    yield Commit(framed.stream, EntryStats.of(framed, 0, len(framed)))
+                    yield Commit(framed.stream.data, EntryStats.of(framed, 0, len(framed)))
                     continue
                 encoding.extend(self._cut(pool, framed))
                 while encoding and (encoding[0][0].done() or len(encoding) >= window):
@@ -276,17 +300,20 @@ class BulkAppend:
         self.open_block = OpenBlock(self._carry, 0 if self._cutter is None else
                                     self._cutter.started, self._carry_stats)
 
-    def _cut(self, pool, framed):
+    def _cut(self, pool: concurrent.futures.Executor | _InlineExecutor,
+             framed: FramedPuts) -> list[_Encoding]:
         """Close the blocks ``framed`` completes; submit their compression; carry the rest."""
-        carried = self._cutter.started
-        ends, started = self._cutter.cut(framed.sizes, framed.header_sizes)
+        cutter, codec = self._cutter, self._codec
+        assert cutter is not None and codec is not None  # only compressed logs have blocks
+        carried = cutter.started
+        ends, started = cutter.cut(framed.sizes, framed.header_sizes)
         if not ends:
             self._carry += framed.stream.tobytes()
             self._carry_stats += EntryStats.of(framed, 0, len(framed))
             return []
         done = sum(started) - carried
         stats = self._carry_stats + EntryStats.of(framed, 0, done)
-        future = pool.submit(encode_blocks, self._codec, self._carry, framed.stream, ends)
+        future = pool.submit(encode_blocks, codec, self._carry, framed.stream, ends)
         self._carry = framed.stream[ends[-1]:].tobytes()
         self._carry_stats = EntryStats.of(framed, done, len(framed))
         return [(future, stats, max(started))]

@@ -1,12 +1,15 @@
-"""Log entries: as values (``LogEntry``), as columns (``EntryTable``), header decoding."""
+"""Log entries as values (``LogEntry``) and columns (``EntryTable``); vectorized VLQs (pure)."""
+
+from __future__ import annotations
 
 import dataclasses
 import typing
+from collections.abc import Sequence
 
 import numpy as np
 
 from sparkey.errors import LogFormatError
-from sparkey.format import EntryKind, vlq_decode
+from sparkey.format import Buffer, EntryKind
 
 
 class LogEntry(typing.NamedTuple):
@@ -39,18 +42,18 @@ class EntryTable:
     key_offset: np.ndarray
     key_len: np.ndarray
     value_len: np.ndarray
-    key_buffer: typing.Any
+    key_buffer: Buffer
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.kind)
 
-    def key(self, i):
+    def key(self, i: int) -> bytes:
         """The key of entry ``i`` as bytes."""
         start = int(self.key_offset[i])
         return bytes(self.key_buffer[start:start + int(self.key_len[i])])
 
     @property
-    def entry_sizes(self):
+    def entry_sizes(self) -> np.ndarray:
         """Encoded size of every entry (PUT: both VLQs, key, value; DELETE: 0, VLQ, key)."""
         put = self.kind == EntryKind.PUT
         first = np.where(put, self.key_len + 1, 0)
@@ -58,7 +61,7 @@ class EntryTable:
         return vlq_sizes(first) + vlq_sizes(second) + self.key_len + self.value_len
 
     @classmethod
-    def empty(cls):
+    def empty(cls) -> EntryTable:
         """A table of no entries."""
         integers = np.zeros(0, dtype=np.int64)
         return cls(kind=np.zeros(0, dtype=np.uint8), position=np.zeros(0, dtype=np.uint64),
@@ -66,11 +69,12 @@ class EntryTable:
                    key_len=integers, value_len=integers, key_buffer=b"")
 
     @classmethod
-    def concat(cls, tables):
+    def concat(cls, tables: Sequence[EntryTable]) -> EntryTable:
         """One table holding the entries of ``tables`` in order."""
         if len(tables) == 1:
             return tables[0]
         shared_buffer = all(t.key_buffer is tables[0].key_buffer for t in tables)
+        key_buffer: Buffer
         if shared_buffer:
             key_buffer, key_offset = tables[0].key_buffer, [t.key_offset for t in tables]
         else:
@@ -82,7 +86,7 @@ class EntryTable:
         return cls(key_offset=np.concatenate(key_offset), key_buffer=key_buffer, **columns)
 
 
-def vlq_sizes(values):
+def vlq_sizes(values: np.ndarray) -> np.ndarray:
     """Vectorized format.vlq_size over a non-negative int64 array."""
     sizes = np.ones(len(values), dtype=np.int64)
     largest = int(values.max()) if len(values) else 0
@@ -93,7 +97,7 @@ def vlq_sizes(values):
     return sizes
 
 
-def vlq_many(buf, positions, end):
+def vlq_many(buf: np.ndarray, positions: np.ndarray, end: int) -> tuple[np.ndarray, np.ndarray]:
     """Vectorized vlq_decode at every offset of ``positions`` in the uint8 array ``buf``."""
     values = np.zeros(len(positions), dtype=np.int64)
     positions = positions.copy()
@@ -114,16 +118,7 @@ def vlq_many(buf, positions, end):
                          "a length; the log is corrupt")
 
 
-def parse_header(buf, pos, end):
-    """``(kind, key_len, value_len, payload_pos)`` of the entry at ``buf[pos]``."""
-    a, pos = vlq_decode(buf, pos, end)
-    b, pos = vlq_decode(buf, pos, end)
-    if a:
-        return EntryKind.PUT, a - 1, b, pos
-    return EntryKind.DELETE, b, 0, pos
-
-
-def truncated_error(position, end):
+def truncated_error(position: int, end: int) -> LogFormatError:
     """The error for an entry running past the end of the log body."""
     return LogFormatError(f"entry at offset {position} runs past data_end {end}; "
                           "the log is truncated or corrupt")

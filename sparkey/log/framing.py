@@ -8,6 +8,8 @@ block from one chunk to the next; it only looks at entry sizes, so the bytes of 
 be assembled and compressed elsewhere, in any order, and still equal the sequential writer's.
 """
 
+from __future__ import annotations
+
 import dataclasses
 
 import numpy as np
@@ -15,7 +17,7 @@ import numpy as np
 from sparkey.errors import EntrySizeError
 from sparkey.format import MAX_ENTRY_PART_LEN
 from sparkey.log.entries import vlq_sizes
-from sparkey.packed import copy_rows
+from sparkey.packed import PackedBytes, copy_rows
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,18 +32,19 @@ class FramedPuts:
     key_lengths: np.ndarray
     value_lengths: np.ndarray
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.sizes)
 
 
-def _check_lengths(lengths, role):
+def _check_lengths(lengths: np.ndarray, role: str) -> None:
     if len(lengths) and int(lengths.max()) > MAX_ENTRY_PART_LEN:
         raise EntrySizeError(
             f"a {role} of {int(lengths.max())} bytes is longer than {MAX_ENTRY_PART_LEN} bytes, "
             "the largest that sparkey-java can read; split it or store it elsewhere")
 
 
-def _write_vlqs(out, positions, values, sizes):
+def _write_vlqs(out: np.ndarray, positions: np.ndarray, values: np.ndarray,
+                sizes: np.ndarray) -> None:
     """VLQ of each of ``values`` at ``out[positions]``, ``sizes`` bytes each (vlq_sizes)."""
     if int(sizes.max()) == 1:
         out[positions] = values
@@ -53,7 +56,7 @@ def _write_vlqs(out, positions, values, sizes):
         out[positions[rows] + group] = byte
 
 
-def frame_puts(keys, values):
+def frame_puts(keys: PackedBytes, values: PackedBytes) -> FramedPuts:
     """The PUT entries of ``keys[i] -> values[i]`` (two PackedBytes of equal length).
 
     Raises EntrySizeError for a key or value longer than MAX_ENTRY_PART_LEN. The stream is a new
@@ -92,12 +95,12 @@ class BlockCutter:
     not once per entry.
     """
 
-    def __init__(self, block_size, used=0, started=0):
+    def __init__(self, block_size: int, used: int = 0, started: int = 0) -> None:
         self.block_size = block_size
         self.used = used
         self.started = started
 
-    def cut(self, sizes, header_sizes):
+    def cut(self, sizes: np.ndarray, header_sizes: np.ndarray) -> tuple[list[int], list[int]]:
         """Blocks closed by appending entries of ``sizes``: ``(ends, started)`` lists.
 
         ``ends`` are offsets in the chunk's entry stream (the open block's earlier bytes sit
@@ -109,7 +112,8 @@ class BlockCutter:
         cumulative = np.zeros(count + 1, dtype=np.int64)
         np.cumsum(sizes, out=cumulative[1:])
         bounds = cumulative.tolist()
-        ends, started = [], []
+        ends: list[int] = []
+        started: list[int] = []
         used, in_block = self.used, self.started
         reach = None
         i = 0

@@ -22,16 +22,19 @@ sparkey-java splits differently (it moves an entry only if it is smaller than th
 the block); both layouts are readable by every reader.
 """
 
+from __future__ import annotations
+
 import contextlib
 import os
 import secrets
 
-from sparkey.codec import codec_for
+from sparkey.codec import Codec, codec_for
 from sparkey.errors import ClosedError, LogFormatError
 from sparkey.format import (
-    LOG_HEADER_SIZE, MAX_ENTRY_PART_LEN, MIN_BLOCK_SIZE, Compression, LogHeader, delete_header,
-    entry_bytes, put_header, vlq_encode)
-from sparkey.log.bulk import PARALLEL_THRESHOLD, BulkAppend, check_parallelism, entry_chunks
+    LOG_HEADER_SIZE, MAX_ENTRY_PART_LEN, MIN_BLOCK_SIZE, BytesOrStr, Compression, LogHeader,
+    delete_header, entry_bytes, put_header, vlq_encode)
+from sparkey.log.bulk import (
+    PARALLEL_THRESHOLD, BulkAppend, EntryItems, EntryStats, check_parallelism, entry_chunks)
 
 WRITE_CHUNK_BYTES = 1 << 20
 """Pending output is written to the file once it reaches this size (and on flush/close)."""
@@ -39,7 +42,7 @@ WRITE_CHUNK_BYTES = 1 << 20
 _MAX_BLOCK_SIZE = 2**32 - 1
 
 
-def random_u32():
+def random_u32() -> int:
     """A random 32-bit value, as C draws file identifiers and seeds from /dev/urandom."""
     return secrets.randbits(32)
 
@@ -52,8 +55,9 @@ class LogWriter:
     of the last flush. Keys and values are ``bytes``-like or ``str`` (stored as UTF-8).
     """
 
-    def __init__(self, path, compression="none", block_size=4096, *, file_identifier=None,
-                 fsync=False):
+    def __init__(self, path: str | os.PathLike[str], compression: str | int = "none",
+                 block_size: int = 4096, *, file_identifier: int | None = None,
+                 fsync: bool = False) -> None:
         """Create a new log at ``path``, deleting any existing file first (as libsparkey does).
 
         ``block_size`` is the largest uncompressed block of a compressed log (at least 10 bytes);
@@ -88,29 +92,30 @@ class LogWriter:
         self._start(path, fd, header, fsync)
 
     @classmethod
-    def append(cls, path, *, fsync=False):
+    def append(cls, path: str | os.PathLike[str], *, fsync: bool = False) -> LogWriter:
         """Open an existing log to add entries after its ``data_end``.
 
         Bytes past ``data_end`` (left by a writer that did not flush) are truncated away first;
         counters and the file identifier continue from the stored header.
         """
-        path = os.fspath(path)
-        fd = os.open(path, os.O_RDWR)
+        log_path = os.fspath(path)
+        fd = os.open(log_path, os.O_RDWR)
         try:
             header = LogHeader.unpack(os.pread(fd, LOG_HEADER_SIZE, 0))
             size = os.fstat(fd).st_size
             if header.data_end > size:
-                raise LogFormatError(f"log {path!r} is truncated: data_end is {header.data_end} "
-                                     f"but the file has {size} bytes", "data_end")
+                raise LogFormatError(f"log {log_path!r} is truncated: data_end is "
+                                     f"{header.data_end} but the file has {size} bytes",
+                                     "data_end")
             os.ftruncate(fd, header.data_end)
         except BaseException:
             os.close(fd)
             raise
         writer = cls.__new__(cls)
-        writer._start(path, fd, header, fsync)
+        writer._start(log_path, fd, header, fsync)
         return writer
 
-    def _start(self, path, fd, header, fsync):
+    def _start(self, path: str, fd: int, header: LogHeader, fsync: bool) -> None:
         self.path = path
         self._fd = fd
         self._fsync = fsync
@@ -128,14 +133,12 @@ class LogWriter:
         self._max_entries_per_block = header.max_entries_per_block
         self._block = bytearray()
         self._block_entries = 0
-        if self._compression == Compression.NONE:
-            self._codec = None
-        else:
-            self._codec = codec_for(self._compression)
+        self._codec: Codec | None = (None if self._compression == Compression.NONE
+                                     else codec_for(self._compression))
 
     # -- public API
 
-    def put(self, key, value):
+    def put(self, key: BytesOrStr, value: BytesOrStr) -> None:
         """Append a PUT of ``key`` -> ``value``."""
         if key.__class__ is not bytes:
             key = entry_bytes(key, "key")
@@ -171,20 +174,21 @@ class LogWriter:
         if value_len > self._max_value_len:
             self._max_value_len = value_len
 
-    def put_many(self, items, *, parallelism=1, threshold=PARALLEL_THRESHOLD):
+    def put_many(self, items: EntryItems, *, parallelism: int = 1,
+                 threshold: int = PARALLEL_THRESHOLD) -> None:
         """Append a PUT for each entry of ``items``, in order; the log is byte for byte the one
         ``put`` would write entry by entry (compressed: the same blocks, headers and bytes).
 
         ``items``: a tuple ``(keys, values)`` of two columns (sequences of bytes-likes or str,
         numpy arrays of bytes, ``sparkey.packed.PackedBytes``, or lazy columns with
-        ``pack(start, stop)``), a mapping, or an iterable of ``(key, value)`` pairs. With ``parallelism`` > 1
-        and at least ``threshold`` entries, that many threads frame and compress chunks of the
-        batch while the caller appends the results in order (``sparkey.log.bulk``); otherwise
-        the same steps run in the calling thread. Unlike ``put``, entries are checked chunk by
-        chunk: on an error (a bad key or value, or a failure in a worker) the blocks completed
-        before the failing chunk are kept, nothing after them, the header is rewritten so the
-        file is a valid log of what was kept, and the error propagates. Entries put before the
-        call are kept whatever happens.
+        ``pack(start, stop)``), a mapping, or an iterable of ``(key, value)`` pairs. With
+        ``parallelism`` > 1 and at least ``threshold`` entries, that many threads frame and
+        compress chunks of the batch while the caller appends the results in order
+        (``sparkey.log.bulk``); otherwise the same steps run in the calling thread. Unlike
+        ``put``, entries are checked chunk by chunk: on an error (a bad key or value, or a
+        failure in a worker) the blocks completed before the failing chunk are kept, nothing
+        after them, the header is rewritten so the file is a valid log of what was kept, and the
+        error propagates. Entries put before the call are kept whatever happens.
         """
         if self._fd < 0:
             raise ClosedError("put_many() on a closed LogWriter; open it again with "
@@ -207,11 +211,12 @@ class LogWriter:
                 self.flush()
             raise
         tail = bulk.open_block
+        assert tail is not None  # set once the commits are exhausted
         self._block[:] = tail.data
         self._block_entries = tail.started
         self._commit(b"", tail.stats, 0)
 
-    def delete(self, key):
+    def delete(self, key: BytesOrStr) -> None:
         """Append a DELETE of ``key``.
 
         A key longer than every key put so far (``max_key_len``) cannot be in the log, and is
@@ -229,7 +234,7 @@ class LogWriter:
         self._num_deletes += 1
         self._delete_size += size
 
-    def flush(self):
+    def flush(self) -> None:
         """Close the current block, write pending data, then rewrite the header."""
         if self._fd < 0:
             raise ClosedError("flush() on a closed LogWriter")
@@ -239,7 +244,7 @@ class LogWriter:
         if self._fsync:
             os.fsync(self._fd)
 
-    def close(self):
+    def close(self) -> None:
         """Flush and close the file. Closing twice is allowed."""
         if self._fd < 0:
             return
@@ -250,11 +255,11 @@ class LogWriter:
             os.close(fd)
 
     @property
-    def closed(self):
+    def closed(self) -> bool:
         return self._fd < 0
 
     @property
-    def header(self):
+    def header(self) -> LogHeader:
         """The header describing everything written so far, excluding an unflushed block."""
         return LogHeader(
             file_identifier=self._file_identifier, compression_type=self._compression,
@@ -264,20 +269,20 @@ class LogWriter:
             delete_size=self._delete_size, put_size=self._put_size,
             max_entries_per_block=self._max_entries_per_block)
 
-    def __enter__(self):
+    def __enter__(self) -> LogWriter:
         return self
 
-    def __exit__(self, *exc_info):
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         state = "closed" if self._fd < 0 else "open"
         return (f"<sparkey.LogWriter {self.path!r} {state} {self._compression.name} "
                 f"puts={self._num_puts} deletes={self._num_deletes}>")
 
     # -- internals
 
-    def _append_entry(self, header, key, value, size):
+    def _append_entry(self, header: bytes, key: bytes, value: bytes, size: int) -> None:
         if self._codec is None:
             pending = self._pending
             pending += header
@@ -288,7 +293,7 @@ class LogWriter:
         else:
             self._append_to_blocks(header, key, value, size)
 
-    def _append_to_blocks(self, header, key, value, total):
+    def _append_to_blocks(self, header: bytes, key: bytes, value: bytes, total: int) -> None:
         """Add one entry to the current block following the C rules (module docstring)."""
         block = self._block
         block_size = self._block_size
@@ -317,11 +322,12 @@ class LogWriter:
         if flushed and block:
             self._emit_block()
 
-    def _emit_block(self):
+    def _emit_block(self) -> None:
         """Compress the current block (if any) into pending output as ``VLQ(len) payload``."""
         block = self._block
         if not block:
             return
+        assert self._codec is not None  # only compressed logs have blocks
         payload = self._codec.compress(block)
         pending = self._pending
         pending += vlq_encode(len(payload))
@@ -333,7 +339,8 @@ class LogWriter:
         if len(pending) >= WRITE_CHUNK_BYTES:
             self._drain()
 
-    def _commit(self, data, stats, max_entries_per_block):
+    def _commit(self, data: bytes | memoryview, stats: EntryStats,
+                max_entries_per_block: int) -> None:
         """Append encoded output (whole entries or blocks) and count the entries it holds.
 
         The counters change only once the data is written or pending, so a failed write
@@ -352,13 +359,13 @@ class LogWriter:
         if len(self._pending) >= WRITE_CHUNK_BYTES:
             self._drain()
 
-    def _drain(self):
+    def _drain(self) -> None:
         """Write pending output at the end of the file (past the header's data_end until flush)."""
         if self._pending:
             self._write_at_end(self._pending)
             self._pending.clear()
 
-    def _write_at_end(self, data):
+    def _write_at_end(self, data: bytes | bytearray | memoryview) -> None:
         view = memoryview(data).cast("B")
         written = 0
         while written < len(view):

@@ -18,6 +18,8 @@ Modules, bottom up: ``errors``; the pure layer ``routing``, ``manifest``; the IO
 first use so that this package does not need Dask), ``reader``.
 """
 
+from typing import Any
+
 from sparkey.sharded.build import write
 from sparkey.sharded.errors import (
     DaskUnavailableError, DuplicateKeyError, ManifestError, ManifestNotFoundError,
@@ -35,7 +37,7 @@ __all__ = [
 # write_dask is left out of __all__: a star import must not need the optional Dask extra.
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> Any:
     """Import ``write_dask`` on first use: Dask is an optional dependency."""
     if name == "write_dask":
         try:

@@ -6,18 +6,25 @@ shard). Shard logs keep the input order, and a key put twice keeps its last valu
 in one ``sparkey.Writer``.
 """
 
+from __future__ import annotations
+
 import collections.abc
 import contextlib
+import os
+from collections.abc import Iterable, Mapping
+from typing import Any
 
-from sparkey.format import entry_bytes
+from sparkey.format import BytesOrStr, entry_bytes
 from sparkey.sharded.manifest import Manifest
 from sparkey.sharded.publish import Staging
 from sparkey.sharded.routing import DEFAULT_ROUTING_SEED, shard_of
 from sparkey.sharded.shard import check_build, open_shard_writer, seal_shard
 
 
-def write(items, path, num_shards, *, routing_seed=DEFAULT_ROUTING_SEED, overwrite=False,
-          **writer_options):
+def write(items: Iterable[tuple[BytesOrStr, BytesOrStr]] | Mapping[Any, Any],
+          path: str | os.PathLike[str], num_shards: int, *,
+          routing_seed: int = DEFAULT_ROUTING_SEED, overwrite: bool = False,
+          **writer_options: Any) -> Manifest:
     """Write ``(key, value)`` pairs (or a mapping) as a sharded store at ``path``; its Manifest.
 
     ``path`` becomes a directory of ``num_shards`` Sparkey stores ``part-<i>-of-<n>.spl/.spi``

@@ -23,14 +23,18 @@ before it removes the staging directory, and reports the failure of the lowest s
 (with the worker's traceback as its cause) rather than whichever failed first.
 """
 
+from __future__ import annotations
+
+import os
 import traceback
+from typing import Any, NoReturn
 
 import dask
 import pandas as pd
 
 from sparkey.format import entry_bytes
 from sparkey.sharded.errors import DuplicateKeyError
-from sparkey.sharded.manifest import Manifest
+from sparkey.sharded.manifest import Manifest, ShardInfo
 from sparkey.sharded.publish import Staging
 from sparkey.sharded.routing import DEFAULT_ROUTING_SEED, shards_of
 from sparkey.sharded.shard import check_build, write_shard
@@ -38,8 +42,10 @@ from sparkey.sharded.shard import check_build, write_shard
 SHARD_COLUMN = "shard"
 
 
-def write_dask(collection, path, num_shards, *, key="key", value="value", sequence=None,
-               routing_seed=DEFAULT_ROUTING_SEED, overwrite=False, **writer_options):
+def write_dask(collection: Any, path: str | os.PathLike[str], num_shards: int, *,
+               key: str = "key", value: str = "value", sequence: str | None = None,
+               routing_seed: int = DEFAULT_ROUTING_SEED, overwrite: bool = False,
+               **writer_options: Any) -> Manifest:
     """Build a sharded store at ``path`` from a Dask collection of (key, value); its Manifest.
 
     ``collection`` is a ``dask.dataframe.DataFrame`` with columns named by ``key``, ``value``
@@ -74,7 +80,7 @@ def write_dask(collection, path, num_shards, *, key="key", value="value", sequen
     return manifest
 
 
-def _as_frame(collection, columns):
+def _as_frame(collection: Any, columns: list[str]) -> Any:
     """The collection as a dataframe holding ``columns`` (bags become dataframes)."""
     import dask.bag
     import dask.dataframe
@@ -93,7 +99,7 @@ def _as_frame(collection, columns):
                     "iterable")
 
 
-def _routed_meta(frame, columns):
+def _routed_meta(frame: Any, columns: list[str]) -> pd.DataFrame:
     """Empty pandas frame describing a routed partition: key, value, [sequence], shard."""
     meta = {"key": pd.Series(dtype=object), "value": pd.Series(dtype=object)}
     if len(columns) == 3:
@@ -102,7 +108,8 @@ def _routed_meta(frame, columns):
     return pd.DataFrame(meta)
 
 
-def _route_partition(partition, columns, num_shards, routing_seed):
+def _route_partition(partition: pd.DataFrame, columns: list[str], num_shards: int,
+                     routing_seed: int) -> pd.DataFrame:
     """One input partition with canonical columns, ``bytes`` keys/values and its shard column."""
     keys = _as_bytes(partition[columns[0]], "key")
     routed = pd.DataFrame({"key": pd.Series(keys, dtype=object),
@@ -114,7 +121,7 @@ def _route_partition(partition, columns, num_shards, routing_seed):
     return routed
 
 
-def _as_bytes(column, role):
+def _as_bytes(column: pd.Series, role: str) -> list[bytes]:
     """The items of a pandas column as a list of ``bytes`` (``str`` encoded as UTF-8)."""
     items = column.tolist()
     if set(map(type, items)) <= {bytes}:
@@ -122,7 +129,8 @@ def _as_bytes(column, role):
     return [item if item.__class__ is bytes else entry_bytes(item, role) for item in items]
 
 
-def _build_shard(partition, directory, shard, num_shards, has_sequence, options):
+def _build_shard(partition: pd.DataFrame, directory: str, shard: int, num_shards: int,
+                 has_sequence: bool, options: dict[str, Any]) -> ShardInfo | _Failure:
     """Write one shard from its partition; its ShardInfo, or a _Failure (never raises).
 
     Without a sequence, duplicates are found for free after the build: the index keeps one
@@ -146,7 +154,7 @@ def _build_shard(partition, directory, shard, num_shards, has_sequence, options)
         return _Failure(error, traceback.format_exc())
 
 
-def _latest_versions(partition, shard):
+def _latest_versions(partition: pd.DataFrame, shard: int) -> pd.DataFrame:
     """The row with the largest sequence value of each key (ties and missing values raise)."""
     missing = partition["sequence"].isna()
     if missing.any():
@@ -166,16 +174,16 @@ def _latest_versions(partition, shard):
 class _Failure:
     """An exception raised by a shard task, returned as a value with its formatted traceback."""
 
-    def __init__(self, error, formatted_traceback):
+    def __init__(self, error: Exception, formatted_traceback: str) -> None:
         self.error = error
         self.formatted_traceback = formatted_traceback
 
-    def reraise(self):
+    def reraise(self) -> NoReturn:
         raise self.error from _WorkerTraceback(self.formatted_traceback)
 
 
 class _WorkerTraceback(Exception):
     """The traceback of a shard task, shown as the cause of the exception it raised."""
 
-    def __str__(self):
+    def __str__(self) -> str:
         return "\n" + self.args[0]

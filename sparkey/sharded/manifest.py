@@ -24,8 +24,12 @@ Shard ``i`` is the ``i``-th element and its file names are fixed by ``routing.pa
 manifest cannot point outside its directory. A reader accepts ``format_version`` 1 only.
 """
 
+from __future__ import annotations
+
 import dataclasses
 import json
+from collections.abc import Callable
+from typing import Any
 
 from sparkey.format import INDEX_SUFFIX, LOG_SUFFIX
 from sparkey.sharded.errors import ManifestError
@@ -54,19 +58,19 @@ class Manifest:
 
     num_shards: int
     routing_seed: int
-    shards: tuple
+    shards: tuple[ShardInfo, ...]
 
     @property
-    def num_entries(self):
+    def num_entries(self) -> int:
         """Live entries of the whole store (keys are disjoint across shards)."""
         return sum(info.num_entries for info in self.shards)
 
-    def file_names(self, shard):
+    def file_names(self, shard: int) -> tuple[str, str]:
         """``(log_name, index_name)`` of ``shard`` inside the store directory."""
         base = part_name(shard, self.num_shards)
         return base + LOG_SUFFIX, base + INDEX_SUFFIX
 
-    def to_json(self):
+    def to_json(self) -> str:
         """The manifest as JSON text, fields in a fixed order."""
         shards = []
         for info in self.shards:
@@ -81,7 +85,7 @@ class Manifest:
             "num_entries": self.num_entries, "shards": shards}, indent=1) + "\n"
 
     @classmethod
-    def from_json(cls, text):
+    def from_json(cls, text: str) -> Manifest:
         """Parse and validate manifest text; ManifestError says which field is wrong."""
         try:
             document = json.loads(text)
@@ -95,17 +99,11 @@ class Manifest:
         _require(_is_int(version), f"format_version is {version!r}, not an int")
         _require(version == FORMAT_VERSION, f"format_version is {version}; this version of "
                  f"sparkey reads version {FORMAT_VERSION}: upgrade sparkey to read this store")
-        try:
-            num_shards = check_num_shards(document.get("num_shards"))
-        except ValueError as error:
-            raise ManifestError(f"manifest {error}") from None
+        num_shards = _checked(check_num_shards, document.get("num_shards"))
         routing = document.get("routing")
         _require(isinstance(routing, dict) and routing.get("hash") == ROUTING_HASH,
                  f"routing is {routing!r}; the only routing hash is {ROUTING_HASH!r}")
-        try:
-            seed = check_routing_seed(routing.get("seed"))
-        except ValueError as error:
-            raise ManifestError(f"manifest {error}") from None
+        seed = _checked(check_routing_seed, routing.get("seed"))
         shards = document.get("shards")
         _require(isinstance(shards, list) and len(shards) == num_shards,
                  f"shards must be a list of num_shards = {num_shards} objects")
@@ -117,7 +115,7 @@ class Manifest:
         return manifest
 
 
-def _parse_shard(number, fields, num_shards):
+def _parse_shard(number: int, fields: Any, num_shards: int) -> ShardInfo:
     """The ShardInfo of element ``number`` of the ``shards`` list."""
     where = f"shards[{number}]"
     _require(isinstance(fields, dict), f"{where} is not a JSON object")
@@ -127,7 +125,7 @@ def _parse_shard(number, fields, num_shards):
     for role, suffix in (("log", LOG_SUFFIX), ("index", INDEX_SUFFIX)):
         _require(fields.get(role) == base + suffix,
                  f"{where}.{role} is {fields.get(role)!r}, not {base + suffix!r}")
-    values = {}
+    values: dict[str, int] = {}
     for field in dataclasses.fields(ShardInfo)[1:]:
         value = fields.get(field.name)
         _require(_is_int(value) and value >= 0,
@@ -138,10 +136,18 @@ def _parse_shard(number, fields, num_shards):
     return ShardInfo(shard=number, **values)
 
 
-def _is_int(value):
+def _checked(check: Callable[[object], int], value: object) -> int:
+    """``check(value)``, its ValueError raised as a ManifestError."""
+    try:
+        return check(value)
+    except ValueError as error:
+        raise ManifestError(f"manifest {error}") from None
+
+
+def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _require(ok, message):
+def _require(ok: bool, message: str) -> None:
     if not ok:
         raise ManifestError(f"manifest {message}")

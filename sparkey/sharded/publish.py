@@ -19,6 +19,8 @@ One build per target path at a time. An empty directory is replaced freely; anyt
 with ``overwrite=True``, and only if it holds a ``manifest.json`` (a published store).
 """
 
+from __future__ import annotations
+
 import ctypes
 import errno
 import os
@@ -28,7 +30,7 @@ import sys
 import tempfile
 
 from sparkey.sharded.errors import StoreExistsError
-from sparkey.sharded.manifest import MANIFEST_NAME
+from sparkey.sharded.manifest import MANIFEST_NAME, Manifest
 
 _AT_FDCWD = -100
 _RENAME_EXCHANGE = 2
@@ -41,7 +43,7 @@ class Staging:
     that writes a shard (a shared filesystem on a real cluster).
     """
 
-    def __init__(self, path, overwrite=False):
+    def __init__(self, path: str | os.PathLike[str], overwrite: bool = False) -> None:
         """Check the target ``path`` and create the staging directory beside it."""
         self.target = os.path.abspath(os.fspath(path))
         self.overwrite = overwrite
@@ -50,7 +52,7 @@ class Staging:
         self.directory = tempfile.mkdtemp(prefix=f".{name}.staging-", dir=parent)
         self.published = False
 
-    def publish(self, manifest):
+    def publish(self, manifest: Manifest) -> None:
         """Write ``manifest`` and move the staging directory to the target (see module doc)."""
         manifest_path = os.path.join(self.directory, MANIFEST_NAME)
         with open(manifest_path, "w", encoding="utf-8") as file:
@@ -76,15 +78,15 @@ class Staging:
         if old_store is not None:
             shutil.rmtree(old_store, ignore_errors=True)
 
-    def __enter__(self):
+    def __enter__(self) -> Staging:
         return self
 
-    def __exit__(self, *exc_info):
+    def __exit__(self, *exc_info: object) -> None:
         if not self.published:
             shutil.rmtree(self.directory, ignore_errors=True)
 
 
-def fsync_path(path):
+def fsync_path(path: str) -> None:
     """Flush a file or directory to stable storage (the file is only opened for reading)."""
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -93,7 +95,7 @@ def fsync_path(path):
         os.close(fd)
 
 
-def _check_target(target, overwrite):
+def _check_target(target: str, overwrite: bool) -> None:
     """Raise StoreExistsError unless ``target`` may be (re)placed by a new store."""
     if not os.path.lexists(target):
         return
@@ -109,7 +111,7 @@ def _check_target(target, overwrite):
                                "choose another path")
 
 
-def _swap_in(staging, target):
+def _swap_in(staging: str, target: str) -> str:
     """Put ``staging`` at ``target``, which exists; return where the old store now is."""
     if _exchange(staging, target):
         return staging
@@ -124,7 +126,7 @@ def _swap_in(staging, target):
     return aside
 
 
-def _exchange(first, second):
+def _exchange(first: str, second: str) -> bool:
     """Swap two existing paths atomically (Linux renameat2); False where that is unsupported."""
     if not sys.platform.startswith("linux"):
         return False

@@ -12,19 +12,22 @@ the manifest again and, if it changed, opens the new store (up to OPEN_ATTEMPTS 
 open either returns one consistent store or raises.
 """
 
-import collections.abc
+from __future__ import annotations
+
 import itertools
 import os
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 
 from sparkey.errors import ClosedError, SparkeyError
-from sparkey.format import entry_bytes
+from sparkey.format import BytesOrStr, entry_bytes, key_list
 from sparkey.lookup import LookupMapping
 from sparkey.reader import Reader
 from sparkey.sharded.errors import (
     ManifestNotFoundError, MissingShardError, ShardMismatchError)
-from sparkey.sharded.manifest import MANIFEST_NAME, Manifest
+from sparkey.sharded.manifest import MANIFEST_NAME, Manifest, ShardInfo
 from sparkey.sharded.routing import routing_hash, shard_of, shards_of
 
 OPEN_ATTEMPTS = 3
@@ -42,7 +45,7 @@ class ShardedReader(LookupMapping):
     this object and closed with it.
     """
 
-    def __init__(self, path):
+    def __init__(self, path: str | os.PathLike[str]) -> None:
         """Open the store directory ``path`` (see the module docstring for the checks)."""
         self.path = os.fspath(path)
         self.manifest, self.shards = _open_consistent(self.path)
@@ -51,7 +54,7 @@ class ShardedReader(LookupMapping):
         self._lookups = [reader.get for reader in self.shards]
         self._lookup = self._routed_lookup()
 
-    def _routed_lookup(self):
+    def _routed_lookup(self) -> Callable[[Any], bytes | None]:
         """``lookup(key)``: the value of ``key`` or None.
 
         A closure that routes inline (``routing.shard_of`` without its call): it runs for every
@@ -59,7 +62,7 @@ class ShardedReader(LookupMapping):
         """
         lookups, num_shards, seed = self._lookups, self._num_shards, self._seed
 
-        def lookup(key):
+        def lookup(key: Any) -> bytes | None:  # any object: entry_bytes converts or rejects it
             if key.__class__ is not bytes:
                 key = entry_bytes(key, "key")
             return lookups[routing_hash(key, seed) % num_shards](key)
@@ -67,11 +70,12 @@ class ShardedReader(LookupMapping):
 
     # -- lookups
 
-    def shard_of(self, key):
+    def shard_of(self, key: BytesOrStr) -> int:
         """Number of the shard that holds (or would hold) ``key``."""
         return shard_of(key, self._num_shards, self._seed)
 
-    def get_many(self, keys, default=None):
+    def get_many(self, keys: Sequence[BytesOrStr] | np.ndarray,
+                 default: bytes | None = None) -> list[bytes | None]:
         """Values for many keys, as a list aligned with ``keys`` (``default`` where absent).
 
         Keys are routed in one pass, grouped by shard, and each group is one ``get_many`` call
@@ -79,15 +83,16 @@ class ShardedReader(LookupMapping):
         for ``sparkey.Reader.get_many``.
         """
         self._check_open()
+        select: Callable[[np.ndarray], Sequence[bytes] | np.ndarray]
         if isinstance(keys, np.ndarray):
             shard_numbers = shards_of(keys, self._num_shards, self._seed)
             select = keys.__getitem__
         else:
-            keys = [key if key.__class__ is bytes else entry_bytes(key, "key") for key in keys]
-            shard_numbers = shards_of(keys, self._num_shards, self._seed)
-            key_array = _object_array(keys)
+            key_bytes = key_list(keys)
+            shard_numbers = shards_of(key_bytes, self._num_shards, self._seed)
+            key_array = _object_array(key_bytes)
 
-            def select(positions):
+            def select(positions: np.ndarray) -> list[bytes]:
                 return key_array[positions].tolist()
         order = np.argsort(shard_numbers, kind="stable")
         bounds = np.searchsorted(shard_numbers[order], np.arange(self._num_shards + 1))
@@ -98,25 +103,26 @@ class ShardedReader(LookupMapping):
                 values[positions] = _object_array(reader.get_many(select(positions), default))
         return values.tolist()
 
-    def __len__(self):
+    def __len__(self) -> int:
         self._check_open()
         return self.manifest.num_entries
 
     # -- iteration
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[bytes]:
         self._check_open()
         return itertools.chain.from_iterable(self.shards)
 
-    def items(self):
-        """View of ``(key, value)`` pairs, shard by shard, each read straight from its log."""
-        return _ItemsView(self)
+    def _iter_items(self) -> Iterator[tuple[bytes, bytes]]:
+        """Shard by shard, each read straight from its log."""
+        self._check_open()
+        return itertools.chain.from_iterable(reader.items() for reader in self.shards)
 
-    def values(self):
-        """View of the values, in the order of ``items()``."""
-        return _ValuesView(self)
+    def _iter_values(self) -> Iterator[bytes]:
+        self._check_open()
+        return itertools.chain.from_iterable(reader.values() for reader in self.shards)
 
-    def _check(self):
+    def _check(self) -> None:
         """Assert every shard's invariants and that each key lives in its routed shard (O(n))."""
         self._check_open()
         assert len(self.shards) == self._num_shards
@@ -128,60 +134,42 @@ class ShardedReader(LookupMapping):
 
     # -- lifecycle
 
-    def close(self):
+    def close(self) -> None:
         """Close every shard. Idempotent."""
         self._lookup = self._closed_lookup
         for reader in self.shards:
             reader.close()
 
     @property
-    def closed(self):
+    def closed(self) -> bool:
         return self.shards[0].closed
 
-    def _closed_lookup(self, key):
+    def _closed_lookup(self, key: object) -> None:
         raise ClosedError("the sharded reader is closed; open the store again with "
                           "sparkey.open_sharded")
 
-    def _check_open(self):
+    def _check_open(self) -> None:
         if self.closed:
             self._closed_lookup(None)
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc_info):
-        self.close()
-
-    def __repr__(self):
+    def __repr__(self) -> str:
         state = "closed" if self.closed else f"entries={self.manifest.num_entries}"
         return f"<sparkey.ShardedReader {self.path!r} shards={self._num_shards} {state}>"
 
 
-class _ItemsView(collections.abc.ItemsView):
-    def __iter__(self):
-        self._mapping._check_open()
-        return itertools.chain.from_iterable(reader.items() for reader in self._mapping.shards)
-
-
-class _ValuesView(collections.abc.ValuesView):
-    def __iter__(self):
-        self._mapping._check_open()
-        return itertools.chain.from_iterable(reader.values() for reader in self._mapping.shards)
-
-
-def _object_array(items):
+def _object_array(items: Sequence[object]) -> np.ndarray:
     """A 1-d object array holding the elements of the list ``items`` (never a 2-d array)."""
     array = np.empty(len(items), dtype=object)
     array[:] = items
     return array
 
 
-def open_sharded(path):
+def open_sharded(path: str | os.PathLike[str]) -> ShardedReader:
     """Open the sharded store directory ``path`` for reading: a ShardedReader."""
     return ShardedReader(path)
 
 
-def _read_manifest_text(directory):
+def _read_manifest_text(directory: str) -> str:
     try:
         with open(os.path.join(directory, MANIFEST_NAME), encoding="utf-8") as file:
             return file.read()
@@ -192,21 +180,23 @@ def _read_manifest_text(directory):
         ) from None
 
 
-def _open_consistent(directory):
+def _open_consistent(directory: str) -> tuple[Manifest, tuple[Reader, ...]]:
     """``(manifest, shard readers)`` of one build, re-reading a manifest replaced meanwhile."""
     text = _read_manifest_text(directory)
-    for attempt in range(OPEN_ATTEMPTS):
+    attempt = 1
+    while True:
         manifest = Manifest.from_json(text)
         try:
             return manifest, _open_shards(directory, manifest)
         except (MissingShardError, ShardMismatchError):
             newer = _read_manifest_text(directory)
-            if newer == text or attempt + 1 == OPEN_ATTEMPTS:
+            if newer == text or attempt == OPEN_ATTEMPTS:
                 raise
             text = newer
+            attempt += 1
 
 
-def _open_shards(directory, manifest):
+def _open_shards(directory: str, manifest: Manifest) -> tuple[Reader, ...]:
     """Open and check every shard named by ``manifest``; close them all if one fails."""
     readers = []
     try:
@@ -219,7 +209,7 @@ def _open_shards(directory, manifest):
     return tuple(readers)
 
 
-def _open_shard(directory, manifest, info):
+def _open_shard(directory: str, manifest: Manifest, info: ShardInfo) -> Reader:
     """The Reader of one shard, after checking it against its ShardInfo."""
     log_name, index_name = manifest.file_names(info.shard)
     where = f"shard {info.shard} of {manifest.num_shards} in {directory!r}"

@@ -15,12 +15,15 @@ Shard ``i`` of ``n`` is stored as ``part-<i>-of-<n>.spl`` and ``.spi``, both num
 with five digits (``part-00003-of-00008``), which is why a store has at most 99,999 shards.
 """
 
+from __future__ import annotations
+
+from collections.abc import Sequence
+
 import mmh3
 import numpy as np
 
-from sparkey.errors import EntryTypeError
-from sparkey.format import entry_bytes
-from sparkey.murmur import hash_buffer, hash_keys
+from sparkey.format import BytesOrStr, entry_bytes, key_list
+from sparkey.murmur import hash_key_array, hash_keys
 
 ROUTING_HASH = "murmur3_x86_32"
 """Name of the routing hash as the manifest records it."""
@@ -33,7 +36,7 @@ routing_hash = mmh3.mmh3_32_sintdigest
 ``num_shards`` (Python's ``%`` is the floor modulo)."""
 
 
-def check_num_shards(num_shards):
+def check_num_shards(num_shards: object) -> int:
     """Return ``num_shards`` if it is an int from 1 to MAX_SHARDS, else raise ValueError."""
     if (not isinstance(num_shards, int) or isinstance(num_shards, bool)
             or not 1 <= num_shards <= MAX_SHARDS):
@@ -41,26 +44,27 @@ def check_num_shards(num_shards):
     return num_shards
 
 
-def check_routing_seed(seed):
+def check_routing_seed(seed: object) -> int:
     """Return ``seed`` if it is an int in [0, 2**32), else raise ValueError."""
     if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2**32:
         raise ValueError(f"routing_seed must be an int in [0, 2**32), not {seed!r}")
     return seed
 
 
-def part_name(shard, num_shards):
+def part_name(shard: int, num_shards: int) -> str:
     """Base name of the files of ``shard``: ``part-00003-of-00008``."""
     return f"part-{shard:05d}-of-{num_shards:05d}"
 
 
-def shard_of(key, num_shards, seed=DEFAULT_ROUTING_SEED):
+def shard_of(key: BytesOrStr, num_shards: int, seed: int = DEFAULT_ROUTING_SEED) -> int:
     """The shard of one key (``bytes``-like or ``str``)."""
     if key.__class__ is not bytes:
         key = entry_bytes(key, "key")
     return routing_hash(key, seed) % num_shards
 
 
-def shards_of(keys, num_shards, seed=DEFAULT_ROUTING_SEED):
+def shards_of(keys: Sequence[BytesOrStr] | np.ndarray, num_shards: int,
+              seed: int = DEFAULT_ROUTING_SEED) -> np.ndarray:
     """The shards of many keys as an int64 array aligned with ``keys``.
 
     ``keys`` is a sequence of ``bytes``-like or ``str`` keys (one ``mmh3`` call per key), or a
@@ -68,23 +72,10 @@ def shards_of(keys, num_shards, seed=DEFAULT_ROUTING_SEED):
     NUL bytes from ``S`` elements, so such keys cannot end in NUL).
     """
     if isinstance(keys, np.ndarray):
-        hashes = _hash_key_array(keys, seed)
+        hashes = hash_key_array(keys, seed, 4)
     else:
-        if not isinstance(keys, list) or set(map(type, keys)) - {bytes}:
-            keys = [key if key.__class__ is bytes else entry_bytes(key, "key") for key in keys]
-        hashes = hash_keys(keys, seed, 4)
+        hashes = hash_keys(key_list(keys), seed, 4)
     signed = hashes.astype(np.int64) - ((hashes >> np.uint64(31)) << np.uint64(32)).astype(
         np.int64)
     return np.mod(signed, num_shards)
 
-
-def _hash_key_array(keys, seed):
-    """Unsigned MurmurHash3_x86_32 of each element of a numpy ``S`` array."""
-    if keys.dtype.kind != "S" or keys.ndim != 1:
-        raise EntryTypeError(f"a key array must be one-dimensional with dtype 'S', not "
-                        f"{keys.ndim}-d {keys.dtype}")
-    keys = np.ascontiguousarray(keys)
-    width = keys.dtype.itemsize
-    lengths = np.char.str_len(keys) if width else np.zeros(len(keys), dtype=np.int64)
-    offsets = np.arange(len(keys), dtype=np.int64) * width
-    return hash_buffer(keys.view(np.uint8), offsets, lengths, seed, 4)

@@ -7,9 +7,13 @@ files and returns the ShardInfo the manifest records. The shard files themselves
 Sparkey stores, written by ``sparkey.Writer``.
 """
 
-import os
+from __future__ import annotations
 
-from sparkey.format import Compression
+import os
+from collections.abc import Iterable
+from typing import Any
+
+from sparkey.format import BytesOrStr, Compression
 from sparkey.index import check_index_options, read_index_header
 from sparkey.log import read_log_header
 from sparkey.sharded.manifest import ShardInfo
@@ -21,7 +25,8 @@ LOG_OPTIONS = ("compression", "block_size")
 INDEX_OPTIONS = ("hash_size", "hash_seed", "rules", "sparsity", "method", "max_memory_bytes")
 
 
-def check_build(num_shards, routing_seed, writer_options):
+def check_build(num_shards: int, routing_seed: int,
+                writer_options: dict[str, Any]) -> dict[str, Any]:
     """Validate a build's arguments before any work starts; return the writer options to use.
 
     ``writer_options`` may hold ``compression``, ``block_size`` and the options of
@@ -48,12 +53,13 @@ def check_build(num_shards, routing_seed, writer_options):
     return dict(writer_options)
 
 
-def open_shard_writer(directory, shard, num_shards, options):
+def open_shard_writer(directory: str, shard: int, num_shards: int,
+                      options: dict[str, Any]) -> Writer:
     """A new ``sparkey.Writer`` for ``shard`` in ``directory``; the caller closes it."""
     return Writer(os.path.join(directory, part_name(shard, num_shards)), **options)
 
 
-def seal_shard(writer, shard):
+def seal_shard(writer: Writer, shard: int) -> ShardInfo:
     """Fsync the files of a closed shard writer; return the shard's ShardInfo."""
     for path in (writer.log_path, writer.index_path):
         fsync_path(path)
@@ -64,7 +70,9 @@ def seal_shard(writer, shard):
                      index_bytes=header.file_size)
 
 
-def write_shard(directory, shard, num_shards, items, options):
+def write_shard(directory: str, shard: int, num_shards: int,
+                items: Iterable[tuple[BytesOrStr, BytesOrStr]], options: dict[str, Any]
+                ) -> ShardInfo:
     """Write the ``(key, value)`` pairs of one shard, build its index, seal it; its ShardInfo."""
     with open_shard_writer(directory, shard, num_shards, options) as writer:
         put = writer.put

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import sparkey
-import sparkey.index
+import sparkey.index.writer
 from sparkey import canonical, robinhood
 from sparkey.errors import LogFormatError
 from sparkey.format import EntryKind
@@ -94,7 +94,7 @@ def _keys_homed_near_the_end(count, capacity, seed, span):
 @pytest.mark.parametrize("compression", ["none", "zstd"])
 def test_sorting_build_equals_memory_build_across_partitions(tmp_path, monkeypatch, compression):
     """Small partitions (~16 entries), a cluster wrapping past partition 0, overwrites, deletes."""
-    monkeypatch.setattr(sparkey.index, "SORTING_BYTES_PER_ENTRY", 1 << 16)
+    monkeypatch.setattr(sparkey.index.writer, "SORTING_BYTES_PER_ENTRY", 1 << 16)
     seed = 77
     rng = np.random.default_rng(1)
     operations = [(b"key_%d" % i, b"v%d" % i) for i in range(200)]

@@ -73,10 +73,10 @@ def test_get_many(store):
 
 
 def test_get_many_in_chunks(store, monkeypatch):
-    import sparkey.index
-    import sparkey.log.reader
-    monkeypatch.setattr(sparkey.index, "PROBE_CHUNK_KEYS", 7)
-    monkeypatch.setattr(sparkey.log.reader, "BULK_CHUNK_ENTRIES", 3)
+    import sparkey.index.reader
+    import sparkey.log.body
+    monkeypatch.setattr(sparkey.index.reader, "PROBE_CHUNK_KEYS", 7)
+    monkeypatch.setattr(sparkey.log.body, "BULK_CHUNK_ENTRIES", 3)
     keys = [b"nope"] + list(_expected()) + [b"key_7"] * 5
     assert store.get_many(keys) == [_expected().get(key) for key in keys]
 
