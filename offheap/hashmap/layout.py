@@ -1,0 +1,241 @@
+"""The LongHashMap table format, version 2 (layer 6): constants, metadata record, key admission.
+
+A table is an *index* over *entries*, the layout of CPython's compact dict, with Robin Hood
+linear probing in the index:
+
+    index     uint32[homes + SLACK]   0 = empty, else 1 + the number of the entry it points to
+    keys      int64, one per entry    in chunks (below)
+    values    one per entry           typed values or 2/4/8-byte slot words
+                                      (:mod:`offheap.hashmap.valueslots`), in chunks
+    live      1 bit per entry         bit ``e % 8`` of byte ``e // 8`` of entry ``e``'s chunk;
+                                      0 = the entry was deleted (a hole)
+
+Entries are numbered in insertion order: a new key is appended as entry ``used`` (``used`` counts
+the holes too), so iterating the entries in number order, skipping holes, gives dict's order, and
+``popitem()`` takes the last live entry. Deleting a key clears its live bit and its index slot; the
+holes go when the index is rebuilt (growth, compaction), which renumbers the live entries
+densely in the same order, and holes at the end of the entries are dropped at once.
+
+Entry ``e`` lives in chunk ``e >> CHUNK_BITS`` at position ``e & CHUNK_MASK``. Every chunk holds
+``CHUNK_ENTRIES`` entries except chunk 0, which starts at ``MIN_CAPACITY`` entries and is copied
+to twice its size when full until it reaches ``CHUNK_ENTRIES``; later chunks are added whole and
+never move. So a small map costs little, a large one never copies its entries to grow, and at
+most one chunk is partly empty. Each chunk is three arena regions: keys, values, live bits.
+
+A key's *home* is ``mix64(key) * homes >> 64``: the hash scaled to ``[0, homes)``, so homes are in
+hash order for any table size. The index is in Robin Hood order: along it, entries are sorted by
+home and, within a home, by entry number, each as close to its home as that order allows. The
+*distance* of an occupied slot ``s`` is ``s - home(key)``; a probe for a key with home ``h``
+stops at the first slot that is empty or whose distance is less than ``s - h`` (the key would sit
+before that entry). Probing never wraps around: the ``SLACK`` slots past the last home take the
+overflow, and a table whose overflow would pass them grows. Since the order is a function of the
+keys and their entry numbers alone, the index of a given set of entries is the same bytes however
+it was built: one insert at a time, or by the vectorized rebuild (sort the entries by home, then
+``slot[j] = j + cummax(home[j] - j)``).
+
+Insert. Probe to the first slot ``s`` that is empty or holds an entry of a later home, move the
+run ``s..t-1`` up to the next empty slot ``t`` one place right, and write the new entry at ``s``.
+Example, entries A, B (home 3) and C (home 4), and a new D of home 3::
+
+    slot   3   4   5   6           3   4   5   6   7
+    before A   B   C   -     after A   B   D   C   -
+
+Delete (backward shift, no tombstones in the index). Empty slot ``s`` and move each following
+entry one place left until an empty slot or an entry at its home.
+
+Growth doubles ``homes`` when ``n_entries`` would pass ``MAX_LOAD * homes``. When a doubled
+index would cross the arena's limit, it grows instead to the largest size that fits beside the
+old one.
+
+The metadata record (:class:`TableMeta`, ``_META``): magic ``OHLHMAP2``, the value serializer's
+name, ``homes``, the value width in bytes, ``n_entries`` (live), ``used`` (entries including
+holes), the capacity of chunk 0, the index region, and the record id of the *chunk list*: one
+``<QQQ`` (keys, values, live regions) per chunk. A table of format 1 (magic ``OHLHMAP1``: keys,
+distances and values in one Robin Hood table, no insertion order) is read by :func:`parse_meta_v1`
+and converted to format 2 by the first writer that opens it, its entries numbered in slot order.
+"""
+
+from __future__ import annotations
+
+import operator
+import struct
+from dataclasses import dataclass
+
+import numpy as np
+
+from offheap.errors import CorruptionError
+from offheap.kernels.bounds import INT64_MAX, INT64_MIN
+from offheap.kernels.mix import mix64_array
+
+SLACK = 256
+MAX_LOAD = 0.875
+MIN_HOMES = 16
+MAX_HOMES = 1 << 32  # the vectorized home computation multiplies 32-bit halves
+CHUNK_BITS = 16
+CHUNK_ENTRIES = 1 << CHUNK_BITS
+CHUNK_MASK = CHUNK_ENTRIES - 1
+MIN_CAPACITY = 16
+MAX_ENTRIES = (1 << 32) - 2  # entry numbers + 1 fit an index word
+VALUE_WIDTHS = (2, 4, 8)
+
+_MAGIC = b"OHLHMAP2"
+_MAGIC_V1 = b"OHLHMAP1"
+_META = struct.Struct("<8s16sQBxxxxxxxQQQQQ")  # magic, value type, homes, width, n, used, cap0,
+#                                                index region, chunk list record
+_META_V1 = struct.Struct("<8s16sQBxxxxxxxQQQQ")  # magic, value type, homes, width, n, 3 regions
+_CHUNK_ENTRY = struct.Struct("<QQQ")
+
+
+@dataclass(frozen=True)
+class TableMeta:
+    """The metadata record of a format-2 LongHashMap."""
+
+    value: str
+    homes: int
+    width: int  # bytes per value
+    n_entries: int  # live entries
+    used: int  # entries including holes
+    first_capacity: int  # entries chunk 0 holds
+    index_region: int
+    chunk_list_recid: int
+
+
+@dataclass(frozen=True)
+class TableMetaV1:
+    """The metadata record of a format-1 LongHashMap (one Robin Hood table, no entry order)."""
+
+    value: str
+    homes: int
+    width: int
+    n_entries: int
+    regions: tuple[int, int, int]  # arena offsets of the keys, distances and values arrays
+
+
+def pack_meta(meta: TableMeta) -> bytes:
+    return _META.pack(_MAGIC, meta.value.encode(), meta.homes, meta.width, meta.n_entries,
+                      meta.used, meta.first_capacity, meta.index_region, meta.chunk_list_recid)
+
+
+def meta_version(meta: bytes) -> int:
+    """1 or 2 for a LongHashMap metadata record of that format; CorruptionError otherwise."""
+    if meta[:8] == _MAGIC and len(meta) == _META.size:
+        return 2
+    if meta[:8] == _MAGIC_V1 and len(meta) == _META_V1.size:
+        return 1
+    raise CorruptionError("LongHashMap metadata is damaged (bad magic or size)")
+
+
+def parse_meta(meta: bytes) -> TableMeta:
+    """Decode a format-2 metadata record; CorruptionError if it is not one or out of range."""
+    if meta_version(meta) != 2:
+        raise CorruptionError("LongHashMap metadata is of format 1, not 2")
+    _, name, homes, width, n, used, first_capacity, index_region, chunk_list = _META.unpack(meta)
+    if not (MIN_HOMES <= homes <= MAX_HOMES and width in VALUE_WIDTHS and n <= used
+            and n <= homes and used <= MAX_ENTRIES
+            and MIN_CAPACITY <= first_capacity <= CHUNK_ENTRIES
+            and first_capacity & (first_capacity - 1) == 0):
+        raise CorruptionError(f"LongHashMap metadata is out of range (homes={homes}, width={width}, "
+                              f"n={n}, used={used}, first chunk={first_capacity})")
+    return TableMeta(_name(name), homes, width, n, used, first_capacity, index_region, chunk_list)
+
+
+def parse_meta_v1(meta: bytes) -> TableMetaV1:
+    """Decode a format-1 metadata record; CorruptionError if it is not one or out of range."""
+    if meta_version(meta) != 1:
+        raise CorruptionError("LongHashMap metadata is of format 2, not 1")
+    _, name, homes, width, n, keys_off, dist_off, vals_off = _META_V1.unpack(meta)
+    if not MIN_HOMES <= homes <= MAX_HOMES or width not in VALUE_WIDTHS or n > homes:
+        raise CorruptionError(f"LongHashMap metadata is out of range (homes={homes}, "
+                              f"width={width}, n={n})")
+    return TableMetaV1(_name(name), homes, width, n, (keys_off, dist_off, vals_off))
+
+
+def _name(raw: bytes) -> str:
+    return raw.rstrip(b"\0").decode("ascii", "replace")
+
+
+def pack_chunk_list(chunks: list[tuple[int, int, int]]) -> bytes:
+    return b"".join(_CHUNK_ENTRY.pack(*chunk) for chunk in chunks)
+
+
+def parse_chunk_list(data: bytes, n_chunks: int) -> list[tuple[int, int, int]]:
+    """The ``(keys, values, live)`` regions of each chunk; CorruptionError if the record does not
+    hold exactly ``n_chunks`` of them."""
+    if len(data) != n_chunks * _CHUNK_ENTRY.size:
+        raise CorruptionError(f"LongHashMap chunk list holds {len(data)} bytes, "
+                              f"expected {n_chunks} chunks")
+    return [_CHUNK_ENTRY.unpack_from(data, i * _CHUNK_ENTRY.size) for i in range(n_chunks)]
+
+
+def chunk_count(used: int, first_capacity: int) -> int:
+    """Chunks that a table of ``used`` entries has (chunk 0 always exists)."""
+    if used <= first_capacity:
+        return 1
+    return 1 + (used - 1 >> CHUNK_BITS)
+
+
+def chunk_capacity(chunk: int, first_capacity: int) -> int:
+    return first_capacity if chunk == 0 else CHUNK_ENTRIES
+
+
+def homes_of(keys: np.ndarray, homes: int) -> np.ndarray:
+    """``mix64(key) * homes >> 64`` for every key (int64 result), exact for ``homes <= 2**32``:
+    the 64x32-bit product is formed from the hash's two 32-bit halves."""
+    h = mix64_array(keys)
+    n = np.uint64(homes)
+    low = (h & np.uint64(0xFFFF_FFFF)) * n
+    high = (h >> np.uint64(32)) * n + (low >> np.uint64(32))
+    return (high >> np.uint64(32)).astype(np.int64)
+
+
+def as_key(key) -> int:
+    """``key`` as a Python int in the int64 range to store, or TypeError/OverflowError.
+
+    Ints and what ``operator.index`` accepts (bool, numpy integers) are keys; a bool is stored as
+    the int it equals, so ``m[True] = x`` sets key ``1``, as a dict whose key 1 came first would.
+    """
+    if type(key) is not int:
+        try:
+            key = operator.index(key)
+        except TypeError:
+            raise TypeError(f"LongHashMap keys are int64, not {type(key).__name__}") from None
+    if not INT64_MIN <= key <= INT64_MAX:
+        raise OverflowError(f"key {key} is outside the int64 range [-2**63, 2**63)")
+    return key
+
+
+def lookup_key(key) -> int | None:
+    """``key`` as the int64 a lookup probes for, or None when no key of the map can equal it.
+
+    As in a dict, ``1.0``, ``True`` and ``np.int64(1)`` find key 1; ``1.5``, ``'a'``, ``None``
+    and ints outside int64 are misses, not errors.
+    """
+    if type(key) is not int:
+        if isinstance(key, float):
+            if not key.is_integer():
+                return None
+            key = int(key)
+        else:
+            try:
+                key = operator.index(key)
+            except TypeError:
+                return None
+    return key if INT64_MIN <= key <= INT64_MAX else None
+
+
+def as_key_array(keys) -> np.ndarray:
+    """Keys as an int64 array, or TypeError/OverflowError naming the first bad key."""
+    array = keys if isinstance(keys, np.ndarray) else np.asarray(keys)
+    if array.ndim != 1:
+        array = array.reshape(-1) if array.ndim == 0 or array.size == 0 else array
+        if array.ndim != 1:
+            raise ValueError(f"keys must be one-dimensional, got shape {array.shape}")
+    if array.dtype.kind == "i":
+        return array.astype(np.int64, copy=False)
+    if array.dtype.kind == "u":
+        if array.size and int(array.max()) > INT64_MAX:
+            raise OverflowError(f"key {int(array.max())} is outside the int64 range")
+        return array.astype(np.int64)
+    if array.dtype.kind == "O" or (array.size == 0 and array.dtype.kind == "f"):
+        return np.fromiter((as_key(k) for k in array.tolist()), np.int64, len(array))
+    raise TypeError(f"LongHashMap keys are int64, got an array of {array.dtype}")
