@@ -1,26 +1,22 @@
 """The LongHashMap table format, version 2 (layer 6): constants, metadata record, key admission.
 
 A table is an *index* over *entries*, the layout of CPython's compact dict, with Robin Hood
-linear probing in the index:
+linear probing in the index. Four arena regions:
 
     index     uint32[homes + SLACK]   0 = empty, else 1 + the number of the entry it points to
-    keys      int64, one per entry    in chunks (below)
-    values    one per entry           typed values or 2/4/8-byte slot words
-                                      (:mod:`offheap.hashmap.valueslots`), in chunks
-    live      1 bit per entry         bit ``e % 8`` of byte ``e // 8`` of entry ``e``'s chunk;
-                                      0 = the entry was deleted (a hole)
+    keys      int64[capacity]         entry e's key
+    values    [capacity]              entry e's value: typed values or 2/4/8-byte slot words
+                                      (:mod:`offheap.hashmap.valueslots`)
+    live      uint8[capacity / 8]     bit ``e % 8`` of byte ``e // 8``: 0 = entry e was deleted
 
 Entries are numbered in insertion order: a new key is appended as entry ``used`` (``used`` counts
 the holes too), so iterating the entries in number order, skipping holes, gives dict's order, and
-``popitem()`` takes the last live entry. Deleting a key clears its live bit and its index slot; the
-holes go when the index is rebuilt (growth, compaction), which renumbers the live entries
-densely in the same order, and holes at the end of the entries are dropped at once.
-
-Entry ``e`` lives in chunk ``e >> CHUNK_BITS`` at position ``e & CHUNK_MASK``. Every chunk holds
-``CHUNK_ENTRIES`` entries except chunk 0, which starts at ``MIN_CAPACITY`` entries and is copied
-to twice its size when full until it reaches ``CHUNK_ENTRIES``; later chunks are added whole and
-never move. So a small map costs little, a large one never copies its entries to grow, and at
-most one chunk is partly empty. Each chunk is three arena regions: keys, values, live bits.
+``popitem()`` takes the last entry. Deleting a key clears its live bit and its index slot; holes
+at the end of the entries are dropped at once (entry ``used - 1`` is always live), the others when
+the entries are compacted: renumbered densely in the same order, with the index rewritten to
+match. ``capacity`` starts at ``MIN_CAPACITY`` and, when the entries are full, the live ones are
+compacted into new regions of ``grown_capacity(n)`` entries (half as many again as they hold,
+rounded up to a multiple of 8), or compacted in place when at least a quarter of them are holes.
 
 A key's *home* is ``mix64(key) * homes >> 64``: the hash scaled to ``[0, homes)``, so homes are in
 hash order for any table size. The index is in Robin Hood order: along it, entries are sorted by
@@ -49,8 +45,7 @@ old one.
 
 The metadata record (:class:`TableMeta`, ``_META``): magic ``OHLHMAP2``, the value serializer's
 name, ``homes``, the value width in bytes, ``n_entries`` (live), ``used`` (entries including
-holes), the capacity of chunk 0, the index region, and the record id of the *chunk list*: one
-``<QQQ`` (keys, values, live regions) per chunk. A table of format 1 (magic ``OHLHMAP1``: keys,
+holes), ``capacity``, and the arena offsets of the four regions. A table of format 1 (magic ``OHLHMAP1``: keys,
 distances and values in one Robin Hood table, no insertion order) is read by :func:`parse_meta_v1`
 and converted to format 2 by the first writer that opens it, its entries numbered in slot order.
 """
@@ -71,19 +66,15 @@ SLACK = 256
 MAX_LOAD = 0.875
 MIN_HOMES = 16
 MAX_HOMES = 1 << 32  # the vectorized home computation multiplies 32-bit halves
-CHUNK_BITS = 16
-CHUNK_ENTRIES = 1 << CHUNK_BITS
-CHUNK_MASK = CHUNK_ENTRIES - 1
 MIN_CAPACITY = 16
 MAX_ENTRIES = (1 << 32) - 2  # entry numbers + 1 fit an index word
 VALUE_WIDTHS = (2, 4, 8)
 
 _MAGIC = b"OHLHMAP2"
 _MAGIC_V1 = b"OHLHMAP1"
-_META = struct.Struct("<8s16sQBxxxxxxxQQQQQ")  # magic, value type, homes, width, n, used, cap0,
-#                                                index region, chunk list record
+_META = struct.Struct("<8s16sQBxxxxxxxQQQQQQQ")  # magic, value type, homes, width, n, used,
+#                                                  capacity, index/keys/values/live regions
 _META_V1 = struct.Struct("<8s16sQBxxxxxxxQQQQ")  # magic, value type, homes, width, n, 3 regions
-_CHUNK_ENTRY = struct.Struct("<QQQ")
 
 
 @dataclass(frozen=True)
@@ -95,9 +86,8 @@ class TableMeta:
     width: int  # bytes per value
     n_entries: int  # live entries
     used: int  # entries including holes
-    first_capacity: int  # entries chunk 0 holds
-    index_region: int
-    chunk_list_recid: int
+    capacity: int  # entries the regions hold
+    regions: tuple[int, int, int, int]  # arena offsets of the index, keys, values and live bits
 
 
 @dataclass(frozen=True)
@@ -113,7 +103,7 @@ class TableMetaV1:
 
 def pack_meta(meta: TableMeta) -> bytes:
     return _META.pack(_MAGIC, meta.value.encode(), meta.homes, meta.width, meta.n_entries,
-                      meta.used, meta.first_capacity, meta.index_region, meta.chunk_list_recid)
+                      meta.used, meta.capacity, *meta.regions)
 
 
 def meta_version(meta: bytes) -> int:
@@ -129,14 +119,12 @@ def parse_meta(meta: bytes) -> TableMeta:
     """Decode a format-2 metadata record; CorruptionError if it is not one or out of range."""
     if meta_version(meta) != 2:
         raise CorruptionError("LongHashMap metadata is of format 1, not 2")
-    _, name, homes, width, n, used, first_capacity, index_region, chunk_list = _META.unpack(meta)
-    if not (MIN_HOMES <= homes <= MAX_HOMES and width in VALUE_WIDTHS and n <= used
-            and n <= homes and used <= MAX_ENTRIES
-            and MIN_CAPACITY <= first_capacity <= CHUNK_ENTRIES
-            and first_capacity & (first_capacity - 1) == 0):
+    _, name, homes, width, n, used, capacity, *regions = _META.unpack(meta)
+    if not (MIN_HOMES <= homes <= MAX_HOMES and width in VALUE_WIDTHS and n <= used <= capacity
+            and n <= homes and MIN_CAPACITY <= capacity <= MAX_ENTRIES and capacity % 8 == 0):
         raise CorruptionError(f"LongHashMap metadata is out of range (homes={homes}, width={width}, "
-                              f"n={n}, used={used}, first chunk={first_capacity})")
-    return TableMeta(_name(name), homes, width, n, used, first_capacity, index_region, chunk_list)
+                              f"n={n}, used={used}, capacity={capacity})")
+    return TableMeta(_name(name), homes, width, n, used, capacity, tuple(regions))
 
 
 def parse_meta_v1(meta: bytes) -> TableMetaV1:
@@ -154,28 +142,10 @@ def _name(raw: bytes) -> str:
     return raw.rstrip(b"\0").decode("ascii", "replace")
 
 
-def pack_chunk_list(chunks: list[tuple[int, int, int]]) -> bytes:
-    return b"".join(_CHUNK_ENTRY.pack(*chunk) for chunk in chunks)
-
-
-def parse_chunk_list(data: bytes, n_chunks: int) -> list[tuple[int, int, int]]:
-    """The ``(keys, values, live)`` regions of each chunk; CorruptionError if the record does not
-    hold exactly ``n_chunks`` of them."""
-    if len(data) != n_chunks * _CHUNK_ENTRY.size:
-        raise CorruptionError(f"LongHashMap chunk list holds {len(data)} bytes, "
-                              f"expected {n_chunks} chunks")
-    return [_CHUNK_ENTRY.unpack_from(data, i * _CHUNK_ENTRY.size) for i in range(n_chunks)]
-
-
-def chunk_count(used: int, first_capacity: int) -> int:
-    """Chunks that a table of ``used`` entries has (chunk 0 always exists)."""
-    if used <= first_capacity:
-        return 1
-    return 1 + (used - 1 >> CHUNK_BITS)
-
-
-def chunk_capacity(chunk: int, first_capacity: int) -> int:
-    return first_capacity if chunk == 0 else CHUNK_ENTRIES
+def grown_capacity(n_entries: int) -> int:
+    """The capacity of new entry regions for ``n_entries`` live ones: half as many again, a
+    multiple of 8 (whole bytes of live bits), at least ``MIN_CAPACITY``."""
+    return max(MIN_CAPACITY, (n_entries + (n_entries >> 1) + 7) & ~7)
 
 
 def homes_of(keys: np.ndarray, homes: int) -> np.ndarray:
