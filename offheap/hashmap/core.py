@@ -9,14 +9,14 @@ format is specified in :mod:`offheap.hashmap.layout`.
 The contract between the core and the map built on it:
 
 - The map *attaches* the table with :meth:`MapCore._attach` (the value codec, then writable
-  buffers: the index, the keys, the values and the live bits) and *detaches* it with
+  buffers: the index, and per chunk its keys, values and live bits) and *detaches* it with
   :meth:`MapCore._detach` before any of those buffers' regions is freed or remapped. While
   detached every operation raises ClosedError. The compiled core holds the buffers (the buffer
   protocol's exports) while attached, so an extent cannot be unmapped under it.
 - ``_n`` (live entries), ``_used`` (entries including holes) and ``_mods`` are the core's
   counters; the map sets them after a bulk change. ``_mods`` changes whenever the entries or
   their order change: an iterator raises RuntimeError at its next step once it has.
-- When an insert needs room the core cannot make (a wider value column, more entries, a larger
+- When an insert needs room the core cannot make (a wider value column, a new chunk, a larger
   index), it calls the map's ``_make_room(width, index_full)`` and tries again; that method
   re-attaches the grown table. Values that do not fit inline go through the value codec
   (:class:`~offheap.hashmap.valueslots.ValueSlots`): ``encode``, ``decode``, ``release``.
@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from offheap.errors import ClosedError
-from offheap.hashmap.layout import MAX_LOAD, as_key, lookup_key
+from offheap.hashmap.layout import CHUNK_BITS, CHUNK_MASK, MAX_LOAD, as_key, lookup_key
 from offheap.kernels.mix import MASK64
 
 _MISSING = object()
@@ -47,19 +47,21 @@ class MapCore:
 
     _index = None  # detached until the map attaches its table
 
-    def _attach(self, codec, index, keys, values, live, homes: int, width: int) -> None:
-        """Take the table's buffers (numpy arrays of the layout's item types: uint32 index,
-        int64 keys, values of ``width`` bytes, uint8 live bits) and the value codec."""
+    def _attach(self, codec, index, key_chunks, value_chunks, live_chunks, homes: int,
+                width: int) -> None:
+        """Take the table's buffers (numpy arrays of the layout's item types: the uint32 index,
+        and per chunk its int64 keys, values of ``width`` bytes, uint8 live bits; every chunk
+        but a lone chunk 0 is ``CHUNK_ENTRIES`` long) and the value codec."""
         self._codec = codec
         self._index = memoryview(index).cast("B").cast("I")
-        self._keys = memoryview(keys).cast("B").cast("q")
+        self._keys = [memoryview(chunk).cast("B").cast("q") for chunk in key_chunks]
         fmt = codec.serializer.dtype.char if codec.typed else _WORD_FORMATS[width]
-        self._values = memoryview(values).cast("B").cast(fmt)
-        self._live = memoryview(live).cast("B")
+        self._values = [memoryview(chunk).cast("B").cast(fmt) for chunk in value_chunks]
+        self._live = [memoryview(chunk).cast("B") for chunk in live_chunks]
         self._homes = homes
         self._n_slots = len(self._index)
         self._width = width
-        self._capacity = len(self._keys)
+        self._capacity = sum(len(chunk) for chunk in self._keys)
         self._max_n = int(MAX_LOAD * homes)
 
     def _detach(self) -> None:
@@ -67,7 +69,7 @@ class MapCore:
         next attach."""
         if self._index is None:
             return
-        for view in (self._index, self._keys, self._values, self._live):
+        for view in (self._index, *self._keys, *self._values, *self._live):
             view.release()
         self._index = self._keys = self._values = self._live = None
 
@@ -116,7 +118,7 @@ class MapCore:
             if not ix:
                 return slot, -1
             e = ix - 1
-            k = keys[e]
+            k = keys[e >> CHUNK_BITS][e & CHUNK_MASK]
             if k == key:
                 return slot, e
             h = k & MASK64
@@ -133,10 +135,10 @@ class MapCore:
         return (h ^ (h >> 33)) * self._homes >> 64
 
     def _value_of(self, e: int):
-        return self._codec.decode(self._values[e])
+        return self._codec.decode(self._values[e >> CHUNK_BITS][e & CHUNK_MASK])
 
     def _key_of(self, e: int) -> int:
-        return self._keys[e]
+        return self._keys[e >> CHUNK_BITS][e & CHUNK_MASK]
 
     # -- changes ------------------------------------------------------------------------------
 
@@ -158,8 +160,9 @@ class MapCore:
             slot, e = self._find(key)
             if e >= 0:
                 if width <= self._width:
-                    old = self._values[e]
-                    self._values[e] = word
+                    chunk = self._values[e >> CHUNK_BITS]
+                    old = chunk[e & CHUNK_MASK]
+                    chunk[e & CHUNK_MASK] = word
                     self._codec.release(old)
                     return
                 self._make_room(width, False)
@@ -188,9 +191,10 @@ class MapCore:
         """Append entry ``used`` for ``key`` and point index slot ``slot`` at it, moving the
         run ``slot..end-1`` one place right (``end`` is empty)."""
         e = self._used
-        self._keys[e] = key
-        self._values[e] = word
-        self._live[e >> 3] |= 1 << (e & 7)
+        chunk, at = e >> CHUNK_BITS, e & CHUNK_MASK
+        self._keys[chunk][at] = key
+        self._values[chunk][at] = word
+        self._live[chunk][at >> 3] |= 1 << (at & 7)
         index = self._index
         if end > slot:
             index[slot + 1: end + 1] = index[slot: end]
@@ -203,7 +207,7 @@ class MapCore:
         e = self._lookup(key)
         if e < 0:
             raise KeyError(key)
-        word = self._values[e]
+        word = self._values[e >> CHUNK_BITS][e & CHUNK_MASK]
         self._remove(self._key_of(e))
         self._codec.release(word)
 
@@ -213,7 +217,7 @@ class MapCore:
             if default is _MISSING:
                 raise KeyError(key)
             return default
-        word = self._values[e]
+        word = self._values[e >> CHUNK_BITS][e & CHUNK_MASK]
         value = self._codec.decode(word)
         self._remove(self._key_of(e))
         self._codec.release(word)
@@ -227,7 +231,7 @@ class MapCore:
             raise KeyError("popitem(): LongHashMap is empty")
         e = self._used - 1  # the last entry is never a hole
         key = self._key_of(e)
-        word = self._values[e]
+        word = self._values[e >> CHUNK_BITS][e & CHUNK_MASK]
         value = self._codec.decode(word)
         self._remove(key)
         self._codec.release(word)
@@ -254,7 +258,8 @@ class MapCore:
         if end > slot + 1:
             index[slot: end - 1] = index[slot + 1: end]
         index[end - 1] = 0
-        self._live[e >> 3] &= ~(1 << (e & 7)) & 0xFF
+        chunk, at = e >> CHUNK_BITS, e & CHUNK_MASK
+        self._live[chunk][at >> 3] &= ~(1 << (at & 7)) & 0xFF
         self._n -= 1
         self._mods += 1
         used = self._used
@@ -263,7 +268,8 @@ class MapCore:
         self._used = used
 
     def _is_live(self, e: int) -> bool:
-        return bool(self._live[e >> 3] >> (e & 7) & 1)
+        at = e & CHUNK_MASK
+        return bool(self._live[e >> CHUNK_BITS][at >> 3] >> (at & 7) & 1)
 
     # -- iteration ----------------------------------------------------------------------------
 

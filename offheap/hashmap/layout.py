@@ -1,22 +1,28 @@
 """The LongHashMap table format, version 2 (layer 6): constants, metadata record, key admission.
 
 A table is an *index* over *entries*, the layout of CPython's compact dict, with Robin Hood
-linear probing in the index. Four arena regions:
+linear probing in the index:
 
     index     uint32[homes + SLACK]   0 = empty, else 1 + the number of the entry it points to
-    keys      int64[capacity]         entry e's key
-    values    [capacity]              entry e's value: typed values or 2/4/8-byte slot words
-                                      (:mod:`offheap.hashmap.valueslots`)
-    live      uint8[capacity / 8]     bit ``e % 8`` of byte ``e // 8``: 0 = entry e was deleted
+    entries   in chunks               per entry: its int64 key, its value (a typed value or a
+                                      2/4/8-byte slot word, :mod:`offheap.hashmap.valueslots`)
+                                      and a live bit (0 = the entry was deleted: a hole)
 
 Entries are numbered in insertion order: a new key is appended as entry ``used`` (``used`` counts
 the holes too), so iterating the entries in number order, skipping holes, gives dict's order, and
 ``popitem()`` takes the last entry. Deleting a key clears its live bit and its index slot; holes
 at the end of the entries are dropped at once (entry ``used - 1`` is always live), the others when
-the entries are compacted: renumbered densely in the same order, with the index rewritten to
-match. ``capacity`` starts at ``MIN_CAPACITY`` and, when the entries are full, the live ones are
-compacted into new regions of ``grown_capacity(n)`` entries (half as many again as they hold,
-rounded up to a multiple of 8), or compacted in place when at least a quarter of them are holes.
+the entries are *compacted*: renumbered densely in the same order, with the index rewritten to
+match, when the entries are full and at least a quarter of them are holes.
+
+Entry ``e`` lives in chunk ``e >> CHUNK_BITS`` at position ``e & CHUNK_MASK``. A chunk is one
+arena region of ``capacity`` entries: ``capacity`` int64 keys, then ``capacity`` values, then
+``capacity / 8`` bytes of live bits (bit ``i % 8`` of byte ``i // 8`` for position ``i``). Every
+chunk holds ``CHUNK_ENTRIES`` entries except chunk 0 while it is the only one: it starts at
+``MIN_CAPACITY`` entries and is copied to twice its size when full, up to ``CHUNK_ENTRIES``;
+later chunks are added whole and never move. So a small map costs little, and a large one grows
+one chunk at a time: it never needs room for a copy of its entries, and under a limit it can
+fill all but the last chunk's worth of it.
 
 A key's *home* is ``mix64(key) * homes >> 64``: the hash scaled to ``[0, homes)``, so homes are in
 hash order for any table size. The index is in Robin Hood order: along it, entries are sorted by
@@ -45,7 +51,8 @@ old one.
 
 The metadata record (:class:`TableMeta`, ``_META``): magic ``OHLHMAP2``, the value serializer's
 name, ``homes``, the value width in bytes, ``n_entries`` (live), ``used`` (entries including
-holes), ``capacity``, and the arena offsets of the four regions. A table of format 1 (magic ``OHLHMAP1``: keys,
+holes), chunk 0's capacity, the index region, and the record id of the *chunk list*: the arena
+offset (``<Q``) of each chunk's region, in chunk order. A table of format 1 (magic ``OHLHMAP1``: keys,
 distances and values in one Robin Hood table, no insertion order) is read by :func:`parse_meta_v1`
 and converted to format 2 by the first writer that opens it, its entries numbered in slot order.
 """
@@ -66,14 +73,17 @@ SLACK = 256
 MAX_LOAD = 0.875
 MIN_HOMES = 16
 MAX_HOMES = 1 << 32  # the vectorized home computation multiplies 32-bit halves
+CHUNK_BITS = 16
+CHUNK_ENTRIES = 1 << CHUNK_BITS
+CHUNK_MASK = CHUNK_ENTRIES - 1
 MIN_CAPACITY = 16
 MAX_ENTRIES = (1 << 32) - 2  # entry numbers + 1 fit an index word
 VALUE_WIDTHS = (2, 4, 8)
 
 _MAGIC = b"OHLHMAP2"
 _MAGIC_V1 = b"OHLHMAP1"
-_META = struct.Struct("<8s16sQBxxxxxxxQQQQQQQ")  # magic, value type, homes, width, n, used,
-#                                                  capacity, index/keys/values/live regions
+_META = struct.Struct("<8s16sQBxxxxxxxQQQQQ")  # magic, value type, homes, width, n, used,
+#                                                first chunk's capacity, index, chunk list record
 _META_V1 = struct.Struct("<8s16sQBxxxxxxxQQQQ")  # magic, value type, homes, width, n, 3 regions
 
 
@@ -86,8 +96,9 @@ class TableMeta:
     width: int  # bytes per value
     n_entries: int  # live entries
     used: int  # entries including holes
-    capacity: int  # entries the regions hold
-    regions: tuple[int, int, int, int]  # arena offsets of the index, keys, values and live bits
+    first_capacity: int  # entries chunk 0 holds
+    index_region: int
+    chunk_list_recid: int
 
 
 @dataclass(frozen=True)
@@ -103,7 +114,7 @@ class TableMetaV1:
 
 def pack_meta(meta: TableMeta) -> bytes:
     return _META.pack(_MAGIC, meta.value.encode(), meta.homes, meta.width, meta.n_entries,
-                      meta.used, meta.capacity, *meta.regions)
+                      meta.used, meta.first_capacity, meta.index_region, meta.chunk_list_recid)
 
 
 def meta_version(meta: bytes) -> int:
@@ -119,12 +130,13 @@ def parse_meta(meta: bytes) -> TableMeta:
     """Decode a format-2 metadata record; CorruptionError if it is not one or out of range."""
     if meta_version(meta) != 2:
         raise CorruptionError("LongHashMap metadata is of format 1, not 2")
-    _, name, homes, width, n, used, capacity, *regions = _META.unpack(meta)
-    if not (MIN_HOMES <= homes <= MAX_HOMES and width in VALUE_WIDTHS and n <= used <= capacity
-            and n <= homes and MIN_CAPACITY <= capacity <= MAX_ENTRIES and capacity % 8 == 0):
+    _, name, homes, width, n, used, first, index_region, chunk_list = _META.unpack(meta)
+    if not (MIN_HOMES <= homes <= MAX_HOMES and width in VALUE_WIDTHS and n <= used
+            and n <= homes and used <= MAX_ENTRIES and MIN_CAPACITY <= first <= CHUNK_ENTRIES
+            and first & (first - 1) == 0 and (used <= first or first == CHUNK_ENTRIES)):
         raise CorruptionError(f"LongHashMap metadata is out of range (homes={homes}, width={width}, "
-                              f"n={n}, used={used}, capacity={capacity})")
-    return TableMeta(_name(name), homes, width, n, used, capacity, tuple(regions))
+                              f"n={n}, used={used}, first chunk={first})")
+    return TableMeta(_name(name), homes, width, n, used, first, index_region, chunk_list)
 
 
 def parse_meta_v1(meta: bytes) -> TableMetaV1:
@@ -142,10 +154,29 @@ def _name(raw: bytes) -> str:
     return raw.rstrip(b"\0").decode("ascii", "replace")
 
 
-def grown_capacity(n_entries: int) -> int:
-    """The capacity of new entry regions for ``n_entries`` live ones: half as many again, a
-    multiple of 8 (whole bytes of live bits), at least ``MIN_CAPACITY``."""
-    return max(MIN_CAPACITY, (n_entries + (n_entries >> 1) + 7) & ~7)
+def pack_chunk_list(offsets: list[int]) -> bytes:
+    return struct.pack(f"<{len(offsets)}Q", *offsets)
+
+
+def parse_chunk_list(data: bytes, used: int, first_capacity: int) -> list[int]:
+    """The chunks' region offsets; CorruptionError unless they hold ``used`` entries (chunks
+    past chunk 0 only once chunk 0 is full-size)."""
+    n_chunks = len(data) // 8
+    if len(data) % 8 or not n_chunks or (n_chunks > 1 and first_capacity != CHUNK_ENTRIES) \
+            or capacity_of(n_chunks, first_capacity) < used:
+        raise CorruptionError(f"LongHashMap chunk list of {len(data)} bytes does not fit "
+                              f"{used} entries")
+    return list(struct.unpack(f"<{n_chunks}Q", data))
+
+
+def capacity_of(n_chunks: int, first_capacity: int) -> int:
+    """Entries that ``n_chunks`` chunks hold."""
+    return first_capacity if n_chunks == 1 else n_chunks * CHUNK_ENTRIES
+
+
+def chunk_bytes(capacity: int, value_itemsize: int) -> int:
+    """The region size of a chunk: keys, values, live bits."""
+    return capacity * (8 + value_itemsize) + (capacity >> 3)
 
 
 def homes_of(keys: np.ndarray, homes: int) -> np.ndarray:
