@@ -9,11 +9,8 @@ The table format (an insertion-ordered entry array under a Robin Hood index) is
 - this facade: construction and files, the bulk numpy paths (:mod:`offheap.hashmap.placement`),
   growth, metadata, stats, and what a DB, a reader, compaction and salvage need.
 
-Growth. Every change of shape (a larger index, more entry capacity, a wider value column, the
-compaction of holes) is one :meth:`_reshape`: new regions are allocated, the live entries are
-copied into them densely in order, the index is placed anew, and only then does the table switch
-over and free the old regions. When a doubled index would cross the arena's limit, the index
-grows instead to the largest size that fits beside the old one.
+Growth is :mod:`offheap.hashmap.growth`: a larger index, another chunk of entries, a wider value
+column or the compaction of holes, each one step that allocates before it changes anything.
 
 Failure atomicity: every step that allocates (a value record, a new shape) happens before the
 table changes and is undone if a later step fails; a :class:`CapacityError` leaves the map
@@ -34,26 +31,26 @@ import numpy as np
 from offheap.arena.arena import Arena, format_bytes
 from offheap.collection.filemap import StandaloneFileMap
 from offheap.collection.readers import open_file_reader
-from offheap.errors import CapacityError, ClosedError, CorruptionError
+from offheap.errors import ClosedError, CorruptionError
 from offheap.hashmap import placement
 from offheap.hashmap.core import MapCore as ReferenceCore
 from offheap.hashmap.layout import (
-    MAX_ENTRIES,
-    MAX_HOMES,
     MAX_LOAD,
     MIN_CAPACITY,
     MIN_HOMES,
     SLACK,
     TableMeta,
     as_key_array,
-    grown_capacity,
     homes_of,
     meta_version,
+    pack_chunk_list,
     pack_meta,
+    parse_chunk_list,
     parse_meta,
     parse_meta_v1,
 )
 from offheap.hashmap.reader import HashReader
+from offheap.hashmap.growth import TableGrowth
 from offheap.hashmap.regions import Regions
 from offheap.hashmap.valueslots import EXTERNAL, ValueSlots
 from offheap.kernels import native
@@ -85,7 +82,7 @@ class HashMapStats:
         return self.reserved_bytes / self.n_entries if self.n_entries else float("nan")
 
 
-class HashMapFacade(StandaloneFileMap, MutableMapping):
+class HashMapFacade(TableGrowth, StandaloneFileMap, MutableMapping):
     """Everything of a LongHashMap above its core (see the module docstring); a concrete map
     class puts a core first in its bases."""
 
@@ -146,7 +143,8 @@ class HashMapFacade(StandaloneFileMap, MutableMapping):
         self._n = self._used = self._mods = 0
         if meta_recid is None:
             self._meta_recid = store.put(b"")
-            self._switch_to(self._allocate(MIN_HOMES, self._slots.initial_width, MIN_CAPACITY))
+            self._chunk_list_recid = store.put(b"")
+            self._replace_table(self._new_table())
             self._write_meta()
         else:
             self._meta_recid = meta_recid
@@ -167,8 +165,9 @@ class HashMapFacade(StandaloneFileMap, MutableMapping):
         """Remove every entry and shrink the table back to its initial size."""
         self._check_open()
         old_words = self._live_words()
-        self._switch_to(self._allocate(MIN_HOMES, self._slots.initial_width, MIN_CAPACITY))
+        self._replace_table(self._new_table())
         self._n = self._used = 0
+        self._mods += 1
         self._slots.release_many(old_words)
 
     def update(self, other=(), /, **kwargs) -> None:
@@ -221,9 +220,9 @@ class HashMapFacade(StandaloneFileMap, MutableMapping):
             if n_new < len(keys):
                 entries = self._find_many(keys)  # a reshape renumbers the entries
                 found = entries >= 0
-                values_array = self._regions.values
-                old = values_array[entries[found]].copy()
-                values_array[entries[found]] = words[found]
+                column = self._regions.values
+                old = column.take(entries[found])
+                column.put(entries[found], words[found])
                 self._slots.release_many(old)
                 new = ~found
         except BaseException:
@@ -241,7 +240,7 @@ class HashMapFacade(StandaloneFileMap, MutableMapping):
         keys = as_key_array(keys)
         entries = self._find_many(keys)
         found = entries >= 0
-        values = self._slots.decode_many(self._regions.values[entries[found]])
+        values = self._slots.decode_many(self._regions.values.take(entries[found]))
         if self._slots.typed:
             if found.all():
                 return values
@@ -274,7 +273,7 @@ class HashMapFacade(StandaloneFileMap, MutableMapping):
         keys, entries = keys[present], entries[present]
         if not entries.size:
             return 0
-        removed_words = self._regions.values[entries].copy()
+        removed_words = self._regions.values.take(entries)
         if entries.size * _BULK_FRACTION >= self._n:
             self._remove_entries(entries)
         else:
@@ -365,15 +364,16 @@ class HashMapFacade(StandaloneFileMap, MutableMapping):
         """Assert the table's invariants (used by the stateful tests after every step)."""
         self._check_open()
         r = self._regions
-        live = placement.live_mask(r.live, self._used)
+        assert self._used <= r.capacity and len(r.chunk_offsets) >= 1
+        live = r.live_mask(r.capacity)
         assert int(live.sum()) == self._n, (int(live.sum()), self._n)
-        assert self._used == 0 or live[-1], "the last entry is a hole"
-        assert not np.unpackbits(r.live, bitorder="little")[self._used:].any(), "live bits past used"
+        assert not live[self._used:].any(), "live bits past used"
+        assert self._used == 0 or live[self._used - 1], "the last entry is a hole"
         occupied = np.flatnonzero(r.index)
         assert occupied.size == self._n, (occupied.size, self._n)
         entries = r.index[occupied].astype(np.int64) - 1
         assert np.array_equal(np.sort(entries), np.flatnonzero(live)), "index and live bits differ"
-        keys = r.keys[entries]
+        keys = r.keys.take(entries)
         home = homes_of(keys, r.homes)
         assert np.all(home <= occupied), "an entry sits before its home"
         assert np.all(home[1:] >= home[:-1]), "Robin Hood order broken"
@@ -382,7 +382,7 @@ class HashMapFacade(StandaloneFileMap, MutableMapping):
         assert np.unique(keys).size == keys.size, "duplicate keys"
         assert self._n <= MAX_LOAD * r.homes
         if not self._slots.typed:
-            words = r.values[entries].astype(np.uint64)
+            words = r.values.take(entries).astype(np.uint64)
             assert self._slots.width_of_many(words) <= r.width
             for word in words[(words & np.uint64(0xFF)) == EXTERNAL].tolist():
                 assert (word >> 8) in self._store, f"external value {word >> 8} is missing"
@@ -412,21 +412,6 @@ class HashMapFacade(StandaloneFileMap, MutableMapping):
         self._slots.release_many(words[dropped])
         return keys[first[order]], kept_words
 
-    def _reserve(self, n_new: int, width: int) -> None:
-        """Reshape, if needed, so that ``n_new`` more entries of values ``width`` bytes wide fit
-        without another allocation (CapacityError: nothing changed)."""
-        r = self._regions
-        n = self._n + n_new
-        if n > MAX_ENTRIES:
-            raise CapacityError(f"a LongHashMap holds at most {MAX_ENTRIES:,} entries")
-        homes = r.homes
-        while n > MAX_LOAD * homes:
-            homes *= 2
-        width = max(width, r.width)
-        capacity = r.capacity if self._used + n_new <= r.capacity else grown_capacity(n)
-        if (homes, width, capacity) != (r.homes, r.width, r.capacity):
-            self._reshape(homes, width, capacity)
-
     def _append_many(self, keys: np.ndarray, words: np.ndarray) -> None:
         """Append distinct absent keys as new entries (room reserved by :meth:`_reserve`): a
         large batch is placed with the whole index rebuilt, a small one key by key."""
@@ -446,19 +431,18 @@ class HashMapFacade(StandaloneFileMap, MutableMapping):
             return
         r = self._regions
         start, stop = self._used, self._used + len(keys)
-        r.keys[start:stop] = keys
-        r.values[start:stop] = words
-        live = placement.live_mask(r.live, self._used)
-        entries = np.concatenate([np.flatnonzero(live), np.arange(start, stop)])
+        new_entries = np.arange(start, stop)
+        r.keys.put(new_entries, keys)
+        live = r.live_mask(start)
+        entries = np.concatenate([np.flatnonzero(live), new_entries])
         index = np.zeros(r.n_slots, np.uint32)
-        homes = r.homes
-        while not placement.place(index, homes, [(entries, r.keys[entries])]):
-            r.keys[start:stop] = 0  # the index needs room first: undo, grow, append again
-            r.values[start:stop] = 0
-            self._reshape(homes * 2, r.width, r.capacity)
+        if not placement.place(index, r.homes, [(entries, r.keys.take(entries))]):
+            r.keys.put(new_entries, np.zeros(len(keys), np.int64))  # undo, grow, append again
+            self._grow_index(r.homes * 2, self._n + len(keys))
             return self._append_many(keys, words)
+        r.values.put(new_entries, words)
         r.index[:] = index
-        r.live[:] = placement.live_bits(np.concatenate([live, np.ones(len(keys), bool)]), r.capacity)
+        r.set_live(np.concatenate([live, np.ones(len(keys), bool)]))
         self._used = stop
         self._n += len(keys)
         self._mods += 1
@@ -466,165 +450,34 @@ class HashMapFacade(StandaloneFileMap, MutableMapping):
     def _remove_entries(self, entries: np.ndarray) -> None:
         """Remove many present entries at once: clear their live bits and place the rest anew."""
         r = self._regions
-        live = placement.live_mask(r.live, self._used)
+        live = r.live_mask(self._used)
         live[entries] = False
-        used = int(np.flatnonzero(live)[-1]) + 1 if live.any() else 0
         kept = np.flatnonzero(live)
+        used = int(kept[-1]) + 1 if kept.size else 0
         r.index[:] = 0
-        placement.place(r.index, r.homes, [(kept, r.keys[kept])])  # fewer entries always fit
-        r.live[:] = placement.live_bits(live[:used], r.capacity)
+        placement.place(r.index, r.homes, [(kept, r.keys.take(kept))])  # fewer entries always fit
+        r.set_live(live[:used])
         self._used, self._n = used, len(kept)
         self._mods += 1
 
-    # -- growth --------------------------------------------------------------------------------
-
-    def _make_room(self, width: int, index_full: bool) -> None:
-        """Called by the core when one more insert needs a new shape; CapacityError leaves the
-        table as it was. Entries full of holes are compacted where they are; entries that cannot
-        grow by half within the limit grow by what fits, or are compacted if they have holes."""
+    def _attach_regions(self) -> None:
         r = self._regions
-        homes = r.homes * 2 if index_full or self._n + 1 > MAX_LOAD * r.homes else r.homes
-        width = max(width, r.width)
-        holes = self._used - self._n
-        if self._used < r.capacity or holes * 4 >= self._used:
-            self._reshape(homes, width, r.capacity)
-            return
-        try:
-            self._reshape(homes, width, grown_capacity(self._n + 1))
-        except CapacityError:
-            capacity = self._capacity_that_fits(width, grown_capacity(self._n + 1))
-            if capacity is not None:
-                self._reshape(homes, width, capacity)
-            elif holes:
-                self._reshape(homes, width, r.capacity)
-            else:
-                raise
+        self._attach(self._slots, r.index, r.key_chunks, r.value_chunks, r.live_chunks, r.homes,
+                     r.width)
 
-    def _reshape(self, homes: int, width: int, capacity: int) -> None:
-        """Move the live entries into a table of this shape (see the module docstring). Only
-        the part whose shape changes gets new regions: the index for other ``homes``, the
-        entries for another ``width`` or ``capacity``; the same shape compacts in place."""
-        old = self._regions
-        new_index = homes != old.homes
-        if not new_index and (width, capacity) == (old.width, old.capacity):
-            self._compact_in_place(old)
-            self._mods += 1
-            return
-        if homes > MAX_HOMES:
-            raise CapacityError(f"a LongHashMap holds at most {int(MAX_LOAD * MAX_HOMES):,} entries")
-        try:
-            new = old.reshaped(self._store, homes, width, capacity,
-                               self._slots.dtype_for_width(width))
-        except CapacityError:
-            fitting = self._homes_that_fit(homes, width, capacity) if new_index else None
-            if fitting is None or self._n + 1 > MAX_LOAD * fitting:
-                raise
-            new = old.reshaped(self._store, fitting, width, capacity,
-                               self._slots.dtype_for_width(width))
-        try:
-            self._move_entries(old, new)
-        except BaseException:
-            new.free_new(self._store, old)
-            raise
-        self._switch_to(new)
-        self._used = self._n
-        self._mods += 1
+    def _new_table(self) -> Regions:
+        width = self._slots.initial_width
+        return Regions.allocate(self._store, MIN_HOMES, width, self._slots.dtype_for_width(width),
+                                MIN_CAPACITY)
 
-    def _compact_in_place(self, r: Regions) -> None:
-        """Renumber the live entries densely in their own regions and rewrite the index."""
-        renumber = self._compact_entries(r)
-        if renumber is not None:
-            placement.renumber_index(r.index, renumber)
-
-    def _compact_entries(self, r: Regions) -> np.ndarray | None:
-        """Move the live entries of ``r`` to its front, in order; the renumbering (new number
-        by old number), or None when there were no holes. The index is the caller's."""
-        n, used = self._n, self._used
-        if n == used:
-            return None
-        live = placement.live_mask(r.live, used)
-        r.keys[:n] = r.keys[:used][live]
-        r.values[:n] = r.values[:used][live]
-        r.keys[n:used] = 0
-        r.values[n:used] = 0
-        r.live[:] = placement.live_bits(np.ones(n, bool), r.capacity)
-        self._used = n
-        return np.cumsum(live, dtype=np.int64) - 1
-
-    def _move_entries(self, old: Regions, new: Regions) -> None:
-        """Fill ``new``, whose index or entry regions may be ``old``'s, with the live entries
-        densely in order and its index: the index is placed with the old entry numbers first,
-        then the entries move and the index is renumbered to match."""
-        if new.offsets[0] != old.offsets[0]:
-            chunks = placement.index_chunks(old.index, old.keys, old.homes)
-            if not placement.place(new.index, new.homes, chunks):
-                raise CapacityError("a LongHashMap index overflowed its slack when it grew")
-        if new.offsets[1] == old.offsets[1]:
-            renumber = self._compact_entries(old)
-        else:
-            n, used = self._n, self._used
-            renumber = None
-            if n == used:
-                new.keys[:n] = old.keys[:n]
-                new.values[:n] = old.values[:n]
-            else:
-                live = placement.live_mask(old.live, used)
-                renumber = np.cumsum(live, dtype=np.int64) - 1
-                new.keys[:n] = old.keys[:used][live]
-                new.values[:n] = old.values[:used][live]
-            new.live[:] = placement.live_bits(np.ones(n, bool), new.capacity)
-        if renumber is not None:
-            placement.renumber_index(new.index, renumber)
-
-    def _homes_that_fit(self, homes: int, width: int, capacity: int) -> int | None:
-        """The most home slots (fewer than ``homes``, more than now) a new index may have beside
-        the old one, with new entries of ``width``/``capacity`` if those change, within the limit;
-        None if there is no such size."""
-        old = self._regions
-        value_bytes = self._slots.dtype_for_width(width).itemsize
-        entry_sizes = () if (width, capacity) == (old.width, old.capacity) else (
-            capacity * 8, capacity * value_bytes, capacity >> 3)
-        return self._largest_fitting(
-            old.homes, homes, lambda h: ((h + SLACK) * 4, *entry_sizes))
-
-    def _capacity_that_fits(self, width: int, capacity: int) -> int | None:
-        """The most entries (fewer than ``capacity``, more than now, a multiple of 8) that new
-        entry regions may hold beside the old ones within the limit; None if there is none."""
-        value_bytes = self._slots.dtype_for_width(width).itemsize
-        eighths = self._largest_fitting(
-            self._regions.capacity >> 3, capacity >> 3,
-            lambda c: (c * 64, c * 8 * value_bytes, c))
-        return None if eighths is None else eighths << 3
-
-    def _largest_fitting(self, low: int, high: int, sizes) -> int | None:
-        """The largest ``x`` in ``(low, high)`` whose regions of ``sizes(x)`` bytes fit in the
-        room the limit leaves (None if none does or there is no limit): a binary search asking
-        the arena what the regions would really reserve (whole pages, tags, checksums)."""
-        arena = self._store.arena
-        if arena.limit_bytes is None:
-            return None
-        room = arena.limit_bytes - arena.reserved_bytes
-        fitting, too_many = low, high
-        while too_many - fitting > 1:
-            middle = (fitting + too_many) // 2
-            if arena.reservation_bytes(*sizes(middle)) <= room:
-                fitting = middle
-            else:
-                too_many = middle
-        return fitting if fitting > low else None
-
-    def _allocate(self, homes: int, width: int, capacity: int) -> Regions:
-        return Regions.allocate(self._store, homes, width, capacity,
-                                self._slots.dtype_for_width(width))
-
-    def _switch_to(self, new: Regions) -> None:
-        """Detach the core, free the current regions that ``new`` does not keep, attach ``new``."""
+    def _replace_table(self, new: Regions) -> None:
+        """Detach the core, free the current table, attach ``new``."""
         old = self._regions
         self._detach()
         if old is not None:
-            old.free_replaced(self._store, new)
+            old.free(self._store)
         self._regions = new
-        self._attach(self._slots, new.index, new.keys, new.values, new.live, new.homes, new.width)
+        self._attach_regions()
 
     def _drop_views(self) -> None:
         self._detach()
@@ -703,12 +556,12 @@ class HashMapFacade(StandaloneFileMap, MutableMapping):
 
     def _live_words(self) -> np.ndarray:
         r = self._regions
-        return r.values[: self._used][placement.live_mask(r.live, self._used)].copy()
+        return r.values.take(np.flatnonzero(r.live_mask(self._used)))
 
     def _live_entries(self) -> tuple[np.ndarray, np.ndarray]:
         r = self._regions
-        live = placement.live_mask(r.live, self._used)
-        return r.keys[: self._used][live].copy(), r.values[: self._used][live].copy()
+        live = np.flatnonzero(r.live_mask(self._used))
+        return r.keys.take(live), r.values.take(live)
 
     def _chunks(self, with_values: bool):
         """Yield (keys, values) lists chunk by chunk in entry order; RuntimeError if the map
@@ -724,9 +577,9 @@ class HashMapFacade(StandaloneFileMap, MutableMapping):
                 return
             r = self._regions
             stop = min(start + _ITER_CHUNK, self._used)
-            live = np.flatnonzero(placement.live_mask(r.live, stop)[start:]) + start
-            keys = r.keys[live].tolist()
-            values = self._slots.decode_many(r.values[live]).tolist() if with_values else None
+            live = np.flatnonzero(r.live_mask(stop)[start:]) + start
+            keys = r.keys.take(live).tolist()
+            values = self._slots.decode_many(r.values.take(live)).tolist() if with_values else None
             yield keys, values
             start = stop
 
@@ -742,7 +595,8 @@ class HashMapFacade(StandaloneFileMap, MutableMapping):
     def _write_meta(self) -> None:
         r = self._regions
         meta = TableMeta(self._slots.serializer.name, r.homes, r.width, self._n, self._used,
-                         r.capacity, r.offsets)
+                         r.first_capacity, r.index_offset, self._chunk_list_recid)
+        self._store.update(self._chunk_list_recid, pack_chunk_list(r.chunk_offsets))
         self._store.update(self._meta_recid, pack_meta(meta))
 
     def _load_meta(self, serializer) -> None:
@@ -755,10 +609,19 @@ class HashMapFacade(StandaloneFileMap, MutableMapping):
             return
         meta = parse_meta(record)
         _check_value_type(meta.value, serializer)
-        regions = Regions.open(self._store, meta, self._slots.dtype_for_width(meta.width))
-        self._switch_to(regions)
+        try:
+            chunk_list = self._store.get(meta.chunk_list_recid)
+        except KeyError:
+            raise CorruptionError(f"LongHashMap chunk list record {meta.chunk_list_recid} is "
+                                  f"missing") from None
+        chunks = parse_chunk_list(chunk_list, meta.used, meta.first_capacity)
+        regions = Regions(meta.homes, meta.width, self._slots.dtype_for_width(meta.width),
+                          meta.first_capacity, meta.index_region, chunks)
+        regions.checked_views(self._store)
+        self._chunk_list_recid = meta.chunk_list_recid
+        self._replace_table(regions)
         self._n, self._used = meta.n_entries, meta.used
-        live = int(placement.live_mask(regions.live, meta.used).sum())
+        live = int(regions.live_mask(regions.capacity).sum())
         if live != meta.n_entries:
             raise CorruptionError(f"LongHashMap holds {live} entries, its metadata says "
                                   f"{meta.n_entries}")
@@ -770,9 +633,9 @@ class HashMapFacade(StandaloneFileMap, MutableMapping):
         _check_value_type(meta.value, serializer)
         if self._store.arena.readonly:
             raise CorruptionError(
-                f"this LongHashMap was written in table format 1 by an older offheap; this "
-                f"version reads format 2. Open it once for writing (LongHashMap(path=...) or "
-                f"DB.file(path)) to convert it, then read it again")
+                "this LongHashMap was written in table format 1 by an older offheap; this "
+                "version reads format 2. Open it once for writing (LongHashMap(path=...) or "
+                "DB.file(path)) to convert it, then read it again")
         n_slots = meta.homes + SLACK
         keys_off, dist_off, vals_off = meta.regions
         old_dtype = self._slots.dtype_for_width(meta.width)
@@ -782,7 +645,8 @@ class HashMapFacade(StandaloneFileMap, MutableMapping):
         if len(keys) != meta.n_entries:
             raise CorruptionError(f"LongHashMap holds {len(keys)} entries, its metadata says "
                                   f"{meta.n_entries}")
-        self._switch_to(self._allocate(MIN_HOMES, meta.width, MIN_CAPACITY))
+        self._chunk_list_recid = self._store.put(b"")
+        self._replace_table(self._new_table())
         self._reserve(len(keys), meta.width)
         self._append_many(keys, words)
         for offset in meta.regions:

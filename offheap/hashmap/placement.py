@@ -11,14 +11,17 @@ from collections.abc import Iterable, Iterator
 import numpy as np
 
 from offheap.hashmap.layout import homes_of
+from offheap.hashmap.regions import Column
 
 REBUILD_CHUNK = 1 << 18  # index slots per chunk when an index moves its entries to a larger one
 
 
-def find_many(index: np.ndarray, keys: np.ndarray, homes: int, wanted: np.ndarray) -> np.ndarray:
+def find_many(index: np.ndarray, keys: Column, homes: int, wanted: np.ndarray,
+              opaque: np.ndarray | None = None) -> np.ndarray:
     """Entry numbers of many int64 keys (-1 where absent): one vectorized round per probe step.
 
-    A probe goes on past a slot while the entry there has a home at or before the key's own.
+    A probe goes on past a slot while the entry there has a home at or before the key's own, and
+    past every slot flagged in ``opaque`` (a damaged one whose entry cannot be read: salvage).
     """
     entries = np.full(len(wanted), -1, np.int64)
     pending = np.arange(len(wanted))
@@ -27,12 +30,15 @@ def find_many(index: np.ndarray, keys: np.ndarray, homes: int, wanted: np.ndarra
     while pending.size:
         ix = index[slot].astype(np.int64)
         occupied = ix != 0
+        blind = np.zeros(len(slot), bool) if opaque is None else opaque[slot]
+        readable = occupied & ~blind
         e = ix - 1
-        found = keys[np.where(occupied, e, 0)]
-        hit = occupied & (found == wanted[pending])
+        found = keys.take(np.where(readable, e, 0))
+        hit = readable & (found == wanted[pending])
         entries[pending[hit]] = e[hit]
-        going = occupied & ~hit
+        going = readable & ~hit
         going[going] = homes_of(found[going], homes) <= home[going]
+        going |= blind
         pending, slot, home = pending[going], slot[going] + 1, home[going]
     return entries
 
@@ -61,7 +67,7 @@ def place(index: np.ndarray, homes: int, chunks: Iterable[tuple[np.ndarray, np.n
     return True
 
 
-def index_chunks(index: np.ndarray, keys: np.ndarray, homes: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+def index_chunks(index: np.ndarray, keys: Column, homes: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """An index's ``(entry numbers, keys)`` in slot order, in chunks of about ``REBUILD_CHUNK``
     slots, for :func:`place` into a larger index.
 
@@ -74,11 +80,11 @@ def index_chunks(index: np.ndarray, keys: np.ndarray, homes: int) -> Iterator[tu
     while start < n_slots:
         stop = min(start + REBUILD_CHUNK, n_slots)
         while stop < n_slots and index[stop] and \
-                int(homes_of(keys[int(index[stop]) - 1: int(index[stop])], homes)[0]) != stop:
+                int(homes_of(keys.take(index[stop: stop + 1].astype(np.int64) - 1), homes)[0]) != stop:
             stop += 1
         ix = index[start:stop]
         entries = ix[ix != 0].astype(np.int64) - 1
-        yield entries, keys[entries]
+        yield entries, keys.take(entries)
         start = stop
 
 
@@ -90,14 +96,3 @@ def renumber_index(index: np.ndarray, renumber: np.ndarray) -> None:
         part[occupied] = (renumber[part[occupied].astype(np.int64) - 1] + 1).astype(np.uint32)
 
 
-def live_mask(live: np.ndarray, used: int) -> np.ndarray:
-    """Which of the first ``used`` entries are live, from the live bits."""
-    return np.unpackbits(live[: (used + 7) >> 3], bitorder="little")[:used].astype(bool)
-
-
-def live_bits(mask: np.ndarray, capacity: int) -> np.ndarray:
-    """Live bits for a capacity of ``capacity`` entries, the first ``len(mask)`` from ``mask``."""
-    bits = np.zeros(capacity >> 3, np.uint8)
-    packed = np.packbits(mask, bitorder="little")
-    bits[: len(packed)] = packed
-    return bits

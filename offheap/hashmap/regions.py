@@ -1,122 +1,168 @@
-"""The arena regions of one LongHashMap table and the numpy views over them (layer 6).
+"""The arena memory of one LongHashMap table and the numpy views over it (layer 6).
 
-A :class:`Regions` is one table shape (``homes``, value ``width``, entry ``capacity``) and its four
-regions (index, keys, values, live bits; :mod:`offheap.hashmap.layout`). It lives from
-:meth:`Regions.allocate` (or :meth:`Regions.open` of a stored table) to :meth:`Regions.free`; a
-table that grows gets a new Regions and the old one is freed once the entries moved. The views
-must be dropped (:meth:`Regions.drop_views`) before the regions are freed or the store remaps,
-and so must every buffer the map's core took from them.
+A :class:`Regions` is one table: the index region and the chunk regions of the entries
+(:mod:`offheap.hashmap.layout`), with numpy views of each part. The map changes it as the table
+grows (:mod:`offheap.hashmap.longhashmap`): it allocates the new parts first and swaps them in
+(assigning the offsets and calling :meth:`Regions.map_views`) only once they are filled, so a
+CapacityError leaves the table as it was. Every view of a part (the map's, and the buffers its
+core took) must be dropped before that part is freed or the store remaps.
+
+:class:`Column` gathers and scatters one per-entry column (keys or values) across the chunks by
+entry number, vectorized: one fancy-index per chunk touched.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import numpy as np
 
 from offheap.errors import CorruptionError
-from offheap.hashmap.layout import SLACK, TableMeta
+from offheap.hashmap.layout import CHUNK_BITS, CHUNK_ENTRIES, CHUNK_MASK, SLACK, capacity_of, chunk_bytes
 from offheap.store.records import RecordStore
 
 
-@dataclass
-class Regions:
-    """One table's regions in a store: offsets, shape, and views (None once dropped)."""
+class Column:
+    """One column of the entries (a view per chunk) addressed by entry number."""
 
-    homes: int
-    width: int
-    capacity: int
-    value_dtype: np.dtype
-    offsets: tuple[int, int, int, int]  # index, keys, values, live
-    index: np.ndarray | None = field(default=None, repr=False)
-    keys: np.ndarray | None = field(default=None, repr=False)
-    values: np.ndarray | None = field(default=None, repr=False)
-    live: np.ndarray | None = field(default=None, repr=False)
+    def __init__(self, chunks: list[np.ndarray]) -> None:
+        self.chunks = chunks
+
+    def take(self, entries: np.ndarray) -> np.ndarray:
+        """The column's items at these entry numbers (a new array)."""
+        if len(self.chunks) == 1:
+            return self.chunks[0][entries]
+        out = np.empty(len(entries), self.chunks[0].dtype)
+        for chunk, where in self._by_chunk(entries):
+            out[where] = self.chunks[chunk][entries[where] & CHUNK_MASK]
+        return out
+
+    def put(self, entries: np.ndarray, items: np.ndarray) -> None:
+        """Set the column's items at these entry numbers."""
+        if len(self.chunks) == 1:
+            self.chunks[0][entries] = items
+            return
+        for chunk, where in self._by_chunk(entries):
+            self.chunks[chunk][entries[where] & CHUNK_MASK] = items[where]
+
+    def span(self, start: int, stop: int) -> np.ndarray:
+        """Items ``start..stop-1`` as one array (a copy when they cross chunks)."""
+        if stop <= start:
+            return self.chunks[0][:0]
+        first, last = start >> CHUNK_BITS, (stop - 1) >> CHUNK_BITS
+        parts = [self.chunks[c][(start & CHUNK_MASK) if c == first else 0:
+                                ((stop - 1) & CHUNK_MASK) + 1 if c == last else None]
+                 for c in range(first, last + 1)]
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+    def _by_chunk(self, entries: np.ndarray):
+        """``(chunk, positions in entries)`` for each chunk the entry numbers fall in."""
+        chunk_of = (entries >> CHUNK_BITS).astype(np.uint32)
+        order = np.argsort(chunk_of, kind="stable")
+        bounds = np.searchsorted(chunk_of[order], np.arange(len(self.chunks) + 1))
+        for chunk in range(len(self.chunks)):
+            if bounds[chunk] < bounds[chunk + 1]:
+                yield chunk, order[bounds[chunk]: bounds[chunk + 1]]
+
+
+class Regions:
+    """One table's regions in a store and views over them (None once dropped).
+
+    ``index_offset`` and ``chunk_offsets`` are arena extents; ``first_capacity`` is chunk 0's
+    capacity (``CHUNK_ENTRIES`` once there are other chunks); ``value_dtype`` the values' dtype
+    (``width`` bytes).
+    """
+
+    def __init__(self, homes: int, width: int, value_dtype: np.dtype, first_capacity: int,
+                 index_offset: int, chunk_offsets: list[int]) -> None:
+        self.homes = homes
+        self.width = width
+        self.value_dtype = np.dtype(value_dtype)
+        self.first_capacity = first_capacity
+        self.index_offset = index_offset
+        self.chunk_offsets = chunk_offsets
+        self.index: np.ndarray | None = None
+        self.key_chunks: list[np.ndarray] = []
+        self.value_chunks: list[np.ndarray] = []
+        self.live_chunks: list[np.ndarray] = []
 
     @property
     def n_slots(self) -> int:
         return self.homes + SLACK
 
-    def byte_sizes(self) -> tuple[int, int, int, int]:
-        return (self.n_slots * 4, self.capacity * 8, self.capacity * self.value_dtype.itemsize,
-                self.capacity >> 3)
+    @property
+    def capacity(self) -> int:
+        return capacity_of(len(self.chunk_offsets), self.first_capacity)
+
+    @property
+    def keys(self) -> Column:
+        return Column(self.key_chunks)
+
+    @property
+    def values(self) -> Column:
+        return Column(self.value_chunks)
+
+    # -- lifetime ------------------------------------------------------------------------------
 
     @classmethod
-    def allocate(cls, store: RecordStore, homes: int, width: int, capacity: int,
-                 value_dtype: np.dtype) -> Regions:
-        """Zeroed regions for this shape: all four or none (CapacityError)."""
-        shape = cls(homes, width, capacity, np.dtype(value_dtype), (0, 0, 0, 0))
-        offsets: list[int] = []
+    def allocate(cls, store: RecordStore, homes: int, width: int, value_dtype,
+                 capacity: int) -> Regions:
+        """A new empty table: an index and chunk 0 of ``capacity`` entries (CapacityError:
+        nothing allocated)."""
+        index_offset = store.allocate_region((homes + SLACK) * 4)
         try:
-            for size in shape.byte_sizes():
-                offsets.append(store.allocate_region(size))
+            chunk = store.allocate_region(chunk_bytes(capacity, np.dtype(value_dtype).itemsize))
         except BaseException:
-            for offset in offsets:
-                store.free_region(offset)
+            store.free_region(index_offset)
             raise
-        shape.offsets = (offsets[0], offsets[1], offsets[2], offsets[3])
-        shape.map_views(store)
-        return shape
-
-    def reshaped(self, store: RecordStore, homes: int, width: int, capacity: int,
-                 value_dtype: np.dtype) -> Regions:
-        """Regions of another shape that keep this table's index region if ``homes`` is the
-        same, and its entry regions if ``width`` and ``capacity`` are; the others are new and
-        zeroed (all of them or none: CapacityError)."""
-        keep_index = homes == self.homes
-        keep_entries = (width, capacity) == (self.width, self.capacity)
-        shape = Regions(homes, width, capacity, np.dtype(value_dtype), self.offsets)
-        sizes = shape.byte_sizes()
-        wanted = [i for i, keep in enumerate((keep_index, keep_entries, keep_entries, keep_entries))
-                  if not keep]
-        offsets = list(self.offsets)
-        made: list[int] = []
-        try:
-            for i in wanted:
-                offsets[i] = store.allocate_region(sizes[i])
-                made.append(offsets[i])
-        except BaseException:
-            for offset in made:
-                store.free_region(offset)
-            raise
-        shape.offsets = (offsets[0], offsets[1], offsets[2], offsets[3])
-        shape.map_views(store)
-        return shape
-
-    def free_new(self, store: RecordStore, base: Regions) -> None:
-        """Free the regions of this reshaped table that ``base`` does not share (a reshape
-        that failed)."""
-        self.drop_views()
-        for offset in set(self.offsets) - set(base.offsets):
-            store.free_region(offset)
-
-    def free_replaced(self, store: RecordStore, successor: Regions) -> None:
-        """Free the regions of this table that ``successor`` does not keep."""
-        self.drop_views()
-        for offset in set(self.offsets) - set(successor.offsets):
-            if offset:
-                store.free_region(offset)
-
-    @classmethod
-    def open(cls, store: RecordStore, meta: TableMeta, value_dtype: np.dtype) -> Regions:
-        """The regions a stored table's metadata names; CorruptionError if one is missing or
-        short."""
-        shape = cls(meta.homes, meta.width, meta.capacity, np.dtype(value_dtype), meta.regions)
-        try:
-            shape.map_views(store)
-        except (KeyError, ValueError) as exc:
-            raise CorruptionError(f"LongHashMap table region is missing or short: {exc}") from None
-        return shape
+        regions = cls(homes, width, value_dtype, capacity, index_offset, [chunk])
+        regions.map_views(store)
+        return regions
 
     def map_views(self, store: RecordStore) -> None:
-        index_off, keys_off, values_off, live_off = self.offsets
-        self.index = store.region_array(index_off, np.uint32, self.n_slots)
-        self.keys = store.region_array(keys_off, np.int64, self.capacity)
-        self.values = store.region_array(values_off, self.value_dtype, self.capacity)
-        self.live = store.region_array(live_off, np.uint8, self.capacity >> 3)
+        """(Re)make every view; KeyError/ValueError if a region is missing or short."""
+        self.index = store.region_array(self.index_offset, np.uint32, self.n_slots)
+        self.key_chunks, self.value_chunks, self.live_chunks = [], [], []
+        for chunk, offset in enumerate(self.chunk_offsets):
+            self.map_chunk(store, offset, CHUNK_ENTRIES if chunk else self.first_capacity)
+
+    def map_chunk(self, store: RecordStore, offset: int, capacity: int) -> None:
+        itemsize = self.value_dtype.itemsize
+        self.key_chunks.append(store.region_array(offset, np.int64, capacity))
+        self.value_chunks.append(store.region_array(offset, self.value_dtype, capacity,
+                                                    capacity * 8))
+        self.live_chunks.append(store.region_array(offset, np.uint8, capacity >> 3,
+                                                   capacity * (8 + itemsize)))
+
+    def checked_views(self, store: RecordStore) -> None:
+        """:meth:`map_views` for a stored table: a missing or short region is CorruptionError."""
+        try:
+            self.map_views(store)
+        except (KeyError, ValueError) as exc:
+            raise CorruptionError(f"LongHashMap table region is missing or short: {exc}") from None
 
     def drop_views(self) -> None:
-        self.index = self.keys = self.values = self.live = None
+        self.index = None
+        self.key_chunks, self.value_chunks, self.live_chunks = [], [], []
+
+    def free(self, store: RecordStore) -> None:
+        """Free every region (views dropped first)."""
+        self.drop_views()
+        for offset in [self.index_offset, *self.chunk_offsets]:
+            store.free_region(offset)
+
+    def live_mask(self, used: int) -> np.ndarray:
+        """Which of the first ``used`` entries are live."""
+        bits = self.live_chunks[0] if len(self.live_chunks) == 1 else np.concatenate(self.live_chunks)
+        return np.unpackbits(bits[: (used + 7) >> 3], bitorder="little")[:used].astype(bool)
+
+    def set_live(self, mask: np.ndarray) -> None:
+        """Make the live bits say ``mask`` for the first ``len(mask)`` entries, 0 after them."""
+        for chunk, bits in enumerate(self.live_chunks):
+            part = mask[chunk << CHUNK_BITS: (chunk << CHUNK_BITS) + len(bits) * 8]
+            packed = np.packbits(part, bitorder="little")
+            bits[: len(packed)] = packed
+            bits[len(packed):] = 0
 
     def region_bytes(self, store: RecordStore) -> int:
-        return sum(store.arena.payload_bytes(offset) for offset in self.offsets)
+        return sum(store.arena.payload_bytes(offset)
+                   for offset in [self.index_offset, *self.chunk_offsets])
+

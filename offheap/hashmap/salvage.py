@@ -6,7 +6,8 @@ reports. An entry is kept when all of this holds, and counted as skipped otherwi
 
 - an index slot points at it, the entry number is below ``used`` and its live bit is set, and no
   other slot points at the same entry and no other such entry holds the same key;
-- a lookup of its key finds it (the slots not trusted by the rules above read as empty);
+- a lookup of its key finds it (probing past the slots the rules above do not trust, which
+  match no key);
 - its value decodes (an external value's record must be readable and deserialize).
 
 Index slots, keys, values and live bits on pages that failed their checksum are not read; the
@@ -23,7 +24,9 @@ import numpy as np
 
 from offheap.errors import CorruptionError
 from offheap.hashmap.layout import SLACK, TableMeta, TableMetaV1, homes_of
-from offheap.hashmap.placement import find_many, live_mask
+from offheap.hashmap.layout import parse_chunk_list
+from offheap.hashmap.placement import find_many
+from offheap.hashmap.regions import Column, Regions
 from offheap.hashmap.valueslots import EXTERNAL
 from offheap.store.records import RecordStore
 from offheap.store.serializers import get_serializer
@@ -41,8 +44,10 @@ def read_table(store: RecordStore, meta: TableMeta | TableMetaV1, report,
     serializer = get_serializer(meta.value)
     value_dtype = serializer.dtype if serializer.dtype is not None else np.dtype(f"<u{meta.width}")
     try:
-        keys, words = (_v1_entries if isinstance(meta, TableMetaV1) else _entries)(
-            store, meta, value_dtype, report)
+        if isinstance(meta, TableMetaV1):
+            keys, words = _v1_entries(store, meta, value_dtype, report)
+        else:
+            keys, words = _entries(store, meta, value_dtype, report, read_record)
     except Exception as exc:  # a missing or short region
         report.error = f"the table's arrays are unreadable: {exc}"
         return
@@ -65,36 +70,45 @@ def read_table(store: RecordStore, meta: TableMeta | TableMetaV1, report,
         yield np.array(good_keys, np.int64), good_values
 
 
-def _entries(store: RecordStore, meta: TableMeta, value_dtype: np.dtype, report):
+def _entries(store: RecordStore, meta: TableMeta, value_dtype: np.dtype, report,
+             read_record: Callable[[int], bytes]):
     """The keys and value words of the entries a format-2 table shows consistent, in order."""
     arena = store.arena
-    index_off, keys_off, values_off, live_off = meta.regions
+    chunks = parse_chunk_list(read_record(meta.chunk_list_recid), meta.used, meta.first_capacity)
+    table = Regions(meta.homes, meta.width, value_dtype, meta.first_capacity, meta.index_region,
+                    chunks)
+    table.map_views(store)
     n_slots = meta.homes + SLACK
-    index = np.array(arena.array(index_off, np.uint32, n_slots))
-    keys = np.array(arena.array(keys_off, np.int64, meta.capacity))
-    words = np.array(arena.array(values_off, value_dtype, meta.capacity))
-    live = live_mask(np.array(arena.array(live_off, np.uint8, meta.capacity >> 3)), meta.used)
-    failed_entries = (arena.damaged_items(keys_off, 8, meta.capacity)
-                      | arena.damaged_items(values_off, value_dtype.itemsize, meta.capacity)
-                      | np.repeat(arena.damaged_items(live_off, 1, meta.capacity >> 3), 8))
+    index = np.array(table.index)
+    keys = Column([np.array(chunk) for chunk in table.key_chunks])
+    words = Column([np.array(chunk) for chunk in table.value_chunks])
+    live = table.live_mask(meta.used)
+    failed_entries = np.concatenate([
+        arena.damaged_items(offset, 8, n, 0) | arena.damaged_items(offset, value_dtype.itemsize, n, n * 8)
+        | np.repeat(arena.damaged_items(offset, 1, n >> 3, n * (8 + value_dtype.itemsize)), 8)
+        for offset, n in zip(chunks, [len(k) for k in table.key_chunks])])
+    table.drop_views()
     slots = np.flatnonzero(index)
     entries = index[slots].astype(np.int64) - 1
     in_range = entries < meta.used
     safe = np.where(in_range, entries, 0)
-    damaged = arena.damaged_items(index_off, 4, n_slots)[slots] | (in_range & failed_entries[safe])
+    damaged = arena.damaged_items(meta.index_region, 4, n_slots)[slots] | (
+        in_range & failed_entries[safe])
     report.damaged_entries += int(damaged.sum())
     valid = ~damaged & in_range
     valid[valid] = live[entries[valid]]
-    for repeated in (entries, keys[safe]):  # an entry two slots name, a key two entries hold
+    entry_keys = keys.take(safe)
+    for repeated in (entries, entry_keys):  # an entry two slots name, a key two entries hold
         unique, counts = np.unique(repeated[valid], return_counts=True)
         valid[valid] = ~np.isin(repeated[valid], unique[counts > 1])
-    index[slots[~valid]] = 0  # what cannot be trusted is not probed through
+    opaque = np.zeros(n_slots, bool)  # lookups probe past what cannot be read, matching none of it
+    opaque[slots[~valid]] = True
     found = np.full(len(slots), -1, np.int64)
-    found[valid] = find_many(index, keys, meta.homes, keys[entries[valid]])
+    found[valid] = find_many(index, keys, meta.homes, entry_keys[valid], opaque)
     kept = valid & (found == entries)
     report.skipped_entries += int((~damaged & ~kept).sum())
     order = np.sort(entries[kept])
-    return keys[order], words[order]
+    return keys.take(order), words.take(order)
 
 
 def _v1_entries(store: RecordStore, meta: TableMetaV1, value_dtype: np.dtype, report):

@@ -293,7 +293,7 @@ def test_a_slightly_larger_table_keeps_runs_that_cross_chunk_boundaries(monkeypa
         m.put_many(extra, extra)
         keys = np.concatenate([keys, extra])
     for factor in (1.01, 1.03, 1.1):
-        m._reshape(int(m._homes * factor), m._width, m._capacity)
+        m._grow_index(int(m._homes * factor), len(m))
         m._check()
         assert np.array_equal(m.get_many(keys), keys)
 

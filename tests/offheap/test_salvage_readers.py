@@ -137,8 +137,8 @@ def test_intact_table_reads_whole(value):
 def test_misplaced_keys_are_skipped():
     db, table = _hash_db()
     truth = dict(table.items())
-    r = table._regions
-    r.keys[10], r.keys[200] = r.keys[200], r.keys[10]  # each now sits far from its home
+    keys = table._regions.key_chunks[0]
+    keys[10], keys[200] = keys[200], keys[10]  # each now sits far from its home
     entries, report = _read_table(db, table)
     assert all(truth[k] == v for k, v in entries.items())
     assert report.skipped_entries == 2 and len(entries) == N - 2
@@ -147,10 +147,10 @@ def test_misplaced_keys_are_skipped():
 def test_duplicated_key_is_skipped_both_times():
     db, table = _hash_db()
     truth = dict(table.items())
-    r = table._regions
-    r.keys[30] = r.keys[20]  # two entries now claim one key
+    keys = table._regions.key_chunks[0]
+    keys[30] = keys[20]  # two entries now claim one key
     entries, report = _read_table(db, table)
-    assert int(r.keys[20]) not in entries
+    assert int(keys[20]) not in entries
     assert report.skipped_entries == 2 and len(entries) == N - 2
     assert all(truth[k] == v for k, v in entries.items())
 
