@@ -24,7 +24,8 @@ keys_strategy = st.one_of(st.integers(-40, 40), st.sampled_from(EDGE_KEYS),
 values_strategy = st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=12),
                             st.binary(max_size=12), st.floats(allow_nan=False))
 
-TestAnonymousVersusDict = oracle_machine(LongHashMap, keys_strategy, values_strategy).TestCase
+TestAnonymousVersusDict = oracle_machine(LongHashMap, keys_strategy, values_strategy,
+                                         ordered=True).TestCase
 TestAnonymousVersusDict.settings = settings(max_examples=60, stateful_step_count=50, deadline=None)
 
 
@@ -45,14 +46,15 @@ def _file_map_factory(tmp_path_factory):
 
 def test_file_map_versus_dict_with_reopen(tmp_path_factory):
     make, reopen = _file_map_factory(tmp_path_factory)
-    machine = oracle_machine(make, keys_strategy, values_strategy, reopen=reopen)
+    machine = oracle_machine(make, keys_strategy, values_strategy, reopen=reopen, ordered=True)
     case = machine.TestCase()
     case.settings = settings(max_examples=25, stateful_step_count=40, deadline=None)
     case.runTest()
 
 
 TestTypedInt64VersusDict = oracle_machine(
-    lambda: LongHashMap("int64"), keys_strategy, st.integers(INT64_MIN, INT64_MAX)).TestCase
+    lambda: LongHashMap("int64"), keys_strategy, st.integers(INT64_MIN, INT64_MAX),
+    ordered=True).TestCase
 TestTypedInt64VersusDict.settings = settings(max_examples=30, stateful_step_count=40, deadline=None)
 
 
