@@ -672,6 +672,12 @@ class LongHashMap(MapCore, HashMapFacade):
     """
 
 
+class ReferenceLongHashMap(ReferenceCore, HashMapFacade):
+    """A LongHashMap on the pure-Python reference core whatever :mod:`offheap.kernels.native`
+    selected: what the differential tests and the benchmarks hold the compiled core to. Its
+    files are the same bytes."""
+
+
 class _CoreValuesView(ValuesView):
     def __iter__(self):
         return self._mapping._iter_values()
