@@ -17,6 +17,11 @@ from offheap.hashmap.reader import HashReader
 from offheap.treemap.reader import TreeReader
 from offheap.db.salvage import SalvageReport, salvage
 from offheap.treemap.treemap import TreeMap, TreeStats
+from offheap.kernels import native as _native
+
+compiled: bool = _native.compiled()
+"""Whether the compiled core runs (False: the pure-Python reference, by ``OFFHEAP_PURE_PYTHON=1``
+or because the extension was not built; see :mod:`offheap.kernels.native`)."""
 
 __all__ = [
     "CapacityError",
@@ -38,5 +43,6 @@ __all__ = [
     "TreeMap",
     "TreeReader",
     "TreeStats",
+    "compiled",
     "salvage",
 ]

@@ -152,9 +152,10 @@ class MutableMappingContract:
             assert pickle.dumps(got) == pickle.dumps(v)
 
 
-def oracle_machine(make, keys_strategy, values_strategy, reopen=None):
+def oracle_machine(make, keys_strategy, values_strategy, reopen=None, ordered=False):
     """A state machine comparing a map with a dict under inserts, overwrites, deletes, bulk
-    calls, iteration, flush and (if ``reopen`` is given: map -> map) close and reopen."""
+    calls, iteration, flush and (if ``reopen`` is given: map -> map) close and reopen.
+    ``ordered``: the map keeps dict's insertion order (iteration, ``popitem()`` LIFO)."""
 
     class MapVersusDict(RuleBasedStateMachine):
         def __init__(self):
@@ -198,11 +199,17 @@ def oracle_machine(make, keys_strategy, values_strategy, reopen=None):
         def popitem(self):
             if self.model:
                 k, v = self.map.popitem()
-                assert self.model.pop(k) == v
+                if ordered:
+                    assert (k, v) == self.model.popitem()
+                else:
+                    assert self.model.pop(k) == v
 
         @rule()
         def iterate(self):
-            assert dict(self.map.items()) == self.model
+            if ordered:
+                assert list(self.map.items()) == list(self.model.items())
+            else:
+                assert dict(self.map.items()) == self.model
 
         @rule()
         def flush(self):

@@ -22,9 +22,8 @@ Nothing is copied wrong; what cannot be shown consistent is skipped and counted:
   keys and every value, and its keys must rise strictly inside its bounds ``[lo, hi)``. A node
   that fails is skipped with everything below it; a node reached twice (a cycle, a shared child)
   is skipped the second time. The walk goes depth first in key order, so the keys it copies rise.
-- LongHashMap: an occupied slot is kept when the slot is its key's home plus its distance minus
-  one (what every insert and shift maintains), its key occurs in no other slot, and its value
-  decodes (an external value's record must lie inside its segment and deserialize).
+- LongHashMap: the checks of :mod:`offheap.hashmap.salvage` (an entry must be live, pointed at
+  from a slot at or after its home, its key unique, its value decodable).
 
 Every record is read through :meth:`RecordStore.get_checked`, and a decoder meeting damaged bytes
 may raise anything (a corrupt pickle can raise any exception type), so one record's failure is
@@ -47,25 +46,22 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 
 from offheap.db.catalog import CatalogEntry, parse_catalog
 from offheap.db.database import DB
 from offheap.db.kinds import HASH_MAP, KINDS, TREE_MAP, CollectionKind
 from offheap.errors import CorruptionError
-from offheap.hashmap.longhashmap import homes_of
-from offheap.hashmap.longhashmap import parse_meta as parse_table_meta
+from offheap.hashmap import salvage as hash_salvage
+from offheap.hashmap.layout import meta_version, parse_meta as parse_table_meta, parse_meta_v1
 from offheap.arena.damage import FileDamage
 from offheap.arena.arena import Arena
 from offheap.treemap.page import KEY_KINDS, decode_inner, decode_leaf
 from offheap.store.serializers import get_serializer
 from offheap.store.records import RecordStore, Span
 from offheap.treemap.treemap import parse_meta as parse_tree_meta
-from offheap.hashmap.valueslots import EXTERNAL
 
 _MAX_HEIGHT = 64
 _COMMIT_EVERY = 1 << 20  # entries copied between two commits of the destination
-_SLOT_CHUNK = 1 << 16
 
 
 @dataclass
@@ -366,7 +362,8 @@ def _copy_tree(store: RecordStore, meta, tree, report: CollectionReport, commit)
 
 def _table_meta(store: RecordStore, meta_recid: int, report: CollectionReport):
     try:
-        meta = parse_table_meta(_read_record(store, meta_recid))
+        record = _read_record(store, meta_recid)
+        meta = parse_meta_v1(record) if meta_version(record) == 1 else parse_table_meta(record)
         get_serializer(meta.value)
     except Exception as exc:  # a damaged record may fail in any decoder
         report.error = f"metadata record {meta_recid} is unreadable: {exc}"
@@ -375,68 +372,11 @@ def _table_meta(store: RecordStore, meta_recid: int, report: CollectionReport):
     return meta
 
 
-def read_table(store: RecordStore, meta, report: CollectionReport):
-    """Yield ``(keys, values)`` batches of the slots that pass the checks of the module
-    docstring; count what fails in ``report``."""
-    serializer = get_serializer(meta.value)
-    typed = serializer.dtype is not None
-    n_slots = meta.homes + 256
-    keys_off, dist_off, vals_off = meta.regions
-    arena = store.arena
-    try:
-        value_dtype = serializer.dtype if typed else np.dtype(f"<u{meta.width}")
-        keys = np.array(arena.array(keys_off, np.int64, n_slots))
-        dist = np.array(arena.array(dist_off, np.uint8, n_slots))
-        words = np.array(arena.array(vals_off, value_dtype, n_slots))
-    except Exception as exc:  # a missing or short region
-        report.error = f"the table's arrays are unreadable: {exc}"
-        return
-    occupied = np.flatnonzero(dist)
-    on_failed_pages = (arena.damaged_items(keys_off, 8, n_slots)
-                       | arena.damaged_items(dist_off, 1, n_slots)
-                       | arena.damaged_items(vals_off, value_dtype.itemsize, n_slots))[occupied]
-    report.damaged_entries += int(on_failed_pages.sum())
-    occupied = occupied[~on_failed_pages]
-    placed = homes_of(keys[occupied], meta.homes) + dist[occupied].astype(np.int64) - 1 == occupied
-    report.skipped_entries += int((~placed).sum())
-    occupied = occupied[placed]
-    unique, counts = np.unique(keys[occupied], return_counts=True)
-    repeated = unique[counts > 1]
-    if repeated.size:
-        once = ~np.isin(keys[occupied], repeated)
-        report.skipped_entries += int((~once).sum())
-        occupied = occupied[once]
-    for start in range(0, occupied.size, _SLOT_CHUNK):
-        slots = occupied[start: start + _SLOT_CHUNK]
-        if typed:
-            yield keys[slots], words[slots]
-            continue
-        good_keys, good_values = [], []
-        for key, word in zip(keys[slots].tolist(), words[slots].tolist()):
-            try:
-                good_values.append(_decode_word(store, serializer, int(word)))
-            except _DamagedRecord:
-                report.damaged_entries += 1
-                continue
-            except Exception:  # a damaged record may fail in any decoder
-                report.skipped_entries += 1
-                continue
-            good_keys.append(key)
-        yield np.array(good_keys, np.int64), good_values
-
-
-def _decode_word(store: RecordStore, serializer, word: int):
-    length = word & 0xFF
-    if length == EXTERNAL:
-        return serializer.loads(_read_record(store, word >> 8))
-    if length > 7:
-        raise CorruptionError(f"slot word with inline length {length}")
-    return serializer.loads((word >> 8).to_bytes(length, "little"))
-
-
 def _copy_table(store: RecordStore, meta, table, report: CollectionReport, commit) -> None:
     copied_since_commit = 0
-    for keys, values in read_table(store, meta, report):
+    for keys, values in hash_salvage.read_table(store, meta, report,
+                                                lambda recid: _read_record(store, recid),
+                                                _DamagedRecord):
         if len(keys):
             table.put_many(keys, values)
         report.recovered_entries += len(keys)

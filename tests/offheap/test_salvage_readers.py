@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 
 from offheap.db.database import DB
-from offheap.hashmap.longhashmap import parse_meta as parse_table_meta
-from offheap.db.salvage import CollectionReport, read_table, read_tree
+from offheap.hashmap.layout import parse_meta as parse_table_meta
+from offheap.hashmap.salvage import read_table
+from offheap.db.salvage import CollectionReport, _DamagedRecord, read_tree
 from offheap.treemap.treemap import parse_meta as parse_tree_meta
 
 N = 400
@@ -119,7 +120,8 @@ def _read_table(db, table):
     store = db._store
     report = CollectionReport("h", "hash_map")
     meta = parse_table_meta(store.get(table.meta_recid))
-    entries = [kv for keys, values in read_table(store, meta, report)
+    entries = [kv for keys, values in read_table(store, meta, report, store.get_checked,
+                                                 _DamagedRecord)
                for kv in zip(np.asarray(keys).tolist(), list(values))]
     return dict(entries), report
 
@@ -135,9 +137,8 @@ def test_intact_table_reads_whole(value):
 def test_misplaced_keys_are_skipped():
     db, table = _hash_db()
     truth = dict(table.items())
-    occupied = np.flatnonzero(table._d)
-    a, b = int(occupied[10]), int(occupied[200])
-    table._k[a], table._k[b] = table._k[b], table._k[a]  # each now sits far from its home
+    keys = table._regions.key_chunks[0]
+    keys[10], keys[200] = keys[200], keys[10]  # each now sits far from its home
     entries, report = _read_table(db, table)
     assert all(truth[k] == v for k, v in entries.items())
     assert report.skipped_entries == 2 and len(entries) == N - 2
@@ -146,20 +147,27 @@ def test_misplaced_keys_are_skipped():
 def test_duplicated_key_is_skipped_both_times():
     db, table = _hash_db()
     truth = dict(table.items())
-    slot = int(np.flatnonzero((table._d[:-1] != 0) & (table._d[1:] == 0))[0])
-    table._k[slot + 1] = table._k[slot]  # a copy in the empty slot after, one step further
-    table._d[slot + 1] = table._d[slot] + 1
-    table._v[slot + 1] = table._v[slot]
+    keys = table._regions.key_chunks[0]
+    keys[30] = keys[20]  # two entries now claim one key
     entries, report = _read_table(db, table)
-    assert int(table._k[slot]) not in entries
-    assert report.skipped_entries == 2 and len(entries) == N - 1
+    assert int(keys[20]) not in entries
+    assert report.skipped_entries == 2 and len(entries) == N - 2
     assert all(truth[k] == v for k, v in entries.items())
+
+
+def test_entries_keep_their_insertion_order():
+    db, table = _hash_db()
+    table.delete_many(np.arange(0, N, 3) * 7919)
+    table.put_many([-5, -9, -1], ["a", "b", "c"])
+    db.flush()
+    entries, report = _read_table(db, table)
+    assert list(entries) == list(table)
 
 
 def test_bad_external_value_is_skipped():
     db, table = _hash_db()
     truth = dict(table.items())
-    words = table._v[table._d != 0].astype(np.uint64)
+    words = table._live_words().astype(np.uint64)
     external = words[(words & np.uint64(0xFF)) == 0xFF]
     recid = int(external[0]) >> 8
     db._store.update(recid, b"\x80\x05garbage that is no pickle")

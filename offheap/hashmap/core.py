@@ -1,0 +1,307 @@
+"""The scalar operations of a LongHashMap on its table, in pure Python (layer 6).
+
+:class:`MapCore` is the reference implementation: the compiled core (``offheap.hashmap._core``,
+C) is a type with the same attributes and methods and the same effect on every byte of the
+table, and :mod:`offheap.hashmap.longhashmap` takes whichever :mod:`offheap.kernels.native`
+selects as its base class, so ``m[k]`` reaches the compiled code through the type's slots. The
+format is specified in :mod:`offheap.hashmap.layout`.
+
+The contract between the core and the map built on it:
+
+- The map *attaches* the table with :meth:`MapCore._attach` (the value codec, then writable
+  buffers: the index, and per chunk its keys, values and live bits) and *detaches* it with
+  :meth:`MapCore._detach` before any of those buffers' regions is freed or remapped. While
+  detached every operation raises ClosedError. The compiled core holds the buffers (the buffer
+  protocol's exports) while attached, so an extent cannot be unmapped under it.
+- ``_n`` (live entries), ``_used`` (entries including holes) and ``_mods`` are the core's
+  counters; the map sets them after a bulk change. ``_mods`` changes whenever the entries or
+  their order change: an iterator raises RuntimeError at its next step once it has.
+- When an insert needs room the core cannot make (a wider value column, a new chunk, a larger
+  index), it calls the map's ``_make_room(width, index_full)`` and tries again; that method
+  re-attaches the grown table. Values that do not fit inline go through the value codec
+  (:class:`~offheap.hashmap.valueslots.ValueSlots`): ``encode``, ``decode``, ``release``.
+- Failure atomicity: a value's record is made before the table changes and released if the insert
+  fails; the table changes only once the insert cannot fail.
+
+Thread safety: none here; the map serializes access (the compiled core runs each operation
+without releasing the GIL).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from offheap.errors import ClosedError
+from offheap.hashmap.layout import CHUNK_BITS, CHUNK_MASK, MAX_LOAD, as_key, lookup_key
+from offheap.kernels.mix import MASK64
+
+_MISSING = object()
+_C1 = 0xFF51AFD7ED558CCD
+_C2 = 0xC4CEB9FE1A85EC53
+_RUN_SCAN = 64  # index slots read at a time when looking for the next empty one
+_WORD_FORMATS = {2: "H", 4: "I", 8: "Q"}
+
+
+class MapCore:
+    """Probe, insert, delete and iterate one table (pure-Python reference)."""
+
+    _index = None  # detached until the map attaches its table
+
+    def _attach(self, codec, index, key_chunks, value_chunks, live_chunks, homes: int,
+                width: int) -> None:
+        """Take the table's buffers (numpy arrays of the layout's item types: the uint32 index,
+        and per chunk its int64 keys, values of ``width`` bytes, uint8 live bits; every chunk
+        but a lone chunk 0 is ``CHUNK_ENTRIES`` long) and the value codec."""
+        self._codec = codec
+        self._index = memoryview(index).cast("B").cast("I")
+        self._keys = [memoryview(chunk).cast("B").cast("q") for chunk in key_chunks]
+        fmt = codec.serializer.dtype.char if codec.typed else _WORD_FORMATS[width]
+        self._values = [memoryview(chunk).cast("B").cast(fmt) for chunk in value_chunks]
+        self._live = [memoryview(chunk).cast("B") for chunk in live_chunks]
+        self._homes = homes
+        self._n_slots = len(self._index)
+        self._width = width
+        self._capacity = sum(len(chunk) for chunk in self._keys)
+        self._max_n = int(MAX_LOAD * homes)
+
+    def _detach(self) -> None:
+        """Release the table's buffers (idempotent); operations raise ClosedError until the
+        next attach."""
+        if self._index is None:
+            return
+        for view in (self._index, *self._keys, *self._values, *self._live):
+            view.release()
+        self._index = self._keys = self._values = self._live = None
+
+    def _closed_error(self) -> ClosedError:
+        return ClosedError("the LongHashMap is closed")
+
+    # -- lookups ------------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, key):
+        e = self._lookup(key)
+        if e < 0:
+            raise KeyError(key)
+        return self._value_of(e)
+
+    def __contains__(self, key) -> bool:
+        return self._lookup(key) >= 0
+
+    def get(self, key, default=None):
+        e = self._lookup(key)
+        return default if e < 0 else self._value_of(e)
+
+    def _lookup(self, key) -> int:
+        """The entry holding ``key``, or -1 (also for keys the map cannot hold)."""
+        if self._index is None:
+            raise self._closed_error()
+        if type(key) is not int:
+            key = lookup_key(key)
+            if key is None:
+                return -1
+        return self._find(key)[1]
+
+    def _find(self, key: int) -> tuple[int, int]:
+        """``(slot, entry)`` of an int64 ``key``, or ``(slot where it would go, -1)``."""
+        h = key & MASK64  # mix64(key), inlined: a call costs as much as the probe
+        h = ((h ^ (h >> 33)) * _C1) & MASK64
+        h = ((h ^ (h >> 33)) * _C2) & MASK64
+        homes = self._homes
+        home = (h ^ (h >> 33)) * homes >> 64
+        index, keys = self._index, self._keys
+        slot = home
+        while True:
+            ix = index[slot]
+            if not ix:
+                return slot, -1
+            e = ix - 1
+            k = keys[e >> CHUNK_BITS][e & CHUNK_MASK]
+            if k == key:
+                return slot, e
+            h = k & MASK64
+            h = ((h ^ (h >> 33)) * _C1) & MASK64
+            h = ((h ^ (h >> 33)) * _C2) & MASK64
+            if (h ^ (h >> 33)) * homes >> 64 > home:
+                return slot, -1
+            slot += 1
+
+    def _home(self, key: int) -> int:
+        h = key & MASK64
+        h = ((h ^ (h >> 33)) * _C1) & MASK64
+        h = ((h ^ (h >> 33)) * _C2) & MASK64
+        return (h ^ (h >> 33)) * self._homes >> 64
+
+    def _value_of(self, e: int):
+        return self._codec.decode(self._values[e >> CHUNK_BITS][e & CHUNK_MASK])
+
+    def _key_of(self, e: int) -> int:
+        return self._keys[e >> CHUNK_BITS][e & CHUNK_MASK]
+
+    # -- changes ------------------------------------------------------------------------------
+
+    def __setitem__(self, key, value) -> None:
+        if self._index is None:
+            raise self._closed_error()
+        key = as_key(key)
+        word = self._codec.encode(value)
+        try:
+            self._put(key, word)
+        except BaseException:
+            self._codec.release(word)
+            raise
+
+    def _put(self, key: int, word) -> None:
+        """Store ``word`` under ``key``; the caller owns ``word`` until this returns."""
+        width = self._codec.width_of(word)
+        while True:
+            slot, e = self._find(key)
+            if e >= 0:
+                if width <= self._width:
+                    chunk = self._values[e >> CHUNK_BITS]
+                    old = chunk[e & CHUNK_MASK]
+                    chunk[e & CHUNK_MASK] = word
+                    self._codec.release(old)
+                    return
+                self._make_room(width, False)
+                continue
+            if width <= self._width and self._n < self._max_n and self._used < self._capacity:
+                end = self._empty_slot_from(slot)
+                if end >= 0:
+                    self._append(slot, end, key, word)
+                    return
+                self._make_room(width, True)
+                continue
+            self._make_room(width, False)
+
+    def _empty_slot_from(self, slot: int) -> int:
+        """The first empty index slot at or after ``slot``, or -1 if the slack is full."""
+        index = self._index
+        while slot < self._n_slots:
+            run = index[slot: slot + _RUN_SCAN].tolist()
+            try:
+                return slot + run.index(0)
+            except ValueError:
+                slot += len(run)
+        return -1
+
+    def _append(self, slot: int, end: int, key: int, word) -> None:
+        """Append entry ``used`` for ``key`` and point index slot ``slot`` at it, moving the
+        run ``slot..end-1`` one place right (``end`` is empty)."""
+        e = self._used
+        chunk, at = e >> CHUNK_BITS, e & CHUNK_MASK
+        self._keys[chunk][at] = key
+        self._values[chunk][at] = word
+        self._live[chunk][at >> 3] |= 1 << (at & 7)
+        index = self._index
+        if end > slot:
+            index[slot + 1: end + 1] = index[slot: end]
+        index[slot] = e + 1
+        self._used = e + 1
+        self._n += 1
+        self._mods += 1
+
+    def __delitem__(self, key) -> None:
+        e = self._lookup(key)
+        if e < 0:
+            raise KeyError(key)
+        word = self._values[e >> CHUNK_BITS][e & CHUNK_MASK]
+        self._remove(self._key_of(e))
+        self._codec.release(word)
+
+    def pop(self, key, default=_MISSING):
+        e = self._lookup(key)
+        if e < 0:
+            if default is _MISSING:
+                raise KeyError(key)
+            return default
+        word = self._values[e >> CHUNK_BITS][e & CHUNK_MASK]
+        value = self._codec.decode(word)
+        self._remove(self._key_of(e))
+        self._codec.release(word)
+        return value
+
+    def popitem(self):
+        """Remove and return the last inserted ``(key, value)`` pair; KeyError when empty."""
+        if self._index is None:
+            raise self._closed_error()
+        if not self._n:
+            raise KeyError("popitem(): LongHashMap is empty")
+        e = self._used - 1  # the last entry is never a hole
+        key = self._key_of(e)
+        word = self._values[e >> CHUNK_BITS][e & CHUNK_MASK]
+        value = self._codec.decode(word)
+        self._remove(key)
+        self._codec.release(word)
+        return key, value
+
+    def setdefault(self, key, default=None):
+        e = self._lookup(key)
+        if e >= 0:
+            return self._value_of(e)
+        self[key] = default
+        return default
+
+    def _remove(self, key: int) -> None:
+        """Remove present ``key``: empty its index slot by backward shift, clear its live bit,
+        and drop the holes at the end of the entries. Does not release its value word."""
+        slot, e = self._find(key)
+        index = self._index
+        end = slot + 1
+        while True:
+            ix = index[end]
+            if not ix or self._home(self._key_of(ix - 1)) == end:
+                break
+            end += 1
+        if end > slot + 1:
+            index[slot: end - 1] = index[slot + 1: end]
+        index[end - 1] = 0
+        chunk, at = e >> CHUNK_BITS, e & CHUNK_MASK
+        self._live[chunk][at >> 3] &= ~(1 << (at & 7)) & 0xFF
+        self._n -= 1
+        self._mods += 1
+        used = self._used
+        while used and not self._is_live(used - 1):
+            used -= 1
+        self._used = used
+
+    def _is_live(self, e: int) -> bool:
+        at = e & CHUNK_MASK
+        return bool(self._live[e >> CHUNK_BITS][at >> 3] >> (at & 7) & 1)
+
+    # -- iteration ----------------------------------------------------------------------------
+
+    def __iter__(self) -> Iterator[int]:
+        return self._entries(0)
+
+    def _iter_values(self) -> Iterator:
+        return self._entries(1)
+
+    def _iter_items(self) -> Iterator:
+        return self._entries(2)
+
+    def _entries(self, what: int) -> Iterator:
+        """Keys (0), values (1) or items (2) in entry order; RuntimeError at the step after a
+        change of the entries, ClosedError after a close."""
+        if self._index is None:
+            raise self._closed_error()
+        mods = self._mods
+        e = 0
+        while True:
+            if self._mods != mods:
+                raise RuntimeError("LongHashMap changed size during iteration")
+            if self._index is None:
+                raise self._closed_error()
+            if e >= self._used:
+                return
+            if self._is_live(e):
+                if what == 0:
+                    yield self._key_of(e)
+                elif what == 1:
+                    yield self._value_of(e)
+                else:
+                    yield self._key_of(e), self._value_of(e)
+            e += 1
+

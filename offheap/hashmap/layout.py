@@ -1,0 +1,242 @@
+"""The LongHashMap table format, version 2 (layer 6): constants, metadata record, key admission.
+
+A table is an *index* over *entries*, the layout of CPython's compact dict, with Robin Hood
+linear probing in the index:
+
+    index     uint32[homes + SLACK]   0 = empty, else 1 + the number of the entry it points to
+    entries   in chunks               per entry: its int64 key, its value (a typed value or a
+                                      2/4/8-byte slot word, :mod:`offheap.hashmap.valueslots`)
+                                      and a live bit (0 = the entry was deleted: a hole)
+
+Entries are numbered in insertion order: a new key is appended as entry ``used`` (``used`` counts
+the holes too), so iterating the entries in number order, skipping holes, gives dict's order, and
+``popitem()`` takes the last entry. Deleting a key clears its live bit and its index slot; holes
+at the end of the entries are dropped at once (entry ``used - 1`` is always live), the others when
+the entries are *compacted*: renumbered densely in the same order, with the index rewritten to
+match, when the entries are full and at least a quarter of them are holes.
+
+Entry ``e`` lives in chunk ``e >> CHUNK_BITS`` at position ``e & CHUNK_MASK``. A chunk is one
+arena region of ``capacity`` entries: ``capacity`` int64 keys, then ``capacity`` values, then
+``capacity / 8`` bytes of live bits (bit ``i % 8`` of byte ``i // 8`` for position ``i``). Every
+chunk holds ``CHUNK_ENTRIES`` entries except chunk 0 while it is the only one: it starts at
+``MIN_CAPACITY`` entries and is copied to twice its size when full, up to ``CHUNK_ENTRIES``;
+later chunks are added whole and never move. So a small map costs little, and a large one grows
+one chunk at a time: it never needs room for a copy of its entries, and under a limit it can
+fill all but the last chunk's worth of it.
+
+A key's *home* is ``mix64(key) * homes >> 64``: the hash scaled to ``[0, homes)``, so homes are in
+hash order for any table size. The index is in Robin Hood order: along it, entries are sorted by
+home and, within a home, by entry number, each as close to its home as that order allows. The
+*distance* of an occupied slot ``s`` is ``s - home(key)``; a probe for a key with home ``h``
+stops at the first slot that is empty or whose distance is less than ``s - h`` (the key would sit
+before that entry). Probing never wraps around: the ``SLACK`` slots past the last home take the
+overflow, and a table whose overflow would pass them grows. Since the order is a function of the
+keys and their entry numbers alone, the index of a given set of entries is the same bytes however
+it was built: one insert at a time, or by the vectorized rebuild (sort the entries by home, then
+``slot[j] = j + cummax(home[j] - j)``).
+
+Insert. Probe to the first slot ``s`` that is empty or holds an entry of a later home, move the
+run ``s..t-1`` up to the next empty slot ``t`` one place right, and write the new entry at ``s``.
+Example, entries A, B (home 3) and C (home 4), and a new D of home 3::
+
+    slot   3   4   5   6           3   4   5   6   7
+    before A   B   C   -     after A   B   D   C   -
+
+Delete (backward shift, no tombstones in the index). Empty slot ``s`` and move each following
+entry one place left until an empty slot or an entry at its home.
+
+Growth doubles ``homes`` when ``n_entries`` would pass ``MAX_LOAD * homes``. When a doubled
+index would cross the arena's limit, it grows instead to the largest size that fits beside the
+old one.
+
+The metadata record (:class:`TableMeta`, ``_META``): magic ``OHLHMAP2``, the value serializer's
+name, ``homes``, the value width in bytes, ``n_entries`` (live), ``used`` (entries including
+holes), chunk 0's capacity, the index region, and the record id of the *chunk list*: the arena
+offset (``<Q``) of each chunk's region, in chunk order. A table of format 1 (magic ``OHLHMAP1``: keys,
+distances and values in one Robin Hood table, no insertion order) is read by :func:`parse_meta_v1`
+and converted to format 2 by the first writer that opens it, its entries numbered in slot order.
+"""
+
+from __future__ import annotations
+
+import operator
+import struct
+from dataclasses import dataclass
+
+import numpy as np
+
+from offheap.errors import CorruptionError
+from offheap.kernels.bounds import INT64_MAX, INT64_MIN
+from offheap.kernels.mix import mix64_array
+
+SLACK = 256
+MAX_LOAD = 0.875
+MIN_HOMES = 16
+MAX_HOMES = 1 << 32  # the vectorized home computation multiplies 32-bit halves
+CHUNK_BITS = 16
+CHUNK_ENTRIES = 1 << CHUNK_BITS
+CHUNK_MASK = CHUNK_ENTRIES - 1
+MIN_CAPACITY = 16
+MAX_ENTRIES = (1 << 32) - 2  # entry numbers + 1 fit an index word
+VALUE_WIDTHS = (2, 4, 8)
+
+_MAGIC = b"OHLHMAP2"
+_MAGIC_V1 = b"OHLHMAP1"
+_META = struct.Struct("<8s16sQBxxxxxxxQQQQQ")  # magic, value type, homes, width, n, used,
+#                                                first chunk's capacity, index, chunk list record
+_META_V1 = struct.Struct("<8s16sQBxxxxxxxQQQQ")  # magic, value type, homes, width, n, 3 regions
+
+
+@dataclass(frozen=True)
+class TableMeta:
+    """The metadata record of a format-2 LongHashMap."""
+
+    value: str
+    homes: int
+    width: int  # bytes per value
+    n_entries: int  # live entries
+    used: int  # entries including holes
+    first_capacity: int  # entries chunk 0 holds
+    index_region: int
+    chunk_list_recid: int
+
+
+@dataclass(frozen=True)
+class TableMetaV1:
+    """The metadata record of a format-1 LongHashMap (one Robin Hood table, no entry order)."""
+
+    value: str
+    homes: int
+    width: int
+    n_entries: int
+    regions: tuple[int, int, int]  # arena offsets of the keys, distances and values arrays
+
+
+def pack_meta(meta: TableMeta) -> bytes:
+    return _META.pack(_MAGIC, meta.value.encode(), meta.homes, meta.width, meta.n_entries,
+                      meta.used, meta.first_capacity, meta.index_region, meta.chunk_list_recid)
+
+
+def meta_version(meta: bytes) -> int:
+    """1 or 2 for a LongHashMap metadata record of that format; CorruptionError otherwise."""
+    if meta[:8] == _MAGIC and len(meta) == _META.size:
+        return 2
+    if meta[:8] == _MAGIC_V1 and len(meta) == _META_V1.size:
+        return 1
+    raise CorruptionError("LongHashMap metadata is damaged (bad magic or size)")
+
+
+def parse_meta(meta: bytes) -> TableMeta:
+    """Decode a format-2 metadata record; CorruptionError if it is not one or out of range."""
+    if meta_version(meta) != 2:
+        raise CorruptionError("LongHashMap metadata is of format 1, not 2")
+    _, name, homes, width, n, used, first, index_region, chunk_list = _META.unpack(meta)
+    if not (MIN_HOMES <= homes <= MAX_HOMES and width in VALUE_WIDTHS and n <= used
+            and n <= homes and used <= MAX_ENTRIES and MIN_CAPACITY <= first <= CHUNK_ENTRIES
+            and first & (first - 1) == 0 and (used <= first or first == CHUNK_ENTRIES)):
+        raise CorruptionError(f"LongHashMap metadata is out of range (homes={homes}, width={width}, "
+                              f"n={n}, used={used}, first chunk={first})")
+    return TableMeta(_name(name), homes, width, n, used, first, index_region, chunk_list)
+
+
+def parse_meta_v1(meta: bytes) -> TableMetaV1:
+    """Decode a format-1 metadata record; CorruptionError if it is not one or out of range."""
+    if meta_version(meta) != 1:
+        raise CorruptionError("LongHashMap metadata is of format 2, not 1")
+    _, name, homes, width, n, keys_off, dist_off, vals_off = _META_V1.unpack(meta)
+    if not MIN_HOMES <= homes <= MAX_HOMES or width not in VALUE_WIDTHS or n > homes:
+        raise CorruptionError(f"LongHashMap metadata is out of range (homes={homes}, "
+                              f"width={width}, n={n})")
+    return TableMetaV1(_name(name), homes, width, n, (keys_off, dist_off, vals_off))
+
+
+def _name(raw: bytes) -> str:
+    return raw.rstrip(b"\0").decode("ascii", "replace")
+
+
+def pack_chunk_list(offsets: list[int]) -> bytes:
+    return struct.pack(f"<{len(offsets)}Q", *offsets)
+
+
+def parse_chunk_list(data: bytes, used: int, first_capacity: int) -> list[int]:
+    """The chunks' region offsets; CorruptionError unless they hold ``used`` entries (chunks
+    past chunk 0 only once chunk 0 is full-size)."""
+    n_chunks = len(data) // 8
+    if len(data) % 8 or not n_chunks or (n_chunks > 1 and first_capacity != CHUNK_ENTRIES) \
+            or capacity_of(n_chunks, first_capacity) < used:
+        raise CorruptionError(f"LongHashMap chunk list of {len(data)} bytes does not fit "
+                              f"{used} entries")
+    return list(struct.unpack(f"<{n_chunks}Q", data))
+
+
+def capacity_of(n_chunks: int, first_capacity: int) -> int:
+    """Entries that ``n_chunks`` chunks hold."""
+    return first_capacity if n_chunks == 1 else n_chunks * CHUNK_ENTRIES
+
+
+def chunk_bytes(capacity: int, value_itemsize: int) -> int:
+    """The region size of a chunk: keys, values, live bits."""
+    return capacity * (8 + value_itemsize) + (capacity >> 3)
+
+
+def homes_of(keys: np.ndarray, homes: int) -> np.ndarray:
+    """``mix64(key) * homes >> 64`` for every key (int64 result), exact for ``homes <= 2**32``:
+    the 64x32-bit product is formed from the hash's two 32-bit halves."""
+    h = mix64_array(keys)
+    n = np.uint64(homes)
+    low = (h & np.uint64(0xFFFF_FFFF)) * n
+    high = (h >> np.uint64(32)) * n + (low >> np.uint64(32))
+    return (high >> np.uint64(32)).astype(np.int64)
+
+
+def as_key(key) -> int:
+    """``key`` as a Python int in the int64 range to store, or TypeError/OverflowError.
+
+    Ints and what ``operator.index`` accepts (bool, numpy integers) are keys; a bool is stored as
+    the int it equals, so ``m[True] = x`` sets key ``1``, as a dict whose key 1 came first would.
+    """
+    if type(key) is not int:
+        try:
+            key = operator.index(key)
+        except TypeError:
+            raise TypeError(f"LongHashMap keys are int64, not {type(key).__name__}") from None
+    if not INT64_MIN <= key <= INT64_MAX:
+        raise OverflowError(f"key {key} is outside the int64 range [-2**63, 2**63)")
+    return key
+
+
+def lookup_key(key) -> int | None:
+    """``key`` as the int64 a lookup probes for, or None when no key of the map can equal it.
+
+    As in a dict, ``1.0``, ``True`` and ``np.int64(1)`` find key 1; ``1.5``, ``'a'``, ``None``
+    and ints outside int64 are misses, not errors.
+    """
+    if type(key) is not int:
+        if isinstance(key, float):
+            if not key.is_integer():
+                return None
+            key = int(key)
+        else:
+            try:
+                key = operator.index(key)
+            except TypeError:
+                return None
+    return key if INT64_MIN <= key <= INT64_MAX else None
+
+
+def as_key_array(keys) -> np.ndarray:
+    """Keys as an int64 array, or TypeError/OverflowError naming the first bad key."""
+    array = keys if isinstance(keys, np.ndarray) else np.asarray(keys)
+    if array.ndim != 1:
+        array = array.reshape(-1) if array.ndim == 0 or array.size == 0 else array
+        if array.ndim != 1:
+            raise ValueError(f"keys must be one-dimensional, got shape {array.shape}")
+    if array.dtype.kind == "i":
+        return array.astype(np.int64, copy=False)
+    if array.dtype.kind == "u":
+        if array.size and int(array.max()) > INT64_MAX:
+            raise OverflowError(f"key {int(array.max())} is outside the int64 range")
+        return array.astype(np.int64)
+    if array.dtype.kind == "O" or (array.size == 0 and array.dtype.kind == "f"):
+        return np.fromiter((as_key(k) for k in array.tolist()), np.int64, len(array))
+    raise TypeError(f"LongHashMap keys are int64, got an array of {array.dtype}")

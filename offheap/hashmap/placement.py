@@ -1,0 +1,98 @@
+"""Vectorized work on a format-2 table (layer 6): many probes at once, index rebuilds.
+
+Pure numpy functions over the arrays of :mod:`offheap.hashmap.layout`; the map decides when to
+call them. Shared by the compiled and the pure-Python code paths, so both build the same bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+import numpy as np
+
+from offheap.hashmap.layout import homes_of
+from offheap.hashmap.regions import Column
+
+REBUILD_CHUNK = 1 << 18  # index slots per chunk when an index moves its entries to a larger one
+
+
+def find_many(index: np.ndarray, keys: Column, homes: int, wanted: np.ndarray,
+              opaque: np.ndarray | None = None) -> np.ndarray:
+    """Entry numbers of many int64 keys (-1 where absent): one vectorized round per probe step.
+
+    A probe goes on past a slot while the entry there has a home at or before the key's own, and
+    past every slot flagged in ``opaque`` (a damaged one whose entry cannot be read: salvage).
+    """
+    entries = np.full(len(wanted), -1, np.int64)
+    pending = np.arange(len(wanted))
+    home = homes_of(wanted, homes)
+    slot = home.copy()
+    while pending.size:
+        ix = index[slot].astype(np.int64)
+        occupied = ix != 0
+        blind = np.zeros(len(slot), bool) if opaque is None else opaque[slot]
+        readable = occupied & ~blind
+        e = ix - 1
+        found = keys.take(np.where(readable, e, 0))
+        hit = readable & (found == wanted[pending])
+        entries[pending[hit]] = e[hit]
+        going = readable & ~hit
+        going[going] = homes_of(found[going], homes) <= home[going]
+        going |= blind
+        pending, slot, home = pending[going], slot[going] + 1, home[going]
+    return entries
+
+
+def place(index: np.ndarray, homes: int, chunks: Iterable[tuple[np.ndarray, np.ndarray]]) -> bool:
+    """Fill an empty index from ``(entry numbers, keys)`` chunks; False when an entry would land
+    past the slack (the index must be larger).
+
+    The chunks' homes must not decrease from one chunk to the next (inside a chunk any order).
+    Robin Hood placement without wrap-around: with entries sorted by home, entry ``j`` takes
+    slot ``max(home[j], slot[j-1] + 1)``, i.e. ``j + max(carry, cummax(home - j))``.
+    """
+    carry = 0  # the first slot the next chunk may use
+    for entries, keys in chunks:
+        if not len(keys):
+            continue
+        home = homes_of(keys, homes)
+        order = np.argsort(home, kind="stable")  # within a home, keep the chunk's order
+        home = home[order]
+        j = np.arange(len(keys), dtype=np.int64)
+        slots = j + np.maximum(np.maximum.accumulate(home - j), carry)
+        if slots[-1] >= len(index):
+            return False
+        index[slots] = (entries[order] + 1).astype(np.uint32)
+        carry = int(slots[-1]) + 1
+    return True
+
+
+def index_chunks(index: np.ndarray, keys: Column, homes: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """An index's ``(entry numbers, keys)`` in slot order, in chunks of about ``REBUILD_CHUNK``
+    slots, for :func:`place` into a larger index.
+
+    Chunks are cut before a slot that is empty or holds an entry at its home, so no home has
+    entries in two chunks. Slot order is home order and a home in any larger table grows with
+    the hash, so homes never decrease from one chunk to the next.
+    """
+    n_slots = len(index)
+    start = 0
+    while start < n_slots:
+        stop = min(start + REBUILD_CHUNK, n_slots)
+        while stop < n_slots and index[stop] and \
+                int(homes_of(keys.take(index[stop: stop + 1].astype(np.int64) - 1), homes)[0]) != stop:
+            stop += 1
+        ix = index[start:stop]
+        entries = ix[ix != 0].astype(np.int64) - 1
+        yield entries, keys.take(entries)
+        start = stop
+
+
+def renumber_index(index: np.ndarray, renumber: np.ndarray) -> None:
+    """Point every occupied slot of ``index`` at the entry's new number, in place."""
+    for start in range(0, len(index), REBUILD_CHUNK):
+        part = index[start: start + REBUILD_CHUNK]
+        occupied = np.flatnonzero(part)
+        part[occupied] = (renumber[part[occupied].astype(np.int64) - 1] + 1).astype(np.uint32)
+
+
