@@ -58,8 +58,8 @@ from offheap.treemap.page import KEY_KINDS, decode_inner, decode_leaf
 from offheap.store.serializers import get_serializer
 from offheap.store.records import RecordStore, Span
 from offheap.treemap.treemap import TreeMap
-from offheap.treemap.treemap import parse_meta as parse_tree_meta
-from offheap.treemap.treemap import standalone_meta_recid as tree_meta_recid
+from offheap.treemap.meta import parse_meta as parse_tree_meta
+from offheap.treemap.meta import standalone_meta_recid as tree_meta_recid
 from offheap.hashmap.valueslots import EXTERNAL
 
 _MAX_HEIGHT = 64
@@ -311,9 +311,9 @@ def read_tree(store: RecordStore, meta, report: CollectionReport):
     in key order; count what fails in ``report``."""
     key_kind = meta.options["key"]
     serializer = get_serializer(meta.options["value"])
-    max_depth = meta.height if 1 <= meta.height <= _MAX_HEIGHT else _MAX_HEIGHT
+    max_depth = meta.shape.height if 1 <= meta.shape.height <= _MAX_HEIGHT else _MAX_HEIGHT
     seen: set[int] = set()
-    stack = [(meta.root, 1, None, None)]  # (recid, depth, lo, hi): keys k with lo <= k < hi
+    stack = [(meta.shape.root, 1, None, None)]  # (recid, depth, lo, hi): keys k with lo <= k < hi
     while stack:
         recid, depth, lo, hi = stack.pop()
         if recid in seen or depth > max_depth:
