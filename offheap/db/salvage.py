@@ -17,11 +17,9 @@ Nothing is copied wrong; what cannot be shown consistent is skipped and counted:
   is a hash slot whose key, distance or value word does; these are counted apart
   (``damaged_records``, ``damaged_entries``). Damaged store metadata (the arena's root) or a
   damaged collection metadata record means nothing of that store or collection is read.
-- TreeMap: the tree is walked from the root its metadata names. An inner node must decode and
-  its separators must rise strictly inside the bounds its parent gives it; a leaf must decode,
-  keys and every value, and its keys must rise strictly inside its bounds ``[lo, hi)``. A node
-  that fails is skipped with everything below it; a node reached twice (a cycle, a shared child)
-  is skipped the second time. The walk goes depth first in key order, so the keys it copies rise.
+- TreeMap: the tree is walked from the root its metadata names, each node checked for its
+  place in the tree, and a node that fails is skipped with everything below it
+  (:mod:`offheap.treemap.salvage` has the checks). The keys it copies rise.
 - LongHashMap: an occupied slot is kept when the slot is its key's home plus its distance minus
   one (what every insert and shift maintains), its key occurs in no other slot, and its value
   decodes (an external value's record must lie inside its segment and deserialize).
@@ -54,16 +52,13 @@ from offheap.hashmap.longhashmap import parse_meta as parse_table_meta
 from offheap.hashmap.longhashmap import standalone_meta_recid as hash_meta_recid
 from offheap.arena.damage import FileDamage
 from offheap.arena.arena import Arena
-from offheap.treemap.page import KEY_KINDS, decode_inner, decode_leaf
 from offheap.store.serializers import get_serializer
 from offheap.store.records import RecordStore, Span
-from offheap.treemap.treemap import TreeMap
-from offheap.treemap.meta import parse_meta as parse_tree_meta
 from offheap.treemap.meta import standalone_meta_recid as tree_meta_recid
+from offheap.treemap.salvage import RecordReading, copy_tree, tree_meta
+from offheap.treemap.treemap import TreeMap
 from offheap.hashmap.valueslots import EXTERNAL
 
-_MAX_HEIGHT = 64
-_TREE_FIXED = ("key", "value", "node_size")
 _COMMIT_EVERY = 1 << 20  # entries copied between two commits of the destination
 _SLOT_CHUNK = 1 << 16
 
@@ -215,6 +210,9 @@ def _touches_failed_page(arena: Arena, span: Span) -> bool:
     return bool(arena.damaged_items(span.extent, span.nbytes, 1, span.start)[0])
 
 
+_TREE_READING = RecordReading(_read_record, (_DamagedRecord,))
+
+
 def _salvage_store(store: RecordStore, dst: str, report: SalvageReport) -> None:
     root = store.root
     try:
@@ -249,14 +247,14 @@ def _copy_db_entry(store: RecordStore, name: str, entry: dict, target: DB,
     collection = CollectionReport(name, kind)
     report.collections.append(collection)
     if kind == "tree_map":
-        meta = _tree_meta(store, entry["meta_recid"], collection)
+        meta = tree_meta(store, entry["meta_recid"], collection, _TREE_READING)
         if meta is not None:
-            fixed = {k: meta.options[k] for k in _TREE_FIXED}
+            fixed = meta.fixed_options
             try:
                 tree = target.tree_map(name, **{**entry["options"], **fixed})
             except (TypeError, ValueError):  # damaged runtime options: the fixed ones suffice
                 tree = target.tree_map(name, **fixed)
-            _copy_tree(store, meta, tree, collection, target.commit)
+            copy_tree(store, meta, tree, collection, target.commit, _COMMIT_EVERY, _TREE_READING)
     elif kind == "hash_map":
         meta = _table_meta(store, entry["meta_recid"], collection)
         if meta is not None:
@@ -271,11 +269,11 @@ def _copy_standalone_tree(store: RecordStore, meta_recid: int, dst: str,
                           report: SalvageReport) -> None:
     collection = CollectionReport("tree_map", "tree_map")
     report.collections.append(collection)
-    meta = _tree_meta(store, meta_recid, collection)
-    options = {} if meta is None else {k: meta.options[k] for k in _TREE_FIXED}
+    meta = tree_meta(store, meta_recid, collection, _TREE_READING)
+    options = {} if meta is None else meta.fixed_options
     with TreeMap(path=dst, **options) as tree:
         if meta is not None:
-            _copy_tree(store, meta, tree, collection, tree.commit)
+            copy_tree(store, meta, tree, collection, tree.commit, _COMMIT_EVERY, _TREE_READING)
 
 
 def _copy_standalone_hash(store: RecordStore, meta_recid: int, dst: str,
@@ -286,82 +284,6 @@ def _copy_standalone_hash(store: RecordStore, meta_recid: int, dst: str,
     with LongHashMap("object" if meta is None else meta.value, path=dst) as table:
         if meta is not None:
             _copy_table(store, meta, table, collection, table.commit)
-
-
-# -- TreeMap ----------------------------------------------------------------------------------
-
-def _tree_meta(store: RecordStore, meta_recid: int, report: CollectionReport):
-    try:
-        meta = parse_tree_meta(_read_record(store, meta_recid))
-        key_kind, node_size = meta.options.get("key"), meta.options.get("node_size")
-        get_serializer(meta.options.get("value"))
-        if key_kind not in KEY_KINDS:
-            raise CorruptionError(f"unknown key kind {key_kind!r}")
-        if not isinstance(node_size, int) or not 4 <= node_size <= 4096:
-            raise CorruptionError(f"node size {node_size!r} is out of range")
-    except Exception as exc:  # a damaged record may fail in any decoder
-        report.error = f"metadata record {meta_recid} is unreadable: {exc}"
-        return None
-    report.expected_entries = meta.n_entries
-    return meta
-
-
-def read_tree(store: RecordStore, meta, report: CollectionReport):
-    """Yield ``(keys, values)`` of every leaf that passes the checks of the module docstring,
-    in key order; count what fails in ``report``."""
-    key_kind = meta.options["key"]
-    serializer = get_serializer(meta.options["value"])
-    max_depth = meta.shape.height if 1 <= meta.shape.height <= _MAX_HEIGHT else _MAX_HEIGHT
-    seen: set[int] = set()
-    stack = [(meta.shape.root, 1, None, None)]  # (recid, depth, lo, hi): keys k with lo <= k < hi
-    while stack:
-        recid, depth, lo, hi = stack.pop()
-        if recid in seen or depth > max_depth:
-            report.skipped_records += 1
-            continue
-        seen.add(recid)
-        try:
-            page = _read_record(store, recid)
-            if not page:
-                raise CorruptionError("empty page")
-            if page[0] & 1:
-                separators, children = decode_inner(page, key_kind)
-                _check_rising(separators, lo, hi)
-                bounds = [lo] + separators + [hi]
-                stack.extend((child, depth + 1, bounds[i], bounds[i + 1])
-                             for i, child in reversed(list(enumerate(children))))
-                continue
-            keys, values = decode_leaf(page, key_kind, serializer)
-            if len(values) != len(keys):
-                raise CorruptionError("leaf keys and values differ in number")
-            _check_rising(keys, lo, hi)
-        except _DamagedRecord:
-            report.damaged_records += 1
-            continue
-        except Exception:  # a damaged record may fail in any decoder
-            report.skipped_records += 1
-            continue
-        yield keys, values
-
-
-def _check_rising(keys: list, lo, hi) -> None:
-    """CorruptionError unless ``keys`` rise strictly and lie in ``[lo, hi)``."""
-    if any(a >= b for a, b in zip(keys, keys[1:])):
-        raise CorruptionError("keys out of order")
-    if keys and ((lo is not None and keys[0] < lo) or (hi is not None and keys[-1] >= hi)):
-        raise CorruptionError("keys outside their separator bounds")
-
-
-def _copy_tree(store: RecordStore, meta, tree, report: CollectionReport, commit) -> None:
-    copied_since_commit = 0
-    for keys, values in read_tree(store, meta, report):
-        for key, value in zip(keys, values):
-            tree[key] = value
-        report.recovered_entries += len(keys)
-        copied_since_commit += len(keys)
-        if copied_since_commit >= _COMMIT_EVERY:
-            commit()
-            copied_since_commit = 0
 
 
 # -- LongHashMap ------------------------------------------------------------------------------

@@ -23,6 +23,7 @@ The tree beneath it:
 - :mod:`~offheap.treemap.nodestore`: nodes as records, and the page-byte totals.
 - :mod:`~offheap.treemap.node`: decoded nodes and the surgery on them.
 - :mod:`~offheap.treemap.page`: the page formats of leaves and inner nodes.
+- :mod:`~offheap.treemap.salvage`: the defensive walk of a damaged tree, for salvage.
 
 The page codec, node search, descent and cursor are the parts a compiled implementation may
 replace; each of those modules states the interface it must keep.

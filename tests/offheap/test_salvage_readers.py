@@ -8,7 +8,8 @@ import pytest
 
 from offheap.db.database import DB
 from offheap.hashmap.longhashmap import parse_meta as parse_table_meta
-from offheap.db.salvage import CollectionReport, read_table, read_tree
+from offheap.db.salvage import CollectionReport, read_table
+from offheap.treemap.salvage import read_tree
 from offheap.treemap.meta import parse_meta as parse_tree_meta
 
 N = 400
