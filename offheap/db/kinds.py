@@ -29,7 +29,7 @@ from offheap.hashmap.reader import HashReader
 from offheap.store.records import RecordStore
 from offheap.treemap.reader import TreeReader
 from offheap.treemap.treemap import TreeMap
-from offheap.treemap.treemap import standalone_meta_recid as tree_meta_recid
+from offheap.treemap.meta import standalone_meta_recid as tree_meta_recid
 
 
 @dataclass(frozen=True)

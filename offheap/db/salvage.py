@@ -17,13 +17,11 @@ Nothing is copied wrong; what cannot be shown consistent is skipped and counted:
   is a hash slot whose key, distance or value word does; these are counted apart
   (``damaged_records``, ``damaged_entries``). Damaged store metadata (the arena's root) or a
   damaged collection metadata record means nothing of that store or collection is read.
-- TreeMap: the tree is walked from the root its metadata names. An inner node must decode and
-  its separators must rise strictly inside the bounds its parent gives it; a leaf must decode,
-  keys and every value, and its keys must rise strictly inside its bounds ``[lo, hi)``. A node
-  that fails is skipped with everything below it; a node reached twice (a cycle, a shared child)
-  is skipped the second time. The walk goes depth first in key order, so the keys it copies rise.
+- TreeMap: the tree is walked from the root its metadata names, each node checked for its
+  place in the tree, and a node that fails is skipped with everything below it
+  (:mod:`offheap.treemap.salvage` has the checks). The keys it copies rise.
 - LongHashMap: the checks of :mod:`offheap.hashmap.salvage` (an entry must be live, pointed at
-  from a slot at or after its home, its key unique, its value decodable).
+  from an index slot, its key unique and found by a lookup, its value decodable).
 
 Every record is read through :meth:`RecordStore.get_checked`, and a decoder meeting damaged bytes
 may raise anything (a corrupt pickle can raise any exception type), so one record's failure is
@@ -55,12 +53,10 @@ from offheap.hashmap import salvage as hash_salvage
 from offheap.hashmap.layout import meta_version, parse_meta as parse_table_meta, parse_meta_v1
 from offheap.arena.damage import FileDamage
 from offheap.arena.arena import Arena
-from offheap.treemap.page import KEY_KINDS, decode_inner, decode_leaf
 from offheap.store.serializers import get_serializer
 from offheap.store.records import RecordStore, Span
-from offheap.treemap.treemap import parse_meta as parse_tree_meta
+from offheap.treemap.salvage import RecordReading, copy_tree, tree_meta
 
-_MAX_HEIGHT = 64
 _COMMIT_EVERY = 1 << 20  # entries copied between two commits of the destination
 
 
@@ -212,6 +208,9 @@ def _touches_failed_page(arena: Arena, span: Span) -> bool:
     return bool(arena.damaged_items(span.extent, span.nbytes, 1, span.start)[0])
 
 
+_TREE_READING = RecordReading(_read_record, (_DamagedRecord,))
+
+
 def _salvage_store(store: RecordStore, dst: str, report: SalvageReport) -> None:
     root = store.root
     try:
@@ -282,82 +281,6 @@ def _copy_standalone(store: RecordStore, kind: CollectionKind[Any, Any], meta_re
             walker.copy(store, meta, copy, collection, copy.commit)
 
 
-# -- TreeMap ----------------------------------------------------------------------------------
-
-def _tree_meta(store: RecordStore, meta_recid: int, report: CollectionReport):
-    try:
-        meta = parse_tree_meta(_read_record(store, meta_recid))
-        key_kind, node_size = meta.options.get("key"), meta.options.get("node_size")
-        get_serializer(meta.options.get("value"))
-        if key_kind not in KEY_KINDS:
-            raise CorruptionError(f"unknown key kind {key_kind!r}")
-        if not isinstance(node_size, int) or not 4 <= node_size <= 4096:
-            raise CorruptionError(f"node size {node_size!r} is out of range")
-    except Exception as exc:  # a damaged record may fail in any decoder
-        report.error = f"metadata record {meta_recid} is unreadable: {exc}"
-        return None
-    report.expected_entries = meta.n_entries
-    return meta
-
-
-def read_tree(store: RecordStore, meta, report: CollectionReport):
-    """Yield ``(keys, values)`` of every leaf that passes the checks of the module docstring,
-    in key order; count what fails in ``report``."""
-    key_kind = meta.options["key"]
-    serializer = get_serializer(meta.options["value"])
-    max_depth = meta.height if 1 <= meta.height <= _MAX_HEIGHT else _MAX_HEIGHT
-    seen: set[int] = set()
-    stack = [(meta.root, 1, None, None)]  # (recid, depth, lo, hi): keys k with lo <= k < hi
-    while stack:
-        recid, depth, lo, hi = stack.pop()
-        if recid in seen or depth > max_depth:
-            report.skipped_records += 1
-            continue
-        seen.add(recid)
-        try:
-            page = _read_record(store, recid)
-            if not page:
-                raise CorruptionError("empty page")
-            if page[0] & 1:
-                separators, children = decode_inner(page, key_kind)
-                _check_rising(separators, lo, hi)
-                bounds = [lo] + separators + [hi]
-                stack.extend((child, depth + 1, bounds[i], bounds[i + 1])
-                             for i, child in reversed(list(enumerate(children))))
-                continue
-            keys, values = decode_leaf(page, key_kind, serializer)
-            if len(values) != len(keys):
-                raise CorruptionError("leaf keys and values differ in number")
-            _check_rising(keys, lo, hi)
-        except _DamagedRecord:
-            report.damaged_records += 1
-            continue
-        except Exception:  # a damaged record may fail in any decoder
-            report.skipped_records += 1
-            continue
-        yield keys, values
-
-
-def _check_rising(keys: list, lo, hi) -> None:
-    """CorruptionError unless ``keys`` rise strictly and lie in ``[lo, hi)``."""
-    if any(a >= b for a, b in zip(keys, keys[1:])):
-        raise CorruptionError("keys out of order")
-    if keys and ((lo is not None and keys[0] < lo) or (hi is not None and keys[-1] >= hi)):
-        raise CorruptionError("keys outside their separator bounds")
-
-
-def _copy_tree(store: RecordStore, meta, tree, report: CollectionReport, commit) -> None:
-    copied_since_commit = 0
-    for keys, values in read_tree(store, meta, report):
-        for key, value in zip(keys, values):
-            tree[key] = value
-        report.recovered_entries += len(keys)
-        copied_since_commit += len(keys)
-        if copied_since_commit >= _COMMIT_EVERY:
-            commit()
-            copied_since_commit = 0
-
-
 # -- LongHashMap ------------------------------------------------------------------------------
 
 def _table_meta(store: RecordStore, meta_recid: int, report: CollectionReport):
@@ -388,6 +311,9 @@ def _copy_table(store: RecordStore, meta, table, report: CollectionReport, commi
 
 _SALVAGE: dict[str, _KindSalvage] = {  # the walkers of every kind in KINDS, by its name
     TREE_MAP.name: _KindSalvage(
-        _tree_meta, lambda meta: {k: meta.options[k] for k in TREE_MAP.fixed}, _copy_tree),
+        lambda store, recid, report: tree_meta(store, recid, report, _TREE_READING),
+        lambda meta: meta.fixed_options,
+        lambda store, meta, tree, report, commit: copy_tree(
+            store, meta, tree, report, commit, _COMMIT_EVERY, _TREE_READING)),
     HASH_MAP.name: _KindSalvage(_table_meta, lambda meta: {"value": meta.value}, _copy_table),
 }

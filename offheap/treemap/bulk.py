@@ -1,11 +1,12 @@
-"""Bulk loading of a TreeMap (layer 6, used by :mod:`offheap.treemap.treemap`): pure functions over
-sorted keys, numpy arrays for int64 keys and lists for str/bytes keys.
+"""Bulk loading of a TreeMap's B+tree, MapDB's data pump (layer 6, under the tree): sorted keys in,
+full pages out. Keys are numpy arrays for int64 keys and lists for str/bytes keys.
 
-A bulk load cuts the sorted entries into runs of ``node_size`` (:func:`runs`), encodes one leaf
-per run (:func:`leaf_pages`, in forked workers when asked), then builds each inner level the
-same way over the level below, with the separators between neighbouring nodes computed all at
-once (:func:`separators`). Merging a batch into an existing map is one stable sort
-(:func:`merge_sorted`).
+:func:`build_tree` cuts the sorted entries into runs of ``node_size`` (:func:`runs`), encodes one
+leaf per run (:func:`leaf_pages`, in forked workers when asked), then builds each inner level
+the same way over the level below, with the separators between neighbouring nodes computed all
+at once (:func:`separators`), and stores every page as a new record. Merging a batch into an
+existing map is one stable sort (:func:`merge_sorted`). Everything but :func:`build_tree` is
+pure.
 """
 
 from __future__ import annotations
@@ -15,7 +16,10 @@ import itertools
 import numpy as np
 
 from offheap.treemap.forkpool import encode_in_workers
-from offheap.treemap.page import encode_leaf, separator
+from offheap.treemap.meta import TreeShape
+from offheap.treemap.node import min_children, min_entries
+from offheap.treemap.nodestore import NodeStore
+from offheap.treemap.page import encode_inner, encode_leaf, raw_size, separator
 
 PARALLEL_MIN_LEAVES = 2048
 """Fewer leaves than this are encoded in the calling process whatever ``parallelism`` says:
@@ -91,19 +95,59 @@ def merge_sorted(old_keys, old_values: list, new_keys, new_values):
         combined = np.fromiter(itertools.chain(old_values, new_values), dtype=object,
                                count=len(old_values) + len(new_values))
         return keys[keep], combined[order]
-    keys, values = [], []
+    merged_keys, merged_values = [], []
     i = j = 0
     while i < len(old_keys) and j < len(new_keys):
         if old_keys[i] < new_keys[j]:
-            keys.append(old_keys[i])
-            values.append(old_values[i])
+            merged_keys.append(old_keys[i])
+            merged_values.append(old_values[i])
             i += 1
         else:
             if old_keys[i] == new_keys[j]:
                 i += 1
-            keys.append(new_keys[j])
-            values.append(new_values[j])
+            merged_keys.append(new_keys[j])
+            merged_values.append(new_values[j])
             j += 1
-    keys += old_keys[i:] + list(new_keys[j:])
-    values += old_values[i:] + list(new_values[j:])
-    return keys, values
+    merged_keys += old_keys[i:] + list(new_keys[j:])
+    merged_values += old_values[i:] + list(new_values[j:])
+    return merged_keys, merged_values
+
+
+def build_tree(nodes: NodeStore, keys, values, node_size: int,
+               parallelism: int = 1) -> tuple[TreeShape, int, int]:
+    """Store full leaves and inner levels bottom-up as new records; return the new tree's shape
+    and its raw and stored page bytes.
+
+    ``keys`` are sorted, unique and not empty (an int64 array or a list). Each level is three
+    parallel sequences: node record ids, first keys, last keys. All or nothing: on
+    CapacityError the new records are freed and the store holds what it held before.
+    """
+    created: list[int] = []
+    raw_bytes = stored_bytes = 0
+
+    def store(page: bytes) -> int:
+        nonlocal raw_bytes, stored_bytes
+        created.append(nodes.store.put(page))
+        raw_bytes += raw_size(page)
+        stored_bytes += len(page)
+        return created[-1]
+
+    kind, codec = nodes.key_kind, nodes.codec
+    try:
+        starts, ends = runs(len(keys), node_size, min_entries(node_size))
+        recids = [store(page) for page in leaf_pages(keys, values, starts, ends, kind,
+                                                     nodes.serializer, codec, parallelism)]
+        firsts, lasts = take(keys, starts), take(keys, ends - 1)
+        n_leaves, n_inner, height = len(recids), 0, 1
+        while len(recids) > 1:
+            seps = separators(lasts[:-1], firsts[1:])
+            starts, ends = runs(len(recids), node_size, min_children(node_size))
+            recids = [store(encode_inner(seps[a:b - 1], recids[a:b], kind, codec))
+                      for a, b in zip(starts.tolist(), ends.tolist())]
+            firsts, lasts = take(firsts, starts), take(lasts, ends - 1)
+            n_inner += len(recids)
+            height += 1
+    except BaseException:
+        nodes.release(created)
+        raise
+    return TreeShape(recids[0], height, n_leaves, n_inner), raw_bytes, stored_bytes

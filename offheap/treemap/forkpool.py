@@ -31,7 +31,10 @@ def _install(encode: Callable[[int], bytes]) -> None:
 
 
 def _encode_range(bounds: tuple[int, int]) -> tuple[bytes, np.ndarray]:
-    records = [_encode(i) for i in range(*bounds)]
+    encode = _encode
+    if encode is None:
+        raise RuntimeError("a worker runs _encode_range only after _install")
+    records = [encode(i) for i in range(*bounds)]
     return b"".join(records), np.fromiter(map(len, records), np.int64, len(records))
 
 

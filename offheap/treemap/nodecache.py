@@ -1,67 +1,34 @@
-"""Decoded B+tree nodes and the cache that holds them (layer 6, used by :mod:`offheap.treemap.treemap`).
+"""The cache of decoded B+tree nodes, which is also the write cache (layer 6, under the tree).
 
-A node in memory is plain Python lists, so the scalar paths of the tree are ``bisect`` and
-``list.insert`` with no numpy call per operation; pages are encoded and decoded with numpy once
-per node write or read.
+:class:`NodeCache` keeps recently used nodes, least recently used first, up to ``capacity``
+leaves and, apart, up to ``capacity`` inner nodes. It is also the *write cache*: a node changed in
+memory is marked ``dirty`` and written (encoded once) only when it is evicted or flushed, not on
+every change. Eviction happens only in :meth:`NodeCache.trim`, which the tree calls before an
+operation changes anything, so a :class:`CapacityError` raised by a write leaves every node (the
+failed one stays cached and dirty) and the tree as they were.
 
-:class:`NodeCache` keeps recently used nodes, least recently used first, up to ``capacity``. It is
-also the *write cache*: a node changed in memory is marked ``dirty`` and written (encoded once)
-only when it is evicted or flushed, not on every change. Eviction happens only in :meth:`trim`,
-which the tree calls before an operation changes anything, so a :class:`CapacityError` raised by a
-write leaves every node (the failed one stays cached and dirty) and the tree as they were.
-
-:func:`merge_into` and :func:`redistribute` are the two ways two sibling nodes are rebalanced.
+Interface. A descent asks for the kind of node it expects (:meth:`NodeCache.inner`,
+:meth:`NodeCache.leaf`, and :meth:`NodeCache.read_inner`, :meth:`NodeCache.read_leaf` for reads
+that leave the cache as it is); a page of the other kind there is a :class:`CorruptionError`. A
+compiled descent keeps to these calls, or to a cache of its own with the same eviction rules.
+Thread safety: none; the tree's lock covers every call.
 """
 
 from __future__ import annotations
 
 import itertools
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from typing import TypeVar
 
-from offheap.errors import CapacityError
-from offheap.treemap.page import separator
+from offheap.errors import CapacityError, CorruptionError
+from offheap.treemap.node import Inner, Leaf, Node
 
-
-class Leaf:
-    """A leaf: sorted ``keys`` and their ``values``; ``recid`` is its record in the store."""
-
-    __slots__ = ("recid", "keys", "values", "dirty", "raw_bytes", "stored_bytes")
-    is_leaf = True
-
-    def __init__(self, recid: int, keys: list, values: list) -> None:
-        self.recid = recid
-        self.keys = keys
-        self.values = values
-        self.dirty = False
-        self.raw_bytes = 0  # sizes of the page last written for this node (0: never written)
-        self.stored_bytes = 0
-
-    def __len__(self) -> int:
-        return len(self.keys)
-
-
-class Inner:
-    """An inner node: ``children[i]`` holds the keys ``k`` with ``keys[i-1] <= k < keys[i]``."""
-
-    __slots__ = ("recid", "keys", "children", "dirty", "raw_bytes", "stored_bytes")
-    is_leaf = False
-
-    def __init__(self, recid: int, keys: list, children: list) -> None:
-        self.recid = recid
-        self.keys = keys
-        self.children = children
-        self.dirty = False
-        self.raw_bytes = 0
-        self.stored_bytes = 0
-
-    def __len__(self) -> int:
-        return len(self.children)
+AnyNode = TypeVar("AnyNode", Leaf, Inner)
 
 
 class NodeCache:
-    """Decoded nodes by record id: up to ``capacity`` leaves and, apart, up to ``capacity`` inner
-    nodes, each kind in least-recently-used order.
+    """Decoded nodes by record id, each kind in least-recently-used order.
 
     Keeping the kinds apart keeps the inner nodes, which every descent passes through, from being
     pushed out by a stream of leaves: under random inserts a shared LRU would decode an inner
@@ -71,8 +38,8 @@ class NodeCache:
     than ``capacity`` nodes of a kind between two :meth:`trim` calls.
     """
 
-    def __init__(self, capacity: int, load: Callable[[int], Leaf | Inner],
-                 write: Callable[[Leaf | Inner], None]) -> None:
+    def __init__(self, capacity: int, load: Callable[[int], Node],
+                 write: Callable[[Node], None]) -> None:
         if capacity < 8:
             raise ValueError(f"cache_size must be at least 8 nodes, got {capacity}")
         self.capacity = capacity
@@ -81,33 +48,47 @@ class NodeCache:
         self._load = load
         self._write = write
 
-    def node(self, recid: int) -> Leaf | Inner:
-        """The node ``recid``, decoded from the store if it is not cached; now most recent."""
+    def inner(self, recid: int) -> Inner:
+        """The inner node ``recid``, decoded from the store if it is not cached; now most recent."""
         node = self._inner.get(recid)
-        if node is not None:
+        if node is None:
+            node = self._inner[recid] = _as_inner(self._load(recid), recid)
+        else:
             self._inner.move_to_end(recid)
-            return node
-        node = self._leaves.get(recid)
-        if node is not None:
-            self._leaves.move_to_end(recid)
-            return node
-        node = self._load(recid)
-        self.add(node)
         return node
 
-    def peek(self, recid: int) -> Leaf | Inner | None:
-        """The cached node ``recid`` or None, without changing the LRU order."""
+    def leaf(self, recid: int) -> Leaf:
+        """The leaf ``recid``, decoded from the store if it is not cached; now most recent."""
         node = self._leaves.get(recid)
-        return self._inner.get(recid) if node is None else node
+        if node is None:
+            node = self._leaves[recid] = _as_leaf(self._load(recid), recid)
+        else:
+            self._leaves.move_to_end(recid)
+        return node
 
-    def read(self, recid: int) -> Leaf | Inner:
+    def read(self, recid: int) -> Node:
         """The cached node ``recid``, or else one decoded for the caller alone (not cached, so a
         long scan does not evict the working set). LRU order does not change."""
-        node = self.peek(recid)
+        node: Node | None = self._leaves.get(recid)
+        if node is None:
+            node = self._inner.get(recid)
         return self._load(recid) if node is None else node
 
-    def add(self, node: Leaf | Inner) -> None:
-        (self._leaves if node.is_leaf else self._inner)[node.recid] = node
+    def read_inner(self, recid: int) -> Inner:
+        """:meth:`read` where an inner node belongs."""
+        node = self._inner.get(recid)
+        return _as_inner(self._load(recid), recid) if node is None else node
+
+    def read_leaf(self, recid: int) -> Leaf:
+        """:meth:`read` where a leaf belongs."""
+        node = self._leaves.get(recid)
+        return _as_leaf(self._load(recid), recid) if node is None else node
+
+    def add(self, node: Node) -> None:
+        if isinstance(node, Leaf):
+            self._leaves[node.recid] = node
+        else:
+            self._inner[node.recid] = node
 
     def discard(self, recid: int) -> None:
         if self._leaves.pop(recid, None) is None:
@@ -123,7 +104,7 @@ class NodeCache:
     def __contains__(self, recid: int) -> bool:
         return recid in self._leaves or recid in self._inner
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Node]:
         return itertools.chain(self._leaves.values(), self._inner.values())
 
     def trim(self, strict: bool = True) -> None:
@@ -133,17 +114,22 @@ class NodeCache:
         ``strict=False`` (read paths) keeps a node whose write fails and stops trimming, so
         reading never raises :class:`CapacityError`.
         """
-        for nodes in (self._leaves, self._inner):
-            while len(nodes) > self.capacity:
-                recid, node = next(iter(nodes.items()))
-                if node.dirty:
-                    try:
-                        self._write(node)
-                    except CapacityError:
-                        if strict:
-                            raise
-                        return
-                del nodes[recid]
+        if self._evict(self._leaves, strict):
+            self._evict(self._inner, strict)
+
+    def _evict(self, nodes: OrderedDict[int, AnyNode], strict: bool) -> bool:
+        """Trim one kind; False if a write failed (``strict=False``) and trimming stops."""
+        while len(nodes) > self.capacity:
+            recid, node = next(iter(nodes.items()))
+            if node.dirty:
+                try:
+                    self._write(node)
+                except CapacityError:
+                    if strict:
+                        raise
+                    return False
+            del nodes[recid]
+        return True
 
     def n_dirty(self) -> int:
         return sum(1 for node in self if node.dirty)
@@ -158,28 +144,13 @@ class NodeCache:
         self._inner.clear()
 
 
-def merge_into(left, right, parent_separator) -> None:
-    """Append ``right``'s entries (children) to ``left``; for inner nodes the parent's
-    separator comes down between them."""
-    if left.is_leaf:
-        left.keys += right.keys
-        left.values += right.values
-    else:
-        left.keys += [parent_separator] + right.keys
-        left.children += right.children
+def _as_inner(node: Node, recid: int) -> Inner:
+    if not isinstance(node, Inner):
+        raise CorruptionError(f"TreeMap node {recid} is a leaf where an inner node belongs")
+    return node
 
 
-def redistribute(left, right, parent_separator):
-    """Even out two siblings; return the new separator between them."""
-    if left.is_leaf:
-        keys, values = left.keys + right.keys, left.values + right.values
-        half = len(keys) // 2
-        left.keys[:], left.values[:] = keys[:half], values[:half]
-        right.keys[:], right.values[:] = keys[half:], values[half:]
-        return separator(left.keys[-1], right.keys[0])
-    keys = left.keys + [parent_separator] + right.keys
-    children = left.children + right.children
-    half = len(children) // 2
-    left.children[:], right.children[:] = children[:half], children[half:]
-    left.keys[:], right.keys[:] = keys[:half - 1], keys[half:]
-    return keys[half - 1]
+def _as_leaf(node: Node, recid: int) -> Leaf:
+    if not isinstance(node, Leaf):
+        raise CorruptionError(f"TreeMap node {recid} is an inner node where a leaf belongs")
+    return node

@@ -1,4 +1,5 @@
-"""B+tree pages (layer 6, used by :mod:`offheap.treemap.treemap`): pure functions, bytes in and out.
+"""B+tree pages (layer 6, used by :mod:`offheap.treemap.node` and the tree's salvage walker): pure
+functions, bytes in and out.
 
 A page is one record in the store: a leaf (sorted keys and their values) or an inner node
 (separator keys and child record ids). Layout, integers little-endian, ``varint`` = LEB128::
@@ -23,6 +24,15 @@ depends on a codec that did not help.
 
 Sizes, sequential int64 keys with empty values: the deltas are all 1 and bit-pack to a few
 bytes whatever the node size, so a leaf costs a dozen bytes for 32 or 120 entries.
+
+A tree's ``node_size`` lies in ``[MIN_NODE_SIZE, MAX_NODE_SIZE]``, so a page it writes counts at
+most ``MAX_NODE_SIZE`` entries or children.
+
+Interface. The rest of the tree reaches pages only through :func:`encode_leaf`,
+:func:`decode_leaf`, :func:`encode_inner`, :func:`decode_inner`, :func:`is_inner`,
+:func:`raw_size` and :func:`separator` and the module constants: a compiled codec stands in for
+this module by providing the same functions, producing and accepting the same bytes. Keys and
+values go in as sequences and come out as Python lists that the caller owns.
 """
 
 from __future__ import annotations
@@ -48,6 +58,7 @@ KEY_KINDS = ("int64", "str", "bytes")
 CODEC_IDS = {"none": 0, "zlib": 1, "snappy": 2, "zstd": 3}
 CODEC_NAMES = {number: name for name, number in CODEC_IDS.items()}
 LEAF, INNER = 0, 1
+MIN_NODE_SIZE, MAX_NODE_SIZE = 4, 4096
 _MAX_SHIFT = 63
 
 
@@ -95,10 +106,10 @@ def decode_keys(buf, count: int, key_kind: str, offset: int = 0) -> tuple[list, 
         if shift:
             array = array << shift
         return array.tolist(), end
-    keys, end = front_decode(buf, count, offset)
+    encoded, end = front_decode(buf, count, offset)
     if key_kind == "str":
-        return [bytes(k).decode("utf-8", "surrogatepass") for k in keys], end
-    return [bytes(k) for k in keys], end
+        return [bytes(k).decode("utf-8", "surrogatepass") for k in encoded], end
+    return [bytes(k) for k in encoded], end
 
 
 def separator(left_max, right_min):
@@ -147,19 +158,23 @@ def _open(page, kind: int) -> tuple[int, bytes | memoryview, int]:
     codec_id = flags >> 1
     if codec_id == 0:
         return count, page, offset
-    raw_size, offset = varint_decode_one(page, offset)
-    body = get_codec(CODEC_NAMES[codec_id]).decompress(bytes(page[offset:]), raw_size)
-    if len(body) != raw_size:
-        raise CorruptionError(f"page body decompressed to {len(body)} bytes, expected {raw_size}")
+    body_size, offset = varint_decode_one(page, offset)
+    body = get_codec(CODEC_NAMES[codec_id]).decompress(bytes(page[offset:]), body_size)
+    if len(body) != body_size:
+        raise CorruptionError(f"page body decompressed to {len(body)} bytes, expected {body_size}")
     return count, body, 0
+
+
+def is_inner(page) -> bool:
+    """Whether a page (not empty) is an inner node's rather than a leaf's."""
+    return page[0] & 1 == INNER
 
 
 def raw_size(page) -> int:
     """The size a page would have without compression (its own size when it is raw)."""
-    flags = page[0]
-    count, offset = varint_decode_one(page, 1)
-    if flags >> 1 == 0:
+    if page[0] >> 1 == 0:
         return len(page)
+    count, offset = varint_decode_one(page, 1)
     body_size, offset = varint_decode_one(page, offset)
     return 1 + len(varint_encode_one(count)) + body_size
 
@@ -212,7 +227,7 @@ def decode_inner(page, key_kind: str) -> tuple[list, list]:
         if count <= smallpack.SMALL_BLOCK_VALUES and width <= 64:
             offsets, _ = smallpack.unpack(body, offset + 1, count, width)
             return separators, [child + base for child in offsets]
-        offsets = bitunpack(body, count, width, offset + 1)
+        packed = bitunpack(body, count, width, offset + 1)
     except (IndexError, ValueError) as exc:
         raise CorruptionError(f"inner page of {count} children is damaged: {exc}") from None
-    return separators, (offsets.astype(np.int64) + base).tolist()
+    return separators, (packed.astype(np.int64) + base).tolist()

@@ -26,23 +26,11 @@ class TreeReader(SortedRangeAPI, MapReader["TreeMap"]):
         with self._session.section():
             return getattr(self._map, name)(*args)
 
-    def first_key(self):
-        return self._one("first_key")
+    def _edge_key(self, last: bool):
+        return self._one("_edge_key", last)
 
-    def last_key(self):
-        return self._one("last_key")
-
-    def floor_key(self, key):
-        return self._one("floor_key", key)
-
-    def ceiling_key(self, key):
-        return self._one("ceiling_key", key)
-
-    def lower_key(self, key):
-        return self._one("lower_key", key)
-
-    def higher_key(self, key):
-        return self._one("higher_key", key)
+    def _first_in(self, lo, hi, inclusive: tuple[bool, bool], reverse: bool):
+        return self._one("_first_in", lo, hi, inclusive, reverse)
 
     @property
     def options(self) -> dict:

@@ -1,5 +1,5 @@
-"""Range views of a TreeMap, and the range API built on them (layer 6, used by
-:mod:`offheap.treemap.treemap` and :mod:`offheap.collection.readers`).
+"""Range views of a TreeMap, and the sorted-map API built on them (layer 6, shared by
+:class:`~offheap.treemap.treemap.TreeMap` and :class:`~offheap.treemap.reader.TreeReader`).
 
 ``tree.keys(lo, hi, inclusive, reverse)``, ``values(...)`` and ``items(...)`` return these: live
 views of a key range that iterate leaf by leaf through the tree's ``_chunks`` generator, so they
@@ -9,7 +9,7 @@ one is being iterated.
 
 from __future__ import annotations
 
-from collections.abc import ItemsView, Iterator, KeysView, ValuesView
+from collections.abc import Callable, ItemsView, Iterator, KeysView, ValuesView
 
 _ABSENT = object()
 
@@ -88,8 +88,38 @@ class TreeItemsView(_RangeView, ItemsView):
 
 
 class SortedRangeAPI:
-    """Key-ordered iteration and range views for a class with ``_chunks(lo, hi, inclusive,
-    reverse, with_values)`` yielding ``(keys, values)`` lists leaf by leaf: TreeMap, TreeReader."""
+    """Key-ordered iteration, range views and neighbour queries for a class that provides
+    ``_chunks(lo, hi, inclusive, reverse, with_values)``, yielding ``(keys, values)`` lists leaf
+    by leaf, ``_edge_key(last)`` and ``_first_in(lo, hi, inclusive, reverse)``, the first key
+    of a range in scan order or None: TreeMap, TreeReader."""
+
+    _chunks: Callable[..., Iterator[tuple[list, list | None]]]
+    _edge_key: Callable[[bool], object]
+    _first_in: Callable[[object, object, tuple[bool, bool], bool], object]
+
+    def first_key(self):
+        """The smallest key; KeyError when empty."""
+        return self._edge_key(False)
+
+    def last_key(self):
+        """The largest key; KeyError when empty."""
+        return self._edge_key(True)
+
+    def floor_key(self, key):
+        """The largest key ``<= key``, or None."""
+        return self._first_in(None, key, (True, True), True)
+
+    def ceiling_key(self, key):
+        """The smallest key ``>= key``, or None."""
+        return self._first_in(key, None, (True, True), False)
+
+    def lower_key(self, key):
+        """The largest key ``< key``, or None."""
+        return self._first_in(None, key, (True, False), True)
+
+    def higher_key(self, key):
+        """The smallest key ``> key``, or None."""
+        return self._first_in(key, None, (False, True), False)
 
     def irange(self, lo=None, hi=None, inclusive=(True, True), reverse: bool = False) -> Iterator:
         """Keys ``k`` with ``lo <= k <= hi`` (``inclusive`` says which bounds count; None is

@@ -9,8 +9,9 @@ import pytest
 from offheap.db.database import DB
 from offheap.hashmap.layout import parse_meta as parse_table_meta
 from offheap.hashmap.salvage import read_table
-from offheap.db.salvage import CollectionReport, _DamagedRecord, read_tree
-from offheap.treemap.treemap import parse_meta as parse_tree_meta
+from offheap.db.salvage import CollectionReport, _DamagedRecord
+from offheap.treemap.salvage import read_tree
+from offheap.treemap.meta import parse_meta as parse_tree_meta
 
 N = 400
 
@@ -33,7 +34,7 @@ def _read_tree(db, tree):
 
 def _pages(db, tree, leaves: bool) -> list[int]:
     store = db._store
-    return [r for r in tree._all_recids() if bool(store.get(r)[0] & 1) != leaves]
+    return [r for r in tree._tree.all_recids() if bool(store.get(r)[0] & 1) != leaves]
 
 
 def test_intact_tree_reads_whole():
@@ -65,7 +66,7 @@ def test_swapped_leaves_are_skipped_not_copied():
 
 
 def _leaf_len(tree, recid):
-    return len(tree._load_node(recid).keys)
+    return len(tree._tree.nodes.load(recid).keys)
 
 
 @pytest.mark.parametrize("garbage", [b"", b"\x00", b"\x00\xff\xff\xff\xff\x0f", bytes(range(256)),
@@ -84,7 +85,7 @@ def test_garbage_leaf_is_skipped(garbage):
 def test_damaged_inner_node_loses_its_subtree_only():
     db, tree = _tree_db()
     truth = dict(tree.items())
-    inner = [r for r in _pages(db, tree, leaves=False) if r != tree._root][0]
+    inner = [r for r in _pages(db, tree, leaves=False) if r != tree._tree.shape.root][0]
     db._store.update(inner, b"\x01\x05garbage")
     entries, report = _read_tree(db, tree)
     _assert_subset_in_order(entries, truth)
@@ -95,11 +96,11 @@ def test_cycle_does_not_hang():
     db, tree = _tree_db()
     truth = dict(tree.items())
     store = db._store
-    inner = tree._load_node(tree._root)
-    child = tree._load_node(inner.children[0])
+    inner = tree._tree.nodes.load(tree._tree.shape.root)
+    child = tree._tree.nodes.load(inner.children[0])
     assert not child.is_leaf
     from offheap.treemap.page import encode_inner
-    child.children[0] = tree._root  # the first subtree points back at the root
+    child.children[0] = tree._tree.shape.root  # the first subtree points back at the root
     store.update(child.recid, encode_inner(child.keys, child.children, "int64"))
     entries, report = _read_tree(db, tree)
     _assert_subset_in_order(entries, truth)

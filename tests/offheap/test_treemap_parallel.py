@@ -22,7 +22,7 @@ def few_leaves_go_parallel(monkeypatch):
 def _pages(tree: TreeMap) -> list[bytes]:
     """Every node's stored page, in tree order (root first, level by level)."""
     tree.flush()
-    return [bytes(tree._store.get(recid)) for recid in tree._all_recids()]
+    return [bytes(tree._store.get(recid)) for recid in tree._tree.all_recids()]
 
 
 def _batch(key_kind: str, n: int):

@@ -1,0 +1,144 @@
+"""What may enter a TreeMap, made ready to keep (layer 6, under the tree's facade).
+
+Keys are checked against the tree's key kind and normalized (an ``int`` subclass or numpy integer
+becomes an ``int``, a ``bytearray`` becomes ``bytes``, ...); a wrong type raises TypeError and an
+int outside int64 OverflowError, as before anything changes. Values are validated by the value
+serializer now, so that encoding a page later cannot fail; an ``object`` value that is not a
+plain scalar is kept as a private copy (what a serialized map would return), so later changes to
+the caller's object do not leak in. A batch for ``update`` becomes sorted unique keys with their
+accepted values, the last value winning for a key given twice.
+
+Thread safety: an :class:`Admission` holds no mutable state; its methods may run on any thread.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from offheap.treemap.page import INT64_MAX, INT64_MIN
+
+SCALAR_TYPES = frozenset((type(None), bool, int, float, complex, str, bytes))
+"""Types whose values are immutable and kept as they are by an ``object`` tree."""
+
+
+def _int64_key(key) -> int:
+    if type(key) is not int:
+        try:
+            key = operator.index(key)
+        except TypeError:
+            raise TypeError(f"this TreeMap has int64 keys, not {type(key).__name__}") from None
+    if not INT64_MIN <= key <= INT64_MAX:
+        raise OverflowError(f"key {key} is outside the int64 range [-2**63, 2**63)")
+    return key
+
+
+def _str_key(key) -> str:
+    if type(key) is not str:
+        if not isinstance(key, str):
+            raise TypeError(f"this TreeMap has str keys, not {type(key).__name__}")
+        key = str(key)
+    return key
+
+
+def _bytes_key(key) -> bytes:
+    if type(key) is not bytes:
+        if not isinstance(key, (bytes, bytearray, memoryview)):
+            raise TypeError(f"this TreeMap has bytes keys, not {type(key).__name__}")
+        key = bytes(key)
+    return key
+
+
+_KEY_CHECKS: dict[str, Callable] = {"int64": _int64_key, "str": _str_key, "bytes": _bytes_key}
+_KEY_TYPES: dict[str, type] = {"int64": int, "str": str, "bytes": bytes}
+
+
+class Admission:
+    """Key and value checks of one tree.
+
+    ``key(k)`` is the checked, normalized key; ``key_type`` the type a normalized key has, so a
+    hot path may skip the call when ``type(k) is key_type`` (for int64 keys it must still check
+    the range). ``copies_values``: values are ``object`` values, copied unless their type is in
+    :data:`SCALAR_TYPES`.
+    """
+
+    __slots__ = ("key_kind", "key_type", "key", "copies_values", "_serializer")
+
+    def __init__(self, key_kind: str, serializer) -> None:
+        self.key_kind = key_kind
+        self.key_type: type[Any] = _KEY_TYPES[key_kind]
+        self.key: Callable = _KEY_CHECKS[key_kind]
+        self.copies_values = serializer.name == "object"
+        self._serializer = serializer
+
+    def value(self, value):
+        """The value to keep in a decoded leaf: validated, or a private copy (module docstring)."""
+        if self.copies_values:
+            if type(value) in SCALAR_TYPES:
+                return value
+            serializer = self._serializer
+            return serializer.loads(serializer.dumps(value))
+        return self._serializer.validate(value)
+
+    def bound(self, key):
+        """A range bound: None (unbounded) or a checked key."""
+        return None if key is None else self.key(key)
+
+    def batch(self, other, kwargs: dict) -> tuple[list | np.ndarray, list | np.ndarray]:
+        """Keys (sorted, unique, checked) and their accepted values from the arguments of
+        ``update``: ``other`` a mapping, ``(key, value)`` pairs, or a ``(keys, values)`` pair of
+        arrays, and keyword arguments (str keys, after ``other``)."""
+        if kwargs:
+            if self.key_kind != "str":
+                raise TypeError("keyword arguments would be str keys; this TreeMap has "
+                                f"{self.key_kind} keys")
+            other = list(dict(other).items()) + list(kwargs.items()) if other else kwargs
+        if (isinstance(other, tuple) and len(other) == 2
+                and isinstance(other[0], np.ndarray)):
+            return self._arrays(*other)
+        if isinstance(other, Mapping) or hasattr(other, "keys"):
+            items = [(k, other[k]) for k in other.keys()]
+        else:
+            items = []
+            for n, pair in enumerate(other):
+                try:
+                    key, value = pair
+                except (TypeError, ValueError):
+                    raise ValueError(f"update sequence element #{n} is not a (key, value) pair") from None
+                items.append((key, value))
+        as_key, accept = self.key, self.value
+        latest = {}
+        for key, value in items:
+            latest[as_key(key)] = value
+        keys = sorted(latest)
+        return keys, [accept(latest[k]) for k in keys]
+
+    def _arrays(self, keys: np.ndarray, values) -> tuple[np.ndarray, list | np.ndarray]:
+        """:meth:`batch` for a ``(keys, values)`` pair: one sort, the last of equal keys kept."""
+        if self.key_kind != "int64":
+            raise TypeError(f"a (keys, values) array pair needs int64 keys; this TreeMap has "
+                            f"{self.key_kind} keys: pass (key, value) pairs instead")
+        if keys.ndim != 1:
+            raise ValueError(f"keys must be one-dimensional, got shape {keys.shape}")
+        if keys.dtype.kind not in "iu":
+            raise TypeError(f"keys must be an integer array, got {keys.dtype}")
+        if keys.dtype.kind == "u" and keys.size and int(keys.max()) > INT64_MAX:
+            raise OverflowError(f"key {int(keys.max())} is outside the int64 range")
+        if len(values) != len(keys):
+            raise ValueError(f"{len(keys)} keys but {len(values)} values")
+        keys = keys.astype(np.int64, copy=False)
+        if keys.size > 1 and not bool(np.all(keys[1:] > keys[:-1])):
+            order = np.argsort(keys, kind="stable")
+            keys = keys[order]
+            last = np.ones(keys.size, bool)
+            last[:-1] = keys[1:] != keys[:-1]  # keep the last of each run of equal keys
+            order = order[last]
+            keys = keys[last]
+            values = values[order] if isinstance(values, np.ndarray) else [values[i] for i in order.tolist()]
+        if not (isinstance(values, np.ndarray) and values.dtype == self._serializer.dtype):
+            accept = self.value
+            values = [accept(v) for v in (values.tolist() if isinstance(values, np.ndarray) else values)]
+        return keys, values

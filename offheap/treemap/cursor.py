@@ -1,0 +1,116 @@
+"""A position in a TreeMap's B+tree and the descents that set it (layer 6, under the tree).
+
+A :class:`Cursor` names one leaf and the key range ``[lo, hi)`` that the separators above it give
+that leaf (None: unbounded on that side). The tree uses cursors three ways:
+
+- the *hint*: the tree keeps one cursor at the last leaf a lookup or change reached, so a key in
+  its range needs no descent (ascending inserts, nearby lookups);
+- changes: :meth:`Cursor.descend` also records the ``path`` of ``(inner node, child index)``
+  pairs from the root down, which a split or merge walks back up;
+- scans and neighbour queries (``irange``, ``floor_key``, ...): :meth:`Cursor.seek` moves to
+  the leaf of a key, or the last leaf below it; a scan (:mod:`offheap.treemap.scan`) steps leaf
+  by leaf by seeking a bound of the last leaf, so it holds no node between two steps. A leaf
+  that is not cached is decoded for the scan alone, so a long scan does not evict the working
+  set.
+
+Validity: a cursor is only as good as the nodes it names; the tree forgets its hint (:meth:`forget`)
+whenever a change could leave it pointing at a node that is no longer the tree's, and descends
+anew before every structural change rather than trust a hint's path.
+
+Cost: a descent is O(height * log(node_size)) key comparisons and one cache lookup per level.
+
+Interface. A compiled cursor provides the same class: ``Cursor(cache)``, the attributes ``leaf``,
+``lo``, ``hi`` and ``path``, and the methods below, reading nodes only through
+:meth:`NodeCache.inner`, :meth:`NodeCache.leaf` and :meth:`NodeCache.read_leaf`, and ordering keys
+as Python's ``<`` does. Thread safety: none; the tree's lock covers every call.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+
+from offheap.treemap.meta import TreeShape
+from offheap.treemap.node import Inner, Leaf
+from offheap.treemap.nodecache import NodeCache
+
+
+class Cursor:
+    """A leaf of the tree, its key range ``[lo, hi)``, and the path down to it."""
+
+    __slots__ = ("_cache", "leaf", "lo", "hi", "path")
+
+    def __init__(self, cache: NodeCache) -> None:
+        self._cache = cache
+        self.leaf: Leaf | None = None  # None: the cursor names no leaf
+        self.lo = None
+        self.hi = None
+        self.path: list[tuple[Inner, int]] = []  # set by descend and descend_edge only
+
+    def forget(self) -> None:
+        """Name no leaf any more (the next lookup descends)."""
+        self.leaf = None
+
+    def descend(self, shape: TreeShape, key) -> Leaf:
+        """Move to the leaf whose range holds ``key``, caching the nodes on the way, and record
+        the path; return the leaf."""
+        inner_of = self._cache.inner
+        path = []
+        lo = hi = None
+        recid = shape.root
+        for _ in range(shape.height - 1):
+            node = inner_of(recid)
+            separators = node.keys
+            i = bisect_right(separators, key)
+            if i:
+                lo = separators[i - 1]
+            if i < len(separators):
+                hi = separators[i]
+            path.append((node, i))
+            recid = node.children[i]
+        leaf = self._cache.leaf(recid)
+        self.path, self.leaf, self.lo, self.hi = path, leaf, lo, hi
+        return leaf
+
+    def descend_edge(self, shape: TreeShape, last: bool) -> Leaf:
+        """Move to the first leaf (the last with ``last``), caching the nodes on the way, and
+        record the path; return the leaf."""
+        inner_of = self._cache.inner
+        path = []
+        lo = hi = None
+        recid = shape.root
+        for _ in range(shape.height - 1):
+            node = inner_of(recid)
+            i = len(node.children) - 1 if last else 0
+            if node.keys:
+                if last:
+                    lo = node.keys[-1]
+                else:
+                    hi = node.keys[0]
+            path.append((node, i))
+            recid = node.children[i]
+        leaf = self._cache.leaf(recid)
+        self.path, self.leaf, self.lo, self.hi = path, leaf, lo, hi
+        return leaf
+
+    def seek(self, shape: TreeShape, key, below: bool) -> Leaf:
+        """Move, for a scan, to the leaf whose range holds ``key`` or, with ``below``, to the last
+        leaf whose range starts below ``key``; return the leaf. ``key`` None stands for -inf
+        (the first leaf), with ``below`` for +inf (the last leaf). Records no path."""
+        inner_of = self._cache.inner
+        lo = hi = None
+        recid = shape.root
+        for _ in range(shape.height - 1):
+            node = inner_of(recid)
+            separators = node.keys
+            if key is None:
+                i = len(separators) if below else 0
+            else:
+                i = bisect_left(separators, key) if below else bisect_right(separators, key)
+            if i:
+                lo = separators[i - 1]
+            if i < len(separators):
+                hi = separators[i]
+            recid = node.children[i]
+        leaf = self._cache.read_leaf(recid)
+        self.path, self.leaf, self.lo, self.hi = [], leaf, lo, hi
+        return leaf

@@ -1,0 +1,400 @@
+"""The B+tree under a TreeMap: lookups, changes, scans and bulk replacement (layer 6, under the
+facade :mod:`offheap.treemap.treemap`).
+
+Layout. Every node is one store record (:mod:`offheap.treemap.page`): leaves hold up to
+``node_size`` sorted keys with their values, inner nodes up to ``node_size`` children and the
+separators between them. A separator ``s`` between two children satisfies
+``max(left) < s <= min(right)`` and is chosen short (:func:`offheap.treemap.page.separator`).
+All leaves are at the same depth; ``height`` counts levels, 1 when the root is a leaf.
+
+Parts. Decoded nodes live in a :class:`~offheap.treemap.nodecache.NodeCache` (also the write
+cache) over a :class:`~offheap.treemap.nodestore.NodeStore`; :class:`~offheap.treemap.cursor.Cursor`
+descends; :class:`~offheap.treemap.structure.Rebalancer` splits and merges;
+:class:`~offheap.treemap.writethrough.NodeWriter` commits changes, with undo when they are
+written through; :mod:`offheap.treemap.bulk` builds whole trees.
+
+Insert. The scalar path is ``bisect`` and ``list.insert`` on the decoded leaf. The last leaf a
+lookup or change reached and its key range are the *hint*: a key inside that range skips the
+descent, so ascending keys and nearby lookups cost one ``bisect``.
+
+A :class:`Tree` assumes what its facade guarantees: keys already checked and normalized
+(:mod:`offheap.treemap.admission`), the map open, and the map's lock held for every call (it has
+no lock of its own and is not thread-safe). Its counters are exact after every call that
+returns; a call that raises leaves them, and the tree, as they were (module docstring of
+:mod:`offheap.treemap.writethrough` for the write-through case).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+
+import numpy as np
+
+from offheap.errors import CapacityError
+from offheap.treemap.bulk import build_tree, merge_sorted
+from offheap.treemap.cursor import Cursor
+from offheap.treemap.meta import TreeMeta, TreeShape, encode_meta
+from offheap.treemap.node import Inner, Leaf, Node
+from offheap.treemap.nodecache import NodeCache
+from offheap.treemap.nodestore import NodeStore
+from offheap.treemap.scan import RangeScan
+from offheap.treemap.structure import Path, Rebalancer
+from offheap.treemap.writethrough import NodeWriter
+
+_EXPORT_RUN = 1 << 20  # keys gathered as Python ints before they are packed into an array
+
+
+class _Missing:
+    def __repr__(self) -> str:
+        return "<missing>"
+
+
+MISSING = _Missing()
+"""What :meth:`Tree.pop` returns for an absent key (None may be a value)."""
+
+
+class Tree:
+    """One B+tree in a record store: its shape, entry count and nodes.
+
+    ``shape`` (a :class:`~offheap.treemap.meta.TreeShape`) and ``n_entries`` describe the tree;
+    ``mods`` counts changes of size and whole-tree replacements, so that a scan can tell that
+    the tree changed under it. ``hint`` is the cursor at the last leaf reached.
+    """
+
+    def __init__(self, nodes: NodeStore, node_size: int, cache_size: int,
+                 write_cache: bool) -> None:
+        self.nodes = nodes
+        self.node_size = node_size
+        self.write_cache = write_cache
+        self.cache = NodeCache(cache_size, nodes.load, nodes.write)
+        self.hint = Cursor(self.cache)
+        self.writer = NodeWriter(self.cache, nodes, self.hint, write_cache)
+        self.rebalancer = Rebalancer(self.cache, nodes, self.writer, node_size)
+        self.shape = TreeShape.single_leaf(0)  # until create() or install()
+        self.n_entries = 0
+        self.mods = 0
+
+    def create(self) -> None:
+        """Make this an empty tree: one empty root leaf, written."""
+        root = Leaf(self.nodes.reserve(1)[0], [], [])
+        self.shape = TreeShape.single_leaf(root.recid)
+        self.cache.add(root)
+        self.nodes.write(root)
+
+    @property
+    def fixed_options(self) -> dict:
+        """The options the tree keeps for life (:data:`~offheap.treemap.meta.FIXED_OPTIONS`)."""
+        return {"key": self.nodes.key_kind, "value": self.nodes.serializer.name,
+                "node_size": self.node_size}
+
+    def meta_record(self) -> bytes:
+        """The tree's metadata record as it stands (:mod:`offheap.treemap.meta`)."""
+        return encode_meta(self.shape, self.n_entries, self.nodes.raw_bytes,
+                           self.nodes.stored_bytes, self.fixed_options)
+
+    def install(self, meta: TreeMeta) -> None:
+        """Take shape, counts and page-byte totals from a metadata record, into a tree that
+        holds no decoded node (new, or released); ValueError if the record was written for
+        other fixed options."""
+        meta.check_matches(self.fixed_options)
+        self.shape, self.n_entries = meta.shape, meta.n_entries
+        self.nodes.raw_bytes, self.nodes.stored_bytes = meta.raw_bytes, meta.stored_bytes
+
+    def release(self) -> None:
+        """Drop every decoded node, dirty ones included; scans in progress fail their next
+        step (``mods`` moves)."""
+        self.cache.clear()
+        self.hint.forget()
+        self.mods += 1
+
+    def trim(self, strict: bool = True) -> None:
+        """Evict cached nodes down to the cache's capacity (:meth:`NodeCache.trim`)."""
+        self.cache.trim(strict)
+        leaf = self.hint.leaf
+        if leaf is not None and leaf.recid not in self.cache:
+            self.hint.forget()
+
+    # -- lookups ------------------------------------------------------------------------------
+
+    def find(self, key) -> tuple[Leaf | None, int]:
+        """``(leaf, index)`` of ``key``, or ``(None, -1)``: the hint's leaf, else a descent."""
+        hint = self.hint
+        leaf = hint.leaf
+        if (leaf is None or (hint.lo is not None and key < hint.lo)
+                or (hint.hi is not None and key >= hint.hi)):
+            if self.cache.over_capacity():
+                self.trim(strict=False)
+            leaf = hint.descend(self.shape, key)
+        keys = leaf.keys
+        i = bisect_left(keys, key)
+        if i < len(keys) and keys[i] == key:
+            return leaf, i
+        return None, -1
+
+    def edge_key(self, last: bool):
+        """The smallest key (largest with ``last``) of a tree that is not empty."""
+        return self.hint.descend_edge(self.shape, last).keys[-1 if last else 0]
+
+    def scan(self, lo, hi, inclusive: tuple[bool, bool], reverse: bool) -> RangeScan:
+        """A scan of the keys in a range (:mod:`offheap.treemap.scan`), started at need."""
+        return RangeScan(self.cache, lo, hi, inclusive, reverse)
+
+    # -- changes ------------------------------------------------------------------------------
+
+    def put(self, key, value) -> bool:
+        """Map ``key`` to ``value``; True if the key is new."""
+        if self.cache.over_capacity():
+            self.trim()
+        hint = self.hint
+        leaf = hint.leaf
+        if (leaf is None or (hint.lo is not None and key < hint.lo)
+                or (hint.hi is not None and key >= hint.hi)):
+            leaf = hint.descend(self.shape, key)
+            descended = True
+        else:
+            descended = False
+        keys = leaf.keys
+        i = bisect_left(keys, key)
+        if i < len(keys) and keys[i] == key:
+            leaf.values[i] = value
+            added = False
+        elif len(keys) < self.node_size:
+            keys.insert(i, key)
+            leaf.values.insert(i, value)
+            added = True
+        else:
+            if not descended:  # the hint keeps no trustworthy path: descend for one
+                leaf = hint.descend(self.shape, key)
+            path = hint.path
+            hint.forget()
+            self.shape = self.rebalancer.insert_into_full(self.shape, path, leaf, i, key, value)
+            self.n_entries += 1
+            self.mods += 1
+            return True
+        if self.write_cache:
+            leaf.dirty = True
+        else:
+            self.writer.write_leaf(leaf)
+        if added:
+            self.n_entries += 1
+            self.mods += 1
+        return added
+
+    def pop(self, key):
+        """Remove ``key`` and return its value, or :data:`MISSING` if it is absent."""
+        if self.cache.over_capacity():
+            self.trim(strict=False)
+        leaf = self.hint.descend(self.shape, key)
+        i = bisect_left(leaf.keys, key)
+        if i == len(leaf.keys) or leaf.keys[i] != key:
+            return MISSING
+        value = leaf.values[i]
+        self._remove(self.hint.path, leaf, i, i + 1)
+        return value
+
+    def pop_edge(self, last: bool) -> tuple:
+        """Remove and return the ``(key, value)`` with the largest (``last``) or smallest key
+        of a tree that is not empty."""
+        if self.cache.over_capacity():
+            self.trim(strict=False)
+        leaf = self.hint.descend_edge(self.shape, last)
+        i = len(leaf.keys) - 1 if last else 0
+        item = leaf.keys[i], leaf.values[i]
+        self._remove(self.hint.path, leaf, i, i + 1)
+        return item
+
+    def delete_range(self, lo, hi, inclusive: tuple[bool, bool]) -> int:
+        """Remove every key in a range (bounds as in a scan); return how many went. Leaf by
+        leaf, each removal whole; a CapacityError (no write cache) stops it between leaves."""
+        removed = 0
+        seek, seek_inclusive = lo, inclusive[0]
+        hint = self.hint
+        while self.n_entries:
+            if self.cache.over_capacity():
+                self.trim(strict=False)
+            leaf = (hint.descend_edge(self.shape, False) if seek is None
+                    else hint.descend(self.shape, seek))
+            upper = hint.hi
+            keys = leaf.keys
+            start = 0 if seek is None else (bisect_left if seek_inclusive else bisect_right)(keys, seek)
+            end = len(keys) if hi is None else (bisect_right if inclusive[1] else bisect_left)(keys, hi)
+            range_ends_here = end < len(keys) or upper is None or (
+                hi is not None and (upper > hi or (upper == hi and not inclusive[1])))
+            if start < end:
+                self._remove(hint.path, leaf, start, end)
+                removed += end - start
+            if range_ends_here:
+                break
+            seek, seek_inclusive = upper, True
+        return removed
+
+    def _remove(self, path: Path, leaf: Leaf, start: int, end: int) -> None:
+        """Remove entries ``start:end`` of ``leaf`` (reached by ``path``) and rebalance.
+
+        Without the write cache, a full store may have no room for a merged node; the entries
+        are then removed from their leaf alone (left under-full but not empty), so that a full
+        map can still shrink.
+        """
+        count = end - start
+        if len(leaf.keys) - count >= self.rebalancer.min_entries or not path:
+            self.writer.remove_entries(leaf, start, end)
+        else:
+            anchor = leaf.keys[start]
+            self.hint.forget()
+            try:
+                self.shape = self.rebalancer.remove(self.shape, path, leaf, start, end)
+            except CapacityError:
+                if self.write_cache or count == len(leaf.keys):
+                    raise
+                leaf = self.hint.descend(self.shape, anchor)  # the undone nodes, read back
+                start = bisect_left(leaf.keys, anchor)
+                self.writer.remove_entries(leaf, start, start + count)
+        self.n_entries -= count
+        self.mods += 1
+
+    def clear(self) -> None:
+        """Remove every entry: the tree's records are freed and an empty root leaf remains."""
+        root = Leaf(self.nodes.reserve(1)[0], [], [])
+        self.replace(TreeShape.single_leaf(root.recid), 0, 0, 0)
+        self.cache.add(root)
+        self.nodes.write(root)
+
+    # -- bulk ---------------------------------------------------------------------------------
+
+    def merge(self, keys, values, parallelism: int = 1) -> None:
+        """Put a sorted batch (keys sorted, unique, not empty) into the tree: into an empty
+        tree, or a batch at least as large as the tree, by a bulk build of the merged entries
+        (:meth:`rebuild`), else key by key (:meth:`insert_sorted`)."""
+        if not self.n_entries or len(keys) >= self.n_entries:
+            self.rebuild(keys, values, parallelism)
+        else:
+            self.insert_sorted(keys, values)
+
+    def insert_sorted(self, keys, values) -> None:
+        """Insert a sorted batch key by key; on failure, undo the keys already done."""
+        undo = []  # (key, previous value or MISSING)
+        try:
+            for key, value in zip(keys.tolist() if isinstance(keys, np.ndarray) else keys,
+                                  values.tolist() if isinstance(values, np.ndarray) else values):
+                leaf, i = self.find(key)
+                previous = MISSING if leaf is None else leaf.values[i]
+                self.put(key, value)
+                undo.append((key, previous))
+        except BaseException:
+            for key, previous in reversed(undo):
+                if previous is MISSING:
+                    self.pop(key)
+                else:
+                    self.put(key, previous)
+            raise
+
+    def rebuild(self, keys, values, parallelism: int = 1) -> None:
+        """Replace the tree by one bulk-built from its entries merged with a sorted batch (keys
+        sorted, unique, not empty). All or nothing."""
+        if self.n_entries:
+            old_keys, old_values = self.export()
+            keys, values = merge_sorted(old_keys, old_values, keys, values)
+        shape, raw_bytes, stored_bytes = build_tree(self.nodes, keys, values, self.node_size,
+                                                    parallelism)
+        self.replace(shape, len(keys), raw_bytes, stored_bytes)
+
+    def replace(self, shape: TreeShape, n_entries: int, raw_bytes: int,
+                stored_bytes: int) -> None:
+        """Install a tree already in the store and free every record of the current one."""
+        old = self.all_recids()
+        self.release()
+        self.nodes.release(old)
+        self.shape, self.n_entries = shape, n_entries
+        self.nodes.raw_bytes, self.nodes.stored_bytes = raw_bytes, stored_bytes
+
+    def export(self) -> tuple[list | np.ndarray, list]:
+        """All keys (an int64 array for int64 keys, built leaf run by leaf run so a large map
+        never becomes one list of Python ints) and all values, in key order."""
+        int64 = self.nodes.key_kind == "int64"
+        runs: list[np.ndarray] = []
+        keys: list = []
+        values: list = []
+        scan = self.scan(None, None, (True, True), False)
+        while not scan.done:
+            chunk_keys, chunk_values = scan.next_chunk(self.shape, True)
+            if chunk_values is not None:
+                keys += chunk_keys
+                values += chunk_values
+            if int64 and len(keys) >= _EXPORT_RUN:
+                runs.append(np.array(keys, np.int64))
+                keys = []
+        if not int64:
+            return keys, values
+        runs.append(np.array(keys, np.int64))
+        return np.concatenate(runs), values
+
+    def all_recids(self) -> list[int]:
+        """Record ids of every node, found by walking the inner nodes."""
+        recids = [self.shape.root]
+        frontier = [self.shape.root]
+        for _ in range(self.shape.height - 1):
+            children: list[int] = []
+            for recid in frontier:
+                children += self.cache.read_inner(recid).children
+            recids += children
+            frontier = children
+        return recids
+
+    # -- invariants ---------------------------------------------------------------------------
+
+    def check(self) -> list[int]:
+        """Assert the tree's invariants: key order, separator bounds, node fill, equal depth,
+        counts, and that every clean cached node equals its stored page. Returns the record ids
+        of the tree's nodes."""
+        counts = {"entries": 0, "leaves": 0, "inner": 0}
+        recids: list[int] = []
+        shape, node_size = self.shape, self.node_size
+
+        def visit(recid, depth, lo, hi):
+            recids.append(recid)
+            node = self.cache.read(recid)
+            keys = node.keys
+            assert all(a < b for a, b in zip(keys, keys[1:])), f"node {recid}: keys out of order"
+            if keys:
+                assert lo is None or lo <= keys[0], f"node {recid}: key below its separator"
+                assert hi is None or keys[-1] < hi, f"node {recid}: key at/above its separator"
+            if isinstance(node, Leaf):
+                assert depth == shape.height, f"leaf {recid} at depth {depth} of {shape.height}"
+                assert len(keys) == len(node.values)
+                assert len(keys) <= node_size, f"leaf {recid} overfull"
+                assert recid == shape.root or keys, f"leaf {recid} is empty"
+                counts["entries"] += len(keys)
+                counts["leaves"] += 1
+                return
+            assert len(node.children) == len(keys) + 1
+            assert 2 <= len(node.children) <= node_size, \
+                f"inner node {recid} has {len(node.children)} children"
+            counts["inner"] += 1
+            bounds = [lo] + keys + [hi]
+            for i, child in enumerate(node.children):
+                visit(child, depth + 1, bounds[i], bounds[i + 1])
+
+        visit(shape.root, 1, None, None)
+        assert counts["entries"] == self.n_entries, (counts["entries"], self.n_entries)
+        assert counts["leaves"] == shape.n_leaves, (counts["leaves"], shape.n_leaves)
+        assert counts["inner"] == shape.n_inner, (counts["inner"], shape.n_inner)
+        assert len(set(recids)) == len(recids), "a record is shared by two nodes"
+        for recid in recids:
+            assert recid in self.nodes.store, f"node record {recid} is missing"
+        for cached in self.cache:
+            assert cached.recid in recids, f"cached node {cached.recid} is not in the tree"
+            if not cached.dirty:
+                _assert_same_node(cached, self.nodes.load(cached.recid))
+        if not self.write_cache:
+            assert not any(node.dirty for node in self.cache), "dirty node without write cache"
+        return recids
+
+
+def _assert_same_node(cached: Node, stored: Node) -> None:
+    recid = cached.recid
+    assert stored.keys == cached.keys, f"clean node {recid} differs from its page"
+    assert type(stored) is type(cached), f"clean node {recid} is not of its page's kind"
+    if isinstance(cached, Inner) and isinstance(stored, Inner):
+        assert stored.children == cached.children, f"clean node {recid} differs from its page"
+    if isinstance(cached, Leaf) and isinstance(stored, Leaf):
+        assert stored.values == cached.values, f"clean node {recid} differs from its page"

@@ -1,0 +1,106 @@
+"""How a change to decoded nodes reaches the store, and its undo (layer 6, under the tree).
+
+With the write cache a changed node is only marked dirty: it is written later, when evicted or
+flushed, and nothing here can fail. Without it every changed node is written at once, and a
+failed write (:class:`CapacityError`: the store is full) must leave the tree exactly as it was.
+:class:`NodeWriter` does that with an undo log of two levels:
+
+- records: before a node's record is overwritten its old page is kept (:meth:`NodeStore.snapshot`);
+  if a later write of the same change fails, the records already written get their old pages
+  back, into the chunks their writes just released, so the restore allocates nothing;
+- nodes: the changed nodes are then dropped from the cache, to be read back from their records
+  as they were, and the records reserved for new nodes are freed. The tree installs the new
+  :class:`~offheap.treemap.meta.TreeShape` only after a commit returns, so the old one stands.
+
+The tree's hint names a leaf in the cache; whatever the undo drops, the hint forgets.
+Thread safety: none; the tree's lock covers every call.
+"""
+
+from __future__ import annotations
+
+from offheap.treemap.cursor import Cursor
+from offheap.treemap.node import Leaf, Node
+from offheap.treemap.nodecache import NodeCache
+from offheap.treemap.nodestore import NodeSnapshot, NodeStore
+
+
+class NodeWriter:
+    """Commits changes to nodes: dirty in the write cache, or written through with undo."""
+
+    def __init__(self, cache: NodeCache, nodes: NodeStore, hint: Cursor,
+                 write_cache: bool) -> None:
+        self._cache = cache
+        self._nodes = nodes
+        self._hint = hint
+        self.write_cache = write_cache
+
+    def write_leaf(self, leaf: Leaf) -> None:
+        """Write through a leaf changed in place; if that fails it leaves the cache, so that it
+        is read back unchanged."""
+        try:
+            self._write_through([leaf])
+        except BaseException:
+            self._cache.discard(leaf.recid)
+            self._hint.forget()
+            raise
+
+    def remove_entries(self, leaf: Leaf, start: int, end: int) -> None:
+        """Delete entries ``start:end`` of ``leaf`` and commit that; a failed write-through puts
+        them back."""
+        keys, values = leaf.keys, leaf.values
+        if self.write_cache:
+            del keys[start:end], values[start:end]
+            leaf.dirty = True
+            return
+        removed_keys, removed_values = keys[start:end], values[start:end]
+        del keys[start:end], values[start:end]
+        try:
+            self._write_through([leaf])
+        except BaseException:
+            keys[start:start] = removed_keys
+            values[start:start] = removed_values
+            raise
+
+    def commit(self, changed: list[Node], created: list[Node], removed: list[Node]) -> None:
+        """Make a structural change stick: ``changed`` nodes edited in place, ``created`` ones
+        new (in records from :meth:`NodeStore.reserve`), ``removed`` ones gone from the tree,
+        whose records are freed once the rest is committed. A failed write-through undoes it
+        all before the error propagates."""
+        for node in created:
+            self._cache.add(node)
+        if self.write_cache:
+            for node in changed:
+                node.dirty = True
+            for node in created:
+                node.dirty = True
+        else:
+            try:
+                self._write_through(changed + created)
+            except BaseException:
+                self._undo(changed + removed, created)
+                raise
+        for node in removed:
+            self._cache.discard(node.recid)
+            self._nodes.free(node)
+
+    def _undo(self, changed: list[Node], created: list[Node]) -> None:
+        """Forget an in-memory change: its nodes are read back from the store, as they were."""
+        for node in changed:
+            self._cache.discard(node.recid)
+        for node in created:
+            self._cache.discard(node.recid)
+        self._nodes.release([node.recid for node in created])
+        self._hint.forget()
+
+    def _write_through(self, nodes: list[Node]) -> None:
+        """Write ``nodes`` now; if one write fails, restore the records already written."""
+        done: list[tuple[Node, NodeSnapshot]] = []
+        try:
+            for node in nodes:
+                snapshot = self._nodes.snapshot(node)
+                self._nodes.write(node)
+                done.append((node, snapshot))
+        except BaseException:
+            for node, snapshot in reversed(done):
+                self._nodes.restore(node, snapshot)
+            raise
