@@ -1,0 +1,20 @@
+"""Build of offheap's compiled core: the C extension modules beside their pure-Python references.
+
+Metadata and packages are declared in pyproject.toml; this file only adds the extensions, so
+that ``pip install -e ".[test]"`` compiles them. A build without a working C compiler or the
+Python headers fails with the compiler's error: the pure-Python reference is selected on purpose
+with ``OFFHEAP_PURE_PYTHON=1`` (:mod:`offheap.kernels.native`), never by a silent skip here.
+"""
+
+import sys
+
+from setuptools import Extension, setup
+
+WARNINGS = [] if sys.platform == "win32" else ["-O2", "-Wall", "-Wextra"]
+
+setup(
+    ext_modules=[
+        Extension("offheap.hashmap._core", ["offheap/hashmap/_core.c"],
+                  extra_compile_args=WARNINGS),
+    ],
+)
