@@ -7,7 +7,7 @@
  *   get, get_many                      HashIndex.get / get_many over an uncompressed log
  *   find_block, value_in_block         the same lookup over a block-compressed log, split
  *                                      where the caller decompresses the block with its codec
- *   frame_puts                         the PUT entries LogWriter.put appends
+ *   frame_puts, frame_packed           the PUT entries LogWriter.put appends
  *   fill_slots                         sparkey.robinhood.replay, into a packed slot table
  *
  * Ownership: buffers (bytes, bytearray, mmap, numpy arrays) are exported for the duration of a
@@ -65,19 +65,23 @@ static PyObject *native_hash_keys(PyObject *module, PyObject *const *args, Py_ss
     unsigned hash_size;
     if (hash_arguments("hash_keys", args, nargs, 1, &seed, &hash_size) < 0)
         return NULL;
-    PyObject *keys = sparkey_pinned_entries(sparkey_errors_of(module), args[0], "key");
-    if (!keys)
+    sparkey_column keys;
+    PyObject *holder = sparkey_pin_column(sparkey_errors_of(module), args[0], "key", &keys);
+    if (!holder)
         return NULL;
-    Py_ssize_t count = PyList_GET_SIZE(keys);
-    PyObject *out = PyBytes_FromStringAndSize(NULL, count * (Py_ssize_t)sizeof(uint64_t));
+    PyObject *out = PyBytes_FromStringAndSize(NULL, keys.count * (Py_ssize_t)sizeof(uint64_t));
     if (out) {
         uint64_t *hashes = (uint64_t *)PyBytes_AS_STRING(out);
         Py_BEGIN_ALLOW_THREADS
-        for (Py_ssize_t i = 0; i < count; i++)
-            hashes[i] = sparkey_hash(sparkey_item_data(keys, i), sparkey_item_size(keys, i), seed, hash_size);
+        for (Py_ssize_t i = 0; i < keys.count; i++) {
+            const uint8_t *key;
+            size_t size;
+            sparkey_row(&keys, i, &key, &size);
+            hashes[i] = sparkey_hash(key, size, seed, hash_size);
+        }
         Py_END_ALLOW_THREADS
     }
-    Py_DECREF(keys);
+    Py_DECREF(holder);
     return out;
 }
 
@@ -131,15 +135,81 @@ done:
 
 /* ---- writing */
 
-static int check_part_length(const sparkey_errors *errors, PyObject *items, const char *role,
-                             Py_ssize_t i)
+/* The encoded size of the PUTs of two columns of equal length; *too_long is the first row
+ * whose key or value is longer than SPARKEY_MAX_ENTRY_PART_LEN, or -1. Runs without the GIL. */
+static uint64_t framed_size(const sparkey_column *keys, const sparkey_column *values,
+                            Py_ssize_t *too_long)
 {
-    if (sparkey_item_size(items, i) <= SPARKEY_MAX_ENTRY_PART_LEN)
-        return 0;
-    PyErr_Format(errors->entry_size_error, "a %s of %zu bytes is longer than %u bytes, the "
-                 "largest that sparkey-java can read; split it or store it elsewhere", role,
-                 sparkey_item_size(items, i), SPARKEY_MAX_ENTRY_PART_LEN);
-    return -1;
+    uint64_t total = 0;
+    *too_long = -1;
+    for (Py_ssize_t i = 0; i < keys->count; i++) {
+        const uint8_t *key, *value;
+        size_t key_size, value_size;
+        sparkey_row(keys, i, &key, &key_size);
+        sparkey_row(values, i, &value, &value_size);
+        if (key_size > SPARKEY_MAX_ENTRY_PART_LEN || value_size > SPARKEY_MAX_ENTRY_PART_LEN) {
+            *too_long = i;
+            break;
+        }
+        total += sparkey_put_size(key_size, value_size);
+    }
+    return total;
+}
+
+/* The PUT entries of two columns as a new bytes object, sized and written without the GIL;
+ * the lengths go to key_lengths and value_lengths (filled int64 views, or zeroed ones). */
+static PyObject *frame_columns(const sparkey_errors *errors, const sparkey_column *keys,
+                               const sparkey_column *values, const Py_buffer *key_lengths,
+                               const Py_buffer *value_lengths)
+{
+    Py_ssize_t count = keys->count, too_long;
+    if (values->count != count) {
+        PyErr_Format(PyExc_ValueError, "%zd keys but %zd values", count, values->count);
+        return NULL;
+    }
+    if ((key_lengths->obj && key_lengths->len != count * 8)
+            || (value_lengths->obj && value_lengths->len != count * 8)) {
+        PyErr_Format(PyExc_ValueError, "key_lengths and value_lengths must hold %zd entries",
+                     count);
+        return NULL;
+    }
+    uint64_t total;
+    Py_BEGIN_ALLOW_THREADS
+    total = framed_size(keys, values, &too_long);
+    Py_END_ALLOW_THREADS
+    if (too_long >= 0) {
+        const uint8_t *data;
+        size_t key_size, value_size;
+        sparkey_row(keys, too_long, &data, &key_size);
+        sparkey_row(values, too_long, &data, &value_size);
+        int key = key_size > SPARKEY_MAX_ENTRY_PART_LEN;
+        PyErr_Format(errors->entry_size_error, "a %s of %zu bytes is longer than %u bytes, the "
+                     "largest that sparkey-java can read; split it or store it elsewhere",
+                     key ? "key" : "value", key ? key_size : value_size,
+                     SPARKEY_MAX_ENTRY_PART_LEN);
+        return NULL;
+    }
+    if (total > PY_SSIZE_T_MAX)
+        return PyErr_NoMemory();
+    PyObject *out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)total);
+    if (!out)
+        return NULL;
+    uint8_t *at = (uint8_t *)PyBytes_AS_STRING(out);
+    int64_t *key_length = key_lengths->buf, *value_length = value_lengths->buf;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < count; i++) {
+        const uint8_t *key, *value;
+        size_t key_size, value_size;
+        sparkey_row(keys, i, &key, &key_size);
+        sparkey_row(values, i, &value, &value_size);
+        at = sparkey_write_put(at, key, key_size, value, value_size);
+        if (key_length)
+            key_length[i] = (int64_t)key_size;
+        if (value_length)
+            value_length[i] = (int64_t)value_size;
+    }
+    Py_END_ALLOW_THREADS
+    return out;
 }
 
 PyDoc_STRVAR(frame_puts_doc,
@@ -149,8 +219,9 @@ PyDoc_STRVAR(frame_puts_doc,
 "stream of a compressed one), as a new bytes object. Items are taken as entry_bytes takes\n"
 "them; a key or value longer than 2**31 - 1 bytes raises EntrySizeError. key_lengths and\n"
 "value_lengths, if given, are writable int64 arrays of len(keys) entries that receive the\n"
-"lengths (for header counters and block cutting). The items are pinned with the GIL held,\n"
-"then the entries are written with the GIL released.");
+"lengths (for header counters and block cutting). Entries are sized and written with the GIL\n"
+"released; tuples of bytes are read in place, other sequences are first copied into a\n"
+"private list with the GIL held (a pass over the items that two threads cannot share).");
 
 static PyObject *native_frame_puts(PyObject *module, PyObject *args, PyObject *kwargs)
 {
@@ -161,57 +232,46 @@ static PyObject *native_frame_puts(PyObject *module, PyObject *args, PyObject *k
         return NULL;
     const sparkey_errors *errors = sparkey_errors_of(module);
     Py_buffer key_lengths = {0}, value_lengths = {0};
-    PyObject *out = NULL, *values = NULL, *keys = sparkey_pinned_entries(errors, key_seq, "key");
-    if (!keys || !(values = sparkey_pinned_entries(errors, value_seq, "value")))
-        goto done;
-    Py_ssize_t count = PyList_GET_SIZE(keys);
-    if (PyList_GET_SIZE(values) != count) {
-        PyErr_Format(PyExc_ValueError, "%zd keys but %zd values", count,
-                     PyList_GET_SIZE(values));
-        goto done;
-    }
-    if ((key_lengths_obj != Py_None
-         && sparkey_get_array(key_lengths_obj, &key_lengths, 'i', 8, 1, "key_lengths") < 0)
-            || (value_lengths_obj != Py_None
-                && sparkey_get_array(value_lengths_obj, &value_lengths, 'i', 8, 1, "value_lengths") < 0))
-        goto done;
-    if ((key_lengths.obj && key_lengths.len != count * 8)
-            || (value_lengths.obj && value_lengths.len != count * 8)) {
-        PyErr_Format(PyExc_ValueError, "key_lengths and value_lengths must hold %zd entries",
-                     count);
-        goto done;
-    }
-    uint64_t total = 0;
-    for (Py_ssize_t i = 0; i < count; i++) {
-        if (check_part_length(errors, keys, "key", i) < 0
-                || check_part_length(errors, values, "value", i) < 0)
-            goto done;
-        total += sparkey_put_size(sparkey_item_size(keys, i), sparkey_item_size(values, i));
-    }
-    if (total > PY_SSIZE_T_MAX) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    if (!(out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)total)))
-        goto done;
-    uint8_t *at = (uint8_t *)PyBytes_AS_STRING(out);
-    int64_t *key_length = key_lengths.buf, *value_length = value_lengths.buf;
-    Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t i = 0; i < count; i++) {
-        size_t key_size = sparkey_item_size(keys, i), value_size = sparkey_item_size(values, i);
-        at = sparkey_write_put(at, sparkey_item_data(keys, i), key_size, sparkey_item_data(values, i),
-                               value_size);
-        if (key_length)
-            key_length[i] = (int64_t)key_size;
-        if (value_length)
-            value_length[i] = (int64_t)value_size;
-    }
-    Py_END_ALLOW_THREADS
-done:
-    Py_XDECREF(keys);
-    Py_XDECREF(values);
+    sparkey_column keys, values;
+    PyObject *out = NULL, *value_holder = NULL;
+    PyObject *key_holder = sparkey_pin_column(errors, key_seq, "key", &keys);
+    if (key_holder && (value_holder = sparkey_pin_column(errors, value_seq, "value", &values))
+            && (key_lengths_obj == Py_None || sparkey_get_array(
+                    key_lengths_obj, &key_lengths, 'i', 8, 1, "key_lengths") == 0)
+            && (value_lengths_obj == Py_None || sparkey_get_array(
+                    value_lengths_obj, &value_lengths, 'i', 8, 1, "value_lengths") == 0))
+        out = frame_columns(errors, &keys, &values, &key_lengths, &value_lengths);
+    Py_XDECREF(key_holder);
+    Py_XDECREF(value_holder);
     sparkey_release(&key_lengths);
     sparkey_release(&value_lengths);
+    return out;
+}
+
+PyDoc_STRVAR(frame_packed_doc,
+"frame_packed($module, key_data, key_offsets, value_data, value_offsets, /)\n--\n\n"
+"frame_puts of two PackedBytes columns: key i is key_data[key_offsets[i]:key_offsets[i + 1]]\n"
+"(key_data any buffer, key_offsets an int64 array of len + 1 non-decreasing offsets), and\n"
+"likewise the values. After the offsets are checked (ValueError), the whole call runs with\n"
+"the GIL released but for allocating the result.");
+
+static PyObject *native_frame_packed(PyObject *module, PyObject *const *args,
+                                     Py_ssize_t nargs)
+{
+    Py_buffer views[4] = {{0}}, no_lengths = {0};
+    sparkey_column keys, values;
+    PyObject *out = NULL;
+    if (sparkey_check_nargs("frame_packed", nargs, 4, 4) == 0
+            && PyObject_GetBuffer(args[0], &views[0], PyBUF_SIMPLE) == 0
+            && sparkey_get_array(args[1], &views[1], 'i', 8, 0, "key_offsets") == 0
+            && PyObject_GetBuffer(args[2], &views[2], PyBUF_SIMPLE) == 0
+            && sparkey_get_array(args[3], &views[3], 'i', 8, 0, "value_offsets") == 0
+            && sparkey_rows_column(&views[0], &views[1], "key", &keys) == 0
+            && sparkey_rows_column(&views[2], &views[3], "value", &values) == 0)
+        out = frame_columns(sparkey_errors_of(module), &keys, &values, &no_lengths,
+                            &no_lengths);
+    for (int i = 0; i < 4; i++)
+        sparkey_release(&views[i]);
     return out;
 }
 
@@ -363,6 +423,8 @@ static PyMethodDef native_methods[] = {
      hash_buffer_doc},
     {"frame_puts", (PyCFunction)(void (*)(void))native_frame_puts,
      METH_VARARGS | METH_KEYWORDS, frame_puts_doc},
+    {"frame_packed", (PyCFunction)(void (*)(void))native_frame_packed, METH_FASTCALL,
+     frame_packed_doc},
     {"fill_slots", (PyCFunction)(void (*)(void))native_fill_slots,
      METH_VARARGS | METH_KEYWORDS, fill_slots_doc},
     {NULL, NULL, 0, NULL},

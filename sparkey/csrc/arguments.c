@@ -99,22 +99,77 @@ PyObject *sparkey_entry_bytes(const sparkey_errors *errors, PyObject *obj, const
     return NULL;
 }
 
-PyObject *sparkey_pinned_entries(const sparkey_errors *errors, PyObject *seq, const char *role)
+#define GIL_FREE_SCAN_ITEMS 4096  /* tuples at least this long are type-checked without the GIL */
+
+static int all_exact_bytes(PyObject *const *items, Py_ssize_t count)
 {
-    PyObject *items = PySequence_List(seq);
-    if (!items)
+    for (Py_ssize_t i = 0; i < count; i++)
+        if (!PyBytes_CheckExact(items[i]))
+            return 0;
+    return 1;
+}
+
+PyObject *sparkey_pin_column(const sparkey_errors *errors, PyObject *seq, const char *role,
+                             sparkey_column *column)
+{
+    memset(column, 0, sizeof(*column));
+    if (PyTuple_CheckExact(seq)) {
+        PyObject *const *items = &PyTuple_GET_ITEM(seq, 0);
+        Py_ssize_t count = PyTuple_GET_SIZE(seq);
+        int all_bytes;
+        if (count >= GIL_FREE_SCAN_ITEMS) {
+            Py_BEGIN_ALLOW_THREADS  /* the caller's tuple keeps its items while we run */
+            all_bytes = all_exact_bytes(items, count);
+            Py_END_ALLOW_THREADS
+        } else {
+            all_bytes = all_exact_bytes(items, count);
+        }
+        if (all_bytes) {
+            column->items = items;
+            column->count = count;
+            return Py_NewRef(seq);
+        }
+    }
+    PyObject *list = PySequence_List(seq);
+    if (!list)
         return NULL;
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(items); i++) {
-        PyObject *item = PyList_GET_ITEM(items, i);
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(list); i++) {
+        PyObject *item = PyList_GET_ITEM(list, i);
         if (PyBytes_CheckExact(item))
             continue;
         PyObject *data = sparkey_entry_bytes(errors, item, role);
         if (!data) {
-            Py_DECREF(items);
+            Py_DECREF(list);
             return NULL;
         }
-        PyList_SET_ITEM(items, i, data);
+        PyList_SET_ITEM(list, i, data);
         Py_DECREF(item);
     }
-    return items;
+    column->items = &PyList_GET_ITEM(list, 0);
+    column->count = PyList_GET_SIZE(list);
+    return list;
+}
+
+int sparkey_rows_column(const Py_buffer *data, const Py_buffer *offsets, const char *role,
+                        sparkey_column *column)
+{
+    const int64_t *offset = offsets->buf;
+    Py_ssize_t count = offsets->len / 8 - 1;
+    if (count < 0) {
+        PyErr_Format(PyExc_ValueError, "%s offsets must hold len(column) + 1 positions", role);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i <= count; i++) {
+        if (offset[i] < (i ? offset[i - 1] : 0) || offset[i] > data->len) {
+            PyErr_Format(PyExc_ValueError, "%s offsets must be non-decreasing and within the "
+                         "%zd bytes of data; offset %zd is %lld", role, data->len, i,
+                         (long long)offset[i]);
+            return -1;
+        }
+    }
+    column->items = NULL;
+    column->data = data->buf;
+    column->offsets = offset;
+    column->count = count;
+    return 0;
 }

@@ -37,13 +37,14 @@ static int open_lookup(PyObject *module, PyObject *index, PyObject *log, PyObjec
         return -1;
     }
     sparkey_table *t = &l->table;
-    if (sparkey_as_seed(PyTuple_GET_ITEM(layout, 0), &t->seed) < 0
-            || sparkey_as_word_size(PyTuple_GET_ITEM(layout, 1), "hash_size", &t->hash_size) < 0
-            || sparkey_as_word_size(PyTuple_GET_ITEM(layout, 2), "address_size", &t->address_size) < 0
-            || sparkey_as_u64(PyTuple_GET_ITEM(layout, 3), "hash_capacity", &capacity) < 0
-            || sparkey_as_u64(PyTuple_GET_ITEM(layout, 4), "max_displacement", &max_displacement) < 0
-            || sparkey_as_u64(PyTuple_GET_ITEM(layout, 5), "entry_block_bits", &bits) < 0
-            || sparkey_as_u64(PyTuple_GET_ITEM(layout, 6), "data_end", &data_end) < 0)
+    PyObject *const *field = &PyTuple_GET_ITEM(layout, 0);
+    if (sparkey_as_seed(field[0], &t->seed) < 0
+            || sparkey_as_word_size(field[1], "hash_size", &t->hash_size) < 0
+            || sparkey_as_word_size(field[2], "address_size", &t->address_size) < 0
+            || sparkey_as_u64(field[3], "hash_capacity", &capacity) < 0
+            || sparkey_as_u64(field[4], "max_displacement", &max_displacement) < 0
+            || sparkey_as_u64(field[5], "entry_block_bits", &bits) < 0
+            || sparkey_as_u64(field[6], "data_end", &data_end) < 0)
         return -1;
     if (bits >= 8 * t->address_size || capacity == 0) {
         PyErr_Format(PyExc_ValueError, "entry_block_bits %llu must be below 8 * address_size "
@@ -113,8 +114,8 @@ PyDoc_STRVAR(get_doc,
 static PyObject *native_get(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     lookup l;
-    if (sparkey_check_nargs("get", nargs, 4, 4) < 0 || open_lookup(module, args[0], args[1], args[3],
-                                                           &l) < 0)
+    if (sparkey_check_nargs("get", nargs, 4, 4) < 0
+            || open_lookup(module, args[0], args[1], args[3], &l) < 0)
         return NULL;
     PyObject *value = NULL, *key = sparkey_entry_bytes(l.errors, args[2], "key");
     if (key) {
@@ -142,10 +143,11 @@ static PyObject *native_get_many(PyObject *module, PyObject *const *args, Py_ssi
     if (sparkey_check_nargs("get_many", nargs, 4, 4) < 0
             || open_lookup(module, args[0], args[1], args[3], &l) < 0)
         return NULL;
-    PyObject *values = NULL, *keys = sparkey_pinned_entries(l.errors, args[2], "key");
-    if (!keys)
+    sparkey_column keys;
+    PyObject *values = NULL, *holder = sparkey_pin_column(l.errors, args[2], "key", &keys);
+    if (!holder)
         goto done;
-    Py_ssize_t count = PyList_GET_SIZE(keys);
+    Py_ssize_t count = keys.count;
     if (!(values = PyList_New(count)))
         goto done;
     const sparkey_table *t = &l.table;
@@ -156,8 +158,10 @@ static PyObject *native_get_many(PyObject *module, PyObject *const *args, Py_ssi
         uint64_t addresses[PROBE_BATCH];
         int found[PROBE_BATCH];
         for (Py_ssize_t j = 0; j < batch; j++) {
-            sparkey_probe_start(t, &probes[j], sparkey_hash(sparkey_item_data(keys, first + j),
-                                sparkey_item_size(keys, first + j), t->seed, t->hash_size), 0);
+            const uint8_t *key;
+            size_t size;
+            sparkey_row(&keys, first + j, &key, &size);
+            sparkey_probe_start(t, &probes[j], sparkey_hash(key, size, t->seed, t->hash_size), 0);
             __builtin_prefetch(t->slots + probes[j].slot * slot_size);
         }
         for (Py_ssize_t j = 0; j < batch; j++) {
@@ -166,8 +170,9 @@ static PyObject *native_get_many(PyObject *module, PyObject *const *args, Py_ssi
                 __builtin_prefetch(l.entries.data + (addresses[j] >> bits));
         }
         for (Py_ssize_t j = 0; j < batch; j++) {
-            const uint8_t *key = sparkey_item_data(keys, first + j);
-            size_t size = sparkey_item_size(keys, first + j);
+            const uint8_t *key;
+            size_t size;
+            sparkey_row(&keys, first + j, &key, &size);
             PyObject *value = Py_NewRef(Py_None);
             if (found[j]) {
                 uint64_t mask = ((uint64_t)1 << bits) - 1;
@@ -187,7 +192,7 @@ static PyObject *native_get_many(PyObject *module, PyObject *const *args, Py_ssi
         }
     }
 done:
-    Py_XDECREF(keys);
+    Py_XDECREF(holder);
     close_lookup(&l);
     return values;
 }
@@ -226,15 +231,12 @@ static PyObject *native_find_block(PyObject *module, PyObject *const *args, Py_s
     uint64_t position = address >> bits;
     if (sparkey_block_payload(l.errors, &l.entries, position, &start, &stop) < 0)
         goto done;
-    if (probe.finished)
-        result = Py_BuildValue("(KKKKO)", (unsigned long long)position,
+    PyObject *resume = probe.finished ? Py_NewRef(Py_None)
+                                      : PyLong_FromUnsignedLongLong(probe.displacement);
+    if (resume)
+        result = Py_BuildValue("(KKKKN)", (unsigned long long)position,
                                (unsigned long long)(address & (((uint64_t)1 << bits) - 1)),
-                               (unsigned long long)start, (unsigned long long)stop, Py_None);
-    else
-        result = Py_BuildValue("(KKKKK)", (unsigned long long)position,
-                               (unsigned long long)(address & (((uint64_t)1 << bits) - 1)),
-                               (unsigned long long)start, (unsigned long long)stop,
-                               (unsigned long long)probe.displacement);
+                               (unsigned long long)start, (unsigned long long)stop, resume);
 done:
     close_lookup(&l);
     return result;

@@ -194,19 +194,39 @@ int sparkey_get_array(PyObject *obj, Py_buffer *view, char kind, Py_ssize_t item
  * bytes as they are, str encoded as UTF-8, bytearray and memoryview copied; EntryTypeError
  * for anything else. */
 PyObject *sparkey_entry_bytes(const sparkey_errors *errors, PyObject *obj, const char *role);
-/* A private list of the items of `seq` as bytes objects (new reference): nothing else
- * references it and bytes are immutable, so its items can be read without the GIL while it
- * lives, through sparkey_item_data and sparkey_item_size. */
-PyObject *sparkey_pinned_entries(const sparkey_errors *errors, PyObject *seq, const char *role);
+/* A column of byte strings that can be read without the GIL while its holder lives: the items
+ * of a pinned sequence of bytes objects, or the rows data[offsets[i]:offsets[i + 1]] of a
+ * buffer (a PackedBytes column). */
+typedef struct {
+    PyObject *const *items;     /* NULL for rows of a buffer */
+    const uint8_t *data;
+    const int64_t *offsets;     /* count + 1 non-decreasing offsets within the buffer */
+    Py_ssize_t count;
+} sparkey_column;
 
-static inline const uint8_t *sparkey_item_data(PyObject *items, Py_ssize_t i)
-{
-    return (const uint8_t *)PyBytes_AS_STRING(PyList_GET_ITEM(items, i));
-}
+/* Pin the items of `seq` as bytes objects (taken as sparkey_entry_bytes takes them) and return
+ * their holder (a new reference): a tuple of bytes is its own holder, checked without the GIL
+ * when it is long; anything else is copied into a private list, whose non-bytes items are
+ * replaced by their bytes. */
+PyObject *sparkey_pin_column(const sparkey_errors *errors, PyObject *seq, const char *role,
+                             sparkey_column *column);
 
-static inline size_t sparkey_item_size(PyObject *items, Py_ssize_t i)
+/* A column of the rows of `data` (a filled buffer) between the int64 `offsets` (a filled
+ * array view); ValueError unless they are non-decreasing and within the buffer. */
+int sparkey_rows_column(const Py_buffer *data, const Py_buffer *offsets, const char *role,
+                        sparkey_column *column);
+
+static inline void sparkey_row(const sparkey_column *column, Py_ssize_t i,
+                               const uint8_t **data, size_t *size)
 {
-    return (size_t)PyBytes_GET_SIZE(PyList_GET_ITEM(items, i));
+    if (column->items) {
+        PyObject *item = column->items[i];
+        *data = (const uint8_t *)PyBytes_AS_STRING(item);
+        *size = (size_t)PyBytes_GET_SIZE(item);
+    } else {
+        *data = column->data + column->offsets[i];
+        *size = (size_t)(column->offsets[i + 1] - column->offsets[i]);
+    }
 }
 
 /* ---- lookups.c */

@@ -15,8 +15,9 @@ import sparkey
 from sparkey import _native, murmur, robinhood
 from sparkey.codec import codec_for
 from sparkey.errors import EntryTypeError, IndexFormatError, LogFormatError
-from sparkey.log import EntryTable
 from sparkey.format import INDEX_HEADER_SIZE, Compression, EntryKind, IndexHeader, LogHeader
+from sparkey.log import EntryTable
+from sparkey.packed import PackedBytes
 from sparkey.table import slot_dtype
 
 from .golden import all_vectors, murmur_vectors
@@ -109,6 +110,7 @@ def test_hash_keys_and_hash_buffer_match_murmur(keys, seed, hash_size):
     expected = murmur.hash_keys(keys, seed, hash_size)
     hashes = np.frombuffer(_native.hash_keys(keys, seed, hash_size), dtype=np.uint64)
     assert hashes.tolist() == expected.tolist()
+    assert _native.hash_keys(tuple(keys), seed, hash_size) == hashes.tobytes()
     lengths = np.array([len(key) for key in keys], dtype=np.int64)
     offsets = np.cumsum(lengths) - lengths
     from_buffer = _native.hash_buffer(b"".join(keys), offsets, lengths, seed, hash_size)
@@ -179,6 +181,7 @@ def test_get_many_takes_keys_like_the_reader(tmp_path):
     assert store.get_many(["clé", bytearray(b"k"), memoryview(b"x"), b"k"]) == [
         b"v", b"w", None, b"w"]
     assert store.get_many((key for key in [b"k"])) == [b"w"]
+    assert store.get_many((b"k",) * 5000 + ("clé",)) == [b"w"] * 5000 + [b"v"]
     with pytest.raises(EntryTypeError):
         store.get_many([b"k", 3])
 
@@ -284,6 +287,27 @@ def test_frame_puts_equals_the_log_writer(tmp_path_factory, entries):
     assert framed == path.read_bytes()[84:]
     assert key_lengths.tolist() == [len(k) for k in keys]
     assert value_lengths.tolist() == [len(v) for v in values]
+    assert _native.frame_puts(tuple(keys), tuple(values)) == framed
+    packed_keys, packed_values = PackedBytes.from_sequence(keys), PackedBytes.from_sequence(values)
+    assert _native.frame_packed(packed_keys.data, packed_keys.offsets, packed_values.data,
+                                packed_values.offsets) == framed
+
+
+def test_frame_packed_reads_row_ranges_and_checks_offsets():
+    keys, values = PackedBytes.from_sequence([b"a", b"bb", b"ccc"]), PackedBytes.from_sequence(
+        [b"1", b"", b"333"])
+    rows = keys.pack(1, 3), values.pack(1, 3)
+    assert _native.frame_packed(rows[0].data, rows[0].offsets, rows[1].data,
+                                rows[1].offsets) == _native.frame_puts(list(rows[0]),
+                                                                       list(rows[1]))
+    data = np.frombuffer(b"abc", dtype=np.uint8)
+    for offsets in ([0, 2, 1], [0, 4], [-1, 1], []):
+        with pytest.raises(ValueError):
+            _native.frame_packed(data, np.array(offsets, dtype=np.int64), data,
+                                 np.array([0, 1], dtype=np.int64))
+    with pytest.raises(ValueError):  # two keys, one value
+        _native.frame_packed(data, np.array([0, 1, 2], dtype=np.int64), data,
+                             np.array([0, 1], dtype=np.int64))
 
 
 @pytest.mark.parametrize("vector", [v for v in VECTORS if v.compression == Compression.NONE
