@@ -28,7 +28,8 @@ void sparkey_probe_start(const sparkey_table *table, sparkey_probe *probe, uint6
                          uint64_t displacement)
 {
     uint64_t capacity = table->capacity;
-    uint64_t slot = hash % capacity + displacement % capacity;
+    uint64_t slot = hash % capacity + (displacement < capacity ? displacement
+                                                                : displacement % capacity);
     probe->hash = hash;
     probe->slot = slot >= capacity ? slot - capacity : slot;
     probe->displacement = displacement;
@@ -44,16 +45,20 @@ int sparkey_probe_next(const sparkey_table *table, sparkey_probe *probe, uint64_
         uint64_t other_address = load_le(slot + hash_size, table->address_size);
         if (!other_address)
             break;
+        /* an occupant with the probe's hash shares its home, hence (below a whole turn of
+         * the table) its displacement: no division needed to compare them */
+        int same_hash = other_hash == probe->hash;
+        int same_displacement = same_hash && probe->displacement < table->capacity;
         if (probe->displacement >= table->max_displacement
-                || probe->displacement > displacement_of(probe->slot, other_hash,
-                                                         table->capacity)) {
+                || (!same_displacement && probe->displacement > displacement_of(
+                        probe->slot, other_hash, table->capacity))) {
             probe->finished = 1;
         } else {
             probe->displacement++;
             if (++probe->slot == table->capacity)
                 probe->slot = 0;
         }
-        if (other_hash == probe->hash) {
+        if (same_hash) {
             *address = other_address;
             return 1;
         }

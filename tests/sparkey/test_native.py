@@ -219,6 +219,21 @@ def test_a_closed_mapping_raises_instead_of_being_read(tmp_path):
         _native.get(store.index, log_map, b"k", store.layout)
 
 
+def test_a_probe_through_a_table_of_one_hash_stops_after_a_turn(tmp_path):
+    """Every slot holds the key's hash but another key: at most one turn of the table is read,
+    whatever max_displacement the layout claims."""
+    _write_store(tmp_path / "data", [("P", b"k", b"v")], "none", 0)
+    store = NativeStore(tmp_path / "data")
+    seed, hash_size, address_size, capacity, _, bits, data_end = store.layout
+    key_hash = _native.hash_key(b"other", seed, hash_size)
+    slot = key_hash.to_bytes(hash_size, "little") + (84).to_bytes(address_size, "little")
+    index = store.index[:INDEX_HEADER_SIZE] + slot * capacity
+    layout = (seed, hash_size, address_size, capacity, 10**9, bits, data_end)
+    assert _native.get(index, store.log, b"other", layout) is None
+    resumed_past_the_bound = _native.find_block(index, store.log, b"other", layout, 10**12)
+    assert resumed_past_the_bound[4] is None  # the candidate is the last slot probed
+
+
 def _damaged(data, flips, start):
     data = bytearray(data)
     for offset, byte in flips:
