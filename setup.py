@@ -10,11 +10,14 @@ import sys
 
 from setuptools import Extension, setup
 
-WARNINGS = [] if sys.platform == "win32" else ["-O2", "-Wall", "-Wextra"]
+FLAGS = [] if sys.platform == "win32" else ["-O2", "-Wall", "-Wextra"]
+SPARKEY_SOURCES = ["sparkey/_native.c"] + [f"sparkey/csrc/{name}.c" for name in (
+    "arguments", "lookups", "murmur", "entries", "table")]
 
 setup(
     ext_modules=[
-        Extension("offheap.hashmap._core", ["offheap/hashmap/_core.c"],
-                  extra_compile_args=WARNINGS),
+        Extension("offheap.hashmap._core", ["offheap/hashmap/_core.c"], extra_compile_args=FLAGS),
+        Extension("sparkey._native", SPARKEY_SOURCES, depends=["sparkey/csrc/native.h"],
+                  extra_compile_args=FLAGS),
     ],
 )
