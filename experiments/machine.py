@@ -81,7 +81,15 @@ def describe_machine() -> dict:
         "versions": package_versions(),
         "git_commit": git_commit(),
         "git_dirty": None if status is None else bool(status),
+        "offheap_compiled": _offheap_compiled(),
     }
+
+
+def _offheap_compiled() -> bool:
+    """Whether offheap's compiled core ran (False: its pure-Python reference)."""
+    import offheap
+
+    return offheap.compiled
 
 
 def machine_line(machine: dict) -> str:

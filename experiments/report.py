@@ -207,6 +207,8 @@ def sparkey_tables(document: dict, *, markdown: bool = False) -> str:
 
 
 _NO_BULK_MARK = "+"
+_MAP_PAIRS = (("LongHashMap", "dict"), ("LongHashMap (pure)", "dict"), ("TreeMap", "dict"),
+              ("TreeMap", "SortedDict"))
 
 
 def maps_table(document: dict, *, markdown: bool = False) -> str:
@@ -221,13 +223,12 @@ def maps_table(document: dict, *, markdown: bool = False) -> str:
             mark = "" if cell.get("bulk_api", True) else _NO_BULK_MARK
             fallback |= bool(mark)
             row.append(f"{cell['ns_per_op']:,.0f}{mark}")
-        for ours, peer in (("LongHashMap", "dict"), ("TreeMap", "dict"), ("TreeMap", "SortedDict")):
+        for ours, peer in _MAP_PAIRS:
             if ours in results and peer in results:
                 row.append(_ratio(results[peer][operation]["seconds"], results[ours][operation]["seconds"]))
         rows.append(row)
     headers = ["operation"] + [f"{name} ns/op" for name in names]
-    headers += [f"{ours} vs {peer}" for ours, peer in
-                (("LongHashMap", "dict"), ("TreeMap", "dict"), ("TreeMap", "SortedDict"))
+    headers += [f"{ours} vs {peer}" for ours, peer in _MAP_PAIRS
                 if ours in results and peer in results]
     config = document["config"]
     title = (f"maps-bench: {config['n']:,} {config['keys']} int64 keys, {config['value']} values "

@@ -49,11 +49,12 @@ def test_sparkey_appends_and_index_builds(sparkey_document):
 
 
 def test_maps_bench_times_every_operation_of_every_map(tmp_path):
-    done = run_runner("maps-bench", "--n", "5000", "--out", str(tmp_path))
+    done = run_runner("maps-bench", "--n", "5000", "--repeat", "2", "--out", str(tmp_path))
     assert done.returncode == 0, done.stderr
     document = json.loads((tmp_path / "results.json").read_text())
     results = document["results"]
-    assert list(results) == ["dict", "SortedDict", "LongHashMap", "TreeMap"]
+    assert list(results) == ["dict", "SortedDict", "LongHashMap", "LongHashMap (pure)", "TreeMap"]
+    assert document["config"]["repeat"] == 2 and document["machine"]["offheap_compiled"]
     for cells in results.values():
         assert list(cells) == document["operations"]
         assert all(cell["seconds"] > 0 and cell["ns_per_op"] > 0 for cell in cells.values())
@@ -61,6 +62,7 @@ def test_maps_bench_times_every_operation_of_every_map(tmp_path):
     assert not results["dict"]["bulk get"]["bulk_api"]
     table = (tmp_path / "maps-bench.txt").read_text()
     assert "LongHashMap vs dict" in table and "TreeMap vs SortedDict" in table
+    assert "LongHashMap (pure) vs dict" in table
 
 
 def test_sparkey_bench_refuses_a_tiny_max_n():
