@@ -30,34 +30,54 @@ without releasing the GIL).
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING, Literal
 
 from offheap.errors import ClosedError
 from offheap.hashmap.layout import CHUNK_BITS, CHUNK_MASK, MAX_LOAD, as_key, lookup_key
 from offheap.kernels.mix import MASK64
 
+if TYPE_CHECKING:
+    import numpy as np
+
+    from offheap.hashmap.valueslots import ValueSlots
+
 _MISSING = object()
 _C1 = 0xFF51AFD7ED558CCD
 _C2 = 0xC4CEB9FE1A85EC53
 _RUN_SCAN = 64  # index slots read at a time when looking for the next empty one
-_WORD_FORMATS = {2: "H", 4: "I", 8: "Q"}
+_VALUE_FORMATS: dict[str, Literal["q", "d", "H", "I", "Q"]] = {
+    "int64": "q", "float64": "d", "uint16": "H", "uint32": "I", "uint64": "Q"}
+"""The memoryview format of each dtype a value column has (typed values, then slot words)."""
 
 
 class MapCore:
     """Probe, insert, delete and iterate one table (pure-Python reference)."""
 
-    _index = None  # detached until the map attaches its table
+    _n: int  # the counters (see the module docstring): the map class sets them too
+    _used: int
+    _mods: int
 
-    def _attach(self, codec, index, key_chunks, value_chunks, live_chunks, homes: int,
+    _index: memoryview | None = None  # detached until the map attaches its table
+    _keys: list[memoryview]
+    _values: list[memoryview[int] | memoryview[float]]
+    _live: list[memoryview]
+    _codec: ValueSlots
+
+    if TYPE_CHECKING:
+        def _make_room(self, width: int, index_full: bool) -> None: ...  # the map class's growth
+
+    def _attach(self, codec: ValueSlots, index: np.ndarray, key_chunks: list[np.ndarray],
+                value_chunks: list[np.ndarray], live_chunks: list[np.ndarray], homes: int,
                 width: int) -> None:
         """Take the table's buffers (numpy arrays of the layout's item types: the uint32 index,
         and per chunk its int64 keys, values of ``width`` bytes, uint8 live bits; every chunk
         but a lone chunk 0 is ``CHUNK_ENTRIES`` long) and the value codec."""
         self._codec = codec
-        self._index = memoryview(index).cast("B").cast("I")
-        self._keys = [memoryview(chunk).cast("B").cast("q") for chunk in key_chunks]
-        fmt = codec.serializer.dtype.char if codec.typed else _WORD_FORMATS[width]
-        self._values = [memoryview(chunk).cast("B").cast(fmt) for chunk in value_chunks]
-        self._live = [memoryview(chunk).cast("B") for chunk in live_chunks]
+        self._index = index.data.cast("B").cast("I")
+        self._keys = [chunk.data.cast("B").cast("q") for chunk in key_chunks]
+        fmt = _VALUE_FORMATS[codec.dtype_for_width(width).name]
+        self._values = [chunk.data.cast("B").cast(fmt) for chunk in value_chunks]
+        self._live = [chunk.data.cast("B") for chunk in live_chunks]
         self._homes = homes
         self._n_slots = len(self._index)
         self._width = width
@@ -71,10 +91,18 @@ class MapCore:
             return
         for view in (self._index, *self._keys, *self._values, *self._live):
             view.release()
-        self._index = self._keys = self._values = self._live = None
+        self._index = None
+        self._keys, self._values, self._live = [], [], []
 
     def _closed_error(self) -> ClosedError:
         return ClosedError("the LongHashMap is closed")
+
+    def _attached_index(self) -> memoryview:
+        """The index of the attached table; ClosedError while detached (which every operation
+        checks on entry, before it reaches a method that reads the index)."""
+        if self._index is None:
+            raise self._closed_error()
+        return self._index
 
     # -- lookups ------------------------------------------------------------------------------
 
@@ -111,7 +139,7 @@ class MapCore:
         h = ((h ^ (h >> 33)) * _C2) & MASK64
         homes = self._homes
         home = (h ^ (h >> 33)) * homes >> 64
-        index, keys = self._index, self._keys
+        index, keys = self._attached_index(), self._keys
         slot = home
         while True:
             ix = index[slot]
@@ -178,7 +206,7 @@ class MapCore:
 
     def _empty_slot_from(self, slot: int) -> int:
         """The first empty index slot at or after ``slot``, or -1 if the slack is full."""
-        index = self._index
+        index = self._attached_index()
         while slot < self._n_slots:
             run = index[slot: slot + _RUN_SCAN].tolist()
             try:
@@ -195,7 +223,7 @@ class MapCore:
         self._keys[chunk][at] = key
         self._values[chunk][at] = word
         self._live[chunk][at >> 3] |= 1 << (at & 7)
-        index = self._index
+        index = self._attached_index()
         if end > slot:
             index[slot + 1: end + 1] = index[slot: end]
         index[slot] = e + 1
@@ -248,7 +276,7 @@ class MapCore:
         """Remove present ``key``: empty its index slot by backward shift, clear its live bit,
         and drop the holes at the end of the entries. Does not release its value word."""
         slot, e = self._find(key)
-        index = self._index
+        index = self._attached_index()
         end = slot + 1
         while True:
             ix = index[end]

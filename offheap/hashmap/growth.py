@@ -21,23 +21,47 @@ buffer of a freed region is left anywhere.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from offheap.errors import CapacityError
+from offheap.errors import CapacityError, ClosedError
 from offheap.hashmap import placement
 from offheap.hashmap.layout import CHUNK_BITS, CHUNK_ENTRIES, MAX_ENTRIES, MAX_HOMES, MAX_LOAD, SLACK, chunk_bytes
 from offheap.hashmap.regions import Regions
+from offheap.hashmap.valueslots import ValueSlots
+from offheap.store.records import RecordStore
 
 
 class TableGrowth:
     """Growth steps of a LongHashMap table (see the module docstring)."""
 
-    _regions: Regions
+    # The core's (offheap.hashmap.core, first in the map class's bases): the counters it keeps
+    # and the map sets.
+    _n: int
+    _used: int
+    _mods: int
+    # The map class's (offheap.hashmap.longhashmap.HashMapFacade); no regions before the first
+    # table and after a reload that failed.
+    _store: RecordStore
+    _slots: ValueSlots
+    _regions: Regions | None
+
+    if TYPE_CHECKING:
+        def _detach(self) -> None: ...  # the core's: releases the table's buffers
+
+        def _attach_regions(self) -> None: ...  # the map class's: attaches them again
+
+    def _table(self) -> Regions:
+        """The map's regions; ClosedError when it has none (its metadata failed to load)."""
+        if self._regions is None:
+            raise ClosedError("the LongHashMap has no table: its metadata failed to load; "
+                              "close it and open it again")
+        return self._regions
 
     def _make_room(self, width: int, index_full: bool) -> None:
         """Called by the core when one more insert needs a new shape."""
-        r = self._regions
+        r = self._table()
         if width > r.width:
             self._widen(width)
         if self._used >= r.capacity:
@@ -60,7 +84,7 @@ class TableGrowth:
         n = self._n + n_new
         if n > MAX_ENTRIES:
             raise CapacityError(f"a LongHashMap holds at most {MAX_ENTRIES:,} entries")
-        r = self._regions
+        r = self._table()
         if width > r.width:
             self._widen(width)
         if self._used + n_new > r.capacity:
@@ -77,7 +101,7 @@ class TableGrowth:
     def _swap(self, change: Callable[[Regions], None]) -> None:
         """Detach the core, let ``change`` install new parts (freeing the replaced ones), remap
         the views and attach again."""
-        r = self._regions
+        r = self._table()
         self._detach()
         r.drop_views()
         try:
@@ -92,7 +116,7 @@ class TableGrowth:
     def _grow_index(self, homes: int, needed: int) -> None:
         """Place the entries in an index of ``homes`` homes (or the largest that fits the limit
         and holds ``needed`` entries)."""
-        r, store = self._regions, self._store
+        r, store = self._table(), self._store
         if homes > MAX_HOMES:
             raise CapacityError(f"a LongHashMap holds at most {int(MAX_LOAD * MAX_HOMES):,} entries")
         try:
@@ -119,7 +143,7 @@ class TableGrowth:
     def _place_into(self, offset: int, homes: int) -> bool:
         """Place the entries into the index region at ``offset`` (whose view is gone when this
         returns, so the region can be freed)."""
-        r = self._regions
+        r = self._table()
         index = self._store.region_array(offset, np.uint32, homes + SLACK)
         try:
             return placement.place(index, homes, placement.index_chunks(r.index, r.keys, r.homes))
@@ -148,7 +172,7 @@ class TableGrowth:
     def _add_capacity(self, needed: int) -> None:
         """Chunks for at least ``needed`` entries: a larger chunk 0 while it is alone and not
         full-size (its entries copied), then new full-size chunks."""
-        r = self._regions
+        r = self._table()
         first = r.first_capacity
         if len(r.chunk_offsets) == 1:
             while first < min(needed, CHUNK_ENTRIES):
@@ -179,7 +203,7 @@ class TableGrowth:
     def _widen(self, width: int) -> None:
         """Copy every chunk to chunks whose values are ``width`` bytes wide (a slot word keeps its
         value: the layout is little-endian and a narrow word's high bytes are 0)."""
-        r = self._regions
+        r = self._table()
         dtype = self._slots.dtype_for_width(width)
         capacities = [r.first_capacity] + [CHUNK_ENTRIES] * (len(r.chunk_offsets) - 1)
         offsets = self._new_chunks(capacities, dtype)
@@ -203,7 +227,7 @@ class TableGrowth:
 
         Entries only move to lower numbers, so chunk by chunk each chunk's live entries are read
         before anything is written over them."""
-        r = self._regions
+        r = self._table()
         n, used = self._n, self._used
         if n == used:
             return

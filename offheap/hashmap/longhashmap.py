@@ -27,6 +27,7 @@ import struct
 from collections.abc import ItemsView, KeysView, Mapping, MutableMapping, ValuesView
 from contextlib import nullcontext
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -59,8 +60,11 @@ from offheap.kernels import native
 from offheap.store.records import RecordStore
 from offheap.store.serializers import get_serializer
 
-_compiled = native.compiled_module("offheap.hashmap._core")
-MapCore = ReferenceCore if _compiled is None else _compiled.MapCore
+if TYPE_CHECKING:
+    MapCore = ReferenceCore  # the compiled type mirrors the reference's interface
+else:
+    _compiled = native.compiled_module("offheap.hashmap._core")
+    MapCore = ReferenceCore if _compiled is None else _compiled.MapCore
 """The core the map is built on: compiled when available (:mod:`offheap.kernels.native`)."""
 
 _ITER_CHUNK = 1 << 16
@@ -88,7 +92,18 @@ class HashMapFacade(TableGrowth, StandaloneFileMap, MutableMapping):
     """Everything of a LongHashMap above its core (see the module docstring); a concrete map
     class puts a core first in its bases."""
 
-    _index = None  # the core's; None until a table is attached
+    if TYPE_CHECKING:
+        # The core's (offheap.hashmap.core), beyond what TableGrowth names; its get, unlike
+        # Mapping's, also takes ``default`` by keyword.
+        def _attach(self, codec: ValueSlots, index: np.ndarray, key_chunks: list[np.ndarray],
+                    value_chunks: list[np.ndarray], live_chunks: list[np.ndarray], homes: int,
+                    width: int) -> None: ...
+
+        def _put(self, key: int, word: int | float) -> None: ...
+
+        def _remove(self, key: int) -> None: ...
+
+        def get(self, key: Any, default: Any = None) -> Any: ...
 
     _lock = nullcontext()  # not thread-safe: commit and rollback take no lock
 
@@ -142,7 +157,7 @@ class HashMapFacade(TableGrowth, StandaloneFileMap, MutableMapping):
         self._owns_store = owns_store
         self._slots = ValueSlots(serializer, store)
         self._closed = False
-        self._regions: Regions | None = None
+        self._regions = None
         self._n = self._used = self._mods = 0
         if meta_recid is None:
             self._meta_recid = store.put(b"")
@@ -223,7 +238,7 @@ class HashMapFacade(TableGrowth, StandaloneFileMap, MutableMapping):
             if n_new < len(keys):
                 entries = self._find_many(keys)  # a reshape renumbers the entries
                 found = entries >= 0
-                column = self._regions.values
+                column = self._table().values
                 old = column.take(entries[found])
                 column.put(entries[found], words[found])
                 self._slots.release_many(old)
@@ -243,7 +258,7 @@ class HashMapFacade(TableGrowth, StandaloneFileMap, MutableMapping):
         keys = as_key_array(keys)
         entries = self._find_many(keys)
         found = entries >= 0
-        values = self._slots.decode_many(self._regions.values.take(entries[found]))
+        values = self._slots.decode_many(self._table().values.take(entries[found]))
         if self._slots.typed:
             if found.all():
                 return values
@@ -276,7 +291,7 @@ class HashMapFacade(TableGrowth, StandaloneFileMap, MutableMapping):
         keys, entries = keys[present], entries[present]
         if not entries.size:
             return 0
-        removed_words = self._regions.values.take(entries)
+        removed_words = self._table().values.take(entries)
         if entries.size * _BULK_FRACTION >= self._n:
             self._remove_entries(entries)
         else:
@@ -289,7 +304,7 @@ class HashMapFacade(TableGrowth, StandaloneFileMap, MutableMapping):
 
     def stats(self) -> HashMapStats:
         self._check_open()
-        r = self._regions
+        r = self._table()
         return HashMapStats(
             n_entries=self._n, n_slots=r.n_slots, load_factor=self._n / r.homes,
             value_width_bytes=r.width, external_values=self._count_external(),
@@ -366,7 +381,7 @@ class HashMapFacade(TableGrowth, StandaloneFileMap, MutableMapping):
     def _check(self) -> None:
         """Assert the table's invariants (used by the stateful tests after every step)."""
         self._check_open()
-        r = self._regions
+        r = self._table()
         assert self._used <= r.capacity and len(r.chunk_offsets) >= 1
         live = r.live_mask(r.capacity)
         assert int(live.sum()) == self._n, (int(live.sum()), self._n)
@@ -398,7 +413,7 @@ class HashMapFacade(TableGrowth, StandaloneFileMap, MutableMapping):
     def _find_many(self, keys: np.ndarray) -> np.ndarray:
         if not self._n:
             return np.full(len(keys), -1, np.int64)
-        r = self._regions
+        r = self._table()
         return placement.find_many(r.index, r.keys, r.homes, keys)
 
     def _first_place_last_value(self, keys: np.ndarray, words: np.ndarray):
@@ -432,7 +447,7 @@ class HashMapFacade(TableGrowth, StandaloneFileMap, MutableMapping):
                 self._slots.release_many(words[len(done):])
                 raise
             return
-        r = self._regions
+        r = self._table()
         start, stop = self._used, self._used + len(keys)
         new_entries = np.arange(start, stop)
         r.keys.put(new_entries, keys)
@@ -452,7 +467,7 @@ class HashMapFacade(TableGrowth, StandaloneFileMap, MutableMapping):
 
     def _remove_entries(self, entries: np.ndarray) -> None:
         """Remove many present entries at once: clear their live bits and place the rest anew."""
-        r = self._regions
+        r = self._table()
         live = r.live_mask(self._used)
         live[entries] = False
         kept = np.flatnonzero(live)
@@ -464,7 +479,7 @@ class HashMapFacade(TableGrowth, StandaloneFileMap, MutableMapping):
         self._mods += 1
 
     def _attach_regions(self) -> None:
-        r = self._regions
+        r = self._table()
         self._attach(self._slots, r.index, r.key_chunks, r.value_chunks, r.live_chunks, r.homes,
                      r.width)
 
@@ -523,12 +538,12 @@ class HashMapFacade(TableGrowth, StandaloneFileMap, MutableMapping):
                 data = self._store.view(int(words[i]) >> 8)
                 words[i] = EXTERNAL | other._store.put(data) << 8
             other._slots.external_count = None  # records put around the slots: count anew
-        other._reserve(len(keys), self._regions.width)
-        other._append_many(keys, words.astype(other._regions.value_dtype))
+        other._reserve(len(keys), self._table().width)
+        other._append_many(keys, words.astype(other._table().value_dtype))
 
     def _table_bytes(self) -> int:
         """Bytes of the table's regions."""
-        return self._regions.region_bytes(self._store)
+        return self._table().region_bytes(self._store)
 
     def _live_bytes(self) -> int:
         """Bytes this map holds in its store: the table regions and the external value records."""
@@ -558,11 +573,11 @@ class HashMapFacade(TableGrowth, StandaloneFileMap, MutableMapping):
         return int(np.count_nonzero((words & np.uint64(0xFF)) == EXTERNAL))
 
     def _live_words(self) -> np.ndarray:
-        r = self._regions
+        r = self._table()
         return r.values.take(np.flatnonzero(r.live_mask(self._used)))
 
     def _live_entries(self) -> tuple[np.ndarray, np.ndarray]:
-        r = self._regions
+        r = self._table()
         live = np.flatnonzero(r.live_mask(self._used))
         return r.keys.take(live), r.values.take(live)
 
@@ -578,7 +593,7 @@ class HashMapFacade(TableGrowth, StandaloneFileMap, MutableMapping):
             self._check_open()
             if start >= self._used:
                 return
-            r = self._regions
+            r = self._table()
             stop = min(start + _ITER_CHUNK, self._used)
             live = np.flatnonzero(r.live_mask(stop)[start:]) + start
             keys = r.keys.take(live).tolist()
@@ -596,7 +611,7 @@ class HashMapFacade(TableGrowth, StandaloneFileMap, MutableMapping):
     # -- persistence --------------------------------------------------------------------------
 
     def _write_meta(self) -> None:
-        r = self._regions
+        r = self._table()
         meta = TableMeta(self._slots.serializer.name, r.homes, r.width, self._n, self._used,
                          r.first_capacity, r.index_offset, self._chunk_list_recid)
         self._store.update(self._chunk_list_recid, pack_chunk_list(r.chunk_offsets))

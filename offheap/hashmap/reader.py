@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING
 from offheap.collection.readers import ChunkItemsView, ChunkValuesView, MapReader
 
 if TYPE_CHECKING:
-    from offheap.hashmap.longhashmap import LongHashMap
+    from offheap.hashmap.longhashmap import HashMapFacade
 
 
-class HashReader(MapReader["LongHashMap"]):
+class HashReader(MapReader["HashMapFacade"]):
     """A read-only LongHashMap: lookups, iteration and the bulk reads of
     :class:`~offheap.LongHashMap`."""
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from offheap.errors import CorruptionError
+from offheap.errors import ClosedError, CorruptionError
 from offheap.hashmap.layout import CHUNK_BITS, CHUNK_ENTRIES, CHUNK_MASK, SLACK, capacity_of, chunk_bytes
 from offheap.store.records import RecordStore
 
@@ -64,7 +64,7 @@ class Column:
 
 
 class Regions:
-    """One table's regions in a store and views over them (None once dropped).
+    """One table's regions in a store and views over them (none once dropped).
 
     ``index_offset`` and ``chunk_offsets`` are arena extents; ``first_capacity`` is chunk 0's
     capacity (``CHUNK_ENTRIES`` once there are other chunks); ``value_dtype`` the values' dtype
@@ -79,10 +79,18 @@ class Regions:
         self.first_capacity = first_capacity
         self.index_offset = index_offset
         self.chunk_offsets = chunk_offsets
-        self.index: np.ndarray | None = None
+        self._index: np.ndarray | None = None
         self.key_chunks: list[np.ndarray] = []
         self.value_chunks: list[np.ndarray] = []
         self.live_chunks: list[np.ndarray] = []
+
+    @property
+    def index(self) -> np.ndarray:
+        """The view of the index region; ClosedError once the views are dropped (a closed
+        map)."""
+        if self._index is None:
+            raise ClosedError("the LongHashMap is closed")
+        return self._index
 
     @property
     def n_slots(self) -> int:
@@ -119,7 +127,7 @@ class Regions:
 
     def map_views(self, store: RecordStore) -> None:
         """(Re)make every view; KeyError/ValueError if a region is missing or short."""
-        self.index = store.region_array(self.index_offset, np.uint32, self.n_slots)
+        self._index = store.region_array(self.index_offset, np.uint32, self.n_slots)
         self.key_chunks, self.value_chunks, self.live_chunks = [], [], []
         for chunk, offset in enumerate(self.chunk_offsets):
             self.map_chunk(store, offset, CHUNK_ENTRIES if chunk else self.first_capacity)
@@ -140,7 +148,7 @@ class Regions:
             raise CorruptionError(f"LongHashMap table region is missing or short: {exc}") from None
 
     def drop_views(self) -> None:
-        self.index = None
+        self._index = None
         self.key_chunks, self.value_chunks, self.live_chunks = [], [], []
 
     def free(self, store: RecordStore) -> None:

@@ -27,7 +27,8 @@ from offheap.store.records import RecordStore
 
 EXTERNAL = 0xFF
 _INLINE_MAX = 7
-_WIDTH_DTYPES = {2: np.dtype(np.uint16), 4: np.dtype(np.uint32), 8: np.dtype(np.uint64)}
+_WIDTH_DTYPES: dict[int, np.dtype] = {
+    2: np.dtype(np.uint16), 4: np.dtype(np.uint32), 8: np.dtype(np.uint64)}
 _CACHE_LIMIT = 4096
 _CACHEABLE_TYPES = frozenset((str, bytes, int, bool, type(None)))
 
@@ -55,11 +56,19 @@ class ValueSlots:
 
     def dtype_for_width(self, width: int) -> np.dtype:
         """The numpy dtype of a slot array ``width`` bytes wide."""
-        return self.serializer.dtype if self.typed else _WIDTH_DTYPES[width]
+        return self._typed_dtype if self.typed else _WIDTH_DTYPES[width]
 
     @property
     def initial_width(self) -> int:
-        return self.serializer.dtype.itemsize if self.typed else 2
+        return self._typed_dtype.itemsize if self.typed else 2
+
+    @property
+    def _typed_dtype(self) -> np.dtype:
+        """The dtype of typed values (asked only when :attr:`typed`, which says it has one)."""
+        dtype = self.serializer.dtype
+        if dtype is None:
+            raise TypeError(f"{self.serializer.name} values are not typed: they have no dtype")
+        return dtype
 
     # -- one value ----------------------------------------------------------------------------
 
@@ -195,10 +204,10 @@ class ValueSlots:
         return 4 if np.any(lengths > 1) else 2
 
     def _accepted_kinds(self) -> str:
-        return "iu" if self.serializer.dtype.kind == "i" else "iuf"
+        return "iu" if self._typed_dtype.kind == "i" else "iuf"
 
     def _checked_typed_array(self, array: np.ndarray) -> np.ndarray:
-        target = self.serializer.dtype
+        target = self._typed_dtype
         if array.dtype.kind == "u" and array.size and int(array.max()) > np.iinfo(np.int64).max \
                 and target.kind == "i":
             raise OverflowError("a value does not fit in int64")

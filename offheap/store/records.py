@@ -494,7 +494,7 @@ class RecordStore:
         seg_no = addr >> 32
         if seg_no in self._large:
             self._large.discard(seg_no)
-            offset = self._segments[seg_no]
+            offset = self._segment_offset(seg_no)
             self._segments[seg_no] = self._views[seg_no] = None
             self._chunk_bytes -= size
             self._write_meta_unless_transactional()
