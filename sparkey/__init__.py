@@ -1,4 +1,4 @@
-"""sparkey: a pure-Python Sparkey store, byte-compatible with Spotify's C library and sparkey-java.
+"""sparkey: a Sparkey store for Python, byte-compatible with Spotify's C library and sparkey-java.
 
 A store is a log ``<base>.spl`` of PUT/DELETE entries plus a hash index ``<base>.spi``::
 
@@ -8,8 +8,11 @@ A store is a log ``<base>.spl`` of PUT/DELETE entries plus a hash index ``<base>
         reader[b"key"]
 
 Modules, bottom up: ``errors``; the pure layer ``format`` (byte layouts), ``murmur``, ``codec``,
-``table``, ``robinhood``, ``canonical``; the file layer, the only code that opens Sparkey files:
+``table``, ``robinhood``, ``canonical``, ``native`` (which of the compiled core and the
+Python reference runs); the file layer, the only code that opens Sparkey files:
 the ``log`` and ``index`` packages; the API ``reader`` and ``writer``; the command line ``cli``.
+``sparkey.compiled`` says whether the compiled core ``sparkey._native`` runs (False: the Python
+reference, chosen by ``OFFHEAP_PURE_PYTHON=1`` or because the extension was not built).
 """
 
 from sparkey.errors import (
@@ -18,6 +21,7 @@ from sparkey.errors import (
 from sparkey.format import Compression, EntryKind, IndexHeader, LogHeader
 from sparkey.index import HashIndex, write_index
 from sparkey.log import LogEntry, LogReader, LogWriter
+from sparkey.native import compiled
 from sparkey.reader import Reader, open
 from sparkey.sharded import open_sharded
 from sparkey.writer import Writer
@@ -26,5 +30,5 @@ __all__ = [
     "ClosedError", "Compression", "EntryKind", "EntrySizeError", "EntryTypeError",
     "FileIdentifierMismatch", "HashIndex", "IndexFormatError", "IndexHeader", "LogEntry",
     "LogFormatError", "LogHeader", "LogReader", "LogWriter", "Reader", "SparkeyError", "Writer",
-    "open", "open_sharded", "write_index",
+    "compiled", "open", "open_sharded", "write_index",
 ]

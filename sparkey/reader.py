@@ -143,7 +143,8 @@ class Reader(LookupMapping):
             return f"<sparkey.Reader {self.path!r} closed>"
         header = self._index.header
         return (f"<sparkey.Reader {self.path!r} entries={header.num_entries} "
-                f"{self._log.header.compression_type.name} capacity={header.hash_capacity}>")
+                f"{self._log.header.compression_type.name} capacity={header.hash_capacity} "
+                f"{'compiled' if self._index.compiled else 'pure-Python'}>")
 
 
 def _filter_live(batch: list[LogEntry], live: np.ndarray, bits: int) -> list[LogEntry]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import mmap
 import os
 from collections.abc import Iterator, Sequence
-from typing import Callable, Optional
+from typing import Callable, NoReturn, Optional
 
 import numpy as np
 
@@ -73,7 +73,7 @@ class LogReader:
         else:
             self._body = BlockBody(mm, self.data_end, codec_for(header.compression_type),
                                    header.compression_block_size)
-        self.value_for = _value_reader(self._body, self.data_end, self._value_across_blocks)
+        self.value_for = _value_reader(self._body, self.data_end, self.value_across_blocks)
 
     # -- lifecycle
 
@@ -93,12 +93,21 @@ class LogReader:
     def closed(self) -> bool:
         return self._mm is None
 
-    def _closed(self, *args: object) -> None:
+    def _closed(self, *args: object) -> NoReturn:
         raise ClosedError("the log reader is closed; open the file again")
 
     def _check_open(self) -> None:
         if self._mm is None:
             self._closed()
+
+    @property
+    def mapping(self) -> mmap.mmap:
+        """The read-only mapping of the file up to ``data_end``, owned by this reader: it is
+        unmapped by ``close()``, after which reads from it raise ValueError."""
+        mm = self._mm
+        if mm is None:
+            self._closed()
+        return mm
 
     def __enter__(self) -> LogReader:
         return self
@@ -158,9 +167,9 @@ class LogReader:
             raise IndexFormatError(f"no entry {entry_index} in the block at {position}")
         return cursor.read_entry()
 
-    def _value_across_blocks(self, position: int, entry_index: int,
+    def value_across_blocks(self, position: int, entry_index: int,
                              key: bytes) -> bytes | None:
-        """value_for through entry_at: entries that continue into other blocks, checks."""
+        """value_for through entry_at: also reads entries that continue into other blocks."""
         entry = self.entry_at(position, entry_index)
         if entry.kind != EntryKind.PUT:
             raise delete_at_address(position)
@@ -189,7 +198,7 @@ class LogReader:
                 if data[start:stop] == keys[row]:
                     values[row] = data[stop:value_stop]
             for row in spans.across_blocks:
-                values[row] = self._value_across_blocks(
+                values[row] = self.value_across_blocks(
                     int(positions[row]), int(entry_indexes[row]), keys[row])
         return values
 

@@ -1,0 +1,74 @@
+"""The compiled core against the pure-Python reference, through the public API.
+
+Each store is opened twice in one process, once on ``sparkey._native`` and once on the reference
+(``sparkey.native.module`` set to None while the reader opens, which is what
+``OFFHEAP_PURE_PYTHON=1`` selects), and both readers must give the same answers and errors.
+"""
+
+import numpy as np
+import pytest
+
+import sparkey
+from sparkey import native
+from sparkey.errors import ClosedError, EntryTypeError
+
+pytestmark = pytest.mark.skipif(not native.compiled, reason="the compiled core is not running")
+
+
+def _open_pure(base, monkeypatch):
+    with monkeypatch.context() as patch:
+        patch.setattr(native, "module", None)
+        return sparkey.open(base)
+
+
+@pytest.fixture(params=[("none", 4096, 4), ("none", 4096, 8), ("snappy", 64, 4),
+                        ("zstd", 4096, 8), ("snappy", 16, 8)])
+def base(request, tmp_path):
+    """A store with overwrites, deletes, empty and large entries (some spanning blocks)."""
+    compression, block_size, hash_size = request.param
+    base = tmp_path / "data"
+    with sparkey.Writer(base, compression, block_size, hash_size=hash_size) as writer:
+        for i in range(2000):
+            writer.put(b"key_%d" % i, b"value_%d" % i * (i % 7))
+        writer.put(b"big", bytes(range(256)) * 40)
+        writer.put(b"key_5", b"five")
+        writer.delete(b"key_7")
+        writer.put("clé", "été")
+        writer.put(b"", b"")
+    return base
+
+
+def test_readers_give_the_same_answers(base, monkeypatch):
+    keys = ([b"key_%d" % i for i in range(0, 2100, 3)]
+            + [b"big", b"", "clé", b"key_7", b"absent", bytearray(b"key_1"), memoryview(b"key_2")])
+    with sparkey.open(base) as fast, _open_pure(base, monkeypatch) as pure:
+        assert "compiled" in repr(fast) and "pure-Python" in repr(pure)
+        for key in keys:
+            assert fast.get(key) == pure.get(key)
+            assert (key in fast) == (key in pure)
+        assert fast.get_many(keys) == pure.get_many(keys)
+        assert fast.get_many(keys, default=b"-") == pure.get_many(keys, default=b"-")
+        array = np.array([key for key in keys if isinstance(key, bytes) and key], dtype="S")
+        assert fast.get_many(array) == pure.get_many(array)
+        assert dict(fast.items()) == dict(pure.items())
+        for reader in (fast, pure):
+            with pytest.raises(EntryTypeError):
+                reader.get(12)
+            with pytest.raises(EntryTypeError):
+                reader.get_many([b"a", 12])
+            with pytest.raises(KeyError):
+                reader[b"absent"]
+    for reader in (fast, pure):
+        with pytest.raises(ClosedError):
+            reader.get(b"key_1")
+        with pytest.raises(ClosedError):
+            reader.get_many([b"key_1"])
+
+
+def test_closed_log_under_an_open_index_raises_closed_error(base):
+    with sparkey.open(base) as reader:
+        reader._log.close()
+        with pytest.raises(ClosedError):
+            reader._index.get(b"key_1")
+        with pytest.raises(ClosedError):
+            reader._index.get_many([b"key_1"])
