@@ -5,14 +5,15 @@
 # The extension is built into a temporary copy of the package, so the in-place build stays as it
 # is. Python itself is not instrumented: libasan is preloaded, leaks are not reported (the
 # interpreter keeps objects alive at exit), and PYTHONMALLOC=malloc lets ASan see every object
-# allocation. Any finding aborts the run with a report. Extra arguments go to pytest.
+# allocation. Any finding aborts the run with its report (pytest captures at the sys level only,
+# so the report reaches the terminal). Extra arguments go to pytest.
 #
 #   scripts/sanitize_core.sh [pytest arguments]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
-cp -r offheap tests setup.py pyproject.toml "$work"/
+cp -r offheap tests setup.py pyproject.toml README.md "$work"/
 find "$work" -name '*.so' -delete
 cd "$work"
 sanitizers="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
@@ -20,5 +21,5 @@ CFLAGS="-g $sanitizers" LDFLAGS="$sanitizers" python setup.py -q build_ext --inp
 LD_PRELOAD="$(gcc -print-file-name=libasan.so):$(gcc -print-file-name=libubsan.so)" \
 ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 PYTHONMALLOC=malloc \
-python -m pytest -q -p no:cacheprovider -p no:xdist \
+python -m pytest -q -p no:cacheprovider -p no:xdist --capture=sys \
     tests/offheap/test_hashmap_core.py tests/offheap/test_hashmap.py "$@"

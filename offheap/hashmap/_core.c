@@ -885,7 +885,7 @@ entry_arg(MapCore *self, PyObject *arg)
 /* The (key, default) arguments of get, pop and setdefault, by position or by name. */
 static int
 key_and_default(const char *method, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
-                PyObject **key, PyObject **default_value)
+                PyObject **obj, PyObject **default_value)
 {
     PyObject *given[2] = {NULL, NULL};
     if (nargs > 2) {
@@ -912,9 +912,21 @@ key_and_default(const char *method, PyObject *const *args, Py_ssize_t nargs, PyO
         PyErr_Format(PyExc_TypeError, "%s() missing required argument 'key'", method);
         return -1;
     }
-    *key = given[0];
+    *obj = given[0];
     *default_value = given[1];
     return 0;
+}
+
+/* The entry of the key argument of get, pop or setdefault, as lookup() gives it (-2 also for
+ * bad arguments); *obj and *default_value (NULL when not given) are the arguments. */
+static Py_ssize_t
+lookup_argument(MapCore *self, const char *method, PyObject *const *args, Py_ssize_t nargs,
+                PyObject *kwnames, PyObject **obj, PyObject **default_value, int64_t *key)
+{
+    Py_ssize_t slot;
+    if (key_and_default(method, args, nargs, kwnames, obj, default_value) < 0)
+        return -2;
+    return lookup(self, *obj, key, &slot);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -1246,10 +1258,8 @@ static PyObject *
 MapCore_get(MapCore *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     PyObject *obj, *default_value;
-    if (key_and_default("get", args, nargs, kwnames, &obj, &default_value) < 0)
-        return NULL;
     int64_t key;
-    Py_ssize_t slot, e = lookup(self, obj, &key, &slot);
+    Py_ssize_t e = lookup_argument(self, "get", args, nargs, kwnames, &obj, &default_value, &key);
     if (e == -2)
         return NULL;
     if (e == -1)
@@ -1261,10 +1271,8 @@ static PyObject *
 MapCore_pop(MapCore *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     PyObject *obj, *default_value;
-    if (key_and_default("pop", args, nargs, kwnames, &obj, &default_value) < 0)
-        return NULL;
     int64_t key;
-    Py_ssize_t slot, e = lookup(self, obj, &key, &slot);
+    Py_ssize_t e = lookup_argument(self, "pop", args, nargs, kwnames, &obj, &default_value, &key);
     if (e == -2)
         return NULL;
     if (e == -1) {
@@ -1315,16 +1323,15 @@ static PyObject *
 MapCore_setdefault(MapCore *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     PyObject *obj, *default_value;
-    if (key_and_default("setdefault", args, nargs, kwnames, &obj, &default_value) < 0)
-        return NULL;
-    if (default_value == NULL)
-        default_value = Py_None;
     int64_t key;
-    Py_ssize_t slot, e = lookup(self, obj, &key, &slot);
+    Py_ssize_t e = lookup_argument(self, "setdefault", args, nargs, kwnames, &obj,
+                                   &default_value, &key);
     if (e == -2)
         return NULL;
     if (e >= 0)
         return decode_word(self, value_at(self, e));
+    if (default_value == NULL)
+        default_value = Py_None;
     if (PyObject_SetItem((PyObject *)self, obj, default_value) < 0)
         return NULL;
     return Py_NewRef(default_value);
