@@ -66,7 +66,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from offheap.errors import CorruptionError
-from offheap.kernels.bounds import INT64_MAX, INT64_MIN
+from offheap.kernels.bounds import INT64_MAX, INT64_MIN, as_int64
 from offheap.kernels.mix import mix64_array
 
 SLACK = 256
@@ -195,14 +195,7 @@ def as_key(key) -> int:
     Ints and what ``operator.index`` accepts (bool, numpy integers) are keys; a bool is stored as
     the int it equals, so ``m[True] = x`` sets key ``1``, as a dict whose key 1 came first would.
     """
-    if type(key) is not int:
-        try:
-            key = operator.index(key)
-        except TypeError:
-            raise TypeError(f"LongHashMap keys are int64, not {type(key).__name__}") from None
-    if not INT64_MIN <= key <= INT64_MAX:
-        raise OverflowError(f"key {key} is outside the int64 range [-2**63, 2**63)")
-    return key
+    return as_int64(key, "LongHashMap keys are int64")
 
 
 def lookup_key(key) -> int | None:

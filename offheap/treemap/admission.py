@@ -13,27 +13,19 @@ Thread safety: an :class:`Admission` holds no mutable state; its methods may run
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
-from offheap.treemap.page import INT64_MAX, INT64_MIN
+from offheap.kernels.bounds import INT64_MAX, as_int64
 
 SCALAR_TYPES = frozenset((type(None), bool, int, float, complex, str, bytes))
 """Types whose values are immutable and kept as they are by an ``object`` tree."""
 
 
 def _int64_key(key) -> int:
-    if type(key) is not int:
-        try:
-            key = operator.index(key)
-        except TypeError:
-            raise TypeError(f"this TreeMap has int64 keys, not {type(key).__name__}") from None
-    if not INT64_MIN <= key <= INT64_MAX:
-        raise OverflowError(f"key {key} is outside the int64 range [-2**63, 2**63)")
-    return key
+    return as_int64(key, "this TreeMap has int64 keys")
 
 
 def _str_key(key) -> str:
