@@ -5,8 +5,9 @@ that leaf (None: unbounded on that side). The tree uses cursors three ways:
 
 - the *hint*: the tree keeps one cursor at the last leaf a lookup or change reached, so a key in
   its range needs no descent (ascending inserts, nearby lookups);
-- changes: :meth:`Cursor.descend` also records the ``path`` of ``(inner node, child index)``
-  pairs from the root down, which a split or merge walks back up;
+- structural changes: :meth:`Cursor.descend` with ``record_path`` also records the ``path`` of
+  ``(inner node, child index)`` pairs from the root down, which a split or merge walks back up
+  (lookups and in-leaf changes record none, which keeps them cheap);
 - scans and neighbour queries (``irange``, ``floor_key``, ...): :meth:`Cursor.seek` moves to
   the leaf of a key, or the last leaf below it; a scan (:mod:`offheap.treemap.scan`) steps leaf
   by leaf by seeking a bound of the last leaf, so it holds no node between two steps. A leaf
@@ -15,7 +16,7 @@ that leaf (None: unbounded on that side). The tree uses cursors three ways:
 
 Validity: a cursor is only as good as the nodes it names; the tree forgets its hint (:meth:`forget`)
 whenever a change could leave it pointing at a node that is no longer the tree's, and descends
-anew before every structural change rather than trust a hint's path.
+anew, recording the path, before every structural change.
 
 Cost: a descent is O(height * log(node_size)) key comparisons and one cache lookup per level.
 
@@ -34,6 +35,24 @@ from offheap.treemap.node import Inner, Leaf
 from offheap.treemap.nodecache import NodeCache
 
 
+class _Extreme:
+    """A key beyond every key of a tree: below them all, or above them all."""
+
+    __slots__ = ("_above",)
+
+    def __init__(self, above: bool) -> None:
+        self._above = above
+
+    def __lt__(self, other) -> bool:
+        return not self._above
+
+    def __gt__(self, other) -> bool:
+        return self._above
+
+
+_BELOW_ALL, _ABOVE_ALL = _Extreme(False), _Extreme(True)
+
+
 class Cursor:
     """A leaf of the tree, its key range ``[lo, hi)``, and the path down to it."""
 
@@ -44,17 +63,18 @@ class Cursor:
         self.leaf: Leaf | None = None  # None: the cursor names no leaf
         self.lo = None
         self.hi = None
-        self.path: list[tuple[Inner, int]] = []  # set by descend and descend_edge only
+        self.path: list[tuple[Inner, int]] = []  # recorded by descend(record_path=True) only
 
     def forget(self) -> None:
         """Name no leaf any more (the next lookup descends)."""
         self.leaf = None
 
-    def descend(self, shape: TreeShape, key) -> Leaf:
-        """Move to the leaf whose range holds ``key``, caching the nodes on the way, and record
-        the path; return the leaf."""
+    def descend(self, shape: TreeShape, key, record_path: bool = False) -> Leaf:
+        """Move to the leaf whose range holds ``key``, caching the nodes on the way; return the
+        leaf. With ``record_path`` also record the path (for a structural change), else leave
+        it empty (lookups and in-leaf changes, which need none)."""
         inner_of = self._cache.inner
-        path = []
+        path: list[tuple[Inner, int]] = []
         lo = hi = None
         recid = shape.root
         for _ in range(shape.height - 1):
@@ -65,47 +85,30 @@ class Cursor:
                 lo = separators[i - 1]
             if i < len(separators):
                 hi = separators[i]
-            path.append((node, i))
+            if record_path:
+                path.append((node, i))
             recid = node.children[i]
         leaf = self._cache.leaf(recid)
         self.path, self.leaf, self.lo, self.hi = path, leaf, lo, hi
         return leaf
 
     def descend_edge(self, shape: TreeShape, last: bool) -> Leaf:
-        """Move to the first leaf (the last with ``last``), caching the nodes on the way, and
-        record the path; return the leaf."""
-        inner_of = self._cache.inner
-        path = []
-        lo = hi = None
-        recid = shape.root
-        for _ in range(shape.height - 1):
-            node = inner_of(recid)
-            i = len(node.children) - 1 if last else 0
-            if node.keys:
-                if last:
-                    lo = node.keys[-1]
-                else:
-                    hi = node.keys[0]
-            path.append((node, i))
-            recid = node.children[i]
-        leaf = self._cache.leaf(recid)
-        self.path, self.leaf, self.lo, self.hi = path, leaf, lo, hi
-        return leaf
+        """:meth:`descend` to the first leaf (the last with ``last``)."""
+        return self.descend(shape, _ABOVE_ALL if last else _BELOW_ALL)
 
     def seek(self, shape: TreeShape, key, below: bool) -> Leaf:
         """Move, for a scan, to the leaf whose range holds ``key`` or, with ``below``, to the last
         leaf whose range starts below ``key``; return the leaf. ``key`` None stands for -inf
         (the first leaf), with ``below`` for +inf (the last leaf). Records no path."""
+        if key is None:
+            key = _ABOVE_ALL if below else _BELOW_ALL
         inner_of = self._cache.inner
         lo = hi = None
         recid = shape.root
         for _ in range(shape.height - 1):
             node = inner_of(recid)
             separators = node.keys
-            if key is None:
-                i = len(separators) if below else 0
-            else:
-                i = bisect_left(separators, key) if below else bisect_right(separators, key)
+            i = bisect_left(separators, key) if below else bisect_right(separators, key)
             if i:
                 lo = separators[i - 1]
             if i < len(separators):

@@ -35,7 +35,9 @@ class NodeCache:
     node as well as a leaf for most operations. ``load(recid)`` decodes a node from the store;
     ``write(node)`` encodes and stores a dirty node and clears its flag (raising
     :class:`CapacityError` with nothing changed if the store is full). The cache may hold more
-    than ``capacity`` nodes of a kind between two :meth:`trim` calls.
+    than ``capacity`` nodes of a kind between two :meth:`trim` calls; ``over_capacity`` then
+    says so (an attribute, not a call, since every operation reads it). It may stay True after
+    :meth:`discard` brought a kind back within capacity, until the next :meth:`trim`.
     """
 
     def __init__(self, capacity: int, load: Callable[[int], Node],
@@ -43,6 +45,7 @@ class NodeCache:
         if capacity < 8:
             raise ValueError(f"cache_size must be at least 8 nodes, got {capacity}")
         self.capacity = capacity
+        self.over_capacity = False  # a kind holds more than capacity nodes: trim has work
         self._leaves: OrderedDict[int, Leaf] = OrderedDict()
         self._inner: OrderedDict[int, Inner] = OrderedDict()
         self._load = load
@@ -53,6 +56,8 @@ class NodeCache:
         node = self._inner.get(recid)
         if node is None:
             node = self._inner[recid] = _as_inner(self._load(recid), recid)
+            if len(self._inner) > self.capacity:
+                self.over_capacity = True
         else:
             self._inner.move_to_end(recid)
         return node
@@ -62,6 +67,8 @@ class NodeCache:
         node = self._leaves.get(recid)
         if node is None:
             node = self._leaves[recid] = _as_leaf(self._load(recid), recid)
+            if len(self._leaves) > self.capacity:
+                self.over_capacity = True
         else:
             self._leaves.move_to_end(recid)
         return node
@@ -87,16 +94,16 @@ class NodeCache:
     def add(self, node: Node) -> None:
         if isinstance(node, Leaf):
             self._leaves[node.recid] = node
+            size = len(self._leaves)
         else:
             self._inner[node.recid] = node
+            size = len(self._inner)
+        if size > self.capacity:
+            self.over_capacity = True
 
     def discard(self, recid: int) -> None:
         if self._leaves.pop(recid, None) is None:
             self._inner.pop(recid, None)
-
-    def over_capacity(self) -> bool:
-        """Whether :meth:`trim` has work to do."""
-        return len(self._leaves) > self.capacity or len(self._inner) > self.capacity
 
     def __len__(self) -> int:
         return len(self._leaves) + len(self._inner)
@@ -114,8 +121,12 @@ class NodeCache:
         ``strict=False`` (read paths) keeps a node whose write fails and stops trimming, so
         reading never raises :class:`CapacityError`.
         """
-        if self._evict(self._leaves, strict):
-            self._evict(self._inner, strict)
+        try:
+            if self._evict(self._leaves, strict):
+                self._evict(self._inner, strict)
+        finally:
+            self.over_capacity = (len(self._leaves) > self.capacity
+                                  or len(self._inner) > self.capacity)
 
     def _evict(self, nodes: OrderedDict[int, AnyNode], strict: bool) -> bool:
         """Trim one kind; False if a write failed (``strict=False``) and trimming stops."""
@@ -142,6 +153,7 @@ class NodeCache:
     def clear(self) -> None:
         self._leaves.clear()
         self._inner.clear()
+        self.over_capacity = False
 
 
 def _as_inner(node: Node, recid: int) -> Inner:

@@ -38,7 +38,7 @@ from offheap.treemap.node import Inner, Leaf, Node
 from offheap.treemap.nodecache import NodeCache
 from offheap.treemap.nodestore import NodeStore
 from offheap.treemap.scan import RangeScan
-from offheap.treemap.structure import Path, Rebalancer
+from offheap.treemap.structure import Rebalancer
 from offheap.treemap.writethrough import NodeWriter
 
 _EXPORT_RUN = 1 << 20  # keys gathered as Python ints before they are packed into an array
@@ -116,20 +116,12 @@ class Tree:
 
     # -- lookups ------------------------------------------------------------------------------
 
-    def find(self, key) -> tuple[Leaf | None, int]:
-        """``(leaf, index)`` of ``key``, or ``(None, -1)``: the hint's leaf, else a descent."""
-        hint = self.hint
-        leaf = hint.leaf
-        if (leaf is None or (hint.lo is not None and key < hint.lo)
-                or (hint.hi is not None and key >= hint.hi)):
-            if self.cache.over_capacity():
-                self.trim(strict=False)
-            leaf = hint.descend(self.shape, key)
-        keys = leaf.keys
-        i = bisect_left(keys, key)
-        if i < len(keys) and keys[i] == key:
-            return leaf, i
-        return None, -1
+    def leaf_for(self, key) -> Leaf:
+        """The leaf whose range holds ``key``, by a descent that leaves the hint there (read
+        paths: the cache may stay over capacity when the store is full)."""
+        if self.cache.over_capacity:
+            self.trim(strict=False)
+        return self.hint.descend(self.shape, key)
 
     def edge_key(self, last: bool):
         """The smallest key (largest with ``last``) of a tree that is not empty."""
@@ -143,16 +135,13 @@ class Tree:
 
     def put(self, key, value) -> bool:
         """Map ``key`` to ``value``; True if the key is new."""
-        if self.cache.over_capacity():
+        if self.cache.over_capacity:
             self.trim()
         hint = self.hint
         leaf = hint.leaf
         if (leaf is None or (hint.lo is not None and key < hint.lo)
                 or (hint.hi is not None and key >= hint.hi)):
             leaf = hint.descend(self.shape, key)
-            descended = True
-        else:
-            descended = False
         keys = leaf.keys
         i = bisect_left(keys, key)
         if i < len(keys) and keys[i] == key:
@@ -163,8 +152,7 @@ class Tree:
             leaf.values.insert(i, value)
             added = True
         else:
-            if not descended:  # the hint keeps no trustworthy path: descend for one
-                leaf = hint.descend(self.shape, key)
+            leaf = hint.descend(self.shape, key, record_path=True)
             path = hint.path
             hint.forget()
             self.shape = self.rebalancer.insert_into_full(self.shape, path, leaf, i, key, value)
@@ -182,25 +170,25 @@ class Tree:
 
     def pop(self, key):
         """Remove ``key`` and return its value, or :data:`MISSING` if it is absent."""
-        if self.cache.over_capacity():
+        if self.cache.over_capacity:
             self.trim(strict=False)
         leaf = self.hint.descend(self.shape, key)
         i = bisect_left(leaf.keys, key)
         if i == len(leaf.keys) or leaf.keys[i] != key:
             return MISSING
         value = leaf.values[i]
-        self._remove(self.hint.path, leaf, i, i + 1)
+        self._remove(leaf, i, i + 1)
         return value
 
     def pop_edge(self, last: bool) -> tuple:
         """Remove and return the ``(key, value)`` with the largest (``last``) or smallest key
         of a tree that is not empty."""
-        if self.cache.over_capacity():
+        if self.cache.over_capacity:
             self.trim(strict=False)
         leaf = self.hint.descend_edge(self.shape, last)
         i = len(leaf.keys) - 1 if last else 0
         item = leaf.keys[i], leaf.values[i]
-        self._remove(self.hint.path, leaf, i, i + 1)
+        self._remove(leaf, i, i + 1)
         return item
 
     def delete_range(self, lo, hi, inclusive: tuple[bool, bool]) -> int:
@@ -210,7 +198,7 @@ class Tree:
         seek, seek_inclusive = lo, inclusive[0]
         hint = self.hint
         while self.n_entries:
-            if self.cache.over_capacity():
+            if self.cache.over_capacity:
                 self.trim(strict=False)
             leaf = (hint.descend_edge(self.shape, False) if seek is None
                     else hint.descend(self.shape, seek))
@@ -221,32 +209,34 @@ class Tree:
             range_ends_here = end < len(keys) or upper is None or (
                 hi is not None and (upper > hi or (upper == hi and not inclusive[1])))
             if start < end:
-                self._remove(hint.path, leaf, start, end)
+                self._remove(leaf, start, end)
                 removed += end - start
             if range_ends_here:
                 break
             seek, seek_inclusive = upper, True
         return removed
 
-    def _remove(self, path: Path, leaf: Leaf, start: int, end: int) -> None:
-        """Remove entries ``start:end`` of ``leaf`` (reached by ``path``) and rebalance.
+    def _remove(self, leaf: Leaf, start: int, end: int) -> None:
+        """Remove entries ``start:end`` of ``leaf``, the hint's leaf, and rebalance.
 
         Without the write cache, a full store may have no room for a merged node; the entries
         are then removed from their leaf alone (left under-full but not empty), so that a full
         map can still shrink.
         """
         count = end - start
-        if len(leaf.keys) - count >= self.rebalancer.min_entries or not path:
+        if len(leaf.keys) - count >= self.rebalancer.min_entries or self.shape.height == 1:
             self.writer.remove_entries(leaf, start, end)
         else:
-            anchor = leaf.keys[start]
-            self.hint.forget()
+            anchor, empties, hint = leaf.keys[start], count == len(leaf.keys), self.hint
+            leaf = hint.descend(self.shape, anchor, record_path=True)  # the same leaf
+            path = hint.path
+            hint.forget()
             try:
                 self.shape = self.rebalancer.remove(self.shape, path, leaf, start, end)
             except CapacityError:
-                if self.write_cache or count == len(leaf.keys):
+                if self.write_cache or empties:
                     raise
-                leaf = self.hint.descend(self.shape, anchor)  # the undone nodes, read back
+                leaf = hint.descend(self.shape, anchor)  # the undone nodes, read back
                 start = bisect_left(leaf.keys, anchor)
                 self.writer.remove_entries(leaf, start, start + count)
         self.n_entries -= count
@@ -276,8 +266,10 @@ class Tree:
         try:
             for key, value in zip(keys.tolist() if isinstance(keys, np.ndarray) else keys,
                                   values.tolist() if isinstance(values, np.ndarray) else values):
-                leaf, i = self.find(key)
-                previous = MISSING if leaf is None else leaf.values[i]
+                leaf = self.leaf_for(key)
+                i = bisect_left(leaf.keys, key)
+                found = i < len(leaf.keys) and leaf.keys[i] == key
+                previous = leaf.values[i] if found else MISSING
                 self.put(key, value)
                 undo.append((key, previous))
         except BaseException:

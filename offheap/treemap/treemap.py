@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import os
 import threading
+from bisect import bisect_left
 from collections.abc import Iterator, MutableMapping
 
 import numpy as np
@@ -159,6 +160,7 @@ class TreeMap(StandaloneFileMap, SortedRangeAPI, MutableMapping):
         self._lock = threading.RLock() if lock is None else lock
         self._tree = Tree(NodeStore(store, key, serializer, codec), node_size, cache_size,
                           bool(write_cache))
+        self._hint = self._tree.hint
         self._timer = (FlushTimer(flush_delay, self._flush_if_open, self._lock)
                        if flush_delay is not None and write_cache else None)
         if meta_recid is None:
@@ -193,17 +195,26 @@ class TreeMap(StandaloneFileMap, SortedRangeAPI, MutableMapping):
         return self._find(key)[0] is not None
 
     def _find(self, key):
-        """``(leaf, index)`` of ``key``, or ``(None, -1)``: the hot read path. A key of the wrong
-        type raises TypeError."""
+        """``(leaf, index)`` of ``key``, or ``(None, -1)``: the hot read path, the leaf of the
+        tree's hint when it holds ``key`` (a closed map's hint holds nothing), else the leaf a
+        descent finds. A key of the wrong type raises TypeError."""
         lock = self._lock
         lock.acquire()
         try:
             admit = self._admit
             if type(key) is not admit.key_type:
                 key = admit.key(key)
-            if self._closed:
-                raise ClosedError(_CLOSED)
-            return self._tree.find(key)
+            hint = self._hint
+            leaf = hint.leaf
+            if (leaf is None or (hint.lo is not None and key < hint.lo)
+                    or (hint.hi is not None and key >= hint.hi)):
+                self._check_open()
+                leaf = self._tree.leaf_for(key)
+            keys = leaf.keys
+            i = bisect_left(keys, key)
+            if i < len(keys) and keys[i] == key:
+                return leaf, i
+            return None, -1
         finally:
             lock.release()
 
