@@ -11,12 +11,15 @@ import sys
 from setuptools import Extension, setup
 
 FLAGS = [] if sys.platform == "win32" else ["-O2", "-Wall", "-Wextra"]
+HASHMAP_SOURCES = ["offheap/hashmap/_core.c"] + [f"offheap/hashmap/csrc/{name}.c" for name in (
+    "table", "values", "operations", "iterator")]
 SPARKEY_SOURCES = ["sparkey/_native.c"] + [f"sparkey/csrc/{name}.c" for name in (
     "arguments", "lookups", "murmur", "entries", "table")]
 
 setup(
     ext_modules=[
-        Extension("offheap.hashmap._core", ["offheap/hashmap/_core.c"], extra_compile_args=FLAGS),
+        Extension("offheap.hashmap._core", HASHMAP_SOURCES, depends=["offheap/hashmap/csrc/core.h"],
+                  extra_compile_args=FLAGS),
         Extension("sparkey._native", SPARKEY_SOURCES, depends=["sparkey/csrc/native.h"],
                   extra_compile_args=FLAGS),
     ],

@@ -1,0 +1,268 @@
+/* The compiled LongHashMap core's shared declarations: the table struct, the format constants
+ * of offheap.hashmap.layout, the accessors and the probe (inline: they are the hot path), and the
+ * functions the core's files share. The specification of the core is in _core.c. */
+
+#ifndef OFFHEAP_HASHMAP_CORE_H
+#define OFFHEAP_HASHMAP_CORE_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#if SIZEOF_SIZE_T < 8
+#error "offheap's compiled core needs a 64-bit platform"
+#endif
+
+#define CHUNK_BITS 16            /* layout.CHUNK_BITS, checked at import */
+#define CHUNK_ENTRIES ((Py_ssize_t)1 << CHUNK_BITS)
+#define CHUNK_MASK (CHUNK_ENTRIES - 1)
+#define MAX_CAPACITY 0xFFFFFFFFu /* entry numbers + 1 must fit a uint32 index word */
+#define MAX_HOMES ((Py_ssize_t)1 << 32)
+#define EXTERNAL 0xFF            /* byte 0 of a word whose value is a record in the store */
+#define INLINE_MAX 7             /* serialized bytes an inline word holds */
+
+/* "object" serializer tags (offheap.store.serializers) that the inline codec reads and writes */
+enum { TAG_NONE = 0, TAG_FALSE = 1, TAG_TRUE = 2, TAG_INT = 3, TAG_TEXT = 6, TAG_BYTES = 7 };
+
+typedef enum {
+    CODEC_INT64,   /* raw int64 values */
+    CODEC_FLOAT64, /* raw float64 values */
+    CODEC_OBJECT,  /* slot words of the "object" serializer */
+    CODEC_STR,     /* slot words of the "str" serializer */
+    CODEC_BYTES,   /* slot words of the "bytes" serializer */
+    CODEC_WORDS,   /* slot words of another serializer: every value through the codec object */
+} ValueCodec;
+
+/* Imported once at module init. */
+extern PyObject *ClosedError, *CorruptionError;
+extern PyObject *as_key_function, *lookup_key_function; /* offheap.hashmap.layout */
+extern PyObject *INT64, *FLOAT64, *OBJECT, *STR, *BYTES; /* the serializer singletons */
+extern double max_load;                                  /* layout.MAX_LOAD */
+extern PyObject *s_encode, *s_decode, *s_release, *s_width_of, *s_make_room, *s_typed,
+    *s_serializer;
+
+/* ---------------------------------------------------------------------------------------------
+ * The struct
+ */
+
+typedef struct {
+    int64_t *keys;
+    char *values;  /* item_size bytes per entry */
+    uint8_t *live; /* bit at % 8 of byte at / 8 for position at */
+} Chunk;
+
+typedef struct {
+    uint32_t *index;       /* NULL while detached */
+    Chunk *chunks;         /* entry e at position e & CHUNK_MASK of chunk e >> CHUNK_BITS */
+    PyObject *index_owner; /* the object the index was exported from: _index */
+    Py_buffer *exports;    /* the index, then keys, values, live of each chunk; .obj is NULL
+                              for an export not held */
+    Py_ssize_t n_exports;
+    int readonly;          /* some buffer is read-only (a reader's table): no changes */
+} Table;
+
+typedef struct {
+    PyObject_HEAD
+    Py_ssize_t n;    /* _n: live entries */
+    Py_ssize_t used; /* _used: entries including holes */
+    Py_ssize_t mods; /* _mods: bumped when the entries or their order change */
+    Py_ssize_t homes, n_slots, width, capacity, max_n; /* the shape of the last attach */
+    PyObject *codec;                                   /* _codec, kept after a detach */
+    ValueCodec value_codec;
+    int item_size; /* bytes per value: 8 for typed values, else width */
+    Table table;
+} MapCore;
+
+typedef struct {
+    PyObject_HEAD
+    MapCore *core;       /* NULL once the iteration has ended */
+    Py_ssize_t mods;     /* core->mods at the first step */
+    Py_ssize_t next;     /* the next entry number to look at */
+    int what;            /* ITER_KEYS, ITER_VALUES or ITER_ITEMS */
+    int started;
+} EntryIter;
+
+enum { ITER_KEYS, ITER_VALUES, ITER_ITEMS };
+
+extern PyTypeObject EntryIterType;
+
+#define ATTACHED(self) ((self)->table.index != NULL)
+
+
+enum { PUT_STORED = 0, PUT_FAILED = -1, PUT_FAILED_AFTER_STORING = -2 };
+
+/* table.c, values.c, operations.c, iterator.c */
+int closed_error(void);
+void set_key_error(PyObject *key);
+int check_used(const MapCore *self);
+int check_writable(const MapCore *self);
+int corrupt_slot(const MapCore *self, Py_ssize_t slot, size_t entry);
+Py_ssize_t empty_slot_from(const MapCore *self, Py_ssize_t slot);
+void append(MapCore *self, Py_ssize_t slot, Py_ssize_t end, int64_t key, uint64_t word);
+int remove_at(MapCore *self, Py_ssize_t slot, Py_ssize_t e);
+void release_table(Table *table);
+void detach(MapCore *self);
+int value_codec_of(PyObject *codec, ValueCodec *value_codec);
+int export_table(PyObject *index, PyObject *key_chunks, PyObject *value_chunks, PyObject *live_chunks, Py_ssize_t value_size, Table *table, Py_ssize_t *n_slots, Py_ssize_t *capacity);
+int int_key(PyObject *value, int64_t *key);
+int lookup_key(PyObject *obj, int64_t *key);
+int store_key(PyObject *obj, int64_t *key);
+int encode_inline(const MapCore *self, PyObject *value, uint64_t *bits, int *width);
+PyObject * decode_inline(ValueCodec codec, uint64_t word);
+PyObject * codec_call(MapCore *self, PyObject *method, PyObject *arg);
+PyObject * decode_word(MapCore *self, uint64_t word);
+int release_word(MapCore *self, uint64_t word);
+void release_unstored(MapCore *self, PyObject *made);
+int word_of(MapCore *self, PyObject *word, uint64_t *bits, int *width);
+int make_room(MapCore *self, int width, int index_full);
+int put(MapCore *self, int64_t key, uint64_t bits, int width);
+int store(MapCore *self, int64_t key, PyObject *value);
+Py_ssize_t lookup(MapCore *self, PyObject *obj, int64_t *key, Py_ssize_t *slot);
+PyObject * take(MapCore *self, int64_t key, Py_ssize_t e);
+Py_ssize_t entry_arg(MapCore *self, PyObject *arg);
+Py_ssize_t lookup_argument(MapCore *self, const char *method, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, PyObject **obj, PyObject **default_value, int64_t *key);
+PyObject * iterate(MapCore *self, int what);
+
+
+/* The entries that may be read: min(_used, _capacity), 0 for a negative _used. */
+static inline size_t
+entry_limit(const MapCore *self)
+{
+    if (self->used <= 0)
+        return 0;
+    return (size_t)(self->used < self->capacity ? self->used : self->capacity);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Hashing and probing (layout.py); none of these run Python code
+ */
+
+static inline uint64_t
+mix64(uint64_t h)
+{
+    h ^= h >> 33;
+    h *= 0xFF51AFD7ED558CCDull;
+    h ^= h >> 33;
+    h *= 0xC4CEB9FE1A85EC53ull;
+    return h ^ (h >> 33);
+}
+
+/* mix64(key) * homes >> 64, for homes <= 2**32. */
+static inline Py_ssize_t
+home_of(int64_t key, Py_ssize_t homes)
+{
+    uint64_t h = mix64((uint64_t)key);
+#ifdef __SIZEOF_INT128__
+    return (Py_ssize_t)(((unsigned __int128)h * (uint64_t)homes) >> 64);
+#else /* the product from 32-bit halves, exact since homes <= 2**32 */
+    uint64_t low = (h & 0xFFFFFFFFu) * (uint64_t)homes;
+    return (Py_ssize_t)(((h >> 32) * (uint64_t)homes + (low >> 32)) >> 32);
+#endif
+}
+
+/* Entry e's fields; precondition for all of them: attached and 0 <= e < _capacity. */
+
+static inline int64_t
+key_at(const MapCore *self, Py_ssize_t e)
+{
+    return self->table.chunks[e >> CHUNK_BITS].keys[e & CHUNK_MASK];
+}
+
+static inline uint64_t
+value_at(const MapCore *self, Py_ssize_t e)
+{
+    const char *p = self->table.chunks[e >> CHUNK_BITS].values;
+    Py_ssize_t at = e & CHUNK_MASK;
+    switch (self->item_size) {
+    case 2: return ((const uint16_t *)p)[at];
+    case 4: return ((const uint32_t *)p)[at];
+    default: return ((const uint64_t *)p)[at];
+    }
+}
+
+static inline void
+set_value_at(MapCore *self, Py_ssize_t e, uint64_t word)
+{
+    char *p = self->table.chunks[e >> CHUNK_BITS].values;
+    Py_ssize_t at = e & CHUNK_MASK;
+    switch (self->item_size) {
+    case 2: ((uint16_t *)p)[at] = (uint16_t)word; break;
+    case 4: ((uint32_t *)p)[at] = (uint32_t)word; break;
+    default: ((uint64_t *)p)[at] = word;
+    }
+}
+
+static inline int
+is_live_at(const MapCore *self, Py_ssize_t e)
+{
+    Py_ssize_t at = e & CHUNK_MASK;
+    return self->table.chunks[e >> CHUNK_BITS].live[at >> 3] >> (at & 7) & 1;
+}
+
+static inline void
+set_live_at(MapCore *self, Py_ssize_t e, int live)
+{
+    Py_ssize_t at = e & CHUNK_MASK;
+    uint8_t *byte = &self->table.chunks[e >> CHUNK_BITS].live[at >> 3];
+    *byte = (uint8_t)(live ? *byte | 1u << (at & 7) : *byte & ~(1u << (at & 7)));
+}
+
+/* The entry holding `key`, -1 when there is none, or -2 with CorruptionError set; *slot is its
+ * slot, or the slot where it would go (_n_slots when the probe passed the last slot). With
+ * can_match 0 no stored key equals `key` (an int outside int64 whose low 64 bits these are).
+ * Precondition: attached. */
+static inline Py_ssize_t
+find(const MapCore *self, int64_t key, int can_match, Py_ssize_t *slot)
+{
+    const uint32_t *index = self->table.index;
+    const Py_ssize_t homes = self->homes, n_slots = self->n_slots;
+    const size_t limit = entry_limit(self);
+    const Py_ssize_t home = home_of(key, homes);
+    Py_ssize_t s = home;
+    for (; s < n_slots; s++) {
+        uint32_t ix = index[s];
+        if (ix == 0)
+            break;
+        size_t e = (size_t)ix - 1;
+        if (e >= limit) {
+            *slot = s;
+            return corrupt_slot(self, s, e) - 1;
+        }
+        int64_t k = key_at(self, (Py_ssize_t)e);
+        if (k == key && can_match) {
+            *slot = s;
+            return (Py_ssize_t)e;
+        }
+        if (home_of(k, homes) > home)
+            break;
+    }
+    *slot = s;
+    return -1;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The inline value codec (offheap.hashmap.valueslots words, offheap.store.serializers bytes)
+ */
+
+/* The slot width (2, 4 or 8 bytes) a word needs: valueslots.width_for_word. */
+static inline int
+word_width(uint64_t word)
+{
+    unsigned size = (unsigned)(word & 0xFF);
+    if (size == EXTERNAL || size > 3)
+        return 8;
+    return size > 1 ? 4 : 2;
+}
+
+/* Whether a stored word names a record: external words only (typed values are raw). */
+static inline int
+owns_record(const MapCore *self, uint64_t word)
+{
+    return self->value_codec > CODEC_FLOAT64 && (word & 0xFF) == EXTERNAL;
+}
+
+#endif
