@@ -427,6 +427,18 @@ static PyMethodDef MapCore_methods[] = {
      "it fits; the caller owns the word until this returns."},
     {"_remove", (PyCFunction)MapCore_remove, METH_O,
      "Remove a present int64 key without releasing its word."},
+    {"_find_entries", (PyCFunction)(void (*)(void))MapCore_find_entries, METH_FASTCALL,
+     "_find_entries(keys, out)\n--\n\nout[i] = the entry holding keys[i], or -1 (int64 "
+     "buffers)."},
+    {"_count_absent", (PyCFunction)MapCore_count_absent, METH_O,
+     "The number of distinct keys of an int64 buffer that the map does not hold."},
+    {"_put_words", (PyCFunction)(void (*)(void))MapCore_put_words, METH_FASTCALL,
+     "_put_words(keys, words, done)\n--\n\nStore words[i] under keys[i] in order, calling "
+     "_make_room when an insert needs it; done[0] counts the words stored (on an error the "
+     "rest are still the caller's)."},
+    {"_remove_keys", (PyCFunction)(void (*)(void))MapCore_remove_keys, METH_FASTCALL,
+     "_remove_keys(keys, removed)\n--\n\nRemove the keys present, in order; removed[j] is "
+     "the j-th removed entry's word, not released. Returns how many went."},
     {"_key_of", (PyCFunction)MapCore_key_of, METH_O, "The key of entry e."},
     {"_value_of", (PyCFunction)MapCore_value_of, METH_O, "The value of entry e."},
     {"_is_live", (PyCFunction)MapCore_is_live, METH_O, "Whether entry e is live (not a hole)."},

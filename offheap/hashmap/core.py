@@ -22,6 +22,11 @@ The contract between the core and the map built on it:
   (:class:`~offheap.hashmap.valueslots.ValueSlots`): ``encode``, ``decode``, ``release``.
 - Failure atomicity: a value's record is made before the table changes and released if the insert
   fails; the table changes only once the insert cannot fail.
+- The bulk operations (``_find_entries``, ``_count_absent``, ``_put_words``, ``_remove_keys``)
+  take numpy arrays of 8-byte items and leave the table as the same scalar operations done in
+  the batch's order would: the compiled core loops over the batch in C, this reference works
+  on the whole batch with numpy through the map's vectorized steps (``_probe_many``,
+  ``_place_words``, ``_remove_present``). Room for a put is reserved by the map first.
 
 Thread safety: none here; the map serializes access (the compiled core runs each operation
 without releasing the GIL).
@@ -32,13 +37,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Literal
 
+import numpy as np
+
 from offheap.errors import ClosedError
 from offheap.hashmap.layout import CHUNK_BITS, CHUNK_MASK, MAX_LOAD, as_key, lookup_key
 from offheap.kernels.mix import MASK64
 
 if TYPE_CHECKING:
-    import numpy as np
-
     from offheap.hashmap.valueslots import ValueSlots
 
 _MISSING = object()
@@ -64,7 +69,14 @@ class MapCore:
     _codec: ValueSlots
 
     if TYPE_CHECKING:
-        def _make_room(self, width: int, index_full: bool) -> None: ...  # the map class's growth
+        # the map class's: growth, and the vectorized bulk steps the reference's bulk methods use
+        def _make_room(self, width: int, index_full: bool) -> None: ...
+
+        def _probe_many(self, keys: np.ndarray) -> np.ndarray: ...
+
+        def _place_words(self, keys: np.ndarray, words: np.ndarray) -> None: ...
+
+        def _remove_present(self, keys: np.ndarray) -> np.ndarray: ...
 
     def _attach(self, codec: ValueSlots, index: np.ndarray, key_chunks: list[np.ndarray],
                 value_chunks: list[np.ndarray], live_chunks: list[np.ndarray], homes: int,
@@ -298,6 +310,32 @@ class MapCore:
     def _is_live(self, e: int) -> bool:
         at = e & CHUNK_MASK
         return bool(self._live[e >> CHUNK_BITS][at >> 3] >> (at & 7) & 1)
+
+    # -- bulk operations: numpy over the whole batch, through the map's vectorized methods ------
+
+    def _find_entries(self, keys: np.ndarray, out: np.ndarray) -> None:
+        """``out[i]`` = the entry holding ``keys[i]``, or -1."""
+        self._attached_index()
+        out[:] = self._probe_many(keys)
+
+    def _count_absent(self, keys: np.ndarray) -> int:
+        """The number of distinct keys of the batch that the map does not hold."""
+        self._attached_index()
+        return int(np.unique(keys[self._probe_many(keys) < 0]).size)
+
+    def _put_words(self, keys: np.ndarray, words: np.ndarray, done: np.ndarray) -> None:
+        """Store ``words[i]`` under ``keys[i]`` as dict.update would (room reserved by the map);
+        ``done[0]`` counts the words stored."""
+        self._attached_index()
+        self._place_words(keys, words)
+        done[0] = len(keys)
+
+    def _remove_keys(self, keys: np.ndarray, removed: np.ndarray) -> int:
+        """Remove the keys present; ``removed[:count]`` are their words (not released)."""
+        self._attached_index()
+        words = self._remove_present(keys)
+        removed[: len(words)] = words
+        return len(words)
 
     # -- iteration ----------------------------------------------------------------------------
 

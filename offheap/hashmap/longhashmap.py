@@ -223,30 +223,26 @@ class HashMapFacade(TableGrowth, StandaloneFileMap, MutableMapping):
 
     def put_many(self, keys, values) -> None:
         """Insert or overwrite many entries. As with ``dict.update``, a key given twice takes
-        its place in the order from its first occurrence and its value from its last."""
+        its place in the order from its first occurrence and its value from its last.
+
+        All or nothing: the room for the new keys is reserved first, so a CapacityError leaves
+        the map as it was."""
         self._check_open()
         keys = as_key_array(keys)
         if len(values) != len(keys):
             raise ValueError(f"{len(keys)} keys but {len(values)} values")
         words = self._slots.encode_many(values)
         try:
-            keys, words = self._first_place_last_value(keys, words)
-            entries = self._find_many(keys)
-            new = entries < 0
-            n_new = int(new.sum())
-            self._reserve(n_new, self._slots.width_of_many(words))  # may raise: nothing changed
-            if n_new < len(keys):
-                entries = self._find_many(keys)  # a reshape renumbers the entries
-                found = entries >= 0
-                column = self._table().values
-                old = column.take(entries[found])
-                column.put(entries[found], words[found])
-                self._slots.release_many(old)
-                new = ~found
+            self._reserve(self._count_absent(keys), self._slots.width_of_many(words))
         except BaseException:
             self._slots.release_many(words)
             raise
-        self._append_many(keys[new], words[new])
+        done = np.zeros(1, np.int64)
+        try:
+            self._put_words(keys, np.ascontiguousarray(words), done)  # 8-byte items
+        except BaseException:
+            self._slots.release_many(words[int(done[0]):])
+            raise
 
     def get_many(self, keys, default=None):
         """Values of many keys: an ndarray for typed values, else a list.
@@ -285,20 +281,12 @@ class HashMapFacade(TableGrowth, StandaloneFileMap, MutableMapping):
     def delete_many(self, keys) -> int:
         """Remove the keys that are present (absent ones are ignored); return how many went."""
         self._check_open()
-        keys = np.unique(as_key_array(keys))
-        entries = self._find_many(keys)
-        present = entries >= 0
-        keys, entries = keys[present], entries[present]
-        if not entries.size:
-            return 0
-        removed_words = self._table().values.take(entries)
-        if entries.size * _BULK_FRACTION >= self._n:
-            self._remove_entries(entries)
-        else:
-            for key in keys.tolist():
-                self._remove(key)
-        self._slots.release_many(removed_words)
-        return int(entries.size)
+        keys = as_key_array(keys)
+        removed = np.empty(len(keys), np.uint64)
+        count = self._remove_keys(keys, removed)
+        if not self._slots.typed:
+            self._slots.release_many(removed[:count])
+        return count
 
     # -- introspection and lifetime -----------------------------------------------------------
 
@@ -411,10 +399,48 @@ class HashMapFacade(TableGrowth, StandaloneFileMap, MutableMapping):
     # -- probing and changes in bulk ----------------------------------------------------------
 
     def _find_many(self, keys: np.ndarray) -> np.ndarray:
+        """The entry of each int64 key, -1 where absent (the core's probe)."""
+        entries = np.empty(len(keys), np.int64)
+        self._find_entries(np.ascontiguousarray(keys, np.int64), entries)
+        return entries
+
+    # The pure-Python core's bulk operations (offheap.hashmap.core): numpy over the whole batch.
+
+    def _probe_many(self, keys: np.ndarray) -> np.ndarray:
+        """:meth:`_find_many` vectorized (one numpy round per probe step)."""
         if not self._n:
             return np.full(len(keys), -1, np.int64)
         r = self._table()
         return placement.find_many(r.index, r.keys, r.homes, keys)
+
+    def _place_words(self, keys: np.ndarray, words: np.ndarray) -> None:
+        """Store the batch's words (room reserved): duplicates reduced to their first place and
+        last value, present keys overwritten, the new ones appended."""
+        keys, words = self._first_place_last_value(keys, words)
+        entries = self._probe_many(keys)
+        found = entries >= 0
+        if found.any():
+            column = self._table().values
+            old = column.take(entries[found])
+            column.put(entries[found], words[found])
+            self._slots.release_many(old)
+        self._append_many(keys[~found], words[~found])
+
+    def _remove_present(self, keys: np.ndarray) -> np.ndarray:
+        """Remove the batch's keys that are present; their words (not released), as uint64."""
+        keys = np.unique(keys)
+        entries = self._probe_many(keys)
+        present = entries >= 0
+        keys, entries = keys[present], entries[present]
+        if not entries.size:
+            return np.empty(0, np.uint64)
+        removed_words = self._table().values.take(entries)
+        if entries.size * _BULK_FRACTION >= self._n:
+            self._remove_entries(entries)
+        else:
+            for key in keys.tolist():
+                self._remove(key)
+        return removed_words if self._slots.typed else removed_words.astype(np.uint64)
 
     def _first_place_last_value(self, keys: np.ndarray, words: np.ndarray):
         """One entry per distinct key of a batch: at the key's first position with the value of

@@ -95,7 +95,7 @@ extern PyTypeObject EntryIterType;
 
 enum { PUT_STORED = 0, PUT_FAILED = -1, PUT_FAILED_AFTER_STORING = -2 };
 
-/* table.c, values.c, operations.c, iterator.c */
+/* table.c, values.c, operations.c, iterator.c, bulk.c (the last four: methods) */
 int closed_error(void);
 void set_key_error(PyObject *key);
 int check_used(const MapCore *self);
@@ -126,6 +126,10 @@ PyObject * take(MapCore *self, int64_t key, Py_ssize_t e);
 Py_ssize_t entry_arg(MapCore *self, PyObject *arg);
 Py_ssize_t lookup_argument(MapCore *self, const char *method, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, PyObject **obj, PyObject **default_value, int64_t *key);
 PyObject * iterate(MapCore *self, int what);
+PyObject *MapCore_find_entries(MapCore *self, PyObject *const *args, Py_ssize_t nargs);
+PyObject *MapCore_count_absent(MapCore *self, PyObject *keys);
+PyObject *MapCore_put_words(MapCore *self, PyObject *const *args, Py_ssize_t nargs);
+PyObject *MapCore_remove_keys(MapCore *self, PyObject *const *args, Py_ssize_t nargs);
 
 
 /* The entries that may be read: min(_used, _capacity), 0 for a negative _used. */
