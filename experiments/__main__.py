@@ -129,6 +129,11 @@ def _add_maps_bench(subparsers) -> None:
                         help="int64 values (the key) or object values ('')")
     parser.add_argument("--repeat", type=int, default=3,
                         help="runs of every map; each figure is the fastest (default 3)")
+    parser.add_argument("--goals", type=_count, nargs=3, metavar=("SMALL", "LARGE", "BYTES_N"),
+                        default=(10_000, 1_000_000, 10_000_000),
+                        help="the LongHashMap rows against dict: keys of the small and the "
+                             "large map, entries of the bytes/entry row (default 10K 1M 10M)")
+    parser.add_argument("--no-goals", action="store_true", help="skip the LongHashMap rows")
     parser.add_argument("--out", type=Path, default=Path("experiment-results/maps-bench"),
                         help="directory for results.json and maps-bench.txt")
     parser.set_defaults(run=_run_maps_bench)
@@ -140,8 +145,12 @@ def _run_maps_bench(args) -> int:
     if args.n < 1 or args.repeat < 1:
         raise SystemExit("--n and --repeat must be at least 1")
     document = run_maps_bench(args.n, args.keys, args.value, repeat=args.repeat,
+                              goals=None if args.no_goals else tuple(args.goals),
                               progress=lambda text: print(text, file=sys.stderr))
-    _write(args.out, "maps-bench", document, report.maps_table(document))
+    table = report.maps_table(document)
+    if "hashmap_goals" in document:
+        table += "\n\n" + report.hashmap_goals_table(document["hashmap_goals"])
+    _write(args.out, "maps-bench", document, table)
     return 0
 
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from experiments.hashmap_goals import run_goals
 from experiments.keys import KeyStream
 from experiments.machine import describe_machine
 
@@ -185,10 +186,11 @@ def _close(mapping) -> None:
 
 
 def run_maps_bench(n: int, key_order: str, value_type: str, *, repeat: int = 1,
-                   progress=print) -> dict:
+                   goals: tuple[int, int, int | None] | None = None, progress=print) -> dict:
     """Every map kind on the same keys, ``repeat`` times (each cell keeps its fastest run);
     returns the results document. "LongHashMap (pure)" is the map on its pure-Python reference
-    core, beside the compiled one, in the same run."""
+    core, beside the compiled one, in the same run. ``goals`` (small and large key counts, and
+    the entries of the bytes/entry row or None) adds :mod:`experiments.hashmap_goals`."""
     batch = Batch.make(n, key_order, value_type)
     document = {"experiment": "maps-bench", "machine": describe_machine(),
                 "config": {"n": n, "keys": key_order, "value": value_type, "repeat": repeat},
@@ -202,5 +204,9 @@ def run_maps_bench(n: int, key_order: str, value_type: str, *, repeat: int = 1,
             for operation, cell in cells.items():
                 if cell["seconds"] < best[operation]["seconds"]:
                     best[operation] = cell
+    if goals is not None:
+        small, large, bytes_n = goals
+        document["hashmap_goals"] = run_goals(small, large, value_type, repeat=repeat,
+                                              bytes_n=bytes_n, progress=progress)
     document["wall_seconds"] = time.perf_counter() - started
     return document

@@ -239,3 +239,30 @@ def maps_table(document: dict, *, markdown: bool = False) -> str:
         parts.append(f"\n{_NO_BULK_MARK} no bulk API for this operation: timed the idiomatic "
                      f"batch code (update(zip(...)), list(map(m.__getitem__, keys)), a del loop)")
     return "\n".join(parts)
+
+
+def hashmap_goals_table(goals: dict, *, markdown: bool = False) -> str:
+    """maps-bench's LongHashMap rows: ns per operation of dict and each core, the ratio of each
+    core (ours / dict; bulk rows: times faster than a dict loop) and the goal and bar."""
+    from experiments.hashmap_goals import GOALS, ratio
+
+    seconds = goals["seconds_per_op"]
+    cores = [name for name in seconds if name != "dict"]
+    headers = ["measure", "keys", "dict ns"] + [f"{core} ns" for core in cores]
+    headers += [f"{core} ratio" for core in cores] + ["goal", "must reach"]
+    rows = []
+    for goal in GOALS:
+        n = goals["small"] if goal.size == "small" else goals["large"]
+        peer = seconds["dict"][goal.name]
+        row = [goal.name, format_count(n), f"{peer * 1e9:,.1f}"]
+        row += [f"{seconds[core][goal.name] * 1e9:,.1f}" for core in cores]
+        row += [f"{ratio(goal.name, seconds[core][goal.name], peer):.2f}x" for core in cores]
+        rows.append(row + [goal.goal, goal.must])
+    parts = [f"LongHashMap against dict, {goals['value']} values (fastest of {goals['repeat']} "
+             f"rounds; ratio = ours / dict, bulk rows: dict loop / bulk call)", "",
+             format_table(headers, rows, markdown=markdown)]
+    size = goals.get("bytes_per_entry")
+    if size:
+        parts.append(f"\nbytes/entry, {format_count(size['n'])} random int64 -> \"\": "
+                     f"{size['value']:.2f} (goal {size['goal']}, must reach {size['must']})")
+    return "\n".join(parts)

@@ -84,6 +84,8 @@ typedef struct {
     Py_ssize_t next;     /* the next entry number to look at */
     int what;            /* ITER_KEYS, ITER_VALUES or ITER_ITEMS */
     int started;
+    PyObject *pair;      /* the last (key, value) tuple handed out: reused for the next item
+                            while nobody else holds it, as dict's items iterator does */
 } EntryIter;
 
 enum { ITER_KEYS, ITER_VALUES, ITER_ITEMS };

@@ -2,7 +2,6 @@
 
 #include "core.h"
 
-
 PyObject *
 iterate(MapCore *self, int what)
 {
@@ -14,6 +13,7 @@ iterate(MapCore *self, int what)
     it->next = 0;
     it->what = what;
     it->started = 0;
+    it->pair = NULL;
     PyObject_GC_Track(it);
     return (PyObject *)it;
 }
@@ -23,6 +23,39 @@ iterate(MapCore *self, int what)
  * attachment (ClosedError) before the next live entry; once it has ended or raised, it stays
  * exhausted.
  */
+
+/* The (key, value) tuple of an item, taking `value`'s reference: the tuple of the previous step
+ * when only the iterator still holds it (its old items are dropped), else a new one. */
+static PyObject *
+item_of(EntryIter *it, int64_t key, PyObject *value)
+{
+    PyObject *key_object = PyLong_FromLongLong(key);
+    if (key_object == NULL) {
+        Py_DECREF(value);
+        return NULL;
+    }
+    PyObject *pair = it->pair;
+    if (pair != NULL && Py_REFCNT(pair) == 1) {
+        PyObject *old_key = PyTuple_GET_ITEM(pair, 0), *old_value = PyTuple_GET_ITEM(pair, 1);
+        PyTuple_SET_ITEM(pair, 0, key_object);
+        PyTuple_SET_ITEM(pair, 1, value);
+        Py_DECREF(old_key);
+        Py_DECREF(old_value);
+        if (!PyObject_GC_IsTracked(pair))
+            PyObject_GC_Track(pair);
+        return Py_NewRef(pair);
+    }
+    pair = PyTuple_New(2);
+    if (pair == NULL) {
+        Py_DECREF(key_object);
+        Py_DECREF(value);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(pair, 0, key_object);
+    PyTuple_SET_ITEM(pair, 1, value);
+    Py_XSETREF(it->pair, Py_NewRef(pair));
+    return pair;
+}
 
 static PyObject *
 EntryIter_next(EntryIter *it)
@@ -61,16 +94,13 @@ EntryIter_next(EntryIter *it)
     PyObject *value = decode_word(core, word);
     if (value == NULL || it->what == ITER_VALUES)
         result = value;
-    else {
-        PyObject *key_object = PyLong_FromLongLong(key);
-        result = key_object == NULL ? NULL : PyTuple_Pack(2, key_object, value);
-        Py_XDECREF(key_object);
-        Py_DECREF(value);
-    }
+    else
+        result = item_of(it, key, value);
     if (result != NULL)
         return result;
 end:
     Py_CLEAR(it->core);
+    Py_CLEAR(it->pair);
     return result;
 }
 
@@ -78,6 +108,7 @@ int
 EntryIter_traverse(EntryIter *it, visitproc visit, void *arg)
 {
     Py_VISIT(it->core);
+    Py_VISIT(it->pair);
     return 0;
 }
 
@@ -85,6 +116,7 @@ int
 EntryIter_clear(EntryIter *it)
 {
     Py_CLEAR(it->core);
+    Py_CLEAR(it->pair);
     return 0;
 }
 
