@@ -41,6 +41,7 @@ import numpy as np
 
 from offheap.errors import ClosedError
 from offheap.hashmap.layout import CHUNK_BITS, CHUNK_MASK, MAX_LOAD, as_key, lookup_key
+from offheap.kernels.bounds import INT64_MAX, INT64_MIN
 from offheap.kernels.mix import MASK64
 
 if TYPE_CHECKING:
@@ -50,6 +51,7 @@ _MISSING = object()
 _C1 = 0xFF51AFD7ED558CCD
 _C2 = 0xC4CEB9FE1A85EC53
 _RUN_SCAN = 64  # index slots read at a time when looking for the next empty one
+_ITER_RUN = 1024  # entries an iterator reads at a time
 _VALUE_FORMATS: dict[str, Literal["q", "d", "H", "I", "Q"]] = {
     "int64": "q", "float64": "d", "uint16": "H", "uint32": "I", "uint64": "Q"}
 """The memoryview format of each dtype a value column has (typed values, then slot words)."""
@@ -125,34 +127,57 @@ class MapCore:
         e = self._lookup(key)
         if e < 0:
             raise KeyError(key)
-        return self._value_of(e)
+        return self._codec.decode(self._values[e >> CHUNK_BITS][e & CHUNK_MASK])
 
     def __contains__(self, key) -> bool:
         return self._lookup(key) >= 0
 
     def get(self, key, default=None):
         e = self._lookup(key)
-        return default if e < 0 else self._value_of(e)
+        return default if e < 0 else self._codec.decode(self._values[e >> CHUNK_BITS][e & CHUNK_MASK])
 
     def _lookup(self, key) -> int:
-        """The entry holding ``key``, or -1 (also for keys the map cannot hold)."""
-        if self._index is None:
+        """The entry holding ``key``, or -1 (also for keys the map cannot hold). Admission, the
+        hash and the probe are inlined: each call saved is worth a probe step."""
+        index = self._index
+        if index is None:
             raise self._closed_error()
         if type(key) is not int:
             key = lookup_key(key)
             if key is None:
                 return -1
-        return self._find(key)[1]
+        h = key & MASK64  # mix64(key)
+        h = ((h ^ (h >> 33)) * _C1) & MASK64
+        h = ((h ^ (h >> 33)) * _C2) & MASK64
+        homes = self._homes
+        home = slot = (h ^ (h >> 33)) * homes >> 64
+        keys = self._keys
+        while True:
+            ix = index[slot]
+            if not ix:
+                return -1
+            e = ix - 1
+            k = keys[e >> CHUNK_BITS][e & CHUNK_MASK]
+            if k == key:
+                return e
+            h = k & MASK64
+            h = ((h ^ (h >> 33)) * _C1) & MASK64
+            h = ((h ^ (h >> 33)) * _C2) & MASK64
+            if (h ^ (h >> 33)) * homes >> 64 > home:
+                return -1
+            slot += 1
 
     def _find(self, key: int) -> tuple[int, int]:
         """``(slot, entry)`` of an int64 ``key``, or ``(slot where it would go, -1)``."""
+        index = self._index
+        if index is None:
+            raise self._closed_error()
         h = key & MASK64  # mix64(key), inlined: a call costs as much as the probe
         h = ((h ^ (h >> 33)) * _C1) & MASK64
         h = ((h ^ (h >> 33)) * _C2) & MASK64
         homes = self._homes
-        home = (h ^ (h >> 33)) * homes >> 64
-        index, keys = self._attached_index(), self._keys
-        slot = home
+        home = slot = (h ^ (h >> 33)) * homes >> 64
+        keys = self._keys
         while True:
             ix = index[slot]
             if not ix:
@@ -185,7 +210,8 @@ class MapCore:
     def __setitem__(self, key, value) -> None:
         if self._index is None:
             raise self._closed_error()
-        key = as_key(key)
+        if type(key) is not int or not INT64_MIN <= key <= INT64_MAX:
+            key = as_key(key)
         word = self._codec.encode(value)
         try:
             self._put(key, word)
@@ -350,24 +376,41 @@ class MapCore:
 
     def _entries(self, what: int) -> Iterator:
         """Keys (0), values (1) or items (2) in entry order; RuntimeError at the step after a
-        change of the entries, ClosedError after a close."""
+        change of the entries, ClosedError after a close. Entries are read a run of
+        ``_ITER_RUN`` at a time (live positions, keys, decoded values); a value overwritten
+        since its run was read is decoded again at its step."""
         if self._index is None:
             raise self._closed_error()
         mods = self._mods
-        e = 0
+        start = 0
         while True:
             if self._mods != mods:
                 raise RuntimeError("LongHashMap changed size during iteration")
             if self._index is None:
                 raise self._closed_error()
-            if e >= self._used:
+            if start >= self._used:
                 return
-            if self._is_live(e):
+            chunk, at = start >> CHUNK_BITS, start & CHUNK_MASK
+            stop = min(at + _ITER_RUN, len(self._keys[chunk]), self._used - (chunk << CHUNK_BITS))
+            bits = np.frombuffer(self._live[chunk], np.uint8)[at >> 3: (stop + 7) >> 3]
+            live = np.unpackbits(bits, bitorder="little")[: stop - at]  # at is a multiple of 8
+            positions = (np.flatnonzero(live) + at).tolist()
+            keys = self._keys[chunk]
+            column = self._values[chunk]
+            run_keys = [keys[i] for i in positions]
+            words = [column[i] for i in positions]
+            values = self._codec.decode_many(np.array(words, column.format)).tolist() \
+                if what and words else []
+            codec = self._codec
+            for j, i in enumerate(positions):
+                if self._mods != mods:
+                    raise RuntimeError("LongHashMap changed size during iteration")
+                if self._index is None:
+                    raise self._closed_error()
                 if what == 0:
-                    yield self._key_of(e)
-                elif what == 1:
-                    yield self._value_of(e)
-                else:
-                    yield self._key_of(e), self._value_of(e)
-            e += 1
-
+                    yield run_keys[j]
+                    continue
+                word = column[i]
+                value = values[j] if word == words[j] else codec.decode(word)
+                yield value if what == 1 else (run_keys[j], value)
+            start = (chunk << CHUNK_BITS) + stop
