@@ -29,7 +29,10 @@ class AnonymousMemory(Backing):
         """Nothing to do: unmapping the extent gave its memory back."""
 
     def map_extent(self, extent: Extent) -> mmap.mmap:
-        extent.mapping = mmap.mmap(-1, extent.size)
+        """A private anonymous mapping: a forked child gets a copy-on-write copy, as it does of
+        the Python heap, so neither process's changes reach the other's map (the default
+        ``mmap(-1, n)`` mapping is shared, and a child's writes would corrupt its parent's)."""
+        extent.mapping = mmap.mmap(-1, extent.size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
         return extent.mapping
 
     def close(self, clean: bool) -> None:

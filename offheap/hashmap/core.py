@@ -392,15 +392,7 @@ class MapCore:
                 return
             chunk, at = start >> CHUNK_BITS, start & CHUNK_MASK
             stop = min(at + _ITER_RUN, len(self._keys[chunk]), self._used - (chunk << CHUNK_BITS))
-            bits = np.frombuffer(self._live[chunk], np.uint8)[at >> 3: (stop + 7) >> 3]
-            live = np.unpackbits(bits, bitorder="little")[: stop - at]  # at is a multiple of 8
-            positions = (np.flatnonzero(live) + at).tolist()
-            keys = self._keys[chunk]
-            column = self._values[chunk]
-            run_keys = [keys[i] for i in positions]
-            words = [column[i] for i in positions]
-            values = self._codec.decode_many(np.array(words, column.format)).tolist() \
-                if what and words else []
+            positions, keys, words, values = self._run(chunk, at, stop, what != 0)
             codec = self._codec
             for j, i in enumerate(positions):
                 if self._mods != mods:
@@ -408,9 +400,22 @@ class MapCore:
                 if self._index is None:
                     raise self._closed_error()
                 if what == 0:
-                    yield run_keys[j]
+                    yield keys[j]
                     continue
-                word = column[i]
+                word = self._values[chunk][i]
                 value = values[j] if word == words[j] else codec.decode(word)
-                yield value if what == 1 else (run_keys[j], value)
+                yield value if what == 1 else (keys[j], value)
             start = (chunk << CHUNK_BITS) + stop
+
+    def _run(self, chunk: int, at: int, stop: int, with_values: bool) -> tuple[list, list, list, list]:
+        """Positions ``at <= i < stop`` of chunk ``chunk`` that are live, their keys, words and
+        decoded values (``at`` a multiple of 8), as lists: an iterator holds no buffer of the
+        table between its steps, so a reshape can free the regions."""
+        bits = np.frombuffer(self._live[chunk], np.uint8)[at >> 3: (stop + 7) >> 3]
+        positions = (np.flatnonzero(np.unpackbits(bits, bitorder="little")[: stop - at]) + at).tolist()
+        del bits
+        keys, column = self._keys[chunk], self._values[chunk]
+        words = [column[i] for i in positions]
+        values = self._codec.decode_many(np.array(words, column.format)).tolist() \
+            if with_values and words else []
+        return positions, [keys[i] for i in positions], words, values
