@@ -1,0 +1,238 @@
+"""The bulk numpy paths of a LongHashMap (layer 6): the batch half of the map class.
+
+:class:`BulkOperations` is a base of :class:`~offheap.hashmap.longhashmap.LongHashMap`, beside
+:class:`~offheap.hashmap.growth.TableGrowth`. Its public methods (``put_many``, ``get_many``,
+``contains_many``, ``delete_many``) hand the whole batch to the core's bulk operations
+(:mod:`offheap.hashmap.core`): the compiled core loops over it in C; the pure-Python reference
+calls back into the vectorized steps below (``_probe_many``, ``_place_words``,
+``_remove_present``), which work on the whole batch with numpy
+(:mod:`offheap.hashmap.placement`). Both leave the same bytes.
+
+Failure atomicity: ``put_many`` reserves the room for every new key before it changes anything,
+so a CapacityError leaves the map as it was; the records of values not stored are released.
+
+Thread safety: that of the map (none; see the map's docstring).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from offheap.hashmap import placement
+from offheap.hashmap.layout import as_key_array
+from offheap.hashmap.valueslots import ValueSlots
+
+if TYPE_CHECKING:
+    from offheap.hashmap.regions import Regions
+
+_BULK_FRACTION = 8  # a batch of at least 1/8 of the map rebuilds the index instead of probing
+
+
+class BulkOperations:
+    """The bulk paths of a LongHashMap (see the module docstring)."""
+
+    _n: int  # the core's counters
+    _used: int
+    _mods: int
+    _slots: ValueSlots  # the map class's
+
+    if TYPE_CHECKING:
+        # the core's bulk and scalar operations (offheap.hashmap.core)
+        def _find_entries(self, keys: np.ndarray, out: np.ndarray) -> None: ...
+
+        def _count_absent(self, keys: np.ndarray) -> int: ...
+
+        def _put_words(self, keys: np.ndarray, words: np.ndarray, done: np.ndarray) -> None: ...
+
+        def _remove_keys(self, keys: np.ndarray, removed: np.ndarray) -> int: ...
+
+        def _put(self, key: int, word: int | float) -> None: ...
+
+        def _remove(self, key: int) -> None: ...
+
+        # the map class's and TableGrowth's
+        def _check_open(self) -> None: ...
+
+        def _table(self) -> Regions: ...
+
+        def _reserve(self, n_new: int, width: int) -> None: ...
+
+        def _grow_index(self, homes: int, needed: int) -> None: ...
+
+    def put_many(self, keys, values) -> None:
+        """Insert or overwrite many entries. As with ``dict.update``, a key given twice takes
+        its place in the order from its first occurrence and its value from its last.
+
+        All or nothing: the room for the new keys is reserved first, so a CapacityError leaves
+        the map as it was."""
+        self._check_open()
+        keys = as_key_array(keys)
+        if len(values) != len(keys):
+            raise ValueError(f"{len(keys)} keys but {len(values)} values")
+        words = self._slots.encode_many(values)
+        try:
+            self._reserve(self._count_absent(keys), self._slots.width_of_many(words))
+        except BaseException:
+            self._slots.release_many(words)
+            raise
+        done = np.zeros(1, np.int64)
+        try:
+            self._put_words(keys, np.ascontiguousarray(words), done)  # 8-byte items
+        except BaseException:
+            self._slots.release_many(words[int(done[0]):])
+            raise
+
+    def get_many(self, keys, default=None):
+        """Values of many keys: an ndarray for typed values, else a list.
+
+        Missing keys give ``default``; a typed map with missing keys and ``default=None`` raises
+        KeyError, since None has no int64/float64 form.
+        """
+        self._check_open()
+        keys = as_key_array(keys)
+        entries = self._find_many(keys)
+        found = entries >= 0
+        values = self._slots.decode_many(self._table().values.take(entries[found]))
+        if self._slots.typed:
+            if found.all():
+                return values
+            if default is None:
+                missing = int(keys[~found][0])
+                raise KeyError(f"{int((~found).sum())} keys are missing (first: {missing}); "
+                               f"pass default= to fill them")
+            out = np.full(len(keys), default, dtype=values.dtype)
+            out[found] = values
+            return out
+        if found.all():
+            return values.tolist()
+        fill = np.empty(1, object)
+        fill[0] = default  # a one-element object array repeats any default, tuples included
+        out = fill[np.zeros(len(keys), np.intp)]
+        out[found] = values
+        return out.tolist()
+
+    def contains_many(self, keys) -> np.ndarray:
+        """A bool array: which keys are in the map."""
+        self._check_open()
+        return self._find_many(as_key_array(keys)) >= 0
+
+    def delete_many(self, keys) -> int:
+        """Remove the keys that are present (absent ones are ignored); return how many went."""
+        self._check_open()
+        keys = as_key_array(keys)
+        removed = np.empty(len(keys), np.uint64)
+        count = self._remove_keys(keys, removed)
+        if not self._slots.typed:
+            self._slots.release_many(removed[:count])
+        return count
+
+    # -- probing and changes in bulk ----------------------------------------------------------
+
+    def _find_many(self, keys: np.ndarray) -> np.ndarray:
+        """The entry of each int64 key, -1 where absent (the core's probe)."""
+        entries = np.empty(len(keys), np.int64)
+        self._find_entries(np.ascontiguousarray(keys, np.int64), entries)
+        return entries
+
+    # The pure-Python core's bulk operations (offheap.hashmap.core): numpy over the whole batch.
+
+    def _probe_many(self, keys: np.ndarray) -> np.ndarray:
+        """:meth:`_find_many` vectorized (one numpy round per probe step)."""
+        if not self._n:
+            return np.full(len(keys), -1, np.int64)
+        r = self._table()
+        return placement.find_many(r.index, r.keys, r.homes, keys)
+
+    def _place_words(self, keys: np.ndarray, words: np.ndarray) -> None:
+        """Store the batch's words (room reserved): duplicates reduced to their first place and
+        last value, present keys overwritten, the new ones appended."""
+        keys, words = self._first_place_last_value(keys, words)
+        entries = self._probe_many(keys)
+        found = entries >= 0
+        if found.any():
+            column = self._table().values
+            old = column.take(entries[found])
+            column.put(entries[found], words[found])
+            self._slots.release_many(old)
+        self._append_many(keys[~found], words[~found])
+
+    def _remove_present(self, keys: np.ndarray) -> np.ndarray:
+        """Remove the batch's keys that are present; their words (not released), as uint64."""
+        keys = np.unique(keys)
+        entries = self._probe_many(keys)
+        present = entries >= 0
+        keys, entries = keys[present], entries[present]
+        if not entries.size:
+            return np.empty(0, np.uint64)
+        removed_words = self._table().values.take(entries)
+        if entries.size * _BULK_FRACTION >= self._n:
+            self._remove_entries(entries)
+        else:
+            for key in keys.tolist():
+                self._remove(key)
+        return removed_words if self._slots.typed else removed_words.astype(np.uint64)
+
+    def _first_place_last_value(self, keys: np.ndarray, words: np.ndarray):
+        """One entry per distinct key of a batch: at the key's first position with the value of
+        its last (releasing the dropped words)."""
+        unique, first = np.unique(keys, return_index=True)
+        if unique.size == keys.size:
+            return keys, words
+        last = keys.size - 1 - np.unique(keys[::-1], return_index=True)[1]
+        order = np.argsort(first)
+        kept_words = words[last[order]]
+        dropped = np.ones(keys.size, bool)
+        dropped[last] = False
+        self._slots.release_many(words[dropped])
+        return keys[first[order]], kept_words
+
+    def _append_many(self, keys: np.ndarray, words: np.ndarray) -> None:
+        """Append distinct absent keys as new entries (room reserved by :meth:`_reserve`): a
+        large batch is placed with the whole index rebuilt, a small one key by key."""
+        if not len(keys):
+            return
+        if len(keys) * _BULK_FRACTION < max(self._n, 1024):
+            done = []
+            try:
+                for key, word in zip(keys.tolist(), words.tolist()):
+                    self._put(key, word)
+                    done.append(key)
+            except BaseException:
+                for key in done:
+                    self._remove(key)
+                self._slots.release_many(words[len(done):])
+                raise
+            return
+        r = self._table()
+        start, stop = self._used, self._used + len(keys)
+        new_entries = np.arange(start, stop)
+        r.keys.put(new_entries, keys)
+        live = r.live_mask(start)
+        entries = np.concatenate([np.flatnonzero(live), new_entries])
+        index = np.zeros(r.n_slots, np.uint32)
+        if not placement.place(index, r.homes, [(entries, r.keys.take(entries))]):
+            r.keys.put(new_entries, np.zeros(len(keys), np.int64))  # undo, grow, append again
+            self._grow_index(r.homes * 2, self._n + len(keys))
+            return self._append_many(keys, words)
+        r.values.put(new_entries, words)
+        r.index[:] = index
+        r.set_live(np.concatenate([live, np.ones(len(keys), bool)]))
+        self._used = stop
+        self._n += len(keys)
+        self._mods += 1
+
+    def _remove_entries(self, entries: np.ndarray) -> None:
+        """Remove many present entries at once: clear their live bits and place the rest anew."""
+        r = self._table()
+        live = r.live_mask(self._used)
+        live[entries] = False
+        kept = np.flatnonzero(live)
+        used = int(kept[-1]) + 1 if kept.size else 0
+        r.index[:] = 0
+        placement.place(r.index, r.homes, [(kept, r.keys.take(kept))])  # fewer entries always fit
+        r.set_live(live[:used])
+        self._used, self._n = used, len(kept)
+        self._mods += 1
+
