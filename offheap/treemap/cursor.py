@@ -31,6 +31,7 @@ as Python's ``<`` does. Thread safety: none; the tree's lock covers every call.
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
+from itertools import accumulate
 
 from offheap.errors import CorruptionError
 from offheap.treemap.meta import TreeShape
@@ -102,27 +103,24 @@ class Cursor:
         node_size): the counts left of the path are summed level by level."""
         inner_of = self._cache.inner
         path: Path = []
-        lo = hi = None
         recid = shape.root
         for _ in range(shape.height - 1):
             node = inner_of(recid)
-            counts = node.counts
-            i, last = 0, len(counts) - 1
-            while i < last and index >= counts[i]:
-                index -= counts[i]
-                i += 1
-            separators = node.keys
+            ends = list(accumulate(node.counts))  # ends[i]: entries up to child i's last
+            i = bisect_right(ends, index)
+            if i == len(ends):
+                raise CorruptionError(f"the entry counts of TreeMap node {recid} add up to "
+                                      f"{ends[-1]}, not past position {index}")
             if i:
-                lo = separators[i - 1]
-            if i < len(separators):
-                hi = separators[i]
+                index -= ends[i - 1]
             path.append((node, i))
             recid = node.children[i]
         leaf = self._cache.leaf(recid)
         if index >= len(leaf.keys):
             raise CorruptionError(f"the entry counts above TreeMap leaf {recid} exceed its "
                                   f"{len(leaf.keys)} entries")
-        self.path, self.leaf, self.lo, self.hi = path, leaf, lo, hi
+        self.path, self.leaf = path, leaf
+        self.lo, self.hi = _bounds(path)
         return leaf, index
 
     def position(self) -> int:
@@ -154,3 +152,17 @@ class Cursor:
         leaf = self._cache.read_leaf(recid)
         self.path, self.leaf, self.lo, self.hi = [], leaf, lo, hi
         return leaf
+
+
+def _bounds(path: Path) -> tuple:
+    """The key range ``(lo, hi)`` the separators on ``path`` give the leaf at its end: the
+    nearest separator left and right of the path, the deepest one first (None: unbounded)."""
+    lo = hi = None
+    for node, i in reversed(path):
+        if lo is None and i:
+            lo = node.keys[i - 1]
+        if hi is None and i < len(node.keys):
+            hi = node.keys[i]
+        if lo is not None and hi is not None:
+            break
+    return lo, hi

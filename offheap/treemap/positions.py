@@ -16,6 +16,7 @@ them (another thread's) may shift the positions it reads, as a change during ite
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
 
 def position_in(index: int, n_entries: int) -> int:
@@ -47,14 +48,18 @@ def position_run(primitives, start: int, stop: int, reverse: bool,
 
 class PositionalAPI:
     """``bisect_left``, ``bisect_right``, ``index``, ``peekitem`` and ``islice`` for a class that
-    provides ``__len__``, ``_position(key, right)`` (how many keys are below ``key``, at or
+    provides ``__len__``, ``__contains__``, ``_position(key, right)`` (how many keys are below ``key``, at or
     below with ``right``), ``_item_at(index)`` (the ``(key, value)`` there, IndexError outside)
     and the ``_chunks`` scan of :class:`~offheap.treemap.views.SortedRangeAPI`."""
 
     _position: Callable[[object, bool], int]
     _item_at: Callable[[int], tuple]
     _chunks: Callable[..., Iterator[tuple[list, list | None]]]
-    __len__: Callable[[], int]
+
+    if TYPE_CHECKING:
+        def __len__(self) -> int: ...
+
+        def __contains__(self, key: object, /) -> bool: ...
 
     def bisect_left(self, key) -> int:
         """The position where ``key`` would go, before an equal key: how many keys are < it."""
@@ -71,10 +76,8 @@ class PositionalAPI:
         ``start:stop`` (a slice of the keys, as ``SortedDict.index`` takes them)."""
         position = self._position(key, False)
         first, last, _ = slice(start, stop).indices(len(self))
-        if first <= position < last and position < len(self):
-            found = self._item_at(position)[0]
-            if found == key:
-                return position
+        if first <= position < last and key in self:
+            return position
         raise ValueError(f"{key!r} is not in the TreeMap")
 
     def peekitem(self, index: int = -1) -> tuple:

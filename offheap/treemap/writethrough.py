@@ -39,14 +39,16 @@ class NodeWriter:
         shrank), which the entry counts along ``path``, the inner nodes above it, take on. Dirty
         with the write cache; else written through, and if that fails the leaf and the nodes of
         the path leave the cache, so that they are read back as they were."""
+        if self.write_cache:
+            leaf.dirty = True
+            if delta:
+                for node, i in path:
+                    node.counts[i] += delta
+                    node.dirty = True
+            return
         for node, i in path:
             node.counts[i] += delta
         above = [node for node, _ in path] if delta else []
-        if self.write_cache:
-            leaf.dirty = True
-            for node in above:
-                node.dirty = True
-            return
         try:
             self._write_through([leaf, *above])
         except BaseException:
