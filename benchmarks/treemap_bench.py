@@ -3,6 +3,7 @@
     python benchmarks/treemap_bench.py capacity --n 10000000 --variant cache
     python benchmarks/treemap_bench.py capacity --n 10000000 --all     # one subprocess each
     python benchmarks/treemap_bench.py speed --n 1000000 --bulk-n 10000000
+    python benchmarks/treemap_bench.py positions --n 1000000 --probes 100000 --repeat 3
 
 ``capacity`` inserts ``int64 -> ""`` one key at a time, as the seed experiment does, then flushes
 and reports reserved arena bytes per entry (the figure the goals are about) and the growth of
@@ -18,6 +19,13 @@ this process's resident set per entry (a cross-check: it also counts the node ca
 get of random and sequential keys against ``SortedDict`` (random keys twice: with the default
 node cache, and with one large enough to hold every leaf), a bulk load of sorted keys, and
 iterating a range of ``--n // 2`` entries against ``SortedDict.irange``.
+
+``positions`` times the positional API and a neighbour query on ``--n`` random keys against
+``SortedDict``, the fastest of ``--repeat`` runs of ``--probes`` calls each: ``index(key)`` of
+present keys, ``peekitem(i)`` of random positions, and ``floor_key(k)`` of random probes
+(``SortedDict`` has no floor_key: its figure is ``keys[bisect_right(k) - 1]``). The TreeMap is
+bulk-loaded from the sorted keys, and timed twice: with the default node cache, and with one
+that holds every node.
 """
 
 from __future__ import annotations
@@ -156,6 +164,56 @@ def run_speed(n: int, bulk_n: int) -> dict:
     return results
 
 
+def _fastest(call, probes: list, repeat: int) -> float:
+    """The fastest of ``repeat`` passes of ``call`` over ``probes``, in seconds per call."""
+    best = float("inf")
+    for _ in range(repeat):
+        started = time.perf_counter()
+        for probe in probes:
+            call(probe)
+        best = min(best, time.perf_counter() - started)
+    return best / len(probes)
+
+
+def run_positions(n: int, n_probes: int, repeat: int) -> dict:
+    import numpy as np
+    from sortedcontainers import SortedDict
+
+    from offheap.treemap.treemap import TreeMap
+
+    rnd = random.Random(5)
+    keys = sorted({rnd.getrandbits(64) - (1 << 63) for _ in range(n)})
+    present = rnd.sample(keys, n_probes)
+    positions = [rnd.randrange(len(keys)) for _ in range(n_probes)]
+    probes = [rnd.getrandbits(64) - (1 << 63) for _ in range(n_probes)]
+    sorted_dict = SortedDict(zip(keys, [""] * len(keys)))
+    sd_keys = sorted_dict.keys()
+
+    def sd_floor(k):
+        i = sorted_dict.bisect_right(k)
+        return sd_keys[i - 1] if i else None
+
+    cases = {"index": (sorted_dict.index, present), "peekitem": (sorted_dict.peekitem, positions),
+             "floor_key": (sd_floor, probes)}
+    results: dict = dict(entries=len(keys), probes=n_probes, repeat=repeat)
+    baseline = {name: _fastest(call, args, repeat) for name, (call, args) in cases.items()}
+    whole_tree_cache = max(2048, len(keys) // 8)
+    for label, options in (("default cache", {}),
+                           ("cache holds the tree", dict(cache_size=whole_tree_cache))):
+        tree = TreeMap(**options)
+        tree.update((np.array(keys, np.int64), [""] * len(keys)))
+        calls = {"index": tree.index, "peekitem": tree.peekitem, "floor_key": tree.floor_key}
+        row = {}
+        for name, (_, args) in cases.items():
+            seconds = _fastest(calls[name], args, repeat)
+            row[name] = dict(sorteddict_ns=round(baseline[name] * 1e9),
+                             treemap_ns=round(seconds * 1e9),
+                             ratio=round(seconds / baseline[name], 2))
+        results[label] = row
+        tree.close()
+    return results
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -166,7 +224,14 @@ def main() -> None:
     speed = sub.add_parser("speed", help="scalar, bulk and range speed against SortedDict")
     speed.add_argument("--n", type=int, default=1_000_000)
     speed.add_argument("--bulk-n", type=int, default=10_000_000)
+    positions = sub.add_parser("positions", help="index, peekitem, floor_key against SortedDict")
+    positions.add_argument("--n", type=int, default=1_000_000)
+    positions.add_argument("--probes", type=int, default=100_000)
+    positions.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
+    if args.command == "positions":
+        print(json.dumps(run_positions(args.n, args.probes, args.repeat), indent=1))
+        return
     if args.command == "speed":
         print(json.dumps(run_speed(args.n, args.bulk_n), indent=1))
         return

@@ -118,8 +118,8 @@ def build_tree(nodes: NodeStore, keys, values, node_size: int,
     """Store full leaves and inner levels bottom-up as new records; return the new tree's shape
     and its raw and stored page bytes.
 
-    ``keys`` are sorted, unique and not empty (an int64 array or a list). Each level is three
-    parallel sequences: node record ids, first keys, last keys. All or nothing: on
+    ``keys`` are sorted, unique and not empty (an int64 array or a list). Each level is four
+    parallel sequences: node record ids, entries under each node, first keys, last keys. All or nothing: on
     CapacityError the new records are freed and the store holds what it held before.
     """
     created: list[int] = []
@@ -138,12 +138,15 @@ def build_tree(nodes: NodeStore, keys, values, node_size: int,
         recids = [store(page) for page in leaf_pages(keys, values, starts, ends, kind,
                                                      nodes.serializer, codec, parallelism)]
         firsts, lasts = take(keys, starts), take(keys, ends - 1)
+        entries = (ends - starts).tolist()
         n_leaves, n_inner, height = len(recids), 0, 1
         while len(recids) > 1:
             seps = separators(lasts[:-1], firsts[1:])
             starts, ends = runs(len(recids), node_size, min_children(node_size))
-            recids = [store(encode_inner(seps[a:b - 1], recids[a:b], kind, codec))
-                      for a, b in zip(starts.tolist(), ends.tolist())]
+            bounds = list(zip(starts.tolist(), ends.tolist()))
+            recids = [store(encode_inner(seps[a:b - 1], recids[a:b], entries[a:b], kind, codec))
+                      for a, b in bounds]
+            entries = [sum(entries[a:b]) for a, b in bounds]
             firsts, lasts = take(firsts, starts), take(lasts, ends - 1)
             n_inner += len(recids)
             height += 1

@@ -5,18 +5,20 @@ that leaf (None: unbounded on that side). The tree uses cursors three ways:
 
 - the *hint*: the tree keeps one cursor at the last leaf a lookup or change reached, so a key in
   its range needs no descent (ascending inserts, nearby lookups);
-- structural changes: :meth:`Cursor.descend` with ``record_path`` also records the ``path`` of
-  ``(inner node, child index)`` pairs from the root down, which a split or merge walks back up
-  (lookups and in-leaf changes record none, which keeps them cheap);
+- changes: :meth:`Cursor.descend` records the ``path`` of ``(inner node, child index)`` pairs
+  from the root down, which an in-leaf change walks to keep the entry counts of the inner nodes
+  exact and a split or merge walks back up;
+- positions: :meth:`Cursor.descend_to_position` descends by the entry counts instead of the
+  keys, and the position of a key is the sum of the counts left of the recorded path;
 - scans and neighbour queries (``irange``, ``floor_key``, ...): :meth:`Cursor.seek` moves to
   the leaf of a key, or the last leaf below it; a scan (:mod:`offheap.treemap.scan`) steps leaf
   by leaf by seeking a bound of the last leaf, so it holds no node between two steps. A leaf
   that is not cached is decoded for the scan alone, so a long scan does not evict the working
   set.
 
-Validity: a cursor is only as good as the nodes it names; the tree forgets its hint (:meth:`forget`)
-whenever a change could leave it pointing at a node that is no longer the tree's, and descends
-anew, recording the path, before every structural change.
+Validity: a cursor is only as good as the nodes it names, its leaf and the inner nodes of its
+path; the tree forgets its hint (:meth:`forget`) whenever a change could leave one of them no
+longer the tree's (or no longer cached), and descends anew before every structural change.
 
 Cost: a descent is O(height * log(node_size)) key comparisons and one cache lookup per level.
 
@@ -29,10 +31,15 @@ as Python's ``<`` does. Thread safety: none; the tree's lock covers every call.
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
+from itertools import accumulate
 
+from offheap.errors import CorruptionError
 from offheap.treemap.meta import TreeShape
 from offheap.treemap.node import Inner, Leaf
 from offheap.treemap.nodecache import NodeCache
+
+
+Path = list[tuple[Inner, int]]  # (inner node, child index) pairs from the root down to a leaf
 
 
 class _Extreme:
@@ -63,18 +70,17 @@ class Cursor:
         self.leaf: Leaf | None = None  # None: the cursor names no leaf
         self.lo = None
         self.hi = None
-        self.path: list[tuple[Inner, int]] = []  # recorded by descend(record_path=True) only
+        self.path: Path = []  # recorded by the descents, not by seek
 
     def forget(self) -> None:
         """Name no leaf any more (the next lookup descends)."""
         self.leaf = None
 
-    def descend(self, shape: TreeShape, key, record_path: bool = False) -> Leaf:
-        """Move to the leaf whose range holds ``key``, caching the nodes on the way; return the
-        leaf. With ``record_path`` also record the path (for a structural change), else leave
-        it empty (lookups and in-leaf changes, which need none)."""
+    def descend(self, shape: TreeShape, key) -> Leaf:
+        """Move to the leaf whose range holds ``key``, caching the nodes on the way and recording
+        the path; return the leaf."""
         inner_of = self._cache.inner
-        path: list[tuple[Inner, int]] = []
+        path: Path = []
         lo = hi = None
         recid = shape.root
         for _ in range(shape.height - 1):
@@ -85,12 +91,41 @@ class Cursor:
                 lo = separators[i - 1]
             if i < len(separators):
                 hi = separators[i]
-            if record_path:
-                path.append((node, i))
+            path.append((node, i))
             recid = node.children[i]
         leaf = self._cache.leaf(recid)
         self.path, self.leaf, self.lo, self.hi = path, leaf, lo, hi
         return leaf
+
+    def descend_to_position(self, shape: TreeShape, index: int) -> tuple[Leaf, int]:
+        """Move to the leaf that holds the entry at ``index`` (``0 <= index < entries``), as
+        :meth:`descend` does; return the leaf and the entry's offset in it. O(height *
+        node_size): the counts left of the path are summed level by level."""
+        inner_of = self._cache.inner
+        path: Path = []
+        recid = shape.root
+        for _ in range(shape.height - 1):
+            node = inner_of(recid)
+            ends = list(accumulate(node.counts))  # ends[i]: entries up to child i's last
+            i = bisect_right(ends, index)
+            if i == len(ends):
+                raise CorruptionError(f"the entry counts of TreeMap node {recid} add up to "
+                                      f"{ends[-1]}, not past position {index}")
+            if i:
+                index -= ends[i - 1]
+            path.append((node, i))
+            recid = node.children[i]
+        leaf = self._cache.leaf(recid)
+        if index >= len(leaf.keys):
+            raise CorruptionError(f"the entry counts above TreeMap leaf {recid} exceed its "
+                                  f"{len(leaf.keys)} entries")
+        self.path, self.leaf = path, leaf
+        self.lo, self.hi = _bounds(path)
+        return leaf, index
+
+    def position(self) -> int:
+        """The number of entries in the leaves before this cursor's leaf (after a descent)."""
+        return sum(sum(node.counts[:i]) for node, i in self.path)
 
     def descend_edge(self, shape: TreeShape, last: bool) -> Leaf:
         """:meth:`descend` to the first leaf (the last with ``last``)."""
@@ -117,3 +152,17 @@ class Cursor:
         leaf = self._cache.read_leaf(recid)
         self.path, self.leaf, self.lo, self.hi = [], leaf, lo, hi
         return leaf
+
+
+def _bounds(path: Path) -> tuple:
+    """The key range ``(lo, hi)`` the separators on ``path`` give the leaf at its end: the
+    nearest separator left and right of the path, the deepest one first (None: unbounded)."""
+    lo = hi = None
+    for node, i in reversed(path):
+        if lo is None and i:
+            lo = node.keys[i - 1]
+        if hi is None and i < len(node.keys):
+            hi = node.keys[i]
+        if lo is not None and hi is not None:
+            break
+    return lo, hi

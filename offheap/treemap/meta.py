@@ -2,7 +2,7 @@
 
 Pure: bytes in, values out. The record, integers little-endian::
 
-    8s   magic b"OHTREE01"
+    8s   magic b"OHTREE02" (format 2; b"OHTREE01" is format 1)
     u64  root record id
     u32  height (levels; 1 when the root is a leaf)
     u64  entries
@@ -11,6 +11,11 @@ Pure: bytes in, values out. The record, integers little-endian::
     u64  raw page bytes (the tree's pages as they would be without compression)
     u64  stored page bytes (as stored: the last written page of each node)
     ...  the fixed options as a JSON object: {"key": ..., "value": ..., "node_size": ...}
+
+Versions. Format 2 inner pages carry the entries under each child (:mod:`offheap.treemap.page`);
+format 1 ones do not. Everything else, this record's fields included, is the same in both, so
+:func:`parse_meta` reads either and says which (:attr:`TreeMeta.version`); a writer converts a
+format 1 tree when it opens it (:mod:`offheap.treemap.upgrade`).
 
 The fixed options are those a tree keeps for life (:data:`FIXED_OPTIONS`); the others
 (compression, write cache, ...) may change from one opening to the next. A standalone TreeMap
@@ -28,7 +33,9 @@ from offheap.store.serializers import SERIALIZER_NAMES
 from offheap.treemap.page import KEY_KINDS, MAX_NODE_SIZE, MIN_NODE_SIZE
 
 FIXED_OPTIONS = ("key", "value", "node_size")
-_MAGIC = b"OHTREE01"
+FORMAT_VERSION = 2
+_MAGICS = {b"OHTREE01": 1, b"OHTREE02": 2}
+_MAGIC = b"OHTREE02"
 _FIXED = struct.Struct("<8sQIQQQQQ")
 _ROOT_MAGIC = b"OHTREEMP"
 _ROOT = struct.Struct("<8sQ")
@@ -69,13 +76,15 @@ class TreeShape:
 
 @dataclass(frozen=True)
 class TreeMeta:
-    """The decoded metadata record: the shape, the counts and the fixed options."""
+    """The decoded metadata record: the shape, the counts, the fixed options and the format
+    version of the tree's pages."""
 
     shape: TreeShape
     n_entries: int
     raw_bytes: int
     stored_bytes: int
     options: dict  # at least the FIXED_OPTIONS, unless the record is damaged
+    version: int = FORMAT_VERSION
 
     @property
     def fixed_options(self) -> dict:
@@ -117,7 +126,8 @@ def encode_meta(shape: TreeShape, n_entries: int, raw_bytes: int, stored_bytes: 
 
 def parse_meta(meta: bytes) -> TreeMeta:
     """Decode a TreeMap metadata record; CorruptionError if it is not one."""
-    if len(meta) < _FIXED.size or meta[:8] != _MAGIC:
+    version = _MAGICS.get(bytes(meta[:8]))
+    if len(meta) < _FIXED.size or version is None:
         raise CorruptionError("TreeMap metadata is damaged (bad magic or size)")
     _, root, height, n_entries, n_leaves, n_inner, raw, stored = _FIXED.unpack_from(meta)
     try:
@@ -126,7 +136,8 @@ def parse_meta(meta: bytes) -> TreeMeta:
         raise CorruptionError("TreeMap metadata options are damaged") from None
     if not isinstance(options, dict):
         raise CorruptionError("TreeMap metadata options are damaged")
-    return TreeMeta(TreeShape(root, height, n_leaves, n_inner), n_entries, raw, stored, options)
+    return TreeMeta(TreeShape(root, height, n_leaves, n_inner), n_entries, raw, stored, options,
+                    version)
 
 
 def standalone_root(meta_recid: int) -> bytes:

@@ -56,16 +56,19 @@ class Leaf:
 
 
 class Inner:
-    """An inner node: ``children[i]`` holds the keys ``k`` with ``keys[i-1] <= k < keys[i]``;
-    ``recid``, ``dirty`` and the byte sizes as in :class:`Leaf`."""
+    """An inner node: ``children[i]`` holds the keys ``k`` with ``keys[i-1] <= k < keys[i]``,
+    ``counts[i]`` of them (the entries of its whole subtree, exact whenever the tree's lock is
+    free, which is what makes positions O(log n)); ``recid``, ``dirty`` and the byte sizes as in
+    :class:`Leaf`."""
 
-    __slots__ = ("recid", "keys", "children", "dirty", "raw_bytes", "stored_bytes")
+    __slots__ = ("recid", "keys", "children", "counts", "dirty", "raw_bytes", "stored_bytes")
     is_leaf = False
 
-    def __init__(self, recid: int, keys: list, children: list[int]) -> None:
+    def __init__(self, recid: int, keys: list, children: list[int], counts: list[int]) -> None:
         self.recid = recid
         self.keys = keys
         self.children = children
+        self.counts = counts
         self.dirty = False
         self.raw_bytes = 0
         self.stored_bytes = 0
@@ -75,6 +78,11 @@ class Inner:
 
 
 Node = Leaf | Inner
+
+
+def n_entries(node: Node) -> int:
+    """The entries in a node's subtree: O(1) for a leaf, O(children) for an inner node."""
+    return len(node.keys) if isinstance(node, Leaf) else sum(node.counts)
 
 
 def min_entries(node_size: int) -> int:
@@ -91,8 +99,9 @@ def decode_node(recid: int, page, key_kind: str, serializer) -> Node:
     """The node stored as ``page`` (not empty) in record ``recid``, with its page sizes set."""
     node: Node
     if is_inner(page):
-        separators, children = decode_inner(page, key_kind)
-        node = Inner(recid, separators, children)
+        separators, children, counts = decode_inner(page, key_kind)
+        assert counts is not None  # decode_inner reads the counts unless told otherwise
+        node = Inner(recid, separators, children, counts)
     else:
         keys, values = decode_leaf(page, key_kind, serializer)
         node = Leaf(recid, keys, values)
@@ -105,7 +114,7 @@ def encode_node(node: Node, key_kind: str, serializer, codec) -> bytes:
     """The page of ``node``; cannot fail for values the tree admitted."""
     if isinstance(node, Leaf):
         return encode_leaf(node.keys, node.values, key_kind, serializer, codec)
-    return encode_inner(node.keys, node.children, key_kind, codec)
+    return encode_inner(node.keys, node.children, node.counts, key_kind, codec)
 
 
 def split_off(node: Node, at: int, recid: int) -> tuple[Node, object]:
@@ -115,9 +124,9 @@ def split_off(node: Node, at: int, recid: int) -> tuple[Node, object]:
         right: Node = Leaf(recid, node.keys[at:], node.values[at:])
         del node.keys[at:], node.values[at:]
         return right, separator(node.keys[-1], right.keys[0])
-    right = Inner(recid, node.keys[at:], node.children[at:])
+    right = Inner(recid, node.keys[at:], node.children[at:], node.counts[at:])
     middle = node.keys[at - 1]
-    del node.keys[at - 1:], node.children[at:]
+    del node.keys[at - 1:], node.children[at:], node.counts[at:]
     return right, middle
 
 
@@ -132,6 +141,7 @@ def merge_into(left: Node, right: Node, parent_separator) -> None:
         assert isinstance(right, Inner)
         left.keys += [parent_separator] + right.keys
         left.children += right.children
+        left.counts += right.counts
 
 
 def redistribute(left: Node, right: Node, parent_separator):
@@ -145,8 +155,9 @@ def redistribute(left: Node, right: Node, parent_separator):
         return separator(left.keys[-1], right.keys[0])
     assert isinstance(right, Inner)
     keys = left.keys + [parent_separator] + right.keys
-    children = left.children + right.children
+    children, counts = left.children + right.children, left.counts + right.counts
     half = len(children) // 2
     left.children[:], right.children[:] = children[:half], children[half:]
+    left.counts[:], right.counts[:] = counts[:half], counts[half:]
     left.keys[:], right.keys[:] = keys[:half - 1], keys[half:]
     return keys[half - 1]

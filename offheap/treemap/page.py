@@ -10,13 +10,19 @@ A page is one record in the store: a leaf (sorted keys and their values) or an i
     body, compressed with the codec when it has one:
       leaf:   key block of ``count`` keys, then the value column (the value serializer's
               ``pack_column``: a column of empty values costs a byte or two, not one per entry)
-      inner:  key block of ``count - 1`` separators, then the child record ids as
-              varint base, u8 bit width, bit-packed ``recid - base``
+      inner:  key block of ``count - 1`` separators, then the child record ids, then the
+              entries under each child (its subtree's entry count), each column of ``count``
+              integers packed as varint base, u8 bit width, bit-packed ``value - base``
 
     key block, int64 keys:  u8 shift s, then ``encode_int64_deltas(keys >> s)``
               (s is the number of trailing zero bits every key shares, so ``keys >> s`` is
               exact; separators are chosen with many trailing zeros, see :func:`separator`)
     key block, str/bytes:   ``front_encode`` of the keys as bytes (str as UTF-8)
+
+Versions. This is page format 2 (tree format 2, :mod:`offheap.treemap.meta`). Format 1 inner
+pages end after the child record ids: they carry no entry counts, and :func:`decode_inner` reads
+them with ``with_counts=False`` (for the conversion of a format 1 tree,
+:mod:`offheap.treemap.upgrade`). Leaves are the same in both formats.
 
 An empty leaf (the root of an empty tree) is the two bytes ``00 00``. A codec is only kept when
 it makes the page smaller; otherwise the page is written raw with codec 0, so decoding never
@@ -30,7 +36,7 @@ most ``MAX_NODE_SIZE`` entries or children.
 
 Interface. The rest of the tree reaches pages only through :func:`encode_leaf`,
 :func:`decode_leaf`, :func:`encode_inner`, :func:`decode_inner`, :func:`is_inner`,
-:func:`raw_size` and :func:`separator` and the module constants: a compiled codec stands in for
+:func:`header_count`, :func:`raw_size` and :func:`separator` and the module constants: a compiled codec stands in for
 this module by providing the same functions, producing and accepting the same bytes. Keys and
 values go in as sequences and come out as Python lists that the caller owns.
 """
@@ -170,6 +176,14 @@ def is_inner(page) -> bool:
     return page[0] & 1 == INNER
 
 
+def header_count(page) -> int:
+    """The count in a page's header, without decoding the body: the entries of a leaf, the
+    children of an inner node."""
+    if not len(page):
+        raise CorruptionError("empty page record")
+    return varint_decode_one(page, 1)[0]
+
+
 def raw_size(page) -> int:
     """The size a page would have without compression (its own size when it is raw)."""
     if page[0] >> 1 == 0:
@@ -204,30 +218,46 @@ def decode_leaf(page, key_kind: str, value_serializer) -> tuple[list, list]:
     return keys, values
 
 
-def encode_inner(separators, children, key_kind: str, codec=None) -> bytes:
-    """An inner page: ``len(children) == len(separators) + 1`` child record ids."""
-    base = min(children)
-    offsets = [child - base for child in children]
+def _pack_column(numbers: list[int]) -> bytes:
+    """A column of non-negative ints: varint base (the smallest), u8 width, bit-packed offsets."""
+    base = min(numbers)
+    offsets = [number - base for number in numbers]
     width = max(offsets).bit_length()
     packed = (smallpack.pack(offsets, width) if len(offsets) <= smallpack.SMALL_BLOCK_VALUES
               else bitpack(np.array(offsets, dtype=np.uint64), width))
-    body = encode_keys(separators, key_kind) + varint_encode_one(base) + bytes((width,)) + packed
+    return varint_encode_one(base) + bytes((width,)) + packed
+
+
+def _unpack_column(body, offset: int, count: int) -> tuple[list[int], int]:
+    """The ``count`` ints of a column written by :func:`_pack_column`, and the offset after it."""
+    base, offset = varint_decode_one(body, offset)
+    width = body[offset]
+    if width > 64:
+        raise ValueError(f"bit width {width} is over 64")
+    if count <= smallpack.SMALL_BLOCK_VALUES:
+        offsets, end = smallpack.unpack(body, offset + 1, count, width)
+        return [number + base for number in offsets], end
+    packed = bitunpack(body, count, width, offset + 1)
+    return (packed.astype(np.int64) + base).tolist(), offset + 1 + (count * width + 7) // 8
+
+
+def encode_inner(separators, children, counts, key_kind: str, codec=None) -> bytes:
+    """An inner page: ``len(children) == len(counts) == len(separators) + 1``; ``counts[i]`` is
+    the number of entries under ``children[i]``."""
+    body = (encode_keys(separators, key_kind) + _pack_column(children) + _pack_column(counts))
     return _seal(INNER, len(children), body, codec)
 
 
-def decode_inner(page, key_kind: str) -> tuple[list, list]:
-    """(separators, children) of an inner page, both Python lists."""
+def decode_inner(page, key_kind: str, with_counts: bool = True) -> tuple[list, list, list | None]:
+    """(separators, children, counts) of an inner page, all Python lists; ``with_counts=False``
+    reads a format 1 page, which has no counts (None then)."""
     count, body, offset = _open(page, INNER)
     if count < 1:
         raise CorruptionError("inner page without children")
     try:
         separators, offset = decode_keys(body, count - 1, key_kind, offset)
-        base, offset = varint_decode_one(body, offset)
-        width = body[offset]
-        if count <= smallpack.SMALL_BLOCK_VALUES and width <= 64:
-            offsets, _ = smallpack.unpack(body, offset + 1, count, width)
-            return separators, [child + base for child in offsets]
-        packed = bitunpack(body, count, width, offset + 1)
+        children, offset = _unpack_column(body, offset, count)
+        counts = _unpack_column(body, offset, count)[0] if with_counts else None
     except (IndexError, ValueError) as exc:
         raise CorruptionError(f"inner page of {count} children is damaged: {exc}") from None
-    return separators, (packed.astype(np.int64) + base).tolist()
+    return separators, children, counts

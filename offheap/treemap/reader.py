@@ -17,7 +17,8 @@ if TYPE_CHECKING:
 
 
 class TreeReader(SortedRangeAPI, MapReader["TreeMap"]):
-    """A read-only TreeMap: the lookups, ranges and neighbours of :class:`~offheap.TreeMap`."""
+    """A read-only TreeMap: the lookups, ranges, neighbours and positions of
+    :class:`~offheap.TreeMap`."""
 
     def _chunks(self, lo, hi, inclusive, reverse: bool, with_values: bool) -> Iterator:
         return self._guarded(lambda: self._map._chunks(lo, hi, inclusive, reverse, with_values))
@@ -29,8 +30,21 @@ class TreeReader(SortedRangeAPI, MapReader["TreeMap"]):
     def _edge_key(self, last: bool):
         return self._one("_edge_key", last)
 
-    def _first_in(self, lo, hi, inclusive: tuple[bool, bool], reverse: bool):
-        return self._one("_first_in", lo, hi, inclusive, reverse)
+    def _first_in(self, lo, hi, inclusive: tuple[bool, bool], reverse: bool,
+                  with_value: bool = False):
+        return self._one("_first_in", lo, hi, inclusive, reverse, with_value)
+
+    def get_many(self, keys, default=None):
+        return self._one("get_many", keys, default)
+
+    def _array_dtypes(self):
+        return self._map._array_dtypes()
+
+    def _position(self, key, right: bool) -> int:
+        return self._one("_position", key, right)
+
+    def _item_at(self, index: int) -> tuple:
+        return self._one("_item_at", index)
 
     @property
     def options(self) -> dict:

@@ -26,7 +26,7 @@ from offheap.errors import CorruptionError
 from offheap.store.records import RecordStore
 from offheap.store.serializers import get_serializer
 from offheap.treemap.meta import TreeMeta, parse_meta
-from offheap.treemap.node import Inner, decode_node
+from offheap.treemap.page import decode_inner, decode_leaf, is_inner
 
 _MAX_HEIGHT = 64  # no tree of int64, str or bytes keys gets near it; a damaged height may
 
@@ -67,10 +67,11 @@ def tree_meta(store: RecordStore, meta_recid: int, report: WalkReport,
 def read_tree(store: RecordStore, meta: TreeMeta, report: WalkReport,
               reading: RecordReading = RecordReading()) -> Iterator[tuple[list, list]]:
     """Yield ``(keys, values)`` of every leaf that passes the checks of the module docstring,
-    in key order; count what fails in ``report``."""
+    in key order; count what fails in ``report``. Reads trees of either format (the entry
+    counts of format 2 inner pages are not needed here)."""
     key_kind = meta.options["key"]
     serializer = get_serializer(meta.options["value"])
-    height = meta.shape.height
+    height, with_counts = meta.shape.height, meta.version >= 2
     max_depth = height if 1 <= height <= _MAX_HEIGHT else _MAX_HEIGHT
     seen: set[int] = set()
     stack = [(meta.shape.root, 1, None, None)]  # (recid, depth, lo, hi): keys k with lo <= k < hi
@@ -84,14 +85,16 @@ def read_tree(store: RecordStore, meta: TreeMeta, report: WalkReport,
             page = reading.read(store, recid)
             if not page:
                 raise CorruptionError("empty page")
-            node = decode_node(recid, page, key_kind, serializer)
-            _check_rising(node.keys, lo, hi)
-            if isinstance(node, Inner):
-                bounds = [lo] + node.keys + [hi]
+            if is_inner(page):
+                keys, children, _ = decode_inner(page, key_kind, with_counts)
+                _check_rising(keys, lo, hi)
+                bounds = [lo] + keys + [hi]
                 stack.extend((child, depth + 1, bounds[i], bounds[i + 1])
-                             for i, child in reversed(list(enumerate(node.children))))
+                             for i, child in reversed(list(enumerate(children))))
                 continue
-            if len(node.values) != len(node.keys):
+            keys, values = decode_leaf(page, key_kind, serializer)
+            _check_rising(keys, lo, hi)
+            if len(values) != len(keys):
                 raise CorruptionError("leaf keys and values differ in number")
         except reading.damaged:
             report.damaged_records += 1
@@ -99,7 +102,7 @@ def read_tree(store: RecordStore, meta: TreeMeta, report: WalkReport,
         except Exception:  # a damaged record may fail in any decoder
             report.skipped_records += 1
             continue
-        yield node.keys, node.values
+        yield keys, values
 
 
 def _check_rising(keys: list, lo, hi) -> None:

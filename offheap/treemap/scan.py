@@ -4,7 +4,8 @@ A :class:`RangeScan` yields the keys (and values) of a key range one leaf at a t
 order or reversed. Between two leaves it remembers only a key, the bound of the last leaf, and
 finds the next leaf by a fresh descent from the root (:meth:`Cursor.seek`), so the facade may
 let go of its lock between leaves. Neighbour queries (``floor_key``, ``ceiling_key``,
-``lower_key``, ``higher_key``) are the first key of a one-sided scan (:meth:`RangeScan.first`).
+``lower_key``, ``higher_key`` and their ``_item`` forms) are the first entry of a one-sided scan
+(:meth:`RangeScan.first`).
 
 Bounds: ``lo``/``hi`` None is unbounded; ``inclusive`` is a pair saying whether each bound
 counts. Cost: one descent per leaf, O(height * log(node_size)), plus the slices it returns.
@@ -64,11 +65,12 @@ class RangeScan:
             return [], None
         return keys[step], leaf.values[step] if with_values else None
 
-    def first(self, shape: TreeShape):
-        """The first key of the range in scan order, or None if the range is empty."""
+    def first(self, shape: TreeShape, with_value: bool = False):
+        """The first key of the range in scan order (its ``(key, value)`` with ``with_value``),
+        or None if the range is empty."""
         while True:
-            keys, _ = self.next_chunk(shape, False)
+            keys, values = self.next_chunk(shape, with_value)
             if keys:
-                return keys[0]
+                return (keys[0], values[0]) if values is not None else keys[0]
             if self.done:
                 return None

@@ -15,6 +15,11 @@ node below :func:`~offheap.treemap.node.min_children` children) merges with a si
 fit in one node, and otherwise takes entries from it until both are half full; a root with one
 child is replaced by that child. So mass deletion leaves no empty leaves.
 
+Entry counts. Every inner node keeps the entries under each child (:class:`~offheap.treemap.node.Inner`).
+A change sets them exactly where it moves entries or children (the parent of two nodes it splits,
+evens out or merges takes their new totals) and adds its net change (+1 for an insert, minus
+the removed entries for a delete) to every ancestor above the levels it restructured.
+
 Failure atomicity. Everything that can fail before the commit is done first: the records for
 the nodes a split creates are reserved, the siblings a rebalance needs are loaded. Then the
 nodes change in memory, which cannot fail, and :class:`~offheap.treemap.writethrough.NodeWriter`
@@ -26,6 +31,7 @@ Thread safety: none; the tree's lock covers every call.
 
 from __future__ import annotations
 
+from offheap.treemap.cursor import Path
 from offheap.treemap.meta import TreeShape
 from offheap.treemap.node import (
     Inner,
@@ -34,6 +40,7 @@ from offheap.treemap.node import (
     merge_into,
     min_children,
     min_entries,
+    n_entries,
     redistribute,
     split_off,
 )
@@ -41,7 +48,6 @@ from offheap.treemap.nodecache import NodeCache
 from offheap.treemap.nodestore import NodeStore
 from offheap.treemap.writethrough import NodeWriter
 
-Path = list[tuple[Inner, int]]  # (inner node, child index) pairs from the root down to a leaf
 _RebalanceStep = tuple[Inner, int, int, Node, bool]  # parent, child, sibling index, sibling, merge
 
 
@@ -83,7 +89,8 @@ class Rebalancer:
             leaf.values.insert(i, value)
             left, right, sep_index = (sibling, leaf, si) if si < ci else (leaf, sibling, ci)
             parent.keys[sep_index] = redistribute(left, right, None)
-            self._writer.commit([leaf, sibling, parent], [], [])
+            parent.counts[ci], parent.counts[si] = len(leaf), len(sibling)
+            self._writer.commit([leaf, sibling, parent, *_add_to_counts(path[:-1], 1)], [], [])
             return True
         return False
 
@@ -102,21 +109,29 @@ class Rebalancer:
         changed: list[Node] = [leaf]
         created = [right]
         shape = shape.with_nodes(leaves=1)
-        new_child = right.recid
-        for parent, ci in reversed(path):
+        left_half: Node = leaf
+        right_half: Node = right
+        level = len(path)
+        while level:
+            level -= 1
+            parent, ci = path[level]
             parent.keys.insert(ci, separator)
-            parent.children.insert(ci + 1, new_child)
+            parent.children.insert(ci + 1, right_half.recid)
+            parent.counts[ci] = n_entries(left_half)
+            parent.counts.insert(ci + 1, n_entries(right_half))
             changed.append(parent)
             n_children = len(parent.children)
             if n_children <= size:
+                changed += _add_to_counts(path[:level], 1)
                 break
             at = n_children - 2 if ci + 1 == n_children - 1 else 2 if ci == 0 else n_children // 2
             sibling, separator = split_off(parent, at, recids.pop())
             created.append(sibling)
             shape = shape.with_nodes(inner=1)
-            new_child = sibling.recid
+            left_half, right_half = parent, sibling
         else:
-            root = Inner(recids.pop(), [separator], [shape.root, new_child])
+            root = Inner(recids.pop(), [separator], [shape.root, right_half.recid],
+                         [n_entries(left_half), n_entries(right_half)])
             created.append(root)
             shape = shape.grown(root.recid)
         self._writer.commit(changed, created, [])
@@ -131,6 +146,7 @@ class Rebalancer:
         CapacityError (a merged node has no room in a full store), changing nothing."""
         steps = self._plan(path, len(leaf) - (end - start))
         del leaf.keys[start:end], leaf.values[start:end]
+        above = _add_to_counts(path[:len(path) - len(steps)], start - end)
         changed: dict[int, Node] = {leaf.recid: leaf}
         removed: list[Node] = []
         node: Node = leaf
@@ -141,12 +157,18 @@ class Rebalancer:
             if merge:
                 merge_into(left, right, parent.keys[sep_index])
                 del parent.keys[sep_index], parent.children[sep_index + 1]
+                del parent.counts[sep_index + 1]
+                parent.counts[sep_index] = n_entries(left)
                 removed.append(right)
                 del changed[right.recid]
                 shape = shape.with_nodes(leaves=-1) if right.is_leaf else shape.with_nodes(inner=-1)
                 node = parent
             else:
                 parent.keys[sep_index] = redistribute(left, right, parent.keys[sep_index])
+                parent.counts[sep_index] = n_entries(left)
+                parent.counts[sep_index + 1] = n_entries(right)
+        for node in above:
+            changed[node.recid] = node
         root = path[0][0]
         if len(root.children) == 1:
             removed.append(root)
@@ -173,3 +195,11 @@ class Rebalancer:
                 break
             size, minimum = len(parent) - 1, self._min_children
         return steps
+
+
+def _add_to_counts(path: Path, delta: int) -> list[Inner]:
+    """Add ``delta`` to the count of the child each step of ``path`` goes down to; return the
+    nodes of the path, which have changed."""
+    for node, i in path:
+        node.counts[i] += delta
+    return [node for node, _ in path]

@@ -110,9 +110,10 @@ class Tree:
     def trim(self, strict: bool = True) -> None:
         """Evict cached nodes down to the cache's capacity (:meth:`NodeCache.trim`)."""
         self.cache.trim(strict)
-        leaf = self.hint.leaf
-        if leaf is not None and leaf.recid not in self.cache:
-            self.hint.forget()
+        hint, cache = self.hint, self.cache
+        if hint.leaf is not None and (hint.leaf.recid not in cache
+                                      or any(node.recid not in cache for node, _ in hint.path)):
+            hint.forget()
 
     # -- lookups ------------------------------------------------------------------------------
 
@@ -123,6 +124,21 @@ class Tree:
             self.trim(strict=False)
         return self.hint.descend(self.shape, key)
 
+    def get_sorted(self, keys: list, missing) -> list:
+        """The values of ascending ``keys`` (``missing`` for an absent one): the keys of one
+        leaf are found in the hint's leaf, one descent for them all."""
+        hint = self.hint
+        values = []
+        for key in keys:
+            leaf = hint.leaf
+            if (leaf is None or (hint.lo is not None and key < hint.lo)
+                    or (hint.hi is not None and key >= hint.hi)):
+                leaf = self.leaf_for(key)
+            leaf_keys = leaf.keys
+            i = bisect_left(leaf_keys, key)
+            values.append(leaf.values[i] if i < len(leaf_keys) and leaf_keys[i] == key else missing)
+        return values
+
     def edge_key(self, last: bool):
         """The smallest key (largest with ``last``) of a tree that is not empty."""
         return self.hint.descend_edge(self.shape, last).keys[-1 if last else 0]
@@ -130,6 +146,33 @@ class Tree:
     def scan(self, lo, hi, inclusive: tuple[bool, bool], reverse: bool) -> RangeScan:
         """A scan of the keys in a range (:mod:`offheap.treemap.scan`), started at need."""
         return RangeScan(self.cache, lo, hi, inclusive, reverse)
+
+    # -- positions ----------------------------------------------------------------------------
+
+    def position(self, key, right: bool) -> int:
+        """How many keys are below ``key`` (at or below it with ``right``): one descent that
+        sums the entry counts left of its path, O(height * node_size)."""
+        if self.cache.over_capacity:
+            self.trim(strict=False)
+        leaf = self.hint.descend(self.shape, key)
+        return self.hint.position() + (bisect_right if right else bisect_left)(leaf.keys, key)
+
+    def item_at(self, index: int) -> tuple:
+        """The ``(key, value)`` at position ``index``, ``0 <= index < n_entries``."""
+        if self.cache.over_capacity:
+            self.trim(strict=False)
+        leaf, i = self.hint.descend_to_position(self.shape, index)
+        return leaf.keys[i], leaf.values[i]
+
+    def pop_at(self, index: int) -> tuple:
+        """Remove and return the ``(key, value)`` at position ``index``, ``0 <= index <
+        n_entries``."""
+        if self.cache.over_capacity:
+            self.trim(strict=False)
+        leaf, i = self.hint.descend_to_position(self.shape, index)
+        item = leaf.keys[i], leaf.values[i]
+        self._remove(leaf, i, i + 1)
+        return item
 
     # -- changes ------------------------------------------------------------------------------
 
@@ -152,17 +195,13 @@ class Tree:
             leaf.values.insert(i, value)
             added = True
         else:
-            leaf = hint.descend(self.shape, key, record_path=True)
             path = hint.path
             hint.forget()
             self.shape = self.rebalancer.insert_into_full(self.shape, path, leaf, i, key, value)
             self.n_entries += 1
             self.mods += 1
             return True
-        if self.write_cache:
-            leaf.dirty = True
-        else:
-            self.writer.write_leaf(leaf)
+        self.writer.commit_leaf(leaf, hint.path, added)
         if added:
             self.n_entries += 1
             self.mods += 1
@@ -179,17 +218,6 @@ class Tree:
         value = leaf.values[i]
         self._remove(leaf, i, i + 1)
         return value
-
-    def pop_edge(self, last: bool) -> tuple:
-        """Remove and return the ``(key, value)`` with the largest (``last``) or smallest key
-        of a tree that is not empty."""
-        if self.cache.over_capacity:
-            self.trim(strict=False)
-        leaf = self.hint.descend_edge(self.shape, last)
-        i = len(leaf.keys) - 1 if last else 0
-        item = leaf.keys[i], leaf.values[i]
-        self._remove(leaf, i, i + 1)
-        return item
 
     def delete_range(self, lo, hi, inclusive: tuple[bool, bool]) -> int:
         """Remove every key in a range (bounds as in a scan); return how many went. Leaf by
@@ -223,13 +251,11 @@ class Tree:
         are then removed from their leaf alone (left under-full but not empty), so that a full
         map can still shrink.
         """
-        count = end - start
+        count, hint = end - start, self.hint
         if len(leaf.keys) - count >= self.rebalancer.min_entries or self.shape.height == 1:
-            self.writer.remove_entries(leaf, start, end)
+            self._remove_in_leaf(leaf, start, end)
         else:
-            anchor, empties, hint = leaf.keys[start], count == len(leaf.keys), self.hint
-            leaf = hint.descend(self.shape, anchor, record_path=True)  # the same leaf
-            path = hint.path
+            anchor, empties, path = leaf.keys[start], count == len(leaf.keys), hint.path
             hint.forget()
             try:
                 self.shape = self.rebalancer.remove(self.shape, path, leaf, start, end)
@@ -238,9 +264,16 @@ class Tree:
                     raise
                 leaf = hint.descend(self.shape, anchor)  # the undone nodes, read back
                 start = bisect_left(leaf.keys, anchor)
-                self.writer.remove_entries(leaf, start, start + count)
+                self._remove_in_leaf(leaf, start, start + count)
         self.n_entries -= count
         self.mods += 1
+
+    def _remove_in_leaf(self, leaf: Leaf, start: int, end: int) -> None:
+        """Remove entries ``start:end`` of ``leaf``, the hint's leaf, leaving it at least
+        :func:`~offheap.treemap.node.min_entries` full (or the root, or the fallback of a full
+        store); a failed write-through leaves it, and the nodes above it, to be read back."""
+        del leaf.keys[start:end], leaf.values[start:end]
+        self.writer.commit_leaf(leaf, self.hint.path, start - end)
 
     def clear(self) -> None:
         """Remove every entry: the tree's records are freed and an empty root leaf remains."""
@@ -336,7 +369,7 @@ class Tree:
 
     def check(self) -> list[int]:
         """Assert the tree's invariants: key order, separator bounds, node fill, equal depth,
-        counts, and that every clean cached node equals its stored page. Returns the record ids
+        counts (the tree's and every inner node's entries under each child), and that every clean cached node equals its stored page. Returns the record ids
         of the tree's nodes."""
         counts = {"entries": 0, "leaves": 0, "inner": 0}
         recids: list[int] = []
@@ -357,14 +390,17 @@ class Tree:
                 assert recid == shape.root or keys, f"leaf {recid} is empty"
                 counts["entries"] += len(keys)
                 counts["leaves"] += 1
-                return
-            assert len(node.children) == len(keys) + 1
+                return len(keys)
+            assert len(node.children) == len(keys) + 1 == len(node.counts)
             assert 2 <= len(node.children) <= node_size, \
                 f"inner node {recid} has {len(node.children)} children"
             counts["inner"] += 1
             bounds = [lo] + keys + [hi]
             for i, child in enumerate(node.children):
-                visit(child, depth + 1, bounds[i], bounds[i + 1])
+                below = visit(child, depth + 1, bounds[i], bounds[i + 1])
+                assert node.counts[i] == below, \
+                    f"inner node {recid} counts {node.counts[i]} entries under child {i}, not {below}"
+            return sum(node.counts)
 
         visit(shape.root, 1, None, None)
         assert counts["entries"] == self.n_entries, (counts["entries"], self.n_entries)
@@ -388,5 +424,6 @@ def _assert_same_node(cached: Node, stored: Node) -> None:
     assert type(stored) is type(cached), f"clean node {recid} is not of its page's kind"
     if isinstance(cached, Inner) and isinstance(stored, Inner):
         assert stored.children == cached.children, f"clean node {recid} differs from its page"
+        assert stored.counts == cached.counts, f"clean node {recid} differs from its page"
     if isinstance(cached, Leaf) and isinstance(stored, Leaf):
         assert stored.values == cached.values, f"clean node {recid} differs from its page"

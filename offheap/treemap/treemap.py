@@ -38,13 +38,15 @@ import numpy as np
 from offheap.arena.arena import Arena
 from offheap.collection.filemap import StandaloneFileMap
 from offheap.collection.readers import open_file_reader
-from offheap.errors import ClosedError, CorruptionError
+from offheap.errors import ClosedError, CorruptionError, ReadOnlyError
 from offheap.kernels.bounds import INT64_MAX, INT64_MIN
 from offheap.kernels.codecs import get_codec
 from offheap.store.records import RecordStore
 from offheap.store.serializers import get_serializer
 from offheap.treemap.admission import SCALAR_TYPES, Admission
+from offheap.treemap.arrays import values_out
 from offheap.treemap.meta import (
+    FORMAT_VERSION,
     check_fixed_options,
     parse_meta,
     standalone_meta_recid,
@@ -55,6 +57,8 @@ from offheap.treemap.reader import TreeReader
 from offheap.treemap.stats import TreeStats, describe, html_table, tree_stats
 from offheap.treemap.timer import FlushTimer
 from offheap.treemap.tree import MISSING, Tree
+from offheap.treemap.upgrade import upgrade
+from offheap.treemap.positions import position_in
 from offheap.treemap.views import SortedRangeAPI
 
 _CLOSED = "the TreeMap is closed"
@@ -218,6 +222,32 @@ class TreeMap(StandaloneFileMap, SortedRangeAPI, MutableMapping):
         finally:
             lock.release()
 
+    def get_many(self, keys, default=None):
+        """The values of many keys, in the order given: an ndarray for a typed value serializer
+        (``"int64"``, ``"float64"``), else a list; an absent key gives ``default`` (with a typed
+        serializer and ``default=None``, KeyError, as ``LongHashMap.get_many``). ``keys`` is
+        any iterable of keys, an int64 array included. The keys are looked up in ascending
+        order, so the keys of one leaf cost a single descent: O(k log k) for the sort and one
+        descent per leaf reached. The lock is held throughout, so the values are one state of
+        the map."""
+        admit = self._admit
+        admitted = [admit.key(key) for key in
+                    (keys.tolist() if isinstance(keys, np.ndarray) else keys)]
+        order = sorted(range(len(admitted)), key=admitted.__getitem__)
+        with self._lock:
+            self._check_open()
+            found = self._tree.get_sorted([admitted[i] for i in order], MISSING)
+        values = [MISSING] * len(admitted)
+        for i, value in zip(order, found):
+            values[i] = value
+        return values_out(values, MISSING, default, self._tree.nodes.serializer.dtype)
+
+    def _array_dtypes(self) -> tuple[np.dtype, np.dtype]:
+        """The dtypes of this map's key and value arrays (:mod:`offheap.treemap.arrays`)."""
+        dtype = self._tree.nodes.serializer.dtype
+        return (np.dtype(np.int64) if self._admit.key_kind == "int64" else np.dtype(object),
+                np.dtype(object) if dtype is None else dtype)
+
     # -- changes ------------------------------------------------------------------------------
 
     def __setitem__(self, key, value) -> None:
@@ -251,13 +281,22 @@ class TreeMap(StandaloneFileMap, SortedRangeAPI, MutableMapping):
             self._arm_timer()
             return value
 
-    def popitem(self, last: bool = True):
-        """Remove and return the ``(key, value)`` with the largest key (smallest: ``last=False``)."""
+    def popitem(self, index: int = -1, *, last: bool | None = None):
+        """Remove and return the ``(key, value)`` at position ``index`` (negative: from the end),
+        as ``SortedDict.popitem`` does; ``last=True`` is the largest key, ``last=False`` the
+        smallest. KeyError when the map is empty, IndexError for a position outside it.
+        O(height * node_size)."""
+        if last is not None:
+            index = -1 if last else 0
+        elif isinstance(index, bool) or not isinstance(index, int):
+            raise TypeError(f"popitem's index must be an int, not {type(index).__name__} "
+                            f"(last=True or last=False name an end)")
         with self._lock:
             self._check_open()
-            if not self._tree.n_entries:
+            n = self._tree.n_entries
+            if not n:
                 raise KeyError("popitem(): TreeMap is empty")
-            item = self._tree.pop_edge(last)
+            item = self._tree.pop_at(position_in(index, n))
             self._arm_timer()
             return item
 
@@ -314,13 +353,28 @@ class TreeMap(StandaloneFileMap, SortedRangeAPI, MutableMapping):
                 raise KeyError("TreeMap is empty")
             return self._tree.edge_key(last)
 
-    def _first_in(self, lo, hi, inclusive: tuple[bool, bool], reverse: bool):
-        """The first key of a range in scan order (the last one with ``reverse``), or None."""
+    def _first_in(self, lo, hi, inclusive: tuple[bool, bool], reverse: bool,
+                  with_value: bool = False):
+        """The first key of a range in scan order (the last one with ``reverse``), or its
+        ``(key, value)`` with ``with_value``; None if the range is empty."""
         with self._lock:
             self._check_open()
             admit = self._admit
             scan = self._tree.scan(admit.bound(lo), admit.bound(hi), inclusive, reverse)
-            return scan.first(self._tree.shape)
+            return scan.first(self._tree.shape, with_value)
+
+    def _position(self, key, right: bool) -> int:
+        """How many keys are below ``key`` (at or below it with ``right``)."""
+        with self._lock:
+            self._check_open()
+            return self._tree.position(self._admit.key(key), right)
+
+    def _item_at(self, index: int) -> tuple:
+        """The ``(key, value)`` at position ``index`` (negative: from the end); IndexError
+        outside the map."""
+        with self._lock:
+            self._check_open()
+            return self._tree.item_at(position_in(index, self._tree.n_entries))
 
     def _chunks(self, lo, hi, inclusive, reverse: bool, with_values: bool) -> Iterator:
         """Yield ``(keys, values)`` list slices leaf by leaf over a range (``values`` None
@@ -498,8 +552,21 @@ class TreeMap(StandaloneFileMap, SortedRangeAPI, MutableMapping):
         self._store.update(self._meta_recid, self._tree.meta_record())
 
     def _load_meta(self) -> None:
+        """Install the tree the metadata record names; a format 1 tree is converted first
+        (:mod:`offheap.treemap.upgrade`), which a read-only store refuses with ReadOnlyError."""
         try:
             meta = parse_meta(self._store.get(self._meta_recid))
         except KeyError:
             raise CorruptionError(f"TreeMap metadata record {self._meta_recid} is missing") from None
+        if meta.version != FORMAT_VERSION:
+            if self._store.arena.readonly:
+                raise ReadOnlyError(
+                    f"this TreeMap is in format {meta.version}, which this version reads only after "
+                    f"converting it to format {FORMAT_VERSION}: open the file once for writing "
+                    f"(TreeMap(path=...) or DB.file(...)) to convert it, then read it")
+            meta.check_matches(self._tree.fixed_options)
+            meta = upgrade(self._store, meta, self._tree.nodes.codec)
+            self._tree.install(meta)
+            self._write_meta()
+            return
         self._tree.install(meta)

@@ -4,12 +4,18 @@
 ``tree.keys(lo, hi, inclusive, reverse)``, ``values(...)`` and ``items(...)`` return these: live
 views of a key range that iterate leaf by leaf through the tree's ``_chunks`` generator, so they
 reflect later changes and raise RuntimeError, like a dict view, if the map's size changes while
-one is being iterated.
+one is being iterated. A view is also a sequence, as SortedDict's views are: ``view[i]`` (negative
+from the end, IndexError outside) and ``view[a:b:step]`` (a list) read the entries at those
+positions of the view, and ``len(view)`` costs two descents, not a scan
+(:mod:`offheap.treemap.positions`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, ItemsView, Iterator, KeysView, ValuesView
+
+from offheap.treemap.arrays import ArrayAPI
+from offheap.treemap.positions import PositionalAPI, position_run
 
 _ABSENT = object()
 
@@ -42,10 +48,46 @@ class _RangeView:
         return self._iterate(not self._range[3])
 
     def __len__(self) -> int:
-        lo, hi, inclusive, _ = self._range
-        if lo is None and hi is None:
-            return len(self._mapping)
-        return sum(len(keys) for keys, _ in self._mapping._chunks(lo, hi, inclusive, False, False))
+        return len(self._positions())
+
+    def _positions(self) -> range:
+        """The positions in the map of this view's entries, in the view's order."""
+        lo, hi, (lo_inclusive, hi_inclusive), reverse = self._range
+        mapping = self._mapping
+        start = 0 if lo is None else mapping._position(lo, not lo_inclusive)
+        stop = len(mapping) if hi is None else mapping._position(hi, hi_inclusive)
+        positions = range(start, max(start, stop))
+        return positions[::-1] if reverse else positions
+
+    def __getitem__(self, index):
+        """The entry at a position of the view, or a list of those at a slice of them."""
+        positions = self._positions()
+        if not isinstance(index, slice):
+            try:
+                position = positions[index]
+            except IndexError:
+                raise IndexError(f"index {index} is out of range for a view of "
+                                 f"{len(positions)} entries") from None
+            key, value = self._mapping._item_at(position)
+            return self._shown([key], [value])[0]
+        chosen = positions[index]
+        if len(chosen) > 1 and abs(chosen.step) != 1:
+            items = [self._mapping._item_at(position) for position in chosen]
+            return self._shown([key for key, _ in items], [value for _, value in items])
+        shown: list = []
+        first = min(chosen[0], chosen[-1]) if chosen else 0
+        for keys, values in position_run(self._mapping, first, first + len(chosen),
+                                         chosen.step < 0, self._what != "keys"):
+            shown += self._shown(keys, values)
+        return shown
+
+    def _shown(self, keys: list, values: list | None) -> list:
+        """What this view shows of entries given as parallel lists (``values`` may be None
+        for a keys view)."""
+        if self._what == "keys":
+            return keys
+        assert values is not None
+        return values if self._what == "values" else list(zip(keys, values))
 
     def _in_range(self, key) -> bool:
         lo, hi, (lo_inclusive, hi_inclusive), _ = self._range
@@ -87,15 +129,17 @@ class TreeItemsView(_RangeView, ItemsView):
         return found is not _ABSENT and (found is value or found == value)
 
 
-class SortedRangeAPI:
+class SortedRangeAPI(PositionalAPI, ArrayAPI):
     """Key-ordered iteration, range views and neighbour queries for a class that provides
     ``_chunks(lo, hi, inclusive, reverse, with_values)``, yielding ``(keys, values)`` lists leaf
-    by leaf, ``_edge_key(last)`` and ``_first_in(lo, hi, inclusive, reverse)``, the first key
-    of a range in scan order or None: TreeMap, TreeReader."""
+    by leaf, ``_edge_key(last)`` and ``_first_in(lo, hi, inclusive, reverse, with_value)``,
+    the first key (``(key, value)`` with ``with_value``) of a range in scan order or None, and
+    the primitives of :class:`~offheap.treemap.positions.PositionalAPI` and
+    :class:`~offheap.treemap.arrays.ArrayAPI`: TreeMap, TreeReader."""
 
     _chunks: Callable[..., Iterator[tuple[list, list | None]]]
     _edge_key: Callable[[bool], object]
-    _first_in: Callable[[object, object, tuple[bool, bool], bool], object]
+    _first_in: Callable[..., object]
 
     def first_key(self):
         """The smallest key; KeyError when empty."""
@@ -120,6 +164,22 @@ class SortedRangeAPI:
     def higher_key(self, key):
         """The smallest key ``> key``, or None."""
         return self._first_in(key, None, (False, True), False)
+
+    def floor_item(self, key):
+        """The ``(key, value)`` with the largest key ``<= key``, or None."""
+        return self._first_in(None, key, (True, True), True, True)
+
+    def ceiling_item(self, key):
+        """The ``(key, value)`` with the smallest key ``>= key``, or None."""
+        return self._first_in(key, None, (True, True), False, True)
+
+    def lower_item(self, key):
+        """The ``(key, value)`` with the largest key ``< key``, or None."""
+        return self._first_in(None, key, (True, False), True, True)
+
+    def higher_item(self, key):
+        """The ``(key, value)`` with the smallest key ``> key``, or None."""
+        return self._first_in(key, None, (False, True), False, True)
 
     def irange(self, lo=None, hi=None, inclusive=(True, True), reverse: bool = False) -> Iterator:
         """Keys ``k`` with ``lo <= k <= hi`` (``inclusive`` says which bounds count; None is

@@ -18,7 +18,7 @@ Thread safety: none; the tree's lock covers every call.
 
 from __future__ import annotations
 
-from offheap.treemap.cursor import Cursor
+from offheap.treemap.cursor import Cursor, Path
 from offheap.treemap.node import Leaf, Node
 from offheap.treemap.nodecache import NodeCache
 from offheap.treemap.nodestore import NodeSnapshot, NodeStore
@@ -34,31 +34,28 @@ class NodeWriter:
         self._hint = hint
         self.write_cache = write_cache
 
-    def write_leaf(self, leaf: Leaf) -> None:
-        """Write through a leaf changed in place; if that fails it leaves the cache, so that it
-        is read back unchanged."""
+    def commit_leaf(self, leaf: Leaf, path: Path, delta: int) -> None:
+        """Make an in-place change of ``leaf`` stick: its entries grew by ``delta`` (negative:
+        shrank), which the entry counts along ``path``, the inner nodes above it, take on. Dirty
+        with the write cache; else written through, and if that fails the leaf and the nodes of
+        the path leave the cache, so that they are read back as they were."""
+        if self.write_cache:
+            leaf.dirty = True
+            if delta:
+                for node, i in path:
+                    node.counts[i] += delta
+                    node.dirty = True
+            return
+        for node, i in path:
+            node.counts[i] += delta
+        above = [node for node, _ in path] if delta else []
         try:
-            self._write_through([leaf])
+            self._write_through([leaf, *above])
         except BaseException:
             self._cache.discard(leaf.recid)
+            for node in above:
+                self._cache.discard(node.recid)
             self._hint.forget()
-            raise
-
-    def remove_entries(self, leaf: Leaf, start: int, end: int) -> None:
-        """Delete entries ``start:end`` of ``leaf`` and commit that; a failed write-through puts
-        them back."""
-        keys, values = leaf.keys, leaf.values
-        if self.write_cache:
-            del keys[start:end], values[start:end]
-            leaf.dirty = True
-            return
-        removed_keys, removed_values = keys[start:end], values[start:end]
-        del keys[start:end], values[start:end]
-        try:
-            self._write_through([leaf])
-        except BaseException:
-            keys[start:start] = removed_keys
-            values[start:start] = removed_values
             raise
 
     def commit(self, changed: list[Node], created: list[Node], removed: list[Node]) -> None:

@@ -67,8 +67,10 @@ def test_inner_roundtrip(key_kind, data, codec):
     separators = data.draw(KEY_LISTS[key_kind])
     children = data.draw(st.lists(st.integers(1, 2**40), min_size=len(separators) + 1,
                                   max_size=len(separators) + 1))
-    page = encode_inner(separators, children, key_kind, _codec(codec))
-    assert decode_inner(page, key_kind) == (separators, children)
+    counts = data.draw(st.lists(st.integers(1, 2**62), min_size=len(children),
+                                max_size=len(children)))
+    page = encode_inner(separators, children, counts, key_kind, _codec(codec))
+    assert decode_inner(page, key_kind) == (separators, children, counts)
 
 
 @given(a=INT64, b=INT64)
@@ -118,7 +120,7 @@ def test_codec_is_dropped_when_it_does_not_help():
 def test_damaged_pages_raise_corruption_error():
     serializer = get_serializer("object")
     leaf = encode_leaf([1, 2, 3], ["a", "b", "c"], "int64", serializer)
-    inner = encode_inner([10], [5, 6], "int64")
+    inner = encode_inner([10], [5, 6], [3, 4], "int64")
     with pytest.raises(CorruptionError):
         decode_leaf(inner, "int64", serializer)
     with pytest.raises(CorruptionError):
@@ -146,8 +148,11 @@ GOLDEN_LEAVES = [
     ("0000", [], [], "int64", "object"),
 ]
 # 01 inner | 03 children | 0a shift 10 (1024 and 4096 share 10 zero bits) | 02 00 03 the keys
-# 1 and 4 | 07 recid base | 02 width | 18 the offsets 0, 2, 1 at 2 bits
-GOLDEN_INNER = ("01030a020003070218", [1024, 4096], [7, 9, 8])
+# 1 and 4 | 07 recid base | 02 width | 18 the offsets 0, 2, 1 at 2 bits | 11 count base 17 |
+# 04 width | ff 00 the offsets 15, 15, 0 at 4 bits: 32, 32 and 17 entries under the children
+GOLDEN_INNER = ("01030a020003070218" "1104ff00", [1024, 4096], [7, 9, 8], [32, 32, 17])
+# the same node in format 1, which has no counts: read only by the conversion of a format 1 tree
+GOLDEN_INNER_V1 = ("01030a020003070218", [1024, 4096], [7, 9, 8])
 # a zstd page: only decoded here, since a compressor may pick other bytes in another version
 GOLDEN_ZSTD_LEAF = ("0628e30900087501009801000005020006231d76616c756520303132330a0011dce107a000a8"
                     "e1800aa086032a801aae0a6382077f8011")
@@ -162,9 +167,17 @@ def test_golden_leaf_pages(hex_page, keys, values, key_kind, value):
 
 
 def test_golden_inner_page():
-    hex_page, separators, children = GOLDEN_INNER
-    assert encode_inner(separators, children, "int64").hex() == hex_page
-    assert decode_inner(bytes.fromhex(hex_page), "int64") == (separators, children)
+    hex_page, separators, children, counts = GOLDEN_INNER
+    assert encode_inner(separators, children, counts, "int64").hex() == hex_page
+    assert decode_inner(bytes.fromhex(hex_page), "int64") == (separators, children, counts)
+
+
+def test_golden_format_1_inner_page_decodes_without_counts():
+    hex_page, separators, children = GOLDEN_INNER_V1
+    page = bytes.fromhex(hex_page)
+    assert decode_inner(page, "int64", with_counts=False) == (separators, children, None)
+    with pytest.raises(CorruptionError):
+        decode_inner(page, "int64")  # format 2 expects the counts after the children
 
 
 def test_golden_compressed_page_decodes():

@@ -101,7 +101,7 @@ def test_cycle_does_not_hang():
     assert not child.is_leaf
     from offheap.treemap.page import encode_inner
     child.children[0] = tree._tree.shape.root  # the first subtree points back at the root
-    store.update(child.recid, encode_inner(child.keys, child.children, "int64"))
+    store.update(child.recid, encode_inner(child.keys, child.children, child.counts, "int64"))
     entries, report = _read_tree(db, tree)
     _assert_subset_in_order(entries, truth)
     assert report.skipped_records >= 1

@@ -1,6 +1,7 @@
 """TreeMap against a SortedDict oracle: the dict machine of tests.contracts plus the sorted API
-(ranges, neighbours, range deletes, popitem at both ends, bulk arrays) and close/reopen of a
-file DB. Small nodes and a small cache make splits, merges and evictions frequent."""
+(ranges, neighbours, range deletes, popitem at both ends and at positions, positions of keys,
+entries at positions and slices of the views, bulk arrays in and out, batch lookups) and close/reopen of a file DB; the
+machine's ``_check`` asserts that every inner node counts the entries under it exactly. Small nodes and a small cache make splits, merges and evictions frequent."""
 
 from __future__ import annotations
 
@@ -97,6 +98,68 @@ def sorted_machine(trees: _FileDBTrees):
         def update_arrays(self, keys, value):
             self.map.update((np.array(keys, dtype=np.int64), [value] * len(keys)))
             self.model.update((k, value) for k in keys)
+
+        @rule(k=KEYS)
+        def positions_of_keys(self, k):
+            model = self.model
+            assert self.map.bisect_left(k) == model.bisect_left(k)
+            assert self.map.bisect_right(k) == model.bisect_right(k)
+            if k in model:
+                assert self.map.index(k) == model.index(k)
+            else:
+                with pytest.raises(ValueError):
+                    self.map.index(k)
+
+        @rule(i=st.integers(-70, 70))
+        def entries_at_positions(self, i):
+            model = self.model
+            if -len(model) <= i < len(model):
+                assert self.map.peekitem(i) == model.peekitem(i)
+                assert self.map.keys()[i] == model.keys()[i]
+                assert self.map.values()[i] == model.values()[i]
+                assert self.map.items()[i] == model.items()[i]
+            else:
+                with pytest.raises(IndexError):
+                    self.map.peekitem(i)
+                with pytest.raises(IndexError):
+                    self.map.items()[i]
+
+        @rule(start=st.one_of(st.none(), st.integers(-70, 70)),
+              stop=st.one_of(st.none(), st.integers(-70, 70)),
+              step=st.one_of(st.none(), st.sampled_from([1, -1, 2, -3])), reverse=st.booleans())
+        def slices(self, start, stop, step, reverse):
+            model = self.model
+            assert list(self.map.islice(start, stop, reverse)) == list(model.islice(start, stop, reverse))
+            window = slice(start, stop, step)
+            assert self.map.keys()[window] == model.keys()[window]
+            assert self.map.items()[window] == model.items()[window]
+            assert self.map.values()[window] == model.values()[window]
+
+        @rule(i=st.integers(-70, 70))
+        def popitem_at(self, i):
+            model = self.model
+            if not model:
+                with pytest.raises(KeyError):
+                    self.map.popitem(i)
+            elif -len(model) <= i < len(model):
+                assert self.map.popitem(i) == model.popitem(i)
+            else:
+                with pytest.raises(IndexError):
+                    self.map.popitem(i)
+
+        @rule(lo=BOUNDS, hi=BOUNDS, inclusive=INCLUSIVE, reverse=st.booleans(),
+              probes=st.lists(KEYS, max_size=8))
+        def arrays_and_items(self, lo, hi, inclusive, reverse, probes):
+            model = self.model
+            expected = list(model.irange(lo, hi, inclusive, reverse))
+            assert self.map.keys_array(lo, hi, inclusive, reverse).tolist() == expected
+            keys, values = self.map.items_array(lo, hi, inclusive, reverse)
+            assert keys.tolist() == expected and list(values) == [model[k] for k in expected]
+            assert self.map.get_many(probes, default="absent") == [model.get(k, "absent") for k in probes]
+            for k in probes[:2]:
+                floor, ceiling = self.map.floor_key(k), self.map.ceiling_key(k)
+                assert self.map.floor_item(k) == (None if floor is None else (floor, model[floor]))
+                assert self.map.ceiling_item(k) == (None if ceiling is None else (ceiling, model[ceiling]))
 
         @rule()
         def ordered(self):
