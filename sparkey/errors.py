@@ -43,3 +43,7 @@ class EntryTypeError(SparkeyError, TypeError):
 
 class EntrySizeError(SparkeyError, ValueError):
     """A key or value is longer than every Sparkey reader accepts (2**31 - 1 bytes)."""
+
+
+class StoreExistsError(SparkeyError, FileExistsError):
+    """A writer in mode ``"x"`` found the store's log or index already there."""
