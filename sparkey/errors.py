@@ -46,4 +46,8 @@ class EntrySizeError(SparkeyError, ValueError):
 
 
 class StoreExistsError(SparkeyError, FileExistsError):
-    """A writer in mode ``"x"`` found the store's log or index already there."""
+    """A store is already at the target path and the writer was not told to replace it.
+
+    Raised by ``Writer`` in mode ``"x"`` (its ``filename`` is the file found) and by the
+    sharded builders without ``overwrite=True``.
+    """
