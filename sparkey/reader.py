@@ -12,15 +12,13 @@ from typing import cast
 import numpy as np
 
 from sparkey.errors import ClosedError, IndexFormatError
-from sparkey.format import BytesOrStr, EntryKind, IndexHeader, LogHeader, file_pair
+from sparkey.format import (
+    REBUILD_INDEX_HINT, BytesOrStr, EntryKind, IndexHeader, LogHeader, file_pair)
 from sparkey.index import HashIndex
 from sparkey.log import LogEntry, LogReader
 from sparkey.lookup import LookupMapping
 
 _LIVE_BATCH = 4096
-
-_REBUILD_HINT = ("the index is damaged; rebuild it with python -m sparkey write-index "
-                 "(or sparkey.write_index)")
 
 
 class Reader(LookupMapping):
@@ -94,7 +92,8 @@ class Reader(LookupMapping):
         if len(live) and int(live[-1]) >> bits >= header.data_end:
             raise IndexFormatError(
                 f"index {self.path!r} has a slot addressing log offset {int(live[-1]) >> bits}, "
-                f"at or past its data_end {header.data_end}: {_REBUILD_HINT}", "data_end")
+                f"at or past its data_end {header.data_end}: the index is damaged; "
+                f"{REBUILD_INDEX_HINT}", "data_end")
         count = 0
         for batch in self._put_batches():
             for entry in _filter_live(batch, live, bits):
@@ -105,7 +104,8 @@ class Reader(LookupMapping):
         if count != header.num_entries:
             raise IndexFormatError(
                 f"index {self.path!r} lists {header.num_entries} entries but {count} of its "
-                f"slots address a PUT of the log: {_REBUILD_HINT}", "num_entries")
+                f"slots address a PUT of the log: the index is damaged; "
+                f"{REBUILD_INDEX_HINT}", "num_entries")
 
     def _put_batches(self) -> Iterator[list[LogEntry]]:
         """PUT entries of the indexed part of the log, in lists of up to _LIVE_BATCH."""

@@ -17,8 +17,8 @@ import numpy as np
 
 from sparkey.errors import ClosedError, IndexFormatError
 from sparkey.format import (
-    BytesOrStr, INDEX_HEADER_SIZE, Compression, EntryKind, IndexHeader, decode_address, entry_bytes,
-    key_list)
+    INDEX_HEADER_SIZE, REBUILD_INDEX_HINT, BytesOrStr, Compression, EntryKind, IndexHeader,
+    decode_address, entry_bytes, key_list)
 from sparkey import native
 from sparkey.index.compiled import ManyLookup, compiled_get, compiled_get_many, probe_limit
 from sparkey.log import LogReader
@@ -67,7 +67,7 @@ class HashIndex:
                 raise IndexFormatError(
                     f"index {index_path!r} has {size} bytes but its header describes "
                     f"{header.file_size} ({header.hash_capacity} slots of {header.slot_size} "
-                    "bytes); rebuild it with sparkey.write_index", "hash_capacity")
+                    f"bytes); {REBUILD_INDEX_HINT}", "hash_capacity")
             mm = mmap.mmap(fd, size, access=mmap.ACCESS_READ)
         finally:
             os.close(fd)

@@ -142,7 +142,7 @@ def test_index_of_another_log(tmp_path):
         with sparkey.Writer(tmp_path / name) as writer:
             writer.put(b"a", name)
     (tmp_path / "one.spi").write_bytes((tmp_path / "two.spi").read_bytes())
-    with pytest.raises(FileIdentifierMismatch):
+    with pytest.raises(FileIdentifierMismatch, match="python -m sparkey write-index"):
         sparkey.open(tmp_path / "one")
 
 
