@@ -223,10 +223,8 @@ def plot_capacity(document: dict, path: Path) -> None:
         reached = record["entries"]
         label = format_count(reached)
         if not record["entries_in_budget_measured"]:  # the entries reached, inside the estimate
-            stopped_by = _STOPPED_EARLY_BY.get(record["stop"], record["stop"])
             axes.barh(ours, record["entries_in_budget"], height, color="none",
-                      edgecolor="tab:blue", hatch="//",
-                      label=f"extrapolated from a fill stopped by {stopped_by}")
+                      edgecolor="tab:blue", hatch="//", label=extrapolated_label(record))
             reached = max(reached, record["entries_in_budget"])
             label = (f"{format_count(record['entries'])} reached, "
                      f"~{format_count(record['entries_in_budget'])} estimated")
@@ -256,6 +254,12 @@ def plot_capacity(document: dict, path: Path) -> None:
     figure.suptitle(machine_line(document["machine"]), fontsize="x-small", color="gray")
     figure.savefig(path, dpi=120)
     plt.close(figure)
+
+
+def extrapolated_label(record: dict) -> str:
+    """The legend entry of a capacity extrapolated from a fill that stopped before the budget."""
+    stopped_by = _STOPPED_EARLY_BY.get(record["stop"], record["stop"])
+    return f"extrapolated from a fill stopped by {stopped_by}"
 
 
 def _value_label(axes, value: float, position: float, text: str) -> None:
