@@ -111,3 +111,16 @@ def test_db_repr_html_lists_its_collections(tmp_path):
     assert db._repr_html_() == "<p><b>DB</b> (closed)</p>"
     with DB.memory() as db:
         assert "<th style='text-align:left'>collections</th><td>none</td>" in db._repr_html_()
+
+
+def test_the_version_is_the_distribution_s():
+    import importlib.metadata
+    import re
+
+    import offheap
+    assert re.fullmatch(r"\d+\.\d+\.\d+", offheap.__version__)
+    try:
+        installed = importlib.metadata.version("offheap")
+    except importlib.metadata.PackageNotFoundError:
+        pytest.skip("offheap is not installed, only importable")
+    assert installed == offheap.__version__
