@@ -465,7 +465,7 @@ class DB:
         if self._closed:
             return "<p><b>DB</b> (closed)</p>"
         return _html_summary(self.stats(), self._store.arena,
-                             "read-only" if self.readonly else self.durability)
+                             "read-only" if self.readonly else self.durability or "in memory")
 
     def _check_open(self) -> None:
         if self._closed:

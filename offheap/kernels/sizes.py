@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import operator
 import re
+from typing import SupportsIndex
 
 _UNITS = {
     "": 1, "b": 1,
@@ -47,8 +48,7 @@ def byte_limit(limit: object) -> int | None:
         return parse_bytes(limit)
     if isinstance(limit, bool):
         raise TypeError("limit= must be a number of bytes or a size such as '256MiB', not a bool")
-    try:
-        return operator.index(limit)
-    except TypeError:
+    if not isinstance(limit, SupportsIndex):
         raise TypeError(f"limit= must be a number of bytes (an int) or a size such as '256MiB' "
-                        f"or '1GiB', not {type(limit).__name__} {limit!r}") from None
+                        f"or '1GiB', not {type(limit).__name__} {limit!r}")
+    return operator.index(limit)
