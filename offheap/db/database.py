@@ -117,7 +117,10 @@ class DB:
 
     @classmethod
     def memory(cls, limit: ByteLimit = None) -> DB:
-        """A DB in anonymous memory, gone when closed; ``limit`` caps it in bytes (an int or a size such as ``"1GiB"``)."""
+        """A DB in anonymous memory, gone when closed; ``limit`` caps it in bytes.
+
+        ``limit`` is an int or a size such as ``"1GiB"``.
+        """
         return cls(RecordStore(Arena.anonymous(limit_bytes=limit)))
 
     @classmethod

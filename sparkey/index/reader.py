@@ -47,9 +47,9 @@ class HashIndex:
     the Robin Hood early exit (an occupant less displaced than the probe), which in a valid table
     comes at most ``max_displacement + 1`` slots from home; the header's ``max_displacement``
     itself is not trusted (a lowered one would hide present keys), so a lookup in a corrupt table
-    visits at most one turn of the table, ``hash_capacity`` slots (``probe_limit``). Safe to share between threads for
-    reads; a ``close()`` racing with them makes them raise ClosedError, never crash. The
-    LogReader passed in stays owned by the caller.
+    visits at most one turn of the table, ``hash_capacity`` slots (``probe_limit``). Safe to
+    share between threads for reads; a ``close()`` racing with them makes them raise
+    ClosedError, never crash. The LogReader passed in stays owned by the caller.
 
     ``get(key)`` returns the value stored for ``key`` (bytes or str), or None.
     """
