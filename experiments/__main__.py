@@ -13,15 +13,22 @@ runner has one.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
 from experiments import report
 from experiments.keys import KEY_ORDERS
-from experiments.sizes import parse_bytes
+from experiments.machine import memory_bytes
+from experiments.sizes import format_bytes, parse_bytes
 
 EXIT_FAILED = 1
 EXIT_INTERRUPTED = 130
+
+MIN_BUDGET_BYTES = 1 << 20
+"""The smallest --budget: every map reserves tens of KiB before its first entry."""
+RSS_GUARD_SHARE_OF_MEMORY = 0.9
+"""The default RSS guard never exceeds this share of the machine's memory."""
 
 
 def _size(text: str) -> int:
@@ -32,9 +39,14 @@ def _size(text: str) -> int:
 
 
 def _positive_seconds(text: str) -> float:
-    seconds = float(text)
-    if seconds <= 0:
-        raise argparse.ArgumentTypeError(f"--max-seconds must be positive, got {text}")
+    """A duration option; argparse prefixes the message with the option's name."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"cannot read {text!r} as seconds; write e.g. 1 or "
+                                         "2.5") from None
+    if not seconds > 0 or seconds == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
     return seconds
 
 
@@ -69,6 +81,36 @@ def _add_capacity(subparsers) -> None:
     parser.set_defaults(run=_run_capacity)
 
 
+def _checked_rss_guard(budget_bytes: int, rss_guard_bytes: int | None) -> int:
+    """The RSS guard for a budget, after refusing budgets this machine cannot run.
+
+    SystemExit for a budget below MIN_BUDGET_BYTES (no contender would hold an entry) or above
+    the machine's memory (the fills would swap or be killed before reaching it). The default
+    guard, 4 GiB or twice the budget, is capped at RSS_GUARD_SHARE_OF_MEMORY of the memory,
+    with a warning when that lowers it; a guard given explicitly is kept.
+    """
+    if budget_bytes < MIN_BUDGET_BYTES:
+        raise SystemExit(f"--budget {format_bytes(budget_bytes)} is below "
+                         f"{format_bytes(MIN_BUDGET_BYTES)}: every map reserves tens of KiB "
+                         "before its first entry, so no contender would fill; try 256MiB")
+    memory = memory_bytes()
+    if memory is not None and budget_bytes > memory:
+        raise SystemExit(f"--budget {format_bytes(budget_bytes)} is more than this machine's "
+                         f"{format_bytes(memory)} of memory: the fills would swap or be killed "
+                         f"before reaching it; pass at most --budget "
+                         f"{format_bytes(memory // 2)} or so")
+    if rss_guard_bytes is not None:
+        return rss_guard_bytes
+    guard = max(4 << 30, 2 * budget_bytes)
+    if memory is not None and guard > memory * RSS_GUARD_SHARE_OF_MEMORY:
+        guard = int(memory * RSS_GUARD_SHARE_OF_MEMORY)
+        print(f"warning: the RSS guard is {format_bytes(guard)}, "
+              f"{RSS_GUARD_SHARE_OF_MEMORY:.0%} of this machine's {format_bytes(memory)} of "
+              f"memory, less than twice the budget: a contender that needs more stops at "
+              f"'rss-guard'", file=sys.stderr)
+    return guard
+
+
 def _run_capacity(args) -> int:
     from experiments.capacity import CapacityConfig, run_capacity
     from experiments.contenders import default_contenders, resolve
@@ -76,7 +118,7 @@ def _run_capacity(args) -> int:
     contenders = resolve(args.contenders) if args.contenders else default_contenders(args.keys)
     config = CapacityConfig(budget_bytes=args.budget, keys=args.keys, mode=args.mode,
                             max_seconds=args.max_seconds, memray=args.memray, seed=args.seed,
-                            rss_guard_bytes=args.rss_guard)
+                            rss_guard_bytes=_checked_rss_guard(args.budget, args.rss_guard))
     document = run_capacity(contenders, config, progress=not args.no_progress)
     _write(args.out, "capacity", document, report.capacity_table(document))
     try:
@@ -219,9 +261,24 @@ def _run_parallel_write(args) -> int:
     return 0
 
 
+def _prepare_out(parser: argparse.ArgumentParser, out: Path) -> None:
+    """Create the ``--out`` directory before any work, or stop with a usage error saying why.
+
+    A runner measures for minutes; an output it cannot write must fail at once, not after.
+    """
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        parser.error(f"--out {out} is not a directory (a file is in the way); pass a directory "
+                     "to create or reuse")
+    except OSError as error:
+        parser.error(f"--out {out} cannot be created: {error.strerror}")
+    if not os.access(out, os.W_OK | os.X_OK):
+        parser.error(f"--out {out} is not writable")
+
+
 def _write(out: Path, runner: str, document: dict, table: str) -> None:
-    """Save results.json and <runner>.txt in ``out``, and print the table."""
-    out.mkdir(parents=True, exist_ok=True)
+    """Save results.json and <runner>.txt in ``out`` (made by _prepare_out), and print the table."""
     report.write_json(document, out / "results.json")
     (out / f"{runner}.txt").write_text(table + "\n")
     print(table)
@@ -230,6 +287,8 @@ def _write(out: Path, runner: str, document: dict, table: str) -> None:
 def _exit_code(document: dict) -> int:
     if document.get("interrupted"):
         return EXIT_INTERRUPTED
+    if document.get("failed"):
+        return EXIT_FAILED
     if any("error" in record for record in document["results"]):
         return EXIT_FAILED
     return 0
@@ -244,6 +303,7 @@ def main(argv: list[str] | None = None) -> int:
     _add_maps_bench(subparsers)
     _add_parallel_write(subparsers)
     args = parser.parse_args(argv)
+    _prepare_out(parser, args.out)
     return args.run(args)
 
 

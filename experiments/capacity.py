@@ -3,11 +3,14 @@
 The blog experiment (DESIGN.md) on a budget that fits this machine. Each contender runs in a
 fresh child process (:mod:`experiments.child`) that fills it until the budget or the time cap;
 this module starts the children one after another, drives a progress bar per contender from
-their JSON lines, derives the figures (bytes/entry, inserts/s, the linear extrapolation to 15 GiB
+their JSON lines (each bar shows the share of the nearer stop, the budget or the time cap,
+and says which), derives the figures (bytes/entry, inserts/s, the linear extrapolation to 15 GiB
 beside MapDB's published number) and hands the document to :mod:`experiments.report`.
 
 Ctrl-C: the running child is asked to stop (SIGINT; it finishes its current step and reports
-what it has), no further contender starts, and the results gathered so far are written.
+what it has), no further contender starts, and the results gathered so far are written. A
+fault of the runner itself (not of a child, whose errors become its record) does the same and
+is recorded as ``failed``.
 """
 
 from __future__ import annotations
@@ -19,11 +22,13 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from experiments.contenders import MAPDB_BUDGET_BYTES, Contender
 from experiments.machine import REPOSITORY, describe_machine, git_commit
+from experiments.sizes import format_bytes
 
 _STDERR_TAIL_CHARS = 2000
 _STOP_GRACE_SECONDS = 60
@@ -151,20 +156,34 @@ class ChildRun:
     def _show(self, point: dict) -> None:
         if self.bar is None:
             return
-        self.bar.n = min(point["memory_bytes"], self.config.budget_bytes) / (1 << 20)
-        self.bar.set_postfix_str(f"{point['entries']:,} entries, {point['seconds']:.0f} s",
-                                 refresh=False)
+        limit, share = nearest_stop(point, self.config)
+        self.bar.n = 100 * share
+        self.bar.unit = progress_text(point, self.config, limit)  # the text after the bar
         self.bar.refresh()
 
 
-def _progress_bar(label: str, budget_bytes: int, enabled: bool):
+def nearest_stop(point: dict, config: CapacityConfig) -> tuple[str, float]:
+    """Which stop a fill is closest to, ``"budget"`` or ``"time"``, and how far along (0..1)."""
+    memory_share = min(point["memory_bytes"] / config.budget_bytes, 1.0)
+    time_share = min(point["seconds"] / config.max_seconds, 1.0)
+    return ("budget", memory_share) if memory_share >= time_share else ("time", time_share)
+
+
+def progress_text(point: dict, config: CapacityConfig, limit: str) -> str:
+    """The text beside a bar: the stop it is heading for first, then both measures."""
+    return (f"to {limit}: {format_bytes(point['memory_bytes'])}/"
+            f"{format_bytes(config.budget_bytes)}, {point['seconds']:.0f}/"
+            f"{config.max_seconds:g} s, {point['entries']:,} entries")
+
+
+def _progress_bar(label: str, enabled: bool):
+    """A bar of the share of the nearer stop (budget or time cap) the fill has reached."""
     if not enabled:
         return None
     from tqdm import tqdm
 
-    return tqdm(total=budget_bytes / (1 << 20), desc=f"{label:<30}", unit="MiB",
-                bar_format="{desc} {percentage:3.0f}%|{bar}| {n:.0f}/{total:.0f} MiB{postfix}",
-                file=sys.stderr, leave=True)
+    return tqdm(total=100, desc=f"{label:<24}", unit="starting",
+                bar_format="{desc} {n:3.0f}%|{bar:12}| {unit}", file=sys.stderr, leave=True)
 
 
 def run_contender(contender: Contender, config: CapacityConfig, progress: bool) -> tuple[dict, bool]:
@@ -175,7 +194,7 @@ def run_contender(contender: Contender, config: CapacityConfig, progress: bool) 
     reason = contender.unavailable_reason()
     if reason is not None:
         return {**base, "skipped": reason}, False
-    bar = _progress_bar(contender.label, config.budget_bytes, progress)
+    bar = _progress_bar(contender.label, progress)
     started = time.perf_counter()
     try:
         with tempfile.TemporaryDirectory(prefix=f"capacity-{contender.name}-") as workdir:
@@ -212,6 +231,10 @@ def run_capacity(contenders: list[Contender], config: CapacityConfig, *, progres
             record, interrupted = run_contender(contender, config, progress)
         except KeyboardInterrupt:  # between children, or a second Ctrl-C: keep what is done
             document["interrupted"] = True
+            break
+        except Exception as error:  # a fault of the runner itself: keep what is done
+            document["failed"] = {"contender": contender.name, "type": type(error).__name__,
+                                  "message": str(error), "traceback": traceback.format_exc()}
             break
         document["results"].append(record)
         if interrupted:

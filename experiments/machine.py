@@ -30,7 +30,8 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def _memory_bytes() -> int | None:
+def memory_bytes() -> int | None:
+    """This machine's physical memory (MemTotal), or None where /proc/meminfo is missing."""
     try:
         with open("/proc/meminfo") as meminfo:
             for line in meminfo:
@@ -74,7 +75,7 @@ def describe_machine() -> dict:
         "hostname": platform.node(),
         "cpu": _cpu_model(),
         "cores": os.cpu_count(),
-        "memory_bytes": _memory_bytes(),
+        "memory_bytes": memory_bytes(),
         "os": platform.platform(),
         "python": sys.version.split()[0],
         "python_implementation": platform.python_implementation(),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import textwrap
 from pathlib import Path
 
 from experiments.machine import machine_line
@@ -16,6 +17,31 @@ from experiments.sizes import format_bytes, format_count
 
 _MEASURES = {"rss": "peak RSS growth", "arena": "arena reserved", "disk": "log + index files"}
 _EXTRAPOLATED_MARK = "~"  # before a capacity extrapolated from bytes/entry (Markdown-safe)
+TERMINAL_COLUMNS = 100
+"""The terminal table and each of its legend lines fit this width."""
+_STOP_SHOWN = {"budget": "budget", "time": "time", "rss-guard": "guard", "interrupted": "ctrl-c"}
+_KEYS_SHOWN = {"sequential": "seq", "random": "rand"}
+_LEGEND = (
+    "legend:",
+    "  keys      seq: 0, 1, 2, ... in order; rand: uniformly random signed int64 keys",
+    "  stop      why the fill ended: budget reached, time cap, guard (RSS safety stop), ctrl-c",
+    "  B/entry   memory / entries",
+    "  memory    what the budget bounds: RSS growth (dict, SortedDict), arena (offheap), files "
+    "(Sparkey)",
+    "  peak RSS  the most the process's resident memory grew while filling",
+    f"  15 GiB    entries in 15 GiB: count x 15 GiB / budget, or {_EXTRAPOLATED_MARK} 15 GiB / "
+    "B/entry if stopped early",
+    "  vs MapDB  15 GiB / MapDB's count in 15 GiB for the same map (see the plot, results.json)",
+)
+_OVER_BUDGET = {
+    "arena": "limit= bounds the arena; the process also holds what lives outside it: the "
+             "numpy temporaries of a hash table's doubling, a TreeMap's caches of decoded and "
+             "dirty nodes, the fill loop's Python objects",
+    "disk": "the budget bounds the log and index files; the process also holds the writer's "
+            "buffers and the arrays of the index build, which runs in memory",
+    "rss": "the budget bounds the RSS growth after each step; the peak includes the step that "
+           "crossed the budget (a dict resize holds two tables for a moment)",
+}
 
 
 def format_table(headers: list[str], rows: list[list[str]], *, markdown: bool = False) -> str:
@@ -43,74 +69,140 @@ def _number(value, pattern: str) -> str:
     return "-" if value is None else format(value, pattern)
 
 
-def capacity_rows(document: dict) -> tuple[list[str], list[list[str]], list[str]]:
-    """Headers, rows and footnotes of the capacity table."""
+def capacity_rows(document: dict, *, wide: bool = True) -> tuple[list[str], list[list[str]],
+                                                               list[str]]:
+    """Headers, rows and footnotes of the capacity table.
+
+    ``wide`` (Markdown, docs) has every figure; the narrow form (the terminal) keeps the
+    columns that fit TERMINAL_COLUMNS, with short names the legend explains.
+    """
     config = document["config"]
-    with_memray = config.get("memray", False)
-    headers = ["contender", "keys", "stop", "entries", "B/entry", "memory", "of budget",
-               "measured as", "RSS peak growth"]
-    headers += ["memray heap"] if with_memray else []
-    headers += ["fill s", "inserts/s", "in 15 GiB (extrap.)", "MapDB in 15 GiB", "vs MapDB"]
+    with_memray = config.get("memray", False) and wide
+    if wide:
+        headers = ["contender", "keys", "stop", "entries", "B/entry", "memory", "of budget",
+                   "measured as", "RSS peak growth"]
+        headers += ["memray heap"] if with_memray else []
+        headers += ["fill s", "inserts/s", "in 15 GiB (extrap.)", "MapDB in 15 GiB", "vs MapDB"]
+    else:
+        headers = ["contender", "keys", "stop", "entries", "B/entry", "memory", "peak RSS",
+                   "15 GiB", "vs MapDB"]
     rows, notes = [], []
     for record in document["results"]:
         if "skipped" in record or "error" in record:
             problem = record.get("skipped") or "{type}: {message}".format(**record["error"])
-            rows.append([record["label"], record["keys"], "skipped" if "skipped" in record
-                         else "error"] + [""] * (len(headers) - 3))
+            rows.append([record["label"], _shown_keys(record["keys"], wide),
+                         "skipped" if "skipped" in record else "error"]
+                        + [""] * (len(headers) - 3))
             notes.append(f"{record['label']}: {problem.splitlines()[0]}")
             continue
-        mark = "" if record["entries_in_budget_measured"] else _EXTRAPOLATED_MARK
-        mapdb = record["mapdb"]
-        mapdb_cell = "-"
-        if mapdb is not None:
-            mapdb_cell = format_count(mapdb["entries"])
-            if mapdb["keys"] != record["keys"]:
-                mapdb_cell += f" ({mapdb['keys']} keys)"
-        row = [record["label"], record["keys"], record["stop"], f"{record['entries']:,}",
-               _number(record["bytes_per_entry"], ".2f"), format_bytes(record["memory_bytes"]),
-               f"{record['budget_used']:.0%}", _MEASURES[record["measured_by"]],
-               format_bytes(record["peak_rss_growth_bytes"])]
-        if with_memray:
-            memray = record.get("memray")
-            row.append(format_bytes(memray["heap_at_peak_bytes"]) if memray else "-")
-        extrapolated = record["entries_in_15gib_extrapolated"]
-        row += [f"{record['seconds']:.1f}", _number(record["inserts_per_second"], ",.0f"),
-                (mark + format_count(extrapolated)) if extrapolated else "-", mapdb_cell,
-                _number(record["ratio_to_mapdb"], ".2f")]
-        rows.append(row)
-        if record.get("stderr_tail"):
-            notes.append(f"{record['label']}: the child wrote to stderr (see results.json): "
-                         f"{record['stderr_tail'].strip().splitlines()[-1]}")
-        if config["mode"] == "batch" and not record["bulk_api"]:
-            notes.append(f"{record['label']}: no bulk insert API, so batch mode put one entry "
-                         f"at a time")
-        if mark:
-            notes.append(f"{_EXTRAPOLATED_MARK} {record['label']}: stopped by {record['stop']} at "
-                         f"{record['entries']:,} entries, "
-                         f"{_number(record['bytes_per_entry'], '.2f')} B/entry; "
-                         f"its capacity is extrapolated from that, not measured")
+        rows.append(_wide_row(record, with_memray) if wide else _narrow_row(record))
+        notes += _record_notes(record, config, wide)
     return headers, rows, notes
 
 
+def _shown_keys(keys: str, wide: bool) -> str:
+    return keys if wide else _KEYS_SHOWN.get(keys, keys)
+
+
+def _capacity_cell(record: dict) -> str:
+    mark = "" if record["entries_in_budget_measured"] else _EXTRAPOLATED_MARK
+    extrapolated = record["entries_in_15gib_extrapolated"]
+    return (mark + format_count(extrapolated)) if extrapolated else "-"
+
+
+def _wide_row(record: dict, with_memray: bool) -> list[str]:
+    mapdb = record["mapdb"]
+    mapdb_cell = "-"
+    if mapdb is not None:
+        mapdb_cell = format_count(mapdb["entries"])
+        if mapdb["keys"] != record["keys"]:
+            mapdb_cell += f" ({mapdb['keys']} keys)"
+    row = [record["label"], record["keys"], record["stop"], f"{record['entries']:,}",
+           _number(record["bytes_per_entry"], ".2f"), format_bytes(record["memory_bytes"]),
+           f"{record['budget_used']:.0%}", _MEASURES[record["measured_by"]],
+           format_bytes(record["peak_rss_growth_bytes"])]
+    if with_memray:
+        memray = record.get("memray")
+        row.append(format_bytes(memray["heap_at_peak_bytes"]) if memray else "-")
+    return row + [f"{record['seconds']:.1f}", _number(record["inserts_per_second"], ",.0f"),
+                  _capacity_cell(record), mapdb_cell, _number(record["ratio_to_mapdb"], ".2f")]
+
+
+def _narrow_row(record: dict) -> list[str]:
+    return [record["label"], _shown_keys(record["keys"], False),
+            _STOP_SHOWN.get(record["stop"], record["stop"]), f"{record['entries']:,}",
+            _number(record["bytes_per_entry"], ".2f"), format_bytes(record["memory_bytes"]),
+            format_bytes(record["peak_rss_growth_bytes"]), _capacity_cell(record),
+            _number(record["ratio_to_mapdb"], ".2f")]
+
+
+def _record_notes(record: dict, config: dict, wide: bool) -> list[str]:
+    """Footnotes of one measured record: stderr, batch fallback, over-budget peak, extrapolation."""
+    notes = []
+    label = record["label"]
+    if record.get("stderr_tail"):
+        notes.append(f"{label}: the child wrote to stderr (see results.json): "
+                     f"{record['stderr_tail'].strip().splitlines()[-1]}")
+    if config["mode"] == "batch" and not record["bulk_api"]:
+        notes.append(f"{label}: no bulk insert API, so batch mode put one entry at a time")
+    budget = config["budget_bytes"]
+    if record["peak_rss_growth_bytes"] > budget:
+        notes.append(f"{label}: peak RSS {format_bytes(record['peak_rss_growth_bytes'])} is "
+                     f"above the {format_bytes(budget)} budget: "
+                     f"{_OVER_BUDGET[record['measured_by']]}")
+    if not record["entries_in_budget_measured"]:
+        notes.append(f"{_EXTRAPOLATED_MARK} {label}: stopped by {record['stop']} at "
+                     f"{record['entries']:,} entries, "
+                     f"{_number(record['bytes_per_entry'], '.2f')} B/entry; "
+                     f"its capacity is extrapolated from that, not measured")
+    if not wide and record.get("memray"):
+        notes.append(f"{label}: memray heap at the peak "
+                     f"{format_bytes(record['memray']['heap_at_peak_bytes'])}")
+    return notes
+
+
 def capacity_table(document: dict, *, markdown: bool = False) -> str:
-    """The capacity results as a table with a title line and footnotes."""
+    """The capacity results with a title line and footnotes.
+
+    Markdown (for docs) has every column; the terminal form fits TERMINAL_COLUMNS columns, its
+    footnotes wrapped to that width, and ends with a legend of one line per term.
+    """
     config = document["config"]
-    headers, rows, notes = capacity_rows(document)
+    headers, rows, notes = capacity_rows(document, wide=markdown)
     title = (f"int64 -> \"\" entries within {format_bytes(config['budget_bytes'])}, "
-             f"{config['mode']} inserts, time cap {config['max_seconds']:g} s per contender "
-             f"({machine_line(document['machine'])})")
-    parts = [title, "", format_table(headers, rows, markdown=markdown)]
-    notes.append("in 15 GiB: a count measured at the budget is scaled by 15 GiB / budget; "
-                 f"{_EXTRAPOLATED_MARK} marks a capacity extrapolated from bytes/entry instead")
+             f"{config['mode']} inserts, time cap {config['max_seconds']:g} s per contender")
+    parts = [title, f"({machine_line(document['machine'])})", "",
+             format_table(headers, rows, markdown=markdown)]
+    if markdown:
+        notes.append("in 15 GiB: a count measured at the budget is scaled by 15 GiB / budget; "
+                     f"{_EXTRAPOLATED_MARK} marks a capacity extrapolated from bytes/entry "
+                     "instead")
     if document.get("interrupted"):
         notes.append("interrupted by Ctrl-C: later contenders did not run")
-    if notes:
-        parts += [""] + [f"- {note}" if markdown else note for note in notes]
+    if document.get("failed"):
+        failed = document["failed"]
+        notes.append(f"the runner failed during {failed['contender']} ({failed['type']}: "
+                     f"{failed['message']}): later contenders did not run")
+    if markdown:
+        parts += [""] + [f"- {note}" for note in notes]
+    else:
+        parts += [""] + [textwrap.fill(note, TERMINAL_COLUMNS, subsequent_indent="  ")
+                         for note in notes]
+        parts += [""] + list(_LEGEND)
     return "\n".join(parts)
 
 
+_STOPPED_EARLY_BY = {"time": "the time cap", "interrupted": "Ctrl-C", "rss-guard": "the RSS guard"}
+
+
 def plot_capacity(document: dict, path: Path) -> None:
-    """Entries within the budget per contender beside MapDB's figures scaled to the budget."""
+    """Entries within the budget per contender beside MapDB's figures scaled to the budget.
+
+    A fill that stopped before the budget is drawn solid up to the entries it reached and
+    hatched up to the capacity extrapolated from its bytes/entry; the legend names what
+    stopped it. Each bar has one value label, past its end; the legend sits below the axis
+    label, in a layout that keeps them apart.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
@@ -121,44 +213,59 @@ def plot_capacity(document: dict, path: Path) -> None:
     records = [r for r in document["results"] if "entries_in_budget" in r and r["entries_in_budget"]]
     labels = [f"{r['label']} ({'seq' if r['keys'] == 'sequential' else r['keys']})"
               for r in records]
-    figure, axes = plt.subplots(figsize=(10, 1.8 + 0.6 * max(1, len(records))))
-    positions = range(len(records))
+    figure, axes = plt.subplots(figsize=(10, 2.2 + 0.6 * max(1, len(records))),
+                                layout="constrained")
     height = 0.38
     values = []
     for index, record in enumerate(records):
-        measured = record["entries_in_budget_measured"]
-        bars = [(index - height / 2, record["entries"], dict(color="tab:blue", label="measured"))]
-        if not measured:  # the entries it reached, inside the capacity extrapolated from them
-            bars.append((index - height / 2, record["entries_in_budget"],
-                         dict(color="none", edgecolor="tab:blue", hatch="//",
-                              label="extrapolated from a time-capped fill")))
+        ours = index - height / 2
+        axes.barh(ours, record["entries"], height, color="tab:blue", label="measured")
+        reached = record["entries"]
+        label = format_count(reached)
+        if not record["entries_in_budget_measured"]:  # the entries reached, inside the estimate
+            axes.barh(ours, record["entries_in_budget"], height, color="none",
+                      edgecolor="tab:blue", hatch="//", label=extrapolated_label(record))
+            reached = max(reached, record["entries_in_budget"])
+            label = (f"{format_count(record['entries'])} reached, "
+                     f"~{format_count(record['entries_in_budget'])} estimated")
+        _value_label(axes, reached, ours, label)
+        values += [record["entries"], reached]
         if record["mapdb"] is not None:
-            bars.append((index + height / 2, record["mapdb"]["entries_scaled_to_budget"],
-                         dict(color="tab:gray", label="MapDB's 15 GiB figure x budget / 15 GiB")))
-        for position, value, style in bars:
-            axes.barh(position, value, height, **style)
-            axes.annotate(f" {format_count(value)}", (value, position), va="center",
-                          fontsize="x-small")
-            values.append(value)
+            mapdb = record["mapdb"]["entries_scaled_to_budget"]
+            axes.barh(index + height / 2, mapdb, height, color="tab:gray",
+                      label="MapDB's 15 GiB figure x budget / 15 GiB")
+            _value_label(axes, mapdb, index + height / 2, format_count(mapdb))
+            values.append(mapdb)
     handles, names = axes.get_legend_handles_labels()
     unique = dict(zip(names, handles))
-    axes.legend(unique.values(), unique.keys(), loc="upper center", bbox_to_anchor=(0.5, -0.22),
-                ncol=3, fontsize="small", frameon=False)
+    figure.legend(unique.values(), unique.keys(), loc="outside lower center", ncol=3,
+                  fontsize="small", frameon=False)
     axes.xaxis.set_major_formatter(FuncFormatter(lambda value, _: format_count(value)))
-    axes.set_yticks(list(positions), labels)
+    axes.set_yticks(range(len(records)), labels)
     axes.invert_yaxis()
     if values and max(values) > 30 * min(values):  # several decades: a log axis from a power of 10
         axes.set_xscale("log")
-        axes.set_xlim(left=10 ** math.floor(math.log10(min(values))), right=max(values) * 4)
+        axes.set_xlim(left=10 ** math.floor(math.log10(min(values))), right=max(values) * 40)
     else:
-        axes.set_xlim(left=0, right=max(values, default=1) * 1.15)
+        axes.set_xlim(left=0, right=max(values, default=1) * 1.5)
     axes.set_xlabel(f"int64 -> \"\" entries within {format_bytes(budget)}")
     axes.set_title(f"Entries within {format_bytes(budget)}, "
                    f"{document['config']['mode']} inserts", fontsize="medium")
-    figure.text(0.01, 0.005, machine_line(document["machine"]), fontsize="x-small", color="gray")
-    figure.tight_layout(rect=(0, 0.03, 1, 1))
+    figure.suptitle(machine_line(document["machine"]), fontsize="x-small", color="gray")
     figure.savefig(path, dpi=120)
     plt.close(figure)
+
+
+def extrapolated_label(record: dict) -> str:
+    """The legend entry of a capacity extrapolated from a fill that stopped before the budget."""
+    stopped_by = _STOPPED_EARLY_BY.get(record["stop"], record["stop"])
+    return f"extrapolated from a fill stopped by {stopped_by}"
+
+
+def _value_label(axes, value: float, position: float, text: str) -> None:
+    """``text`` just past the end of a bar, on the white of the axes, never on the bar."""
+    axes.annotate(text, (value, position), xytext=(3, 0), textcoords="offset points",
+                  va="center", fontsize="x-small")
 
 
 def _ratio(ours, theirs) -> str:

@@ -1,33 +1,17 @@
-"""Byte sizes for the experiment runners: parsing ``256MiB``-style options and printing sizes.
+"""Byte sizes for the experiment runners: ``256MiB``-style options and sizes for people.
 
-Pure functions, no IO; the bottom layer of the ``experiments`` package.
+Options are read by offheap's own parser (``offheap.kernels.sizes.parse_bytes``, which also
+reads every ``limit=``), so a size means the same on every command line and in the API. Pure
+functions, no IO; the bottom layer of the ``experiments`` package.
 """
 
 from __future__ import annotations
 
-import re
+from offheap.kernels.sizes import parse_bytes
 
 GIB = 1 << 30
-_UNITS = {
-    "": 1, "b": 1,
-    "k": 1000, "kb": 1000, "m": 1000**2, "mb": 1000**2, "g": 1000**3, "gb": 1000**3,
-    "t": 1000**4, "tb": 1000**4,
-    "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40,
-}
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
 
-
-def parse_bytes(text: str) -> int:
-    """``"256MiB"`` -> 268435456. Binary units (KiB, MiB, GiB) are powers of 1024, decimal ones
-    (KB, MB, GB, or K, M, G) powers of 1000; a bare number is bytes. ValueError names the input."""
-    match = _SIZE.match(str(text))
-    unit = match.group(2).lower() if match else None
-    if unit not in _UNITS:
-        raise ValueError(f"cannot read {text!r} as a size; write e.g. 256MiB, 1GiB, 15GiB or 500MB")
-    nbytes = int(float(match.group(1)) * _UNITS[unit])
-    if nbytes <= 0:
-        raise ValueError(f"size {text!r} must be positive")
-    return nbytes
+__all__ = ["GIB", "format_bytes", "format_count", "parse_bytes"]
 
 
 def format_bytes(nbytes: float) -> str:

@@ -1,5 +1,8 @@
 """offheap: off-heap collections for Python (layer 8, the public API)."""
 
+__version__ = "0.1.0"
+"""The version of the distribution (offheap, sparkey and experiments), read by its build."""
+
 from offheap.errors import (
     CapacityError,
     ClosedError,
@@ -24,6 +27,7 @@ compiled: bool = _native.compiled()
 or because the extension was not built; see :mod:`offheap.kernels.native`)."""
 
 __all__ = [
+    "__version__",
     "CapacityError",
     "ClosedError",
     "CodecUnavailableError",

@@ -18,10 +18,12 @@ def _rss_bytes() -> int:
         return int(f.read().split()[1]) * 4096
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m offheap", description="LongHashMap vs dict memory")
     parser.add_argument("--n", type=int, default=3_000_000, help="entries (default 3M)")
-    n = parser.parse_args().n
+    n = parser.parse_args(argv).n
+    if n < 1:
+        parser.error(f"--n must be at least 1 entry, got {n}")
     keys = np.random.default_rng(1).integers(INT64_MIN, INT64_MAX, n, dtype=np.int64)
     rows = []
 

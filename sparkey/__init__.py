@@ -17,7 +17,7 @@ reference, chosen by ``OFFHEAP_PURE_PYTHON=1`` or because the extension was not 
 
 from sparkey.errors import (
     ClosedError, EntrySizeError, EntryTypeError, FileIdentifierMismatch, IndexFormatError,
-    LogFormatError, SparkeyError)
+    LogFormatError, SparkeyError, StoreExistsError)
 from sparkey.format import Compression, EntryKind, IndexHeader, LogHeader
 from sparkey.index import HashIndex, write_index
 from sparkey.log import LogEntry, LogReader, LogWriter
@@ -29,6 +29,7 @@ from sparkey.writer import Writer
 __all__ = [
     "ClosedError", "Compression", "EntryKind", "EntrySizeError", "EntryTypeError",
     "FileIdentifierMismatch", "HashIndex", "IndexFormatError", "IndexHeader", "LogEntry",
-    "LogFormatError", "LogHeader", "LogReader", "LogWriter", "Reader", "SparkeyError", "Writer",
+    "LogFormatError", "LogHeader", "LogReader", "LogWriter", "Reader", "SparkeyError",
+    "StoreExistsError", "Writer",
     "compiled", "open", "open_sharded", "write_index",
 ]

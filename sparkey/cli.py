@@ -1,7 +1,8 @@
 """Command line (API layer): ``python -m sparkey info|get|dump|create|append|write-index|rewrite``.
 
 Exit status: 0 on success, 1 on an error (message on stderr), 2 when ``get`` finds no such key
-(as libsparkey's tool does; argparse also uses 2 for usage errors).
+(as libsparkey's tool does; a line on stderr says so; argparse also uses 2 for usage errors).
+``create`` and ``rewrite`` refuse an existing target store unless given ``--force``.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import argparse
 import sys
 from typing import IO, Any
 
-from sparkey.errors import IndexFormatError, LogFormatError, SparkeyError
+from sparkey.errors import IndexFormatError, LogFormatError, SparkeyError, StoreExistsError
 from sparkey.format import Compression, IndexHeader, LogHeader, file_pair
 from sparkey.index import METHODS, read_index_header, write_index
 from sparkey.log import LogReader, LogWriter, read_log_header
@@ -30,6 +31,10 @@ def main(argv: list[str] | None = None, stdin: IO[bytes] | None = None,
     args = _parser().parse_args(argv)
     try:
         return args.command(args, stdin, stdout) or 0
+    except StoreExistsError as exc:
+        print(f"sparkey: error: {exc.filename} exists; pass --force to replace the store",
+              file=sys.stderr)
+        return EXIT_ERROR
     except (SparkeyError, OSError, ValueError) as exc:
         print(f"sparkey: error: {exc}", file=sys.stderr)
         return EXIT_ERROR
@@ -44,7 +49,8 @@ def _parser() -> argparse.ArgumentParser:
     info.add_argument("files", nargs="+", metavar="FILE")
     info.set_defaults(command=_info)
 
-    get = commands.add_parser("get", help="print the value of a key (exit 2 if absent)")
+    get = commands.add_parser("get", help="print the value of a key and a newline (exit 2 if "
+                                          "absent)")
     get.add_argument("store", help="base name, .spl or .spi file")
     get.add_argument("key")
     get.add_argument("--hex", action="store_true", help="KEY is hex; print the value as hex")
@@ -57,9 +63,10 @@ def _parser() -> argparse.ArgumentParser:
                       help="print every raw log entry (PUT and DELETE) instead")
     dump.set_defaults(command=_dump)
 
-    create = commands.add_parser("create", help="create an empty log")
+    create = commands.add_parser("create", help="create an empty store (log and index)")
     _add_log_options(create)
     create.add_argument("log", metavar="FILE.spl")
+    _add_force_option(create)
     create.set_defaults(command=_create)
 
     append = commands.add_parser(
@@ -81,6 +88,7 @@ def _parser() -> argparse.ArgumentParser:
     rewrite.add_argument("source", help="store to read")
     rewrite.add_argument("target", help="store to create")
     _add_index_options(rewrite)
+    _add_force_option(rewrite)
     rewrite.set_defaults(command=_rewrite)
     return parser
 
@@ -90,6 +98,16 @@ def _add_log_options(parser: argparse.ArgumentParser) -> None:
                         choices=[c.name.lower() for c in Compression])
     parser.add_argument("-b", "--block-size", type=int, default=4096,
                         help="largest uncompressed block (compressed logs; default 4096)")
+
+
+def _add_force_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-f", "--force", action="store_true",
+                        help="replace an existing store (refused otherwise)")
+
+
+def _write_mode(args: argparse.Namespace) -> str:
+    """The ``Writer`` mode of a command that creates a store: replace only with ``--force``."""
+    return "w" if args.force else "x"
 
 
 def _add_index_options(parser: argparse.ArgumentParser) -> None:
@@ -132,8 +150,9 @@ def _get(args: argparse.Namespace, stdin: IO[bytes], stdout: IO[bytes]) -> int:
     with Reader(args.store) as reader:
         value = reader.get(key)
     if value is None:
+        print(f"sparkey: key {args.key!r} not found in {args.store}", file=sys.stderr)
         return EXIT_NOT_FOUND
-    stdout.write(value.hex().encode() + b"\n" if args.hex else value)
+    stdout.write((value.hex().encode() if args.hex else value) + b"\n")
     return 0
 
 
@@ -158,7 +177,7 @@ def _line(fields: list[bytes], as_hex: bool, raw_first: bool = False) -> bytes:
 
 
 def _create(args: argparse.Namespace, stdin: IO[bytes], stdout: IO[bytes]) -> None:
-    LogWriter(args.log, args.compression, args.block_size).close()
+    Writer(args.log, args.compression, args.block_size, mode=_write_mode(args)).close()
 
 
 def _append(args: argparse.Namespace, stdin: IO[bytes], stdout: IO[bytes]) -> None:
@@ -182,6 +201,7 @@ def _write_index(args: argparse.Namespace, stdin: IO[bytes], stdout: IO[bytes]) 
 
 def _rewrite(args: argparse.Namespace, stdin: IO[bytes], stdout: IO[bytes]) -> None:
     with Reader(args.source) as reader, Writer(args.target, args.compression, args.block_size,
+                                               mode=_write_mode(args),
                                                **_index_options(args)) as writer:
         for key, value in reader.items():
             writer.put(key, value)

@@ -43,3 +43,11 @@ class EntryTypeError(SparkeyError, TypeError):
 
 class EntrySizeError(SparkeyError, ValueError):
     """A key or value is longer than every Sparkey reader accepts (2**31 - 1 bytes)."""
+
+
+class StoreExistsError(SparkeyError, FileExistsError):
+    """A store is already at the target path and the writer was not told to replace it.
+
+    Raised by ``Writer`` in mode ``"x"`` (its ``filename`` is the file found) and by the
+    sharded builders without ``overwrite=True``.
+    """

@@ -249,6 +249,10 @@ def decode_address(address: int, entry_block_bits: int) -> tuple[int, int]:
 
 # ----------------------------------------------------------------------------------- headers
 
+REBUILD_INDEX_HINT = ("rebuild the index with python -m sparkey write-index FILE.spl "
+                      "(sparkey.write_index in Python)")
+"""The advice of every error about an index that does not fit its log or is damaged."""
+
 def _check_magic_and_size(buf: Buffer, magic: int, header_size: int,
                           error: type[LogFormatError | IndexFormatError], what: str, suffix: str,
                           advice: str) -> None:
@@ -388,7 +392,7 @@ class IndexHeader:
     def unpack(cls, buf: Buffer) -> IndexHeader:
         """Parse and validate the first 112 bytes of ``buf`` (IndexFormatError names the field)."""
         _check_magic_and_size(buf, INDEX_MAGIC, INDEX_HEADER_SIZE, IndexFormatError, "index",
-                              ".spi", "rebuild the index with sparkey.write_index")
+                              ".spi", REBUILD_INDEX_HINT)
         (_magic, major, minor, file_identifier, seed, data_end, max_key_len, max_value_len,
          num_puts, garbage_size, num_entries, address_size, hash_size, capacity,
          max_displacement, bits, collisions, total_displacement) = _INDEX_STRUCT.unpack_from(buf)
@@ -428,8 +432,8 @@ class IndexHeader:
         if self.file_identifier != log.file_identifier:
             raise FileIdentifierMismatch(
                 f"index file_identifier {self.file_identifier:#010x} differs from the log's "
-                f"{log.file_identifier:#010x}: the index was built from another log; rebuild it "
-                "with sparkey.write_index")
+                f"{log.file_identifier:#010x}: the index was built from another log; "
+                f"{REBUILD_INDEX_HINT}")
         err = IndexFormatError
         _check(self.data_end <= log.data_end, err, "data_end",
                f"is {self.data_end}, past the log's data_end {log.data_end}")

@@ -11,8 +11,9 @@ from typing import cast
 
 import numpy as np
 
-from sparkey.errors import ClosedError
-from sparkey.format import BytesOrStr, EntryKind, IndexHeader, LogHeader, file_pair
+from sparkey.errors import ClosedError, IndexFormatError
+from sparkey.format import (
+    REBUILD_INDEX_HINT, BytesOrStr, EntryKind, IndexHeader, LogHeader, file_pair)
 from sparkey.index import HashIndex
 from sparkey.log import LogEntry, LogReader
 from sparkey.lookup import LookupMapping
@@ -77,15 +78,34 @@ class Reader(LookupMapping):
         return cast("Iterator[bytes]", values)  # live entries are PUTs
 
     def _live_entries(self) -> Iterator[LogEntry]:
-        """Live PUT entries in log order: those whose address some slot holds."""
+        """Live PUT entries in log order: those whose address some slot holds.
+
+        The log is read up to the index's ``data_end``. A damaged index shows as a slot address
+        at or past it (raised before the first entry) or as a count of live entries other than
+        ``num_entries`` (raised after the last): IndexFormatError either way, never a silently
+        short iteration.
+        """
         self._check_open()
+        header = self._index.header
         live = self._index.live_addresses()
-        bits = self._index.header.entry_block_bits
+        bits = header.entry_block_bits
+        if len(live) and int(live[-1]) >> bits >= header.data_end:
+            raise IndexFormatError(
+                f"index {self.path!r} has a slot addressing log offset {int(live[-1]) >> bits}, "
+                f"at or past its data_end {header.data_end}: the index is damaged; "
+                f"{REBUILD_INDEX_HINT}", "data_end")
+        count = 0
         for batch in self._put_batches():
             for entry in _filter_live(batch, live, bits):
                 if self._log.closed:
                     self._check_open()
+                count += 1
                 yield entry
+        if count != header.num_entries:
+            raise IndexFormatError(
+                f"index {self.path!r} lists {header.num_entries} entries but {count} of its "
+                f"slots address a PUT of the log: the index is damaged; "
+                f"{REBUILD_INDEX_HINT}", "num_entries")
 
     def _put_batches(self) -> Iterator[list[LogEntry]]:
         """PUT entries of the indexed part of the log, in lists of up to _LIVE_BATCH."""

@@ -51,11 +51,12 @@ Thread safety: none; the owner of an arena serializes access to it.
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Concatenate, ParamSpec, TypeVar
+from typing import Concatenate, NoReturn, ParamSpec, TypeVar
 
 import numpy as np
 from numpy.typing import DTypeLike
@@ -69,6 +70,7 @@ from offheap.arena.format import HEADER_BYTES, INLINE_ROOT_BYTES, PAGE_BYTES, TA
 from offheap.arena.reader import FileReader
 from offheap.arena.writethrough import WriteThroughWriter
 from offheap.errors import CapacityError, ClosedError
+from offheap.kernels.sizes import ByteLimit, byte_limit
 
 WRITERS: dict[str, type[FileWriter]] = {writer.durability: writer
                                         for writer in (CommitWriter, WriteThroughWriter)}
@@ -91,9 +93,22 @@ def format_bytes(nbytes: float) -> str:
     raise AssertionError("unreachable")
 
 
-def _check_limit_argument(limit_bytes: int | None) -> None:
+def _limit_argument(limit: ByteLimit) -> int | None:
+    """The ``limit=`` a user gave (bytes or a size string, see ``byte_limit``), checked."""
+    limit_bytes = byte_limit(limit)
     if limit_bytes is not None and limit_bytes < HEADER_BYTES:
-        raise ValueError(f"limit_bytes must be at least {HEADER_BYTES}, got {limit_bytes}")
+        raise ValueError(f"limit= must be at least {format_bytes(HEADER_BYTES)} "
+                         f"({HEADER_BYTES} bytes), got {limit!r}")
+    return limit_bytes
+
+
+def _refuse_to_create_read_only(path: str) -> NoReturn:
+    """The error of a read-only open that would have to create ``path``, saying why."""
+    if not os.path.exists(path):
+        raise FileNotFoundError(errno.ENOENT, "no offheap file to open read-only", path)
+    if os.path.getsize(path) == 0:
+        raise ValueError(f"{path!r} is empty: there is no offheap file to open read-only")
+    raise ValueError(f"cannot create {path!r} read-only: pass create=False (or None) to open it")
 
 
 @dataclass(frozen=True)
@@ -157,13 +172,16 @@ class Arena:
     # -- construction -------------------------------------------------------------------------
 
     @classmethod
-    def anonymous(cls, limit_bytes: int | None = None) -> Arena:
-        """An arena of anonymous memory, returned to the OS extent by extent on free/close."""
-        _check_limit_argument(limit_bytes)
-        return cls(AnonymousMemory(), limit_bytes=limit_bytes, readonly=False, durability=None)
+    def anonymous(cls, limit_bytes: ByteLimit = None) -> Arena:
+        """An arena of anonymous memory, returned to the OS extent by extent on free/close.
+
+        ``limit_bytes`` (every map's ``limit=``) is bytes or a size string such as ``"1GiB"``.
+        """
+        return cls(AnonymousMemory(), limit_bytes=_limit_argument(limit_bytes), readonly=False,
+                   durability=None)
 
     @classmethod
-    def file(cls, path: str | os.PathLike[str], *, limit_bytes: int | None = None,
+    def file(cls, path: str | os.PathLike[str], *, limit_bytes: ByteLimit = None,
              readonly: bool = False, create: bool | None = None, durability: str = "commit",
              verify: bool = True, recover: bool = False) -> Arena:
         """Open the arena stored in ``path``, or create it (``create=None``: if it is missing).
@@ -189,15 +207,15 @@ class Arena:
         if create is None:
             create = not exists
         if create and readonly:
-            raise ValueError(f"cannot create {path!r} read-only")
-        _check_limit_argument(limit_bytes)
+            _refuse_to_create_read_only(path)
+        limit = _limit_argument(limit_bytes)
         backing: Backing
         if readonly:
             backing = FileReader.open(path, verify=verify, recover=recover)
         else:
             backing = WRITERS[durability].open(path, create=create, verify=verify,
                                                recover=recover)
-        return cls(backing, limit_bytes=limit_bytes, readonly=readonly, durability=durability)
+        return cls(backing, limit_bytes=limit, readonly=readonly, durability=durability)
 
     @property
     def path(self) -> str | None:

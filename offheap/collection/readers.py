@@ -31,6 +31,7 @@ from typing import Any, Generic, TypeVar
 from offheap.errors import ClosedError, ReadOnlyError
 from offheap.arena.arena import Arena
 from offheap.collection.protocol import CollectionT
+from offheap.kernels.sizes import ByteLimit
 from offheap.store.records import RecordStore
 
 ReaderT = TypeVar("ReaderT", bound="MapReader[Any]")
@@ -111,7 +112,7 @@ class ReadSession:
 
 def open_file_reader(path: str | os.PathLike[str], build: Callable[[RecordStore], CollectionT],
                      wrapper: Callable[[CollectionT, ReadSession, bool], ReaderT], *,
-                     limit_bytes: int | None = None, verify: bool = True,
+                     limit_bytes: ByteLimit = None, verify: bool = True,
                      recover: bool = False, lock: threading.RLock | None = None) -> ReaderT:
     """A reader of a standalone map's file that owns the file: ``path`` is opened read-only,
     ``build(store)`` makes the map from the store inside the same read section (so both see

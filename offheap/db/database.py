@@ -48,12 +48,14 @@ from typing import Any
 
 from offheap.errors import ClosedError, LockedError, TransactionError
 from offheap.arena.arena import Arena, format_bytes
+from offheap.collection.display import html_table, setting_rows
 from offheap.collection.protocol import CollectionT, StoredCollection
 from offheap.collection.readers import MapReader, ReaderT, ReadSession, refuse_write
 from offheap.db.catalog import Catalog, CatalogEntry, check_same, encode_catalog, parse_catalog
 from offheap.db.kinds import HASH_MAP, TREE_MAP, CollectionKind, kind_named
 from offheap.hashmap.longhashmap import LongHashMap
 from offheap.hashmap.reader import HashReader
+from offheap.kernels.sizes import ByteLimit
 from offheap.store.records import RecordStore
 from offheap.treemap.reader import TreeReader
 from offheap.treemap.treemap import TreeMap
@@ -114,12 +116,15 @@ class DB:
             self._catalog = parse_catalog(store.root)
 
     @classmethod
-    def memory(cls, limit: int | None = None) -> DB:
-        """A DB in anonymous memory, gone when closed; ``limit`` caps it in bytes."""
+    def memory(cls, limit: ByteLimit = None) -> DB:
+        """A DB in anonymous memory, gone when closed; ``limit`` caps it in bytes.
+
+        ``limit`` is an int or a size such as ``"1GiB"``.
+        """
         return cls(RecordStore(Arena.anonymous(limit_bytes=limit)))
 
     @classmethod
-    def file(cls, path: str | os.PathLike, limit: int | None = None, durability: str = "commit",
+    def file(cls, path: str | os.PathLike, limit: ByteLimit = None, durability: str = "commit",
              readonly: bool = False, verify: bool = True, recover: bool = False) -> DB:
         """The DB in file ``path``, created if missing (not with ``readonly=True``).
 
@@ -454,8 +459,16 @@ class DB:
         mode = "" if arena.path is None else (
             ", read-only" if self.readonly else f", durability={self.durability}")
         listing = ", ".join(f"{n} ({e['kind']})" for n, e in sorted(self._catalog.items()))
-        return (f"<DB {where}{mode}: {format_bytes(arena.reserved_bytes)} reserved; "
+        limit = "" if arena.limit_bytes is None else f", limit {format_bytes(arena.limit_bytes)}"
+        return (f"<DB {where}{mode}{limit}: {format_bytes(arena.reserved_bytes)} reserved; "
                 f"{listing or 'no collections'}>")
+
+    def _repr_html_(self) -> str:
+        """A table for notebooks: where the DB lives, its settings, bytes and each collection."""
+        if self._closed:
+            return "<p><b>DB</b> (closed)</p>"
+        return _html_summary(self.stats(), self._store.arena,
+                             "read-only" if self.readonly else self.durability or "in memory")
 
     def _check_open(self) -> None:
         if self._closed:
@@ -487,3 +500,17 @@ def _remove_stale_compaction(path: str) -> None:
             os.remove(leftover)
         except FileNotFoundError:
             pass
+
+
+def _html_summary(stats: DBStats, arena: Arena, durability: str) -> str:
+    """The ``_repr_html_`` table of an open DB: settings, bytes, one row per collection."""
+    rows: list[tuple[str, object]] = [
+        ("where", "memory" if arena.path is None else "file"), *setting_rows(arena),
+        ("durability", durability), ("reserved", format_bytes(stats.reserved_bytes)),
+        ("live / free", f"{format_bytes(stats.live_bytes)} / {format_bytes(stats.free_bytes)}")]
+    rows += [(f"{name} ({collection.kind})",
+              f"{collection.n_entries:,} entries, {format_bytes(collection.live_bytes)} live")
+             for name, collection in stats.collections.items()]
+    if not stats.collections:
+        rows.append(("collections", "none"))
+    return html_table("DB", rows)

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from offheap.arena.arena import Arena, format_bytes
+from offheap.collection.display import html_table, setting_rows, settings_text
 from offheap.collection.filemap import StandaloneFileMap
 from offheap.collection.readers import open_file_reader
 from offheap.errors import ClosedError, CorruptionError
@@ -56,6 +57,7 @@ from offheap.hashmap.growth import TableGrowth
 from offheap.hashmap.regions import Regions
 from offheap.hashmap.valueslots import EXTERNAL, ValueSlots
 from offheap.kernels import native
+from offheap.kernels.sizes import ByteLimit
 from offheap.store.records import RecordStore
 from offheap.store.serializers import get_serializer
 
@@ -105,7 +107,7 @@ class HashMapFacade(BulkOperations, TableGrowth, StandaloneFileMap, MutableMappi
 
     _lock = nullcontext()  # not thread-safe: commit and rollback take no lock
 
-    def __init__(self, value="object", *, limit: int | None = None, path=None,
+    def __init__(self, value="object", *, limit: ByteLimit = None, path=None,
                  durability: str = "commit", readonly: bool = False, verify: bool = True,
                  recover: bool = False) -> None:
         self._refuse_readonly(readonly)
@@ -127,7 +129,7 @@ class HashMapFacade(BulkOperations, TableGrowth, StandaloneFileMap, MutableMappi
             raise
 
     @classmethod
-    def reader(cls, path: str | os.PathLike[str], value="object", *, limit: int | None = None,
+    def reader(cls, path: str | os.PathLike[str], value="object", *, limit: ByteLimit = None,
                verify: bool = True, recover: bool = False) -> HashReader:
         """A read-only :class:`~offheap.hashmap.reader.HashReader` of the LongHashMap file at
         ``path``, beside the one writer process (:mod:`offheap.collection.readers`). ``value``
@@ -235,7 +237,8 @@ class HashMapFacade(BulkOperations, TableGrowth, StandaloneFileMap, MutableMappi
         per_entry = f"{s.bytes_per_entry:.1f} B/entry" if self._n else "empty"
         return (f"<LongHashMap {self._n:,} entries, value={self._slots.serializer.name}, "
                 f"{format_bytes(s.reserved_bytes)} reserved, {per_entry}, load {s.load_factor:.2f}, "
-                f"{'compiled' if self._compiled_core else 'pure-Python'} core>")
+                f"{'compiled' if self._compiled_core else 'pure-Python'} core"
+                f"{settings_text(self._store.arena)}>")
 
     def _repr_html_(self) -> str:
         if self._closed:
@@ -246,9 +249,9 @@ class HashMapFacade(BulkOperations, TableGrowth, StandaloneFileMap, MutableMappi
                 ("bytes/entry", f"{s.bytes_per_entry:.2f}" if s.n_entries else "-"),
                 ("slots", f"{s.n_slots:,}"), ("load factor", f"{s.load_factor:.3f}"),
                 ("value slot width", f"{s.value_width_bytes} B"),
-                ("core", "compiled" if self._compiled_core else "pure Python")]
-        body = "".join(f"<tr><th style='text-align:left'>{k}</th><td>{v}</td></tr>" for k, v in rows)
-        return f"<table><caption><b>LongHashMap</b></caption>{body}</table>"
+                ("core", "compiled" if self._compiled_core else "pure Python"),
+                *setting_rows(self._store.arena)]
+        return html_table("LongHashMap", rows)
 
     @property
     def _compiled_core(self) -> bool:

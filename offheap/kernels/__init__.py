@@ -7,6 +7,8 @@
 - :mod:`~offheap.kernels.smallpack`: the same encodings for page-sized inputs in pure Python,
   byte-identical to :mod:`~offheap.kernels.packing`.
 - :mod:`~offheap.kernels.codecs`: the block codecs (none, zlib, snappy, zstd).
+- :mod:`~offheap.kernels.sizes`: sizes written for people (``"256MiB"``) and ``limit=``
+  arguments.
 
 May import: :mod:`offheap.errors` only.
 """

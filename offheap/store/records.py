@@ -50,6 +50,7 @@ import numpy as np
 
 from offheap.errors import ClosedError, CorruptionError
 from offheap.arena.arena import Arena
+from offheap.kernels.sizes import ByteLimit
 
 FREE_ADDR = 0xFFFF_FFFF_FFFF_FFFF
 EMPTY_ADDR = FREE_ADDR - 1  # the address of every zero-length record: it occupies no chunk
@@ -136,7 +137,7 @@ class RecordStore:
         return store
 
     @classmethod
-    def file(cls, path, *, limit_bytes: int | None = None, durability: str = "commit",
+    def file(cls, path, *, limit_bytes: ByteLimit = None, durability: str = "commit",
              verify: bool = True, recover: bool = False,
              index_capacity: int = 1024) -> RecordStore:
         """The writer's store in file ``path``: the one it holds, or a new empty one (whose

@@ -2,7 +2,7 @@
 tree's facade).
 
 :class:`TreeStats` is what ``TreeMap.stats()`` returns (:func:`tree_stats` gathers it);
-:func:`describe` and :func:`html_table` render it for ``repr()`` and for notebooks.
+:func:`describe` and :func:`describe_html` render it for ``repr()`` and for notebooks.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from offheap.arena.arena import Arena, format_bytes
+from offheap.collection.display import html_table, setting_rows, settings_text
 from offheap.treemap.tree import Tree
 
 
@@ -53,16 +54,17 @@ def tree_stats(tree: Tree, arena: Arena) -> TreeStats:
                      reserved_bytes=arena.reserved_bytes, used_bytes=arena.used_bytes)
 
 
-def describe(stats: TreeStats, options: dict) -> str:
-    """The ``repr`` of an open TreeMap with these figures and options."""
+def describe(stats: TreeStats, options: dict, arena: Arena) -> str:
+    """The ``repr`` of an open TreeMap with these figures and options, in ``arena``."""
     per_entry = f"{stats.bytes_per_entry:.2f} B/entry" if stats.n_entries else "empty"
     return (f"<TreeMap {stats.n_entries:,} entries, key={options['key']}, "
             f"value={options['value']}, {format_bytes(stats.reserved_bytes)} reserved, "
-            f"{per_entry}, height {stats.height}, {stats.n_leaves:,} leaves>")
+            f"{per_entry}, height {stats.height}, {stats.n_leaves:,} leaves"
+            f"{settings_text(arena, options['compression'])}>")
 
 
-def html_table(stats: TreeStats, options: dict) -> str:
-    """The ``_repr_html_`` of an open TreeMap: one table of its figures."""
+def describe_html(stats: TreeStats, options: dict, arena: Arena) -> str:
+    """The ``_repr_html_`` of an open TreeMap: one table of its figures and settings."""
     s = stats
     rows = [("entries", f"{s.n_entries:,}"), ("key / value", f"{options['key']} / {options['value']}"),
             ("reserved", format_bytes(s.reserved_bytes)),
@@ -70,6 +72,6 @@ def html_table(stats: TreeStats, options: dict) -> str:
             ("height", s.height), ("leaves / inner nodes", f"{s.n_leaves:,} / {s.n_inner:,}"),
             ("node size", s.node_size), ("leaf fill", f"{s.leaf_fill:.0%}"),
             ("compression", f"{options['compression'] or 'none'}, ratio {s.compression_ratio:.2f}"),
-            ("cached / dirty nodes", f"{s.cached_nodes:,} / {s.dirty_nodes:,}")]
-    body = "".join(f"<tr><th style='text-align:left'>{k}</th><td>{v}</td></tr>" for k, v in rows)
-    return f"<table><caption><b>TreeMap</b></caption>{body}</table>"
+            ("cached / dirty nodes", f"{s.cached_nodes:,} / {s.dirty_nodes:,}"),
+            *[row for row in setting_rows(arena) if row[0] != "compression"]]
+    return html_table("TreeMap", rows)

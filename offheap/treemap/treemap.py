@@ -41,6 +41,7 @@ from offheap.collection.readers import open_file_reader
 from offheap.errors import ClosedError, CorruptionError, ReadOnlyError
 from offheap.kernels.bounds import INT64_MAX, INT64_MIN
 from offheap.kernels.codecs import get_codec
+from offheap.kernels.sizes import ByteLimit
 from offheap.store.records import RecordStore
 from offheap.store.serializers import get_serializer
 from offheap.treemap.admission import SCALAR_TYPES, Admission
@@ -54,7 +55,7 @@ from offheap.treemap.meta import (
 )
 from offheap.treemap.nodestore import NodeStore
 from offheap.treemap.reader import TreeReader
-from offheap.treemap.stats import TreeStats, describe, html_table, tree_stats
+from offheap.treemap.stats import TreeStats, describe, describe_html, tree_stats
 from offheap.treemap.timer import FlushTimer
 from offheap.treemap.tree import MISSING, Tree
 from offheap.treemap.upgrade import upgrade
@@ -90,7 +91,7 @@ class TreeMap(StandaloneFileMap, SortedRangeAPI, MutableMapping):
 
     def __init__(self, key="int64", value="object", *, node_size: int = 32, compression=None,
                  write_cache: bool = True, flush_delay: float | None = None,
-                 cache_size: int = 2048, limit: int | None = None, path=None,
+                 cache_size: int = 2048, limit: ByteLimit = None, path=None,
                  durability: str = "commit", readonly: bool = False, verify: bool = True,
                  recover: bool = False) -> None:
         self._refuse_readonly(readonly)
@@ -114,7 +115,7 @@ class TreeMap(StandaloneFileMap, SortedRangeAPI, MutableMapping):
 
     @classmethod
     def reader(cls, path: str | os.PathLike[str], key="int64", value="object", *,
-               limit: int | None = None, verify: bool = True, recover: bool = False,
+               limit: ByteLimit = None, verify: bool = True, recover: bool = False,
                **options) -> TreeReader:
         """A read-only :class:`~offheap.treemap.reader.TreeReader` of the TreeMap file at
         ``path``, beside the one writer process (:mod:`offheap.collection.readers`). ``key``,
@@ -422,12 +423,13 @@ class TreeMap(StandaloneFileMap, SortedRangeAPI, MutableMapping):
             return tree_stats(self._tree, self._store.arena)
 
     def __repr__(self) -> str:
-        return "<TreeMap (closed)>" if self._closed else describe(self.stats(), self.options)
+        return "<TreeMap (closed)>" if self._closed else describe(self.stats(), self.options,
+                                                                        self._store.arena)
 
     def _repr_html_(self) -> str:
         if self._closed:
             return "<p><b>TreeMap</b> (closed)</p>"
-        return html_table(self.stats(), self.options)
+        return describe_html(self.stats(), self.options, self._store.arena)
 
     def _check(self) -> None:
         """Assert the tree's invariants (:meth:`Tree.check`), and that the tree's records are

@@ -27,12 +27,12 @@ static void close_lookup(lookup *l)
 static int open_lookup(PyObject *module, PyObject *index, PyObject *log, PyObject *layout,
                        lookup *l)
 {
-    uint64_t capacity, max_displacement, bits, data_end;
+    uint64_t capacity, probe_limit, bits, data_end;
     memset(l, 0, sizeof(*l));
     l->errors = sparkey_errors_of(module);
     if (!PyTuple_Check(layout) || PyTuple_GET_SIZE(layout) != 7) {
         PyErr_SetString(PyExc_TypeError, "layout must be a tuple (hash_seed, hash_size, "
-                        "address_size, hash_capacity, max_displacement, entry_block_bits, "
+                        "address_size, hash_capacity, probe_limit, entry_block_bits, "
                         "data_end)");
         return -1;
     }
@@ -42,7 +42,7 @@ static int open_lookup(PyObject *module, PyObject *index, PyObject *log, PyObjec
             || sparkey_as_word_size(field[1], "hash_size", &t->hash_size) < 0
             || sparkey_as_word_size(field[2], "address_size", &t->address_size) < 0
             || sparkey_as_u64(field[3], "hash_capacity", &capacity) < 0
-            || sparkey_as_u64(field[4], "max_displacement", &max_displacement) < 0
+            || sparkey_as_u64(field[4], "probe_limit", &probe_limit) < 0
             || sparkey_as_u64(field[5], "entry_block_bits", &bits) < 0
             || sparkey_as_u64(field[6], "data_end", &data_end) < 0)
         return -1;
@@ -74,7 +74,7 @@ static int open_lookup(PyObject *module, PyObject *index, PyObject *log, PyObjec
     }
     t->slots = (const uint8_t *)l->index.buf + SPARKEY_INDEX_HEADER_SIZE;
     t->capacity = capacity;
-    t->max_displacement = max_displacement;
+    t->probe_limit = probe_limit < capacity ? probe_limit : capacity - 1;
     t->entry_block_bits = (unsigned)bits;
     l->entries.data = l->log.buf;
     l->entries.end = data_end;
@@ -98,8 +98,9 @@ static PyObject *probe_values(const lookup *l, sparkey_probe *probe, const uint8
 }
 
 #define LAYOUT_DOC \
-"layout is (hash_seed, hash_size, address_size, hash_capacity, max_displacement,\n" \
-"entry_block_bits, data_end) from the validated headers; index is the whole .spi file and\n" \
+"layout is (hash_seed, hash_size, address_size, hash_capacity, probe_limit,\n" \
+"entry_block_bits, data_end) from the validated headers (probe_limit, the largest\n" \
+"displacement probed, is held below hash_capacity); index is the whole .spi file and\n" \
 "log the .spl file from offset 0 up to at least data_end (the mappings HashIndex and\n" \
 "LogReader hold). The table size is checked against the index buffer; every offset read\n" \
 "from either file is checked before use, so damage raises LogFormatError or\n" \

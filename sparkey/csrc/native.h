@@ -126,7 +126,7 @@ PyObject *sparkey_block_value(const sparkey_errors *errors, const uint8_t *block
 typedef struct {
     const uint8_t *slots;       /* slot 0, right after the 112-byte header */
     uint64_t capacity;
-    uint64_t max_displacement;
+    uint64_t probe_limit;       /* the largest displacement a probe reads, below capacity */
     uint32_t seed;
     unsigned hash_size;
     unsigned address_size;
@@ -146,7 +146,7 @@ void sparkey_probe_start(const sparkey_table *table, sparkey_probe *probe, uint6
                          uint64_t displacement);
 
 /* The address of the next slot holding the probe's hash: 1 and *address, or 0 once the probe
- * has reached an empty slot, the Robin Hood early exit or max_displacement (HashIndex.get). */
+ * has reached an empty slot, the Robin Hood early exit or probe_limit (HashIndex.get). */
 int sparkey_probe_next(const sparkey_table *table, sparkey_probe *probe, uint64_t *address);
 
 /* The entries of a log in log order, as sparkey.robinhood.replay takes them. With keys == NULL

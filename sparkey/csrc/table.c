@@ -5,8 +5,9 @@
  * (slot - home) mod capacity.
  *
  * The probe is HashIndex.get's: from the home slot, stop at an empty slot, at an occupant less
- * displaced than the probe (the key would have displaced it), or after max_displacement, so a
- * lookup reads at most min(max_displacement, capacity) + 1 slots even in a corrupt file.
+ * displaced than the probe (the key would have displaced it), or after probe_limit, so a lookup
+ * reads at most probe_limit + 1 <= capacity slots even in a corrupt file. The header's
+ * max_displacement is not the limit: a damaged one would hide present keys.
  *
  * The build is sparkey.robinhood.replay (its docstring has the rules and a worked example):
  * PUTs are inserted with Robin Hood swaps (sparkey-java also swaps on equal displacement when
@@ -49,7 +50,7 @@ int sparkey_probe_next(const sparkey_table *table, sparkey_probe *probe, uint64_
          * the table) its displacement: no division needed to compare them */
         int same_hash = other_hash == probe->hash;
         int same_displacement = same_hash && probe->displacement < table->capacity;
-        if (probe->displacement >= table->max_displacement
+        if (probe->displacement >= table->probe_limit
                 || (!same_displacement && probe->displacement > displacement_of(
                         probe->slot, other_hash, table->capacity))) {
             probe->finished = 1;

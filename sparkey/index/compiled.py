@@ -29,10 +29,20 @@ Lookup = Callable[[Any], "bytes | None"]
 ManyLookup = Callable[[Sequence[Any]], "list[bytes | None]"]
 
 
+def probe_limit(header: IndexHeader) -> int:
+    """The largest displacement a lookup visits: one turn of the table, ``hash_capacity - 1``.
+
+    A valid table ends every probe earlier, by the Robin Hood early exit, within the header's
+    ``max_displacement + 1`` slots; that field is not the bound because a damaged header could
+    lower it and hide present keys (libsparkey does not read it either).
+    """
+    return header.hash_capacity - 1
+
+
 def layout(header: IndexHeader, data_end: int) -> tuple[int, int, int, int, int, int, int]:
     """The ``layout`` tuple the C lookups take, from the validated index header."""
     return (header.hash_seed, header.hash_size, header.address_size, header.hash_capacity,
-            header.max_displacement, header.entry_block_bits, data_end)
+            probe_limit(header), header.entry_block_bits, data_end)
 
 
 def compiled_get(native: ModuleType, index_mm: mmap.mmap, log: LogReader, header: IndexHeader,

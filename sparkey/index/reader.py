@@ -17,10 +17,10 @@ import numpy as np
 
 from sparkey.errors import ClosedError, IndexFormatError
 from sparkey.format import (
-    BytesOrStr, INDEX_HEADER_SIZE, Compression, EntryKind, IndexHeader, decode_address, entry_bytes,
-    key_list)
+    INDEX_HEADER_SIZE, REBUILD_INDEX_HINT, BytesOrStr, Compression, EntryKind, IndexHeader,
+    decode_address, entry_bytes, key_list)
 from sparkey import native
-from sparkey.index.compiled import ManyLookup, compiled_get, compiled_get_many
+from sparkey.index.compiled import ManyLookup, compiled_get, compiled_get_many, probe_limit
 from sparkey.log import LogReader
 from sparkey.murmur import hash_key_array, hash_keys, scalar_hasher
 from sparkey.table import TableStatistics, slot_dtype
@@ -43,11 +43,13 @@ class HashIndex:
     """Lookups through a ``.spi`` index into its log.
 
     The index file is mapped read-only; slots are read with ``struct`` for single lookups and
-    through numpy views for batches. Probing follows libsparkey's Robin Hood early exit and also
-    stops at the header's ``max_displacement`` (sparkey-java's bound), so a lookup visits at most
-    ``max_displacement + 1`` slots even in a corrupt file. Safe to share between threads for
-    reads; a ``close()`` racing with them makes them raise ClosedError, never crash. The
-    LogReader passed in stays owned by the caller.
+    through numpy views for batches. Probing follows libsparkey: it stops at an empty slot or at
+    the Robin Hood early exit (an occupant less displaced than the probe), which in a valid table
+    comes at most ``max_displacement + 1`` slots from home; the header's ``max_displacement``
+    itself is not trusted (a lowered one would hide present keys), so a lookup in a corrupt table
+    visits at most one turn of the table, ``hash_capacity`` slots (``probe_limit``). Safe to
+    share between threads for reads; a ``close()`` racing with them makes them raise
+    ClosedError, never crash. The LogReader passed in stays owned by the caller.
 
     ``get(key)`` returns the value stored for ``key`` (bytes or str), or None.
     """
@@ -65,7 +67,7 @@ class HashIndex:
                 raise IndexFormatError(
                     f"index {index_path!r} has {size} bytes but its header describes "
                     f"{header.file_size} ({header.hash_capacity} slots of {header.slot_size} "
-                    "bytes); rebuild it with sparkey.write_index", "hash_capacity")
+                    f"bytes); {REBUILD_INDEX_HINT}", "hash_capacity")
             mm = mmap.mmap(fd, size, access=mmap.ACCESS_READ)
         finally:
             os.close(fd)
@@ -79,7 +81,7 @@ class HashIndex:
         self._slot_size = header.slot_size
         self._bits = header.entry_block_bits
         self._mask = (1 << header.entry_block_bits) - 1
-        self._max_displacement = header.max_displacement
+        self._probe_limit = probe_limit(header)
         self._unpack_slot = struct.Struct(
             "<" + _STRUCT_CODES[header.hash_size] + _STRUCT_CODES[header.address_size]).unpack_from
         slots = np.frombuffer(mm, dtype=slot_dtype(header.hash_size, header.address_size),
@@ -141,7 +143,7 @@ class HashIndex:
         hasher = self._hash
         value_for = self._log.value_for
         seed, capacity, slot_size = self._seed, self._capacity, self._slot_size
-        bits, mask, max_displacement = self._bits, self._mask, self._max_displacement
+        bits, mask, limit = self._bits, self._mask, self._probe_limit
         first_slot = INDEX_HEADER_SIZE
 
         def get(key: Any) -> bytes | None:  # any object: entry_bytes converts or rejects it
@@ -160,7 +162,7 @@ class HashIndex:
                         value = value_for(address >> bits, address & mask, key)
                         if value is not None:
                             return value
-                    if (displacement >= max_displacement
+                    if (displacement >= limit
                             or displacement > (slot - other_hash % capacity) % capacity):
                         return None
                     displacement += 1
@@ -226,7 +228,7 @@ class HashIndex:
             other_displacement = (where.astype(np.uint64) + capacity
                                   - other_hashes % capacity) % capacity
             stop = (match | (addresses == 0) | (displacement > other_displacement)
-                    | (displacement >= self._max_displacement))
+                    | (displacement >= self._probe_limit))
             pending = pending[~stop]
             slots[pending] = (slots[pending] + 1) % self._capacity
             displacement += 1

@@ -57,12 +57,14 @@ class LogWriter:
 
     def __init__(self, path: str | os.PathLike[str], compression: str | int = "none",
                  block_size: int = 4096, *, file_identifier: int | None = None,
-                 fsync: bool = False) -> None:
+                 fsync: bool = False, exclusive: bool = False) -> None:
         """Create a new log at ``path``, deleting any existing file first (as libsparkey does).
 
-        ``block_size`` is the largest uncompressed block of a compressed log (at least 10 bytes);
-        it is ignored, and recorded as 0, for ``compression="none"``. ``file_identifier`` is
-        random unless given. ``fsync=True`` syncs data and header to disk on every flush.
+        ``exclusive=True`` instead raises ``FileExistsError`` if ``path`` exists (the file is
+        created with ``O_EXCL``, so two writers never both create it). ``block_size`` is the
+        largest uncompressed block of a compressed log (at least 10 bytes); it is ignored, and
+        recorded as 0, for ``compression="none"``. ``file_identifier`` is random unless given.
+        ``fsync=True`` syncs data and header to disk on every flush.
         """
         compression = Compression.parse(compression)
         if compression == Compression.NONE:
@@ -79,11 +81,10 @@ class LogWriter:
         header = LogHeader(file_identifier=file_identifier, compression_type=compression,
                            compression_block_size=block_size)
         path = os.fspath(path)
-        try:
-            os.unlink(path)
-        except FileNotFoundError:
-            pass
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        if not exclusive:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
         try:
             os.pwrite(fd, header.pack(), 0)
         except BaseException:

@@ -2,10 +2,14 @@
 
 Each class derives from ``sparkey.SparkeyError`` and from the built-in a caller would catch for
 the same failure: a missing file is a ``FileNotFoundError``, a damaged or foreign one a
-``ValueError``. Messages name the file or shard at fault and what to do about it.
+``ValueError``. Messages name the file or shard at fault and what to do about it. The
+``StoreExistsError`` of a builder refusing to replace a store is sparkey's own.
 """
 
-from sparkey.errors import SparkeyError
+from sparkey.errors import SparkeyError, StoreExistsError
+
+__all__ = ["DaskUnavailableError", "DuplicateKeyError", "ManifestError", "ManifestNotFoundError",
+           "MissingShardError", "ShardMismatchError", "StoreExistsError"]
 
 
 class ManifestError(SparkeyError, ValueError):
@@ -26,10 +30,6 @@ class ShardMismatchError(SparkeyError, ValueError):
 
 class DuplicateKeyError(SparkeyError, ValueError):
     """A key occurs twice in a distributed build with no sequence to order its versions."""
-
-
-class StoreExistsError(SparkeyError, FileExistsError):
-    """The target path already exists and ``overwrite=True`` was not given."""
 
 
 class DaskUnavailableError(SparkeyError, ImportError):

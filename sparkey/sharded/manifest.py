@@ -92,6 +92,10 @@ class Manifest:
         except ValueError as error:
             raise ManifestError(f"manifest is not valid JSON ({error}); the store was not "
                                 "published completely: build it again") from None
+        except RecursionError:
+            raise ManifestError("manifest nests its JSON too deeply to be a manifest (which is "
+                                "three levels deep); the file is damaged or not a manifest: "
+                                "build the store again") from None
         _require(isinstance(document, dict), "is not a JSON object")
         _require(document.get("format") == FORMAT_NAME,
                  f"format is {document.get('format')!r}, not {FORMAT_NAME!r}")

@@ -4,7 +4,10 @@ Opening reads ``manifest.json``, opens each shard with ``sparkey.open`` and chec
 manifest: file identifier (log and index carry the same one, and ``sparkey.Reader`` already
 checks that they agree), live entries and the sizes of both files (as their headers state them;
 opening fails if a file is shorter). A missing file raises MissingShardError, any difference
-ShardMismatchError, each naming the shard and its file.
+ShardMismatchError, each naming the shard and its file. Every file is read where it lies in the
+store directory: a symbolic link resolving outside it is refused (ManifestError for the
+manifest, ShardMismatchError for a shard) before anything is read through it, so no error
+message ever quotes bytes of a file outside the store.
 
 A store replaced while it is being opened (``overwrite=True`` publishes by renaming) can show a
 manifest from one build and shards from the next. The checks catch that; the reader then reads
@@ -26,7 +29,7 @@ from sparkey.format import BytesOrStr, entry_bytes, key_list
 from sparkey.lookup import LookupMapping
 from sparkey.reader import Reader
 from sparkey.sharded.errors import (
-    ManifestNotFoundError, MissingShardError, ShardMismatchError)
+    ManifestError, ManifestNotFoundError, MissingShardError, ShardMismatchError)
 from sparkey.sharded.manifest import MANIFEST_NAME, Manifest, ShardInfo
 from sparkey.sharded.routing import routing_hash, shard_of, shards_of
 
@@ -169,9 +172,20 @@ def open_sharded(path: str | os.PathLike[str]) -> ShardedReader:
     return ShardedReader(path)
 
 
+def _path_in_store(directory: str, name: str, error: type[SparkeyError], where: str) -> str:
+    """``directory/name``, unless it is a link resolving outside ``directory`` (``error``)."""
+    path = os.path.join(directory, name)
+    store = os.path.realpath(directory)
+    if os.path.commonpath([store, os.path.realpath(path)]) != store:
+        raise error(f"{where}: {name} is a link to a file outside the store directory; a "
+                    "sharded store holds its own files (copy them in instead of linking)")
+    return path
+
+
 def _read_manifest_text(directory: str) -> str:
+    path = _path_in_store(directory, MANIFEST_NAME, ManifestError, repr(directory))
     try:
-        with open(os.path.join(directory, MANIFEST_NAME), encoding="utf-8") as file:
+        with open(path, encoding="utf-8") as file:
             return file.read()
     except FileNotFoundError:
         raise ManifestNotFoundError(
@@ -213,8 +227,10 @@ def _open_shard(directory: str, manifest: Manifest, info: ShardInfo) -> Reader:
     """The Reader of one shard, after checking it against its ShardInfo."""
     log_name, index_name = manifest.file_names(info.shard)
     where = f"shard {info.shard} of {manifest.num_shards} in {directory!r}"
+    log_path = _path_in_store(directory, log_name, ShardMismatchError, where)
+    _path_in_store(directory, index_name, ShardMismatchError, where)
     try:
-        reader = Reader(os.path.join(directory, log_name))
+        reader = Reader(log_path)
     except FileNotFoundError as error:
         raise MissingShardError(
             f"{where}: {os.path.basename(error.filename or log_name)} is missing; copy the "

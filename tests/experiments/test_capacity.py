@@ -114,6 +114,22 @@ def test_memray_reports_the_heap_peak_beside_rss(tmp_path):
     assert "memray heap" in (tmp_path / "capacity.txt").read_text()
 
 
+def _wait_for_child(parent_pid: int, timeout_seconds: float = 60) -> None:
+    """Return once ``parent_pid`` has started its first ``experiments.child`` process."""
+    deadline = time.monotonic() + timeout_seconds
+    while time.monotonic() < deadline:
+        for entry in Path("/proc").iterdir():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                cmdline = (entry / "cmdline").read_bytes()
+            except (OSError, ValueError, IndexError):
+                continue
+            if ppid == parent_pid and b"experiments.child" in cmdline:
+                return
+        time.sleep(0.1)
+    pytest.fail("the runner started no child")
+
+
 def test_ctrl_c_stops_cleanly_and_keeps_finished_results(tmp_path):
     command = [sys.executable, "-m", "experiments", "capacity", "--budget", "4GiB",
                "--max-seconds", "60", "--no-progress", "--out", str(tmp_path),
@@ -123,7 +139,8 @@ def test_ctrl_c_stops_cleanly_and_keeps_finished_results(tmp_path):
     parent = subprocess.Popen(command, cwd=REPOSITORY, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True,
                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    time.sleep(3)
+    _wait_for_child(parent.pid)  # a loaded machine may take seconds just to start the runner
+    time.sleep(1)
     parent.send_signal(signal.SIGINT)
     stdout, stderr = parent.communicate(timeout=60)
     assert parent.returncode == 130, stderr

@@ -23,9 +23,9 @@ def test_create_append_index_get_dump(tmp_path):
     assert run("create", "-c", "zstd", "-b", "64", log) == (0, b"")
     assert run("append", log, stdin=b"a\t1\nb\tx\ty\n\t\nc\t3") == (0, b"")
     assert run("write-index", log, "--rules", "java", "--seed", "9") == (0, b"")
-    assert run("get", tmp_path / "data", "b") == (0, b"x\ty")
+    assert run("get", tmp_path / "data", "b") == (0, b"x\ty\n")
     assert run("get", tmp_path / "data.spi", "616263", "--hex") == (2, b"")
-    assert run("get", tmp_path / "data", "", ) == (0, b"")
+    assert run("get", tmp_path / "data", "", ) == (0, b"\n")
     assert run("get", tmp_path / "data", "63", "--hex") == (0, b"33\n")
     assert run("dump", tmp_path / "data") == (0, b"a\t1\nb\tx\ty\n\t\nc\t3\n")
     assert run("dump", tmp_path / "data", "--hex") == (0, b"61\t31\n62\t780979\n\t\n63\t33\n")
@@ -88,4 +88,35 @@ def test_module_entry_point(tmp_path):
         writer.put("clé", b"\x00\xff")
     result = subprocess.run([sys.executable, "-m", "sparkey", "get", str(tmp_path / "data"),
                              "clé"], capture_output=True, check=False)
-    assert (result.returncode, result.stdout) == (0, b"\x00\xff")
+    assert (result.returncode, result.stdout) == (0, b"\x00\xff\n")
+
+
+def test_get_of_a_missing_key_says_so(tmp_path, capsys):
+    run("create", tmp_path / "data.spl")
+    assert run("get", tmp_path / "data", "absent") == (2, b"")
+    assert "key 'absent' not found in" in capsys.readouterr().err
+
+
+def test_create_refuses_an_existing_store_unless_forced(tmp_path, capsys):
+    with sparkey.Writer(tmp_path / "data") as writer:
+        writer.put(b"a", b"1")
+    assert run("create", tmp_path / "data.spl")[0] == 1
+    assert "--force" in capsys.readouterr().err
+    with sparkey.open(tmp_path / "data") as reader:
+        assert dict(reader) == {b"a": b"1"}
+    assert run("create", "--force", tmp_path / "data.spl") == (0, b"")
+    with sparkey.open(tmp_path / "data") as reader:
+        assert len(reader) == 0
+
+
+def test_rewrite_refuses_an_existing_target_unless_forced(tmp_path, capsys):
+    for name, value in (("old", b"1"), ("new", b"2")):
+        with sparkey.Writer(tmp_path / name) as writer:
+            writer.put(b"a", value)
+    assert run("rewrite", tmp_path / "old", tmp_path / "new")[0] == 1
+    assert "--force" in capsys.readouterr().err
+    with sparkey.open(tmp_path / "new") as reader:
+        assert reader[b"a"] == b"2"
+    assert run("rewrite", "-f", tmp_path / "old", tmp_path / "new") == (0, b"")
+    with sparkey.open(tmp_path / "new") as reader:
+        assert reader[b"a"] == b"1"

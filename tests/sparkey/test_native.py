@@ -16,6 +16,7 @@ from sparkey import _native, murmur, robinhood
 from sparkey.codec import codec_for
 from sparkey.errors import EntryTypeError, IndexFormatError, LogFormatError
 from sparkey.format import INDEX_HEADER_SIZE, Compression, EntryKind, IndexHeader, LogHeader
+from sparkey.index.compiled import layout
 from sparkey.log import EntryTable
 from sparkey.packed import PackedBytes
 from sparkey.table import slot_dtype
@@ -39,9 +40,7 @@ class NativeStore:
         index_header, log_header = IndexHeader.unpack(self.index), LogHeader.unpack(log)
         self.log = log[:log_header.data_end]
         self.log_header = log_header
-        self.layout = (index_header.hash_seed, index_header.hash_size, index_header.address_size,
-                       index_header.hash_capacity, index_header.max_displacement,
-                       index_header.entry_block_bits, log_header.data_end)
+        self.layout = layout(index_header, log_header.data_end)
 
     @property
     def compressed(self):

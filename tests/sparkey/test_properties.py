@@ -59,7 +59,7 @@ def test_store_behaves_like_a_dict(operations, compression, block_size, rules):
             else:
                 writer.close()
                 _check_store(base, oracle, probes)
-                writer = sparkey.Writer.append(base, rules=rules)
+                writer = sparkey.Writer(base, rules=rules, mode="a")
         writer.close()
         _check_store(base, oracle, probes)
         with sparkey.LogReader(base.with_suffix(".spl")) as log:

@@ -142,7 +142,7 @@ def test_index_of_another_log(tmp_path):
         with sparkey.Writer(tmp_path / name) as writer:
             writer.put(b"a", name)
     (tmp_path / "one.spi").write_bytes((tmp_path / "two.spi").read_bytes())
-    with pytest.raises(FileIdentifierMismatch):
+    with pytest.raises(FileIdentifierMismatch, match="python -m sparkey write-index"):
         sparkey.open(tmp_path / "one")
 
 
@@ -165,7 +165,7 @@ def test_writer_context_builds_the_index_only_on_success(tmp_path):
             writer.put(b"a", b"1")
             raise RuntimeError("stop")
     assert writer.closed and not (tmp_path / "data.spi").exists()
-    with sparkey.Writer.append(tmp_path / "data", hash_seed=5) as writer:
+    with sparkey.Writer(tmp_path / "data", mode="a", hash_seed=5) as writer:
         writer.put(b"b", b"2")
     with sparkey.open(tmp_path / "data") as reader:
         assert dict(reader.items()) == {b"a": b"1", b"b": b"2"}
@@ -181,3 +181,50 @@ def test_writer_checks_index_options_before_writing(tmp_path):
         assert not (tmp_path / "data.spl").exists()
     with pytest.raises(TypeError):
         sparkey.Writer(tmp_path / "data", unknown=1)
+
+
+def _write(base, value, **options):
+    with sparkey.Writer(base, **options) as writer:
+        writer.put(b"k", value)
+
+
+def _contents(base):
+    with sparkey.open(base) as reader:
+        return dict(reader.items())
+
+
+def test_writer_refuses_an_existing_store_by_default(tmp_path):
+    _write(tmp_path / "data", b"1")
+    with pytest.raises(sparkey.StoreExistsError, match="mode='w'") as info:
+        sparkey.Writer(tmp_path / "data")
+    assert isinstance(info.value, FileExistsError)
+    assert info.value.filename == str(tmp_path / "data.spi")
+    (tmp_path / "data.spl").unlink()
+    with pytest.raises(sparkey.StoreExistsError):  # a lone index is a store too
+        sparkey.Writer(tmp_path / "data.spl")
+    assert not (tmp_path / "data.spl").exists()
+
+
+def test_writer_modes_replace_and_append(tmp_path):
+    _write(tmp_path / "data", b"1", compression="zstd", block_size=64)
+    _write(tmp_path / "data", b"2", mode="a")
+    assert _contents(tmp_path / "data") == {b"k": b"2"}
+    with sparkey.open(tmp_path / "data") as reader:
+        assert reader.log_header.num_puts == 2
+        assert reader.log_header.compression_type == sparkey.Compression.ZSTD
+    _write(tmp_path / "data", b"3", mode="w")
+    with sparkey.open(tmp_path / "data") as reader:
+        assert reader.log_header.num_puts == 1 and reader[b"k"] == b"3"
+    _write(tmp_path / "new", b"4", mode="a")  # "a" creates a missing store, as open() does
+    assert _contents(tmp_path / "new") == {b"k": b"4"}
+
+
+def test_writer_mode_checks(tmp_path):
+    with pytest.raises(ValueError, match="mode must be one of"):
+        sparkey.Writer(tmp_path / "data", mode="r")
+    _write(tmp_path / "data", b"1", compression="snappy", block_size=64)
+    for options in (dict(compression="zstd"), dict(block_size=32), dict(file_identifier=7)):
+        with pytest.raises(ValueError, match="mode='a' continues the log"):
+            sparkey.Writer(tmp_path / "data", mode="a", **options)
+    _write(tmp_path / "data", b"2", mode="a", compression="snappy", block_size=64)
+    assert _contents(tmp_path / "data") == {b"k": b"2"}

@@ -159,6 +159,11 @@ def test_manifest_not_json_or_not_an_object(text):
     assert isinstance(info.value, ValueError)
 
 
+def test_a_deeply_nested_manifest_is_a_manifest_error():
+    with pytest.raises(ManifestError, match="nests its JSON too deeply"):
+        Manifest.from_json("[" * 200_000 + "]" * 200_000)
+
+
 # -- building in-process and reading
 
 @pytest.mark.parametrize("compression", ["none", "snappy", "zstd"])
@@ -354,6 +359,29 @@ def test_missing_shard_file(store, suffix):
     with pytest.raises(MissingShardError, match=f"shard 2 of 4 .*{part_name(2, 4)}") as info:
         sparkey.open_sharded(store)
     assert isinstance(info.value, FileNotFoundError)
+
+
+@pytest.mark.parametrize("name", [part_name(1, 4) + ".spl", part_name(1, 4) + ".spi",
+                                  "manifest.json"])
+def test_links_out_of_the_store_are_refused_unread(tmp_path, store, name):
+    secret = tmp_path / "secret"
+    secret.write_bytes(b"SECRET-BYTES" * 20)
+    os.unlink(store / name)
+    os.symlink(secret, store / name)
+    error = ManifestError if name == "manifest.json" else ShardMismatchError
+    with pytest.raises(error, match="link to a file outside the store") as info:
+        sparkey.open_sharded(store)
+    message = str(info.value)
+    assert "SECRET" not in message and b"SECRET".hex() not in message
+    assert "0x" not in message  # no magic number read from the linked file
+
+
+def test_links_inside_the_store_are_followed(store):
+    name = part_name(0, 4) + ".spl"
+    os.replace(store / name, store / "moved.spl")
+    os.symlink("moved.spl", store / name)
+    with sparkey.open_sharded(store) as reader:
+        assert len(reader) == 300
 
 
 def test_shard_from_another_build(tmp_path, store):
