@@ -49,7 +49,8 @@ def test_sparkey_appends_and_index_builds(sparkey_document):
 
 
 def test_maps_bench_times_every_operation_of_every_map(tmp_path):
-    done = run_runner("maps-bench", "--n", "5000", "--repeat", "2", "--out", str(tmp_path))
+    done = run_runner("maps-bench", "--n", "5000", "--repeat", "2", "--goals", "2K", "20K", "50K",
+                      "--out", str(tmp_path))
     assert done.returncode == 0, done.stderr
     document = json.loads((tmp_path / "results.json").read_text())
     results = document["results"]
@@ -63,6 +64,11 @@ def test_maps_bench_times_every_operation_of_every_map(tmp_path):
     table = (tmp_path / "maps-bench.txt").read_text()
     assert "LongHashMap vs dict" in table and "TreeMap vs SortedDict" in table
     assert "LongHashMap (pure) vs dict" in table
+    goals = document["hashmap_goals"]
+    assert list(goals["seconds_per_op"]) == ["dict", "compiled", "pure"]
+    assert all(seconds > 0 for row in goals["seconds_per_op"].values() for seconds in row.values())
+    assert goals["bytes_per_entry"]["n"] == 50_000 and goals["bytes_per_entry"]["value"] > 8
+    assert "LongHashMap against dict" in table and "put_many vs a dict loop" in table
 
 
 def test_sparkey_bench_refuses_a_tiny_max_n():
