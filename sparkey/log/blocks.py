@@ -10,7 +10,6 @@ the stream (``walk_block`` quickly, entry by entry otherwise); ``vlq_in_block`` 
 from __future__ import annotations
 
 import array
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from sparkey import native
@@ -94,9 +93,13 @@ def reference_walk_block(block: BlockData, pos: int, stop: int,
     return offsets.tobytes(), pos
 
 
-walk_block: Callable[[BlockData, int, int, int], tuple[bytes, int]] = (
-    reference_walk_block if native.module is None else native.module.walk_block)
-"""``reference_walk_block``, or the compiled core's when it runs."""
+def walk_block(block: BlockData, pos: int, stop: int, limit: int) -> tuple[bytes, int]:
+    """``reference_walk_block``, by the compiled core when it runs."""
+    if native.module is None:
+        return reference_walk_block(block, pos, stop, limit)
+    offsets: bytes
+    offsets, pos = native.module.walk_block(block, pos, stop, limit)
+    return offsets, pos
 
 
 class BlockCursor:

@@ -132,18 +132,14 @@ def reference_decode_headers(stream: Buffer, starts: np.ndarray
     return first, second, payload
 
 
-def _compiled_decode_headers(stream: Buffer, starts: np.ndarray
-                             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """reference_decode_headers through ``sparkey._native.decode_headers``."""
-    assert native.module is not None  # chosen only when the compiled core runs
+def decode_headers(stream: Buffer, starts: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``reference_decode_headers``, by the compiled core when it runs (in one pass)."""
+    if native.module is None:
+        return reference_decode_headers(stream, starts)
     columns = np.frombuffer(native.module.decode_headers(stream, starts), dtype=np.int64)
     first, second, payload = columns.reshape(3, len(starts))
     return first, second, payload
-
-
-decode_headers = (reference_decode_headers if native.module is None
-                  else _compiled_decode_headers)
-"""The header decoding of a log scan: the reference, or the compiled core when it runs."""
 
 
 def truncated_error(position: int, end: int) -> LogFormatError:
