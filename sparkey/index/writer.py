@@ -241,10 +241,16 @@ class _IndexBuilder:
     def build_canonical(self, partitions: _Partitions) -> int:
         """The partition loop of the module docstring; returns the garbage size.
 
-        With the compiled core and one partition, ``fill_slots`` places the live entries by
+        With the compiled core and the log in memory, ``fill_slots`` places the live entries by
         sparkey-java's rules instead, which for distinct keys in log order is the same table.
+        A log of PUTs only is first replayed whole: without overwrites (no garbage) that is the
+        table, and resolving the live entries (a sort of every hash) is skipped.
         """
-        if native.module is not None and partitions.count == 1:
+        if native.module is not None and isinstance(partitions, _InMemoryPartitions):
+            table, records = partitions.entries
+            if (np.all(table.kind == EntryKind.PUT)
+                    and self.fill_slots(records.hash, records.address, "java", table) == 0):
+                return 0
             live = partitions.live_records(0)
             self.fill_slots(live.hash, live.address, "java")
             return partitions.put_bytes - int(live.size.sum(dtype=np.uint64))
@@ -346,6 +352,11 @@ class _InMemoryPartitions:
         self.count = 1
         self.bounds = [0, builder.capacity]
         self._live: _Records | None = None
+
+    @property
+    def entries(self) -> tuple[EntryTable, _Records]:
+        """Every entry of the log, in log order: its table and its records."""
+        return self._table, self._records
 
     def live_records(self, part: int) -> _Records:
         """Live entries of the partition (computed once)."""

@@ -187,7 +187,7 @@ def test_writer_and_index_build_run_on_the_compiled_core(compression, tmp_path, 
         "frame_puts", "frame_packed", "walk_block", "decode_headers", "fill_slots")} == {
         "frame_puts": True, "frame_packed": True, "walk_block": True, "decode_headers": True,
         "fill_slots": True}
-    assert calls.counts["fill_slots"] == 2
+    assert calls.counts["fill_slots"] >= 2  # the canonical build and the c replay
 
 
 def _outcome(function, *args):
@@ -222,3 +222,19 @@ def test_decode_headers_matches_the_reference_on_damaged_streams():
                           dtype=np.int64)
         assert (_outcome(decode_headers, stream, starts)
                 == _outcome(reference_decode_headers, stream, starts))
+
+
+@pytest.mark.parametrize("hash_size", [4, 8])
+def test_canonical_index_of_distinct_keys_matches_the_reference(hash_size, tmp_path,
+                                                                 monkeypatch):
+    """A log of PUTs of distinct keys takes the compiled build's replay without resolving
+    live entries; two keys share a 32-bit hash in the 4-byte case (seed 11 over 100K keys)."""
+    log = tmp_path / "data.spl"
+    keys = [b"key_%d" % i for i in range(100_000)]
+    with sparkey.LogWriter(log, file_identifier=5) as writer:
+        writer.put_many((keys, keys))
+    ours, theirs = tmp_path / "compiled.spi", tmp_path / "reference.spi"
+    sparkey.write_index(ours, log, hash_seed=11, hash_size=hash_size)
+    _on_reference(monkeypatch, sparkey.write_index, theirs, log, hash_seed=11,
+                  hash_size=hash_size)
+    assert ours.read_bytes() == theirs.read_bytes()
