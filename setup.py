@@ -12,7 +12,7 @@ from setuptools import Extension, setup
 
 FLAGS = [] if sys.platform == "win32" else ["-O2", "-Wall", "-Wextra"]
 SPARKEY_SOURCES = ["sparkey/_native.c"] + [f"sparkey/csrc/{name}.c" for name in (
-    "arguments", "lookups", "murmur", "entries", "scans", "table")]
+    "arguments", "cutting", "lookups", "murmur", "entries", "scans", "table")]
 
 setup(
     ext_modules=[

@@ -10,6 +10,7 @@
  *   walk_block, decode_headers         BlockCursor.walk_block and entries.decode_headers,
  *                                      the per-entry steps of LogReader.scan (csrc/scans.c)
  *   frame_puts, frame_packed           the PUT entries LogWriter.put appends
+ *   cut_blocks                         BlockCutter.cut (csrc/cutting.c)
  *   fill_slots                         sparkey.robinhood.replay, into a packed slot table
  *
  * Ownership: buffers (bytes, bytearray, mmap, numpy arrays) are exported for the duration of a
@@ -435,7 +436,8 @@ static PyMethodDef native_methods[] = {
 static int native_exec(PyObject *module)
 {
     if (PyModule_AddFunctions(module, sparkey_lookup_methods) < 0
-            || PyModule_AddFunctions(module, sparkey_scan_methods) < 0)
+            || PyModule_AddFunctions(module, sparkey_scan_methods) < 0
+            || PyModule_AddFunctions(module, sparkey_cutting_methods) < 0)
         return -1;
     sparkey_errors *errors = sparkey_errors_of(module);
     PyObject *classes = PyImport_ImportModule("sparkey.errors");

@@ -6,6 +6,7 @@
  * arguments.c  argument handling shared by the functions Python calls
  * lookups.c    the lookup functions (get, get_many, find_block, value_in_block)
  * scans.c      the per-entry steps of a log scan (walk_block, decode_headers)
+ * cutting.c    the block cutting of bulk writes (cut_blocks)
  * _native.c    the module, with the hashing, framing and index-build functions
  *
  * Integers in the files are unsigned little-endian. Offsets read from a file are untrusted:
@@ -237,9 +238,10 @@ static inline void sparkey_row(const sparkey_column *column, Py_ssize_t i,
     }
 }
 
-/* ---- lookups.c, scans.c */
+/* ---- lookups.c, scans.c, cutting.c */
 
 extern PyMethodDef sparkey_lookup_methods[];
 extern PyMethodDef sparkey_scan_methods[];
+extern PyMethodDef sparkey_cutting_methods[];
 
 #endif

@@ -17,6 +17,7 @@ from sparkey import native
 from sparkey.errors import LogFormatError
 from sparkey.log.blocks import reference_walk_block, walk_block
 from sparkey.log.entries import decode_headers, reference_decode_headers
+from sparkey.log.framing import BlockCutter
 from sparkey.packed import PackedBytes
 
 from .golden import all_vectors, replay
@@ -238,3 +239,16 @@ def test_canonical_index_of_distinct_keys_matches_the_reference(hash_size, tmp_p
     _on_reference(monkeypatch, sparkey.write_index, theirs, log, hash_seed=11,
                   hash_size=hash_size)
     assert ours.read_bytes() == theirs.read_bytes()
+
+
+@pytest.mark.parametrize("block_size", [10, 16, 64, 4096])
+def test_block_cutter_matches_the_reference_chunk_after_chunk(block_size, monkeypatch):
+    rng = np.random.default_rng(block_size)
+    compiled, reference = BlockCutter(block_size), BlockCutter(block_size)
+    for _ in range(30):
+        count = int(rng.integers(0, 50))
+        header_sizes = rng.integers(2, 6, count)
+        sizes = header_sizes + rng.choice([0, 1, 7, 60, 300, 5000], count)
+        cut = compiled.cut(sizes, header_sizes)
+        assert cut == _on_reference(monkeypatch, reference.cut, sizes, header_sizes)
+        assert (compiled.used, compiled.started) == (reference.used, reference.started)
