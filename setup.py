@@ -14,7 +14,7 @@ FLAGS = [] if sys.platform == "win32" else ["-O2", "-Wall", "-Wextra"]
 HASHMAP_SOURCES = ["offheap/hashmap/_core.c"] + [f"offheap/hashmap/csrc/{name}.c" for name in (
     "table", "values", "operations", "iterator", "bulk")]
 SPARKEY_SOURCES = ["sparkey/_native.c"] + [f"sparkey/csrc/{name}.c" for name in (
-    "arguments", "lookups", "murmur", "entries", "table")]
+    "arguments", "cutting", "lookups", "murmur", "entries", "scans", "table")]
 
 setup(
     ext_modules=[

@@ -11,15 +11,13 @@ parentheses), and the load average is printed before and after: the machine is s
   primitives called directly, and through a closure over the mappings (the way the reader
   calls them). Compressed stores: ``find_block``, the codec's ``decompress``, ``value_in_block``.
 * get_many: ns per key of one batch (NONE).
-* write + index: ``LogWriter.put_many`` + ``write_index`` against ``frame_puts`` written to the
-  file, ``hash_buffer`` over the written log and ``fill_slots`` (sparkey-java's rules over
-  distinct keys give the canonical table, checked byte for byte against ``write_index``).
-* framing on 1 and 2 threads (frame_puts over tuples, frame_packed over PackedBytes): the
-  speed-up of framing pre-encoded bytes with the GIL released.
+* write + index: ``Writer.put_many`` then ``close()`` (log, then the canonical index), on the
+  compiled core and on the Python reference; both files are checked byte for byte.
+* put_many on 1 and 2 threads of 300K pre-encoded ``bytes`` entries (pairs, and two list
+  columns), zstd and snappy: the speed-up of framing with the GIL released.
 """
 
 import argparse
-import concurrent.futures
 import os
 import pathlib
 import random
@@ -27,16 +25,12 @@ import subprocess
 import sys
 import tempfile
 
-import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
 import sparkey  # noqa: E402  (after the path set-up for standalone runs)
-from sparkey import _native  # noqa: E402
+from sparkey import _native, native  # noqa: E402
 from sparkey.codec import codec_for  # noqa: E402
-from sparkey.format import LOG_HEADER_SIZE, IndexHeader, LogHeader  # noqa: E402
-from sparkey.packed import PackedBytes  # noqa: E402
-from sparkey.table import TableStatistics, table_parameters  # noqa: E402
 from sparkey_bench import best_of  # noqa: E402  (beside this script)
 
 
@@ -140,91 +134,48 @@ def bench_lookups(directory, compression, keys, values, lookups, repeat):
                  tuple(b - a for a, b in zip(decompressing, reading)), lookups)
 
 
-def native_write_and_index(base, keys, values, seed):
-    """Log by frame_puts, canonical index by hash_buffer + fill_slots (distinct keys)."""
-    log_path, index_path = base.with_suffix(".spl"), base.with_suffix(".spi")
-    count = len(keys)
-    key_lengths = np.empty(count, dtype=np.int64)
-    value_lengths = np.empty(count, dtype=np.int64)
-    body = _native.frame_puts(keys, values, key_lengths=key_lengths,
-                              value_lengths=value_lengths)
-    sizes = np.where(key_lengths < 127, 1, 2) + np.where(value_lengths < 128, 1, 2) \
-        + key_lengths + value_lengths
-    assert int(sizes.sum()) == len(body)  # the short-entry VLQ sizes hold for this data set
-    positions = np.empty(count, dtype=np.int64)
-    positions[0] = LOG_HEADER_SIZE
-    np.cumsum(sizes[:-1], out=positions[1:])
-    positions[1:] += LOG_HEADER_SIZE
-    header = LogHeader(file_identifier=1, num_puts=count, data_end=LOG_HEADER_SIZE + len(body),
-                       max_key_len=int(key_lengths.max()), max_value_len=int(value_lengths.max()),
-                       put_size=len(body))
-    with open(log_path, "wb") as file:
-        file.write(header.pack())
-        file.write(body)
-    params = table_parameters(header, "canonical")
-    hashes = np.frombuffer(_native.hash_buffer(
-        body, positions - LOG_HEADER_SIZE + (sizes - key_lengths - value_lengths), key_lengths,
-        seed, params.hash_size), dtype=np.uint64)
-    slots = bytearray(params.capacity * params.slot_dtype.itemsize)
-    _native.fill_slots(slots, params.hash_size, params.address_size, hashes,
-                       positions.astype(np.uint64), "java")
-    table = np.frombuffer(slots, dtype=params.slot_dtype)
-    stats = TableStatistics(params.capacity)
-    stats.add(table["hash"], table["address"])
-    stats.finish()
-    index = IndexHeader(
-        file_identifier=1, hash_seed=seed, data_end=header.data_end,
-        max_key_len=header.max_key_len, max_value_len=header.max_value_len, num_puts=count,
-        garbage_size=0, num_entries=stats.num_entries, address_size=params.address_size,
-        hash_size=params.hash_size, hash_capacity=params.capacity,
-        max_displacement=stats.max_displacement, entry_block_bits=0,
-        hash_collisions=stats.hash_collisions, total_displacement=stats.total_displacement)
-    del table
-    with open(index_path, "wb") as file:
-        file.write(index.pack())
-        file.write(slots)
+def on_reference(function):
+    """``function()`` with the pure-Python reference selected (what OFFHEAP_PURE_PYTHON=1 does)."""
+    module, native.module = native.module, None
+    try:
+        return function()
+    finally:
+        native.module = module
 
 
 def bench_write(directory, keys, values, repeat):
-    print(f"write + index, NONE, {len(keys)} entries")
-    python_base = pathlib.Path(directory) / "write_python"
-    native_base = pathlib.Path(directory) / "write_native"
+    print(f"write + index, NONE, {len(keys)} entries: Writer.put_many, then close()")
+    bases = {label: pathlib.Path(directory) / f"write_{label}" for label in ("c", "python")}
 
-    def python_write():
-        with sparkey.LogWriter(python_base.with_suffix(".spl"), file_identifier=1) as writer:
+    def write(base):
+        with sparkey.Writer(base, file_identifier=1, hash_seed=7) as writer:
             writer.put_many((keys, values))
-        sparkey.write_index(python_base.with_suffix(".spi"), python_base.with_suffix(".spl"),
-                            hash_seed=7)
-    show("put_many + write_index (Python)", best_of(repeat, python_write), unit="s")
-    show("frame_puts + hash_buffer + fill_slots (C)", best_of(
-        repeat, lambda: native_write_and_index(native_base, keys, values, 7)), unit="s")
+    show("Writer (Python reference)",
+         best_of(repeat, lambda: on_reference(lambda: write(bases["python"]))), unit="s")
+    show("Writer (compiled core)", best_of(repeat, lambda: write(bases["c"])), unit="s")
     for suffix in (".spl", ".spi"):
-        assert (python_base.with_suffix(suffix).read_bytes()
-                == native_base.with_suffix(suffix).read_bytes()), suffix
+        assert (bases["c"].with_suffix(suffix).read_bytes()
+                == bases["python"].with_suffix(suffix).read_bytes()), suffix
 
 
-def bench_parallel_framing(keys, values, repeat, chunk_rows=65536):
-    """frame_puts over tuples and frame_packed over PackedBytes, chunk by chunk, on 1 and 2
-    threads: the GIL is released for all the per-entry work, so the threads can overlap."""
-    print(f"framing {len(keys)} pre-encoded entries in chunks of {chunk_rows}, 1 and 2 threads")
-    tuples = [(tuple(keys[lo:lo + chunk_rows]), tuple(values[lo:lo + chunk_rows]))
-              for lo in range(0, len(keys), chunk_rows)]
-    packed = [(column.data, column.offsets) for column in
-              (PackedBytes.from_sequence(keys), PackedBytes.from_sequence(values))]
-    rows = [tuple(part for data, offsets in packed
-                  for part in (data, offsets[lo:lo + chunk_rows + 1]))
-            for lo in range(0, len(keys), chunk_rows)]
-    for label, function, chunks in (("frame_puts over tuples", _native.frame_puts, tuples),
-                                    ("frame_packed over PackedBytes", _native.frame_packed,
-                                     rows)):
-        results = {}
-        for workers in (1, 2):
-            with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+def bench_parallel_put_many(directory, count, repeat, value_bytes=490):
+    """put_many of pre-encoded bytes on 1 and 2 threads: pairs and two list columns."""
+    keys = [b"key_%09d" % i for i in range(count)]
+    values = [(b"%d|" % i + b"value," * (value_bytes // 6))[:value_bytes] for i in range(count)]
+    pairs = list(zip(keys, values))
+    print(f"put_many of {count} pre-encoded entries ({value_bytes}-byte values), p=2 vs p=1")
+    path = pathlib.Path(directory) / "parallel.spl"
+    for compression in ("zstd", "snappy"):
+        for label, items in (("pairs", lambda: pairs), ("columns", lambda: (keys, values))):
+            results = {}
+            for parallelism in (1, 2):
                 def run():
-                    list(pool.map(lambda chunk: function(*chunk), chunks))
-                results[workers] = best_of(repeat, run)
-            show(f"{label}, {workers} thread(s)", results[workers], unit="s")
-        print(f"  speed-up on 2 threads: {results[1][0] / results[2][0]:.2f}x (wall)")
+                    with sparkey.LogWriter(path, compression, file_identifier=1) as writer:
+                        writer.put_many(items(), parallelism=parallelism)
+                results[parallelism] = best_of(repeat, run)
+                show(f"{compression} {label}, p={parallelism}", results[parallelism], unit="s")
+            print(f"  {compression} {label}: p=2 is {results[1][0] / results[2][0]:.2f}x p=1 "
+                  f"(wall)")
 
 
 def main(argv=None):
@@ -232,6 +183,7 @@ def main(argv=None):
     parser.add_argument("--n", type=int, default=1_000_000)
     parser.add_argument("--lookups", type=int, default=200_000)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--parallel-entries", type=int, default=300_000)
     args = parser.parse_args(argv)
     print("load:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
     keys = [b"key_%d" % i for i in range(args.n)]
@@ -241,7 +193,7 @@ def main(argv=None):
         for compression in ("snappy", "zstd"):
             bench_lookups(directory, compression, keys, values, args.lookups // 10, args.repeat)
         bench_write(directory, keys, values, args.repeat)
-    bench_parallel_framing(keys, values, args.repeat)
+        bench_parallel_put_many(directory, args.parallel_entries, args.repeat)
     print("load:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
     print(f"({os.cpu_count()} CPUs; figures are wall time, CPU time in parentheses)")
 

@@ -7,7 +7,10 @@
  *   get, get_many                      HashIndex.get / get_many over an uncompressed log
  *   find_block, value_in_block         the same lookup over a block-compressed log, split
  *                                      where the caller decompresses the block with its codec
+ *   walk_block, decode_headers         BlockCursor.walk_block and entries.decode_headers,
+ *                                      the per-entry steps of LogReader.scan (csrc/scans.c)
  *   frame_puts, frame_packed           the PUT entries LogWriter.put appends
+ *   cut_blocks                         BlockCutter.cut (csrc/cutting.c)
  *   fill_slots                         sparkey.robinhood.replay, into a packed slot table
  *
  * Ownership: buffers (bytes, bytearray, mmap, numpy arrays) are exported for the duration of a
@@ -432,7 +435,9 @@ static PyMethodDef native_methods[] = {
 
 static int native_exec(PyObject *module)
 {
-    if (PyModule_AddFunctions(module, sparkey_lookup_methods) < 0)
+    if (PyModule_AddFunctions(module, sparkey_lookup_methods) < 0
+            || PyModule_AddFunctions(module, sparkey_scan_methods) < 0
+            || PyModule_AddFunctions(module, sparkey_cutting_methods) < 0)
         return -1;
     sparkey_errors *errors = sparkey_errors_of(module);
     PyObject *classes = PyImport_ImportModule("sparkey.errors");

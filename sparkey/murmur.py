@@ -22,6 +22,7 @@ from typing import Any
 import mmh3
 import numpy as np
 
+from sparkey import native
 from sparkey.errors import EntryTypeError
 
 CHUNK_BYTES = 1 << 20
@@ -67,8 +68,16 @@ def hash_buffer(buffer: Any, offsets: Any, lengths: Any, seed: int, hash_size: i
     """Hashes of the keys ``buffer[offsets[i]:offsets[i] + lengths[i]]`` as a uint64 array.
 
     ``buffer`` is anything ``np.frombuffer`` accepts; it is only read. Cost is O(total key bytes)
-    numpy work plus O(number of distinct key lengths) Python steps.
+    numpy work plus O(number of distinct key lengths) Python steps; the compiled core, when it
+    runs, hashes key by key in C with the GIL released (``_native.hash_buffer``, the same
+    hashes and a ValueError for a range outside the buffer).
     """
+    if native.module is not None and hash_size in (4, 8):
+        offsets = np.ascontiguousarray(offsets, dtype=np.int64)
+        lengths = np.ascontiguousarray(lengths, dtype=np.int64)
+        if len(offsets) == len(lengths):
+            return np.frombuffer(native.module.hash_buffer(buffer, offsets, lengths, seed,
+                                                           hash_size), dtype=np.uint64)
     kernel = {4: _murmur32_rows, 8: _murmur64_rows}.get(hash_size)
     if kernel is None:
         raise ValueError(f"hash_size must be 4 or 8, not {hash_size}")

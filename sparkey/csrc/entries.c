@@ -289,3 +289,28 @@ PyObject *sparkey_block_value(const sparkey_errors *errors, const uint8_t *block
                  (unsigned long long)position);
     return NULL;
 }
+
+int64_t sparkey_walk_block(const sparkey_errors *errors, const uint8_t *block, uint64_t *pos,
+                           uint64_t stop, uint64_t limit, int64_t *offsets)
+{
+    uint64_t at = *pos, count = 0;
+    for (; count < limit && at + 1 < stop; count++) {
+        uint64_t a = block[at], b = block[at + 1], end, start = at;
+        if (a < 0x80 && b < 0x80) {
+            end = a ? at + 1 + a + b : at + 2 + b;
+        } else {
+            int status = header_in_block(errors, block, stop, &start, &a, &b);
+            if (status == CORRUPT)
+                return -1;
+            if (status == SPANS)
+                break;
+            end = a ? sat_add(sat_add(start, a - 1), b) : sat_add(start, b);
+        }
+        if (end > stop)
+            break;
+        offsets[count] = (int64_t)at;
+        at = end;
+    }
+    *pos = at;
+    return (int64_t)count;
+}

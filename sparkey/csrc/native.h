@@ -5,6 +5,8 @@
  * table.c      slot probing of a lookup and the sequential Robin Hood build
  * arguments.c  argument handling shared by the functions Python calls
  * lookups.c    the lookup functions (get, get_many, find_block, value_in_block)
+ * scans.c      the per-entry steps of a log scan (walk_block, decode_headers)
+ * cutting.c    the block cutting of bulk writes (cut_blocks)
  * _native.c    the module, with the hashing, framing and index-build functions
  *
  * Integers in the files are unsigned little-endian. Offsets read from a file are untrusted:
@@ -24,6 +26,7 @@
 #define SPARKEY_LOG_HEADER_SIZE 84
 #define SPARKEY_INDEX_HEADER_SIZE 112
 #define SPARKEY_MAX_VLQ_BYTES 10
+#define SPARKEY_MANY_VLQ_BYTES 9  /* entries.vlq_many reads at most 9 bytes (63 bits) */
 #define SPARKEY_MAX_ENTRY_PART_LEN 2147483647u  /* longest key or value sparkey-java reads */
 #define SPARKEY_KIND_PUT 0                      /* EntryKind.PUT; every other code is a DELETE */
 
@@ -119,6 +122,12 @@ int sparkey_block_payload(const sparkey_errors *errors, const sparkey_log *log,
 PyObject *sparkey_block_value(const sparkey_errors *errors, const uint8_t *block, uint64_t size,
                               uint64_t position, uint64_t entry_index,
                               const uint8_t *key, size_t key_len);
+
+/* blocks.walk_block: the offsets of the next entries (at most `limit`) from *pos that lie
+ * wholly before `stop` go to `offsets`, *pos moves past them; their count, or -1 with
+ * LogFormatError set for a corrupt header. block[0:stop] must be readable. */
+int64_t sparkey_walk_block(const sparkey_errors *errors, const uint8_t *block, uint64_t *pos,
+                           uint64_t stop, uint64_t limit, int64_t *offsets);
 
 /* ---- table.c */
 
@@ -229,8 +238,10 @@ static inline void sparkey_row(const sparkey_column *column, Py_ssize_t i,
     }
 }
 
-/* ---- lookups.c */
+/* ---- lookups.c, scans.c, cutting.c */
 
 extern PyMethodDef sparkey_lookup_methods[];
+extern PyMethodDef sparkey_scan_methods[];
+extern PyMethodDef sparkey_cutting_methods[];
 
 #endif

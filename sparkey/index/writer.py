@@ -3,7 +3,9 @@
 Slot layout and header rules are in ``sparkey.format``; the parameters per rule set in
 ``sparkey.table``; the two table builders in ``sparkey.robinhood`` (sequential, byte-identical
 to libsparkey or sparkey-java) and ``sparkey.canonical`` (vectorized). This module reads the log
-once, runs the chosen build and writes the file.
+once, runs the chosen build and writes the file. With the compiled core, the sequential builds
+and the in-memory canonical build place the slots with ``sparkey._native.fill_slots``, the
+replay's exact counterpart (``sparkey.native`` chooses).
 
 Building the canonical table by partitions
 ------------------------------------------
@@ -31,7 +33,7 @@ from typing import IO, Any, Optional, Protocol
 
 import numpy as np
 
-from sparkey import canonical, robinhood
+from sparkey import canonical, native, robinhood
 from sparkey.errors import LogFormatError
 from sparkey.format import INDEX_HEADER_SIZE, EntryKind, IndexHeader, decode_address
 from sparkey.log import SCAN_CHUNK_ENTRIES, EntryTable, LogReader, random_u32
@@ -182,7 +184,11 @@ class _IndexBuilder:
         slots = np.zeros(len(hashes), dtype=self.dtype)
         slots["hash"] = hashes
         slots["address"] = addresses
-        data = slots.data.cast("B")
+        self.write_table(first_slot, slots.data)
+
+    def write_table(self, first_slot: int, packed: memoryview) -> None:
+        """Write packed slots (``slot_dtype`` layout) starting at ``first_slot``."""
+        data = packed.cast("B")
         offset = INDEX_HEADER_SIZE + first_slot * self.dtype.itemsize
         written = 0
         while written < len(data):
@@ -206,14 +212,48 @@ class _IndexBuilder:
         table = EntryTable.concat([part[0] for part in parts])
         hashes = np.concatenate([part[1] for part in parts])
         addresses = np.concatenate([part[2] for part in parts])
+        if native.module is not None:
+            return self.fill_slots(hashes, addresses, rules, table)
         slot_hashes, slot_addresses, garbage = robinhood.replay(
             hashes, addresses, table.kind, table.key_len, table.value_len, table.key,
             self.capacity, rules)
         self.write_slots(0, slot_hashes, slot_addresses)
         return garbage
 
+    def fill_slots(self, hashes: np.ndarray, addresses: np.ndarray, rules: str,
+                   table: EntryTable | None = None) -> int:
+        """The whole table by ``sparkey._native.fill_slots``, as ``robinhood.replay`` builds it
+        from the entries of ``table`` (None: PUTs of distinct keys); returns the garbage size.
+
+        Holds the packed table in memory (capacity x slot size bytes) and writes it at once.
+        """
+        assert native.module is not None  # called only when the compiled core runs
+        slots = np.zeros(self.capacity * self.dtype.itemsize, dtype=np.uint8)
+        columns = {} if table is None else dict(
+            kinds=table.kind, key_buffer=table.key_buffer, key_offsets=table.key_offset,
+            key_lengths=table.key_len, value_lengths=table.value_len)
+        garbage: int = native.module.fill_slots(
+            slots, self.params.hash_size, self.params.address_size, hashes, addresses, rules,
+            **columns)
+        self.write_table(0, slots.data)
+        return garbage
+
     def build_canonical(self, partitions: _Partitions) -> int:
-        """The partition loop of the module docstring; returns the garbage size."""
+        """The partition loop of the module docstring; returns the garbage size.
+
+        With the compiled core and the log in memory, ``fill_slots`` places the live entries by
+        sparkey-java's rules instead, which for distinct keys in log order is the same table.
+        A log of PUTs only is first replayed whole: without overwrites (no garbage) that is the
+        table, and resolving the live entries (a sort of every hash) is skipped.
+        """
+        if native.module is not None and isinstance(partitions, _InMemoryPartitions):
+            table, records = partitions.entries
+            if (np.all(table.kind == EntryKind.PUT)
+                    and self.fill_slots(records.hash, records.address, "java", table) == 0):
+                return 0
+            live = partitions.live_records(0)
+            self.fill_slots(live.hash, live.address, "java")
+            return partitions.put_bytes - int(live.size.sum(dtype=np.uint64))
         capacity = np.uint64(self.capacity)
         floor = 0
         carries_out: list[Optional[int]] = [None] * partitions.count
@@ -312,6 +352,11 @@ class _InMemoryPartitions:
         self.count = 1
         self.bounds = [0, builder.capacity]
         self._live: _Records | None = None
+
+    @property
+    def entries(self) -> tuple[EntryTable, _Records]:
+        """Every entry of the log, in log order: its table and its records."""
+        return self._table, self._records
 
     def live_records(self, part: int) -> _Records:
         """Live entries of the partition (computed once)."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 import array
 from typing import TYPE_CHECKING
 
+from sparkey import native
 from sparkey.errors import LogFormatError
 from sparkey.format import LOG_HEADER_SIZE, EntryKind, vlq_decode
 from sparkey.log.entries import LogEntry, truncated_error
@@ -59,6 +60,46 @@ def skip_in_block(block: BlockData, pos: int, count: int, stop: int) -> int:
     if pos > stop:
         raise SpansBlocks
     return pos
+
+
+def reference_walk_block(block: BlockData, pos: int, stop: int,
+                         limit: int) -> tuple[bytes, int]:
+    """``(offsets, next_pos)``: the offsets of the next entries (at most ``limit``) from ``pos``
+    that lie wholly before ``stop`` (native int64 words), and the offset after them.
+
+    The fast path of scans: two byte reads per entry with one-byte headers. A corrupt header
+    raises LogFormatError; an entry that continues past ``stop`` ends the walk.
+    """
+    offsets = array.array("q")
+    add = offsets.append
+    for _ in range(limit):
+        if pos + 1 >= stop:
+            break
+        a = block[pos]
+        b = block[pos + 1]
+        if a < 0x80 and b < 0x80:
+            end = pos + 1 + a + b if a else pos + 2 + b
+        else:
+            try:
+                a, start = vlq_in_block(block, pos, stop)
+                b, start = vlq_in_block(block, start, stop)
+            except SpansBlocks:
+                break
+            end = start + a - 1 + b if a else start + b
+        if end > stop:
+            break
+        add(pos)
+        pos = end
+    return offsets.tobytes(), pos
+
+
+def walk_block(block: BlockData, pos: int, stop: int, limit: int) -> tuple[bytes, int]:
+    """``reference_walk_block``, by the compiled core when it runs."""
+    if native.module is None:
+        return reference_walk_block(block, pos, stop, limit)
+    offsets: bytes
+    offsets, pos = native.module.walk_block(block, pos, stop, limit)
+    return offsets, pos
 
 
 class BlockCursor:
@@ -137,37 +178,15 @@ class BlockCursor:
         self.started += 1
         return address
 
-    def walk_block(self, limit: int) -> array.array[int]:
-        """Offsets in ``block`` of the next entries that lie wholly inside it (at most ``limit``).
+    def walk_block(self, limit: int) -> bytes:
+        """Offsets in ``block`` of the next entries that lie wholly inside it (at most ``limit``),
+        as native int64 words (``walk_block``). The cursor moves past them.
 
-        The cursor moves past them. The walk stops at the end of the block or at an entry that
-        continues into the next block, which the caller then reads with ``read_header``,
-        ``read`` and ``skip``. This is the fast path of scans: two byte reads per entry.
+        The walk stops at the end of the block or at an entry that continues into the next
+        block, which the caller then reads with ``read_header``, ``read`` and ``skip``.
         """
-        block = self._block
-        stop = self._stop
-        pos = self._offset
-        offsets = array.array("q")
-        add = offsets.append
-        for _ in range(limit):
-            if pos + 1 >= stop:
-                break
-            a = block[pos]
-            b = block[pos + 1]
-            if a < 0x80 and b < 0x80:
-                end = pos + 1 + a + b if a else pos + 2 + b
-            else:
-                try:
-                    a, start = vlq_in_block(block, pos, stop)
-                    b, start = vlq_in_block(block, start, stop)
-                except SpansBlocks:
-                    break
-                end = start + a - 1 + b if a else start + b
-            if end > stop:
-                break
-            add(pos)
-            pos = end
-        self.advance(pos, len(offsets))
+        offsets, pos = walk_block(self._block, self._offset, self._stop, limit)
+        self.advance(pos, len(offsets) // 8)
         return offsets
 
     def _byte(self) -> int:

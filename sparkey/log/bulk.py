@@ -3,7 +3,7 @@
 The entries arrive as chunks (row ranges of two columns, or runs of ``(key, value)`` pairs).
 Each chunk goes through three steps::
 
-    worker:  pack keys and values, frame the entries (sparkey.log.framing.frame_puts)
+    worker:  pack keys and values, frame the entries (sparkey.log.framing)
     caller:  cut the chunk's entry stream into blocks (BlockCutter), in chunk order
     worker:  compress the closed blocks and prefix each with VLQ(compressed length)
 
@@ -39,8 +39,8 @@ import zstandard
 
 from sparkey.codec import ZSTD_LEVEL, Codec, ZstdCodec
 from sparkey.format import vlq_encode
-from sparkey.log.framing import BlockCutter, FramedPuts, frame_puts
-from sparkey.packed import Column, PackedBytes, as_column
+from sparkey.log.framing import BlockCutter, FramedPuts, frame_puts, frame_sequences
+from sparkey.packed import Column, SequenceColumn, as_column
 
 EntryItems = Union[tuple[Any, Any], Mapping[Any, Any], Iterable[tuple[Any, Any]]]
 """What ``put_many`` takes: a tuple ``(keys, values)`` of two columns, a mapping, or an
@@ -159,6 +159,9 @@ class _ColumnChunks:
             return None
         stop = self._next = min(len(self._keys), start + rows)
         keys, values = self._keys, self._values
+        if isinstance(keys, SequenceColumn) and isinstance(values, SequenceColumn):
+            key_items, value_items = keys.items, values.items
+            return lambda: frame_sequences(key_items[start:stop], value_items[start:stop])
         return lambda: frame_puts(keys.pack(start, stop), values.pack(start, stop))
 
 
@@ -176,8 +179,7 @@ class _PairChunks:
             keys, values = zip(*batch, strict=True)
         except (TypeError, ValueError):
             raise ValueError("put_many items must be (key, value) pairs") from None
-        return lambda: frame_puts(PackedBytes.from_sequence(keys, "key"),
-                                  PackedBytes.from_sequence(values, "value"))
+        return lambda: frame_sequences(keys, values)
 
 
 def _raise(exc: BaseException) -> FramedPuts:

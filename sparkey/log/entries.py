@@ -1,4 +1,7 @@
-"""Log entries as values (``LogEntry``) and columns (``EntryTable``); vectorized VLQs (pure)."""
+"""Log entries as values (``LogEntry``) and columns (``EntryTable``); vectorized VLQs (pure).
+
+``decode_headers`` runs in ``sparkey._native`` when it is built (``sparkey.native`` chooses).
+"""
 
 from __future__ import annotations
 
@@ -8,6 +11,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from sparkey import native
 from sparkey.errors import LogFormatError
 from sparkey.format import Buffer, EntryKind
 
@@ -116,6 +120,26 @@ def vlq_many(buf: np.ndarray, positions: np.ndarray, end: int) -> tuple[np.ndarr
             return values, positions
     raise LogFormatError(f"entry header at offset {int(positions[active[0]])} is too long for "
                          "a length; the log is corrupt")
+
+
+def reference_decode_headers(stream: Buffer, starts: np.ndarray
+                             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(first, second, payload)``: both header VLQs of the entries starting at the int64
+    offsets ``starts`` in ``stream``, and the offset of each payload (its key)."""
+    buf = np.frombuffer(stream, dtype=np.uint8)
+    first, after_first = vlq_many(buf, starts, len(stream))
+    second, payload = vlq_many(buf, after_first, len(stream))
+    return first, second, payload
+
+
+def decode_headers(stream: Buffer, starts: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``reference_decode_headers``, by the compiled core when it runs (in one pass)."""
+    if native.module is None:
+        return reference_decode_headers(stream, starts)
+    columns = np.frombuffer(native.module.decode_headers(stream, starts), dtype=np.int64)
+    first, second, payload = columns.reshape(3, len(starts))
+    return first, second, payload
 
 
 def truncated_error(position: int, end: int) -> LogFormatError:

@@ -1,8 +1,10 @@
 """Vectorized framing of PUT entries and block cutting for bulk writes (pure layer, no IO).
 
-``frame_puts`` turns a chunk of keys and values (two PackedBytes) into the bytes of their PUT
-entries, exactly as ``LogWriter.put`` appends them one by one: ``VLQ(len(key) + 1)
-VLQ(len(value)) key value``. ``BlockCutter`` then places the entry stream of a compressed log
+``frame_puts`` turns a chunk of keys and values (two PackedBytes; ``frame_sequences``: two
+sequences of byte strings) into the bytes of their PUT entries, exactly as ``LogWriter.put``
+appends them one by one: ``VLQ(len(key) + 1) VLQ(len(value)) key value``. The numpy framing
+(``reference_frame_puts``) is the reference; when the compiled core runs (``sparkey.native``
+chooses), ``sparkey._native`` frames the chunk in one call with the GIL released. ``BlockCutter`` then places the entry stream of a compressed log
 into blocks by libsparkey's rules (``sparkey.log.writer``), chunk after chunk, carrying the open
 block from one chunk to the next; it only looks at entry sizes, so the bytes of the blocks can
 be assembled and compressed elsewhere, in any order, and still equal the sequential writer's.
@@ -11,11 +13,13 @@ be assembled and compressed elsewhere, in any order, and still equal the sequent
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 
 import numpy as np
 
+from sparkey import native
 from sparkey.errors import EntrySizeError
-from sparkey.format import MAX_ENTRY_PART_LEN
+from sparkey.format import MAX_ENTRY_PART_LEN, BytesOrStr
 from sparkey.log.entries import vlq_sizes
 from sparkey.packed import PackedBytes, copy_rows
 
@@ -56,12 +60,48 @@ def _write_vlqs(out: np.ndarray, positions: np.ndarray, values: np.ndarray,
         out[positions[rows] + group] = byte
 
 
+def _framed(stream: bytes, key_lengths: np.ndarray, value_lengths: np.ndarray) -> FramedPuts:
+    """A FramedPuts of a stream framed by the compiled core, sized from the lengths."""
+    header_sizes = vlq_sizes(key_lengths + 1) + vlq_sizes(value_lengths)
+    return FramedPuts(np.frombuffer(stream, dtype=np.uint8),
+                      header_sizes + key_lengths + value_lengths, header_sizes, key_lengths,
+                      value_lengths)
+
+
 def frame_puts(keys: PackedBytes, values: PackedBytes) -> FramedPuts:
     """The PUT entries of ``keys[i] -> values[i]`` (two PackedBytes of equal length).
 
     Raises EntrySizeError for a key or value longer than MAX_ENTRY_PART_LEN. The stream is a new
-    array owned by the caller. numpy releases the GIL for the copies, which dominate.
+    array owned by the caller. numpy releases the GIL for the copies, which dominate; the
+    compiled core (``_native.frame_packed``) frames the whole chunk with the GIL released.
     """
+    if native.module is not None and len(keys) == len(values):
+        _check_lengths(keys.lengths, "key")
+        _check_lengths(values.lengths, "value")
+        stream = native.module.frame_packed(keys.data, keys.offsets, values.data, values.offsets)
+        return _framed(stream, keys.lengths, values.lengths)
+    return reference_frame_puts(keys, values)
+
+
+def frame_sequences(keys: Sequence[BytesOrStr], values: Sequence[BytesOrStr]) -> FramedPuts:
+    """frame_puts of two sequences of bytes-likes or str, packed as ``PackedBytes.from_sequence``
+    packs them (EntryTypeError for other items).
+
+    The compiled core (``_native.frame_puts``) frames the items in place, without packing them
+    first, and with the GIL released once they are pinned (a tuple of ``bytes`` is read as it
+    is; other sequences are copied into a private list first, holding the GIL).
+    """
+    if native.module is None or len(keys) != len(values):
+        return frame_puts(PackedBytes.from_sequence(keys, "key"),
+                          PackedBytes.from_sequence(values, "value"))
+    key_lengths = np.empty(len(keys), dtype=np.int64)
+    value_lengths = np.empty(len(values), dtype=np.int64)
+    stream = native.module.frame_puts(keys, values, key_lengths, value_lengths)
+    return _framed(stream, key_lengths, value_lengths)
+
+
+def reference_frame_puts(keys: PackedBytes, values: PackedBytes) -> FramedPuts:
+    """frame_puts with numpy: VLQ bytes by assignments, keys and values by ``copy_rows``."""
     if len(keys) != len(values):
         raise ValueError(f"{len(keys)} keys but {len(values)} values")
     key_lengths, value_lengths = keys.lengths, values.lengths
@@ -106,7 +146,19 @@ class BlockCutter:
         ``ends`` are offsets in the chunk's entry stream (the open block's earlier bytes sit
         before offset 0, so the first block may start at ``-used``); ``started[k]`` counts the
         entries whose header is in block ``k``, the open block's earlier entries included.
+        The compiled core, when it runs, walks the entries in C without the GIL
+        (``_native.cut_blocks``).
         """
+        if native.module is not None:
+            ends, started, self.used, self.started = native.module.cut_blocks(
+                sizes, header_sizes, self.block_size, self.used, self.started)
+            return (np.frombuffer(ends, dtype=np.int64).tolist(),
+                    np.frombuffer(started, dtype=np.int64).tolist())
+        return self._reference_cut(sizes, header_sizes)
+
+    def _reference_cut(self, sizes: np.ndarray, header_sizes: np.ndarray
+                       ) -> tuple[list[int], list[int]]:
+        """cut with numpy, one Python step per block."""
         size = self.block_size
         count = len(sizes)
         cumulative = np.zeros(count + 1, dtype=np.int64)

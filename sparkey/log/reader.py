@@ -21,7 +21,7 @@ from sparkey.format import (
     LOG_HEADER_SIZE, Compression, EntryKind, LogHeader, delete_header, put_header)
 from sparkey.log.blocks import BlockCursor, SpansBlocks, skip_in_block, vlq_in_block
 from sparkey.log.body import BlockBody, BlockData, RawBody, check_position, delete_at_address
-from sparkey.log.entries import EntryTable, LogEntry, vlq_many
+from sparkey.log.entries import EntryTable, LogEntry, decode_headers
 
 SCAN_CHUNK_ENTRIES = 1 << 20
 """Entries per EntryTable produced by LogReader.scan."""
@@ -280,10 +280,7 @@ def _tables(cursor: BlockCursor, chunk_entries: int) -> Iterator[EntryTable]:
                 count += 1
         stream = pieces[0] if len(pieces) == 1 else b"".join(pieces)
         starts = np.concatenate(headers).astype(np.int64)
-        buf = np.frombuffer(stream, dtype=np.uint8)
-        first, after_first = vlq_many(buf, starts, len(stream))
-        second, key_offset = vlq_many(buf, after_first, len(stream))
-        del buf
+        first, second, key_offset = decode_headers(stream, starts)
         is_put = first != 0
         yield EntryTable(
             kind=np.where(is_put, EntryKind.PUT, EntryKind.DELETE).astype(np.uint8),
