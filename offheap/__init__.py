@@ -10,6 +10,7 @@ from offheap.errors import (
     ReadOnlyError,
     RecoveryPendingError,
     TransactionError,
+    UncommittedChangesWarning,
 )
 from offheap.db.database import DB, CollectionStats, DBStats
 from offheap.hashmap.longhashmap import HashMapStats, LongHashMap
@@ -43,6 +44,7 @@ __all__ = [
     "TreeMap",
     "TreeReader",
     "TreeStats",
+    "UncommittedChangesWarning",
     "compiled",
     "salvage",
 ]

@@ -164,6 +164,18 @@ class CommitWriter(FileWriter):
             runs.extend((extent.offset, first, count) for first, count in page_runs(mask))
         return runs
 
+    def uncommitted_bytes(self) -> int:
+        """Bytes of the pages written since the last commit whose content differs from the
+        file's: what a rollback would drop. O(pages written): only those are read back."""
+        total = 0
+        for offset, first, count in self.written_page_runs():
+            mapping = self.extents.get(offset).mapping
+            assert mapping is not None
+            with memoryview(mapping)[first * PAGE_BYTES: (first + count) * PAGE_BYTES] as pages:
+                differing = differing_pages(pages, self.file.fd, offset + first * PAGE_BYTES)
+            total += int(differing.sum()) * PAGE_BYTES
+        return total
+
     def _commit(self, runs: list[PageRun], writes: list[tuple[int, wal.Data]]) -> None:
         """Log, then copy into the file, the written ``runs`` and everything else the commit
         changes; ``writes`` collects the views of mapped pages, which the caller releases."""

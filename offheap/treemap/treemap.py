@@ -107,6 +107,7 @@ class TreeMap(StandaloneFileMap, SortedRangeAPI, MutableMapping):
         except BaseException:
             store.arena.close()
             raise
+        self._track_file()
 
     @classmethod
     def reader(cls, path: str | os.PathLike[str], key="int64", value="object", *,
