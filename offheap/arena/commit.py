@@ -28,7 +28,13 @@ import os
 import numpy as np
 
 from offheap.arena import locks, wal
-from offheap.arena.arenafile import ArenaFile, fsync_directory, names_file
+from offheap.arena.arenafile import (
+    ArenaFile,
+    file_system_full,
+    fsync_directory,
+    is_full,
+    names_file,
+)
 from offheap.arena.backing import LimitCheck
 from offheap.arena.checksums import ZERO_PAGE_CRC, page_crcs, page_numbers
 from offheap.arena.dirtypages import (
@@ -205,8 +211,17 @@ class CommitWriter(FileWriter):
         writes.append((0, self.header_bytes(generation, end, table, open_for_writing=False)))
         zeroed = [(o, min(n, end - o)) for o, n in self.zeroed if o < end]
         log_fd = self._open_log()
-        wal.write_record(log_fd, file_id=self.file_id, base_generation=self.generation,
-                         new_generation=generation, end=end, zero_ranges=zeroed, writes=writes)
+        try:
+            wal.write_record(log_fd, file_id=self.file_id, base_generation=self.generation,
+                             new_generation=generation, end=end, zero_ranges=zeroed,
+                             writes=writes)
+        except OSError as exc:
+            if not is_full(exc):
+                raise
+            os.ftruncate(log_fd, 0)  # a torn record is never applied; an empty log is clearer
+            raise file_system_full(log_path(self.path), exc, "the commit could not be logged",
+                                   "the file is at its last commit and the changes are still "
+                                   "here to commit again") from None
         try:
             self._checkpoint(writes, end, free)
             os.ftruncate(log_fd, 0)
