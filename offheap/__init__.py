@@ -13,6 +13,7 @@ from offheap.errors import (
     ReadOnlyError,
     RecoveryPendingError,
     TransactionError,
+    UncommittedChangesWarning,
 )
 from offheap.db.database import DB, CollectionStats, DBStats
 from offheap.hashmap.longhashmap import HashMapStats, LongHashMap
@@ -47,6 +48,7 @@ __all__ = [
     "TreeMap",
     "TreeReader",
     "TreeStats",
+    "UncommittedChangesWarning",
     "compiled",
     "salvage",
 ]

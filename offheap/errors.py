@@ -1,4 +1,4 @@
-"""Exceptions raised by offheap (layer 1: imports nothing from the package).
+"""Exceptions and warnings raised by offheap (layer 1: imports nothing from the package).
 
 Each class also inherits the built-in exception a caller would catch for the same failure,
 so ``except MemoryError`` still sees a :class:`CapacityError`.
@@ -43,3 +43,9 @@ class RecoveryPendingError(OffheapError, PermissionError):
 class TransactionError(OffheapError, RuntimeError):
     """A transaction operation the arena cannot perform: ``rollback()`` without
     ``durability="commit"``, or a commit that could not be applied to the file."""
+
+
+class UncommittedChangesWarning(UserWarning):
+    """A file DB was garbage collected or still open at interpreter exit with changes it had
+    not committed: they were rolled back, as sqlite3 does. Shown by default (a forgotten
+    ``close()`` that lost nothing is a ``ResourceWarning``, shown under ``-X dev``)."""

@@ -320,6 +320,13 @@ class Arena:
         self._check_writable()
         self._backing.commit()
 
+    def uncommitted_bytes(self) -> int:
+        """Bytes of pages changed since the last commit (``durability="commit"``), which
+        :meth:`rollback` or :meth:`close` would drop; 0 without transactions. O(pages written
+        since the commit)."""
+        self._check_open()
+        return self._backing.uncommitted_bytes()
+
     def rollback(self) -> None:
         """Drop every change since the last commit; the extents, root and file are as committed
         (the file is cut back to its committed size unless readers or views are in the way).

@@ -4,14 +4,23 @@ An :class:`ArenaFile` owns the descriptor through which an arena reads, writes, 
 its file (:mod:`offheap.arena.locks`), and keeps the file's length as this process last set it.
 Making the file shorter respects readers in other processes: while any may map the file, the
 tail is zeroed (punched out) instead of cut, so no reader's mapping ever faults.
+
+Blocks before mappings: a write into a mapped hole of a file system that has no block left
+kills the process with SIGBUS. :meth:`ArenaFile.reserve` allocates the blocks of a range
+(``posix_fallocate``) before the writer maps it, so a full disk is a
+:class:`~offheap.errors.CapacityError` at allocation instead.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 
 from offheap.arena import locks
 from offheap.arena.holes import zero_range
+from offheap.errors import CapacityError
+
+_FULL = (errno.ENOSPC, errno.EDQUOT)
 
 
 class ArenaFile:
@@ -51,6 +60,22 @@ class ArenaFile:
             os.ftruncate(self.fd, nbytes)
             self.size = nbytes
 
+    def reserve(self, offset: int, length: int) -> None:
+        """Allocate the file system's blocks for ``length`` bytes at ``offset``, inside the
+        file (:meth:`grow` it first): holes become zeroed blocks, data stays, so writes through
+        a mapping of the range never fault. CapacityError when the file system is full (blocks
+        a failed call took inside the range hold zeros, as the holes read); other OSErrors
+        propagate. One ``fallocate`` call where the file system has it."""
+        if length <= 0:
+            return
+        try:
+            os.posix_fallocate(self.fd, offset, length)
+        except OSError as exc:
+            if not is_full(exc):
+                raise
+            raise file_system_full(self.path, exc, f"{length:,} bytes could not be reserved",
+                                   "nothing was changed") from None
+
     def cut(self, end: int) -> None:
         """Drop the file's bytes past ``end``: truncate, or zero them while readers may map them."""
         if self.size <= end:
@@ -74,6 +99,19 @@ class ArenaFile:
             locks.unlock(self.fd, byte)
         os.close(self.fd)
         self.closed = True
+
+
+def is_full(exc: OSError) -> bool:
+    """Whether ``exc`` says the file system (or the user's quota) has no block left."""
+    return exc.errno in _FULL
+
+
+def file_system_full(path: str, exc: OSError, what: str, outcome: str) -> CapacityError:
+    """The CapacityError of a full file system under ``path``: ``what`` failed, ``outcome`` is
+    the state it left."""
+    return CapacityError(f"the file system holding {path!r} is full: {what} "
+                         f"({os.strerror(exc.errno or 0)}); {outcome}: free disk space, or "
+                         f"delete entries")
 
 
 def names_file(path: str, fd: int) -> bool:

@@ -113,6 +113,11 @@ class Backing(ABC):
     def flush(self) -> None:
         """Make the state durable; nothing to do without a file."""
 
+    def uncommitted_bytes(self) -> int:
+        """Bytes of pages whose content differs from the last commit; 0 in every mode without
+        transactions (their changes are the file's at once, or never anyone's)."""
+        return 0
+
     def note_failed_change(self) -> None:
         """An allocation, free, root change or flush raised: the owner's state may be
         half-written. Only a mode that writes through needs to know."""

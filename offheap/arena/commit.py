@@ -28,7 +28,13 @@ import os
 import numpy as np
 
 from offheap.arena import locks, wal
-from offheap.arena.arenafile import ArenaFile, fsync_directory, names_file
+from offheap.arena.arenafile import (
+    ArenaFile,
+    file_system_full,
+    fsync_directory,
+    is_full,
+    names_file,
+)
 from offheap.arena.backing import LimitCheck
 from offheap.arena.checksums import ZERO_PAGE_CRC, page_crcs, page_numbers
 from offheap.arena.dirtypages import (
@@ -164,6 +170,18 @@ class CommitWriter(FileWriter):
             runs.extend((extent.offset, first, count) for first, count in page_runs(mask))
         return runs
 
+    def uncommitted_bytes(self) -> int:
+        """Bytes of the pages written since the last commit whose content differs from the
+        file's: what a rollback would drop. O(pages written): only those are read back."""
+        total = 0
+        for offset, first, count in self.written_page_runs():
+            mapping = self.extents.get(offset).mapping
+            assert mapping is not None
+            with memoryview(mapping)[first * PAGE_BYTES: (first + count) * PAGE_BYTES] as pages:
+                differing = differing_pages(pages, self.file.fd, offset + first * PAGE_BYTES)
+            total += int(differing.sum()) * PAGE_BYTES
+        return total
+
     def _commit(self, runs: list[PageRun], writes: list[tuple[int, wal.Data]]) -> None:
         """Log, then copy into the file, the written ``runs`` and everything else the commit
         changes; ``writes`` collects the views of mapped pages, which the caller releases."""
@@ -193,8 +211,17 @@ class CommitWriter(FileWriter):
         writes.append((0, self.header_bytes(generation, end, table, open_for_writing=False)))
         zeroed = [(o, min(n, end - o)) for o, n in self.zeroed if o < end]
         log_fd = self._open_log()
-        wal.write_record(log_fd, file_id=self.file_id, base_generation=self.generation,
-                         new_generation=generation, end=end, zero_ranges=zeroed, writes=writes)
+        try:
+            wal.write_record(log_fd, file_id=self.file_id, base_generation=self.generation,
+                             new_generation=generation, end=end, zero_ranges=zeroed,
+                             writes=writes)
+        except OSError as exc:
+            if not is_full(exc):
+                raise
+            os.ftruncate(log_fd, 0)  # a torn record is never applied; an empty log is clearer
+            raise file_system_full(log_path(self.path), exc, "the commit could not be logged",
+                                   "the file is at its last commit and the changes are still "
+                                   "here to commit again") from None
         try:
             self._checkpoint(writes, end, free)
             os.ftruncate(log_fd, 0)

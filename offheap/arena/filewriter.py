@@ -137,19 +137,28 @@ class FileWriter(FileBacking):
     # -- extents ------------------------------------------------------------------------------
 
     def allocate(self, size: int, payload_bytes: int, check_limit: LimitCheck) -> int:
+        """Place the extent (see :func:`~offheap.arena.filebacking.placement`), reserve its
+        blocks and those of a grown checksum extent, then register it. A full file system
+        raises CapacityError before anything is registered: the file keeps its length and
+        what it holds (a reused range was free and reads as zeros either way)."""
         offset, end, table_bytes = placement(self.space, self.end, self.table.capacity, size)
         check_limit(size + (table_bytes - self.table.extent_bytes if table_bytes else 0))
+        size_before = self.file.size
         self.file.grow(end + table_bytes)
         extent = Extent(self.end if offset is None else offset, size, payload_bytes)
         mapping = self.map_extent(extent)
+        try:
+            if offset is not None:
+                self._zero_reused(extent, mapping)
+            self.file.reserve(extent.offset, size)
+            self.file.reserve(end, table_bytes)
+        except BaseException:
+            extent.unmap()
+            self.file.cut(size_before)
+            raise
         if offset is None:
             self.end = end
         else:
-            try:
-                self._zero_reused(extent, mapping)
-            except BaseException:
-                extent.unmap()
-                raise
             remainder = self.space.take(offset, size)
             if remainder:
                 self.remainder_left(*remainder)

@@ -6,6 +6,9 @@ A standalone file map (``LongHashMap(path=...)``, ``TreeMap(path=...)``) owns it
 and so its transactions; a map in a DB shares the DB's store, and the DB commits for all of them.
 A read-only open of such a file is not the map itself but a reader of it, made by the map's
 ``reader(path)`` classmethod (:mod:`offheap.collection.readers`).
+
+A standalone file map that is garbage collected or still open at interpreter exit is closed as
+``close()`` closes it, with a ``ResourceWarning`` (:mod:`offheap.collection.lifetime`).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from contextlib import AbstractContextManager
 from types import TracebackType
 from typing import Protocol, TypeVar
 
+from offheap.collection import lifetime
 from offheap.collection.protocol import StoredCollection
 from offheap.errors import TransactionError
 from offheap.store.records import RecordStore
@@ -49,6 +53,10 @@ class _FileMapParts(StoredCollection, Protocol):
     def rollback(self) -> None:
         ...
 
+    def _abandon(self, when: str) -> None:
+        """Close as a forgotten map is closed (:mod:`offheap.collection.lifetime`)."""
+        ...
+
 
 class StandaloneFileMap:
     """Mixin for a map class that implements :class:`_FileMapParts`. Every method runs under
@@ -56,6 +64,26 @@ class StandaloneFileMap:
 
     def __enter__(self: _Map) -> _Map:
         return self
+
+    def __del__(self: _FileMapParts) -> None:
+        if lifetime.opened_here(self):
+            self._abandon("garbage collection")
+
+    def _track_file(self: _FileMapParts) -> None:
+        """Register a map that has just opened its file for writing, so that the rule of
+        :mod:`offheap.collection.lifetime` applies to it."""
+        lifetime.track(self)
+
+    def _abandon(self: _FileMapParts, when: str) -> None:
+        """Close as :meth:`close` does (commit, or flush and close cleanly), warning that the
+        program did not."""
+        if self._closed or self._store.arena.closed:
+            return
+        saved = "committed" if self._store.durable else "flushed and closed cleanly"
+        lifetime.warn_abandoned(
+            f"{type(self).__name__} {self._store.arena.path!r} was not closed: {saved} at "
+            f"{when}; call close() or use a with block", ResourceWarning)
+        self.close()
 
     def __exit__(self: _FileMapParts, exc_type: type[BaseException] | None,
                  exc: BaseException | None, traceback: TracebackType | None) -> None:

@@ -28,7 +28,10 @@ Durability (``DB.file(path, durability=...)``; the design is in ``docs/durabilit
   readers (:mod:`offheap.collection.readers`) that pick up each commit of the writer between operations.
 
 Ownership: the DB owns its store and arena; collections it hands out share them and are closed
-by :meth:`DB.close`.
+by :meth:`DB.close`. A file DB written to and then garbage collected, or still open at
+interpreter exit, without :meth:`DB.close` rolls back what it had not committed, as sqlite3
+does, and warns (:class:`~offheap.errors.UncommittedChangesWarning` naming the file and the
+bytes dropped; :mod:`offheap.collection.lifetime`).
 
 Thread safety: the DB has one re-entrant :attr:`DB.lock`, which every TreeMap in it uses as its
 own lock, so TreeMaps of one DB never write to the store at the same time, and a TreeMap's
@@ -46,8 +49,15 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
-from offheap.errors import ClosedError, LockedError, TransactionError
+from offheap.errors import (
+    ClosedError,
+    LockedError,
+    OffheapError,
+    TransactionError,
+    UncommittedChangesWarning,
+)
 from offheap.arena.arena import Arena, format_bytes
+from offheap.collection import lifetime
 from offheap.collection.display import html_table, setting_rows
 from offheap.collection.protocol import CollectionT, StoredCollection
 from offheap.collection.readers import MapReader, ReaderT, ReadSession, refuse_write
@@ -154,6 +164,7 @@ class DB:
             db = cls(store)
             if not store.root:
                 db.commit()  # a new file is an empty DB from its first moment on disk
+            lifetime.track(db)
             return db
         except BaseException:
             store.arena.close()
@@ -425,14 +436,53 @@ class DB:
                     self._write_collections()
                 written = True
             finally:
-                self._closed = True
-                for collection in self._open.values():
-                    collection._invalidate()
-                self._open.clear()
-                self._readers.clear()
-                self._store.close(save=written)  # never commit half of the collections' state
-                if self._session is not None:
-                    self._session.closed = True
+                self._close_store(save=written)  # never commit half of the collections' state
+
+    def _close_store(self, save: bool) -> None:
+        """Invalidate every collection and close the store, committing (or flushing) when
+        ``save``; otherwise a commit-mode file keeps its last commit."""
+        self._closed = True
+        for collection in self._open.values():
+            collection._invalidate()
+        self._open.clear()
+        self._readers.clear()
+        self._store.close(save=save)
+        if self._session is not None:
+            self._session.closed = True
+
+    def __del__(self) -> None:
+        if lifetime.opened_here(self):
+            self._abandon("garbage collection")
+
+    def _abandon(self, when: str) -> None:
+        """What a writer's DB that was not closed does when collected or at exit: roll back
+        what is uncommitted and warn (see :mod:`offheap.collection.lifetime`). The caches are
+        written into the store first, only to count the bytes a rollback drops."""
+        with self.lock:
+            if self._closed or self._store.arena.closed:
+                return
+            path = self._store.arena.path
+            if self.durability != "commit":
+                lifetime.warn_abandoned(f"DB {path!r} was not closed: flushed and closed "
+                                        f"cleanly at {when}; call close() or use a with block",
+                                        ResourceWarning)
+                self.close()
+                return
+            try:
+                self._write_collections()
+                held = ""
+            except OffheapError:
+                held = " and changes its caches could not write"
+            dropped = self._store.arena.uncommitted_bytes()
+            self._close_store(save=False)
+        advice = "call db.commit() and db.close(), or use a with block"
+        if dropped or held:
+            lifetime.warn_abandoned(
+                f"DB {path!r} was not closed: {format_bytes(dropped)} of uncommitted changes"
+                f"{held} rolled back at {when}; {advice}", UncommittedChangesWarning)
+        else:
+            lifetime.warn_abandoned(f"DB {path!r} was not closed (nothing uncommitted; closed "
+                                    f"at {when}); {advice}", ResourceWarning)
 
     @property
     def closed(self) -> bool:

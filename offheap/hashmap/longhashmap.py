@@ -127,6 +127,7 @@ class HashMapFacade(BulkOperations, TableGrowth, StandaloneFileMap, MutableMappi
         except BaseException:
             store.arena.close()
             raise
+        self._track_file()
 
     @classmethod
     def reader(cls, path: str | os.PathLike[str], value="object", *, limit: ByteLimit = None,

@@ -239,6 +239,15 @@ class RecordStore:
             self._release_chunk(old_addr, old_size)
         self._live_bytes += size - old_size
 
+    def exchange(self, a: int, b: int) -> None:
+        """Swap the contents of records ``a`` and ``b`` (their index entries): O(1), allocates
+        and writes nothing, so a caller can write new contents into fresh records and make
+        them those of existing ids only once every write succeeded."""
+        self._check_open()
+        self._live_addr(a), self._live_addr(b)  # KeyError for an id that is not live
+        self._addr[a], self._addr[b] = self._addr[b], self._addr[a]
+        self._size[a], self._size[b] = self._size[b], self._size[a]
+
     def delete(self, recid: int) -> None:
         """Free record ``recid``; its chunk and its id are reused."""
         self._check_open()

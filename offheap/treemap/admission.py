@@ -6,13 +6,16 @@ int outside int64 OverflowError, as before anything changes. Values are validate
 serializer now, so that encoding a page later cannot fail; an ``object`` value that is not a
 plain scalar is kept as a private copy (what a serialized map would return), so later changes to
 the caller's object do not leak in. A batch for ``update`` becomes sorted unique keys with their
-accepted values, the last value winning for a key given twice.
+accepted values, the last value winning for a key given twice. :meth:`Admission.held_bytes`
+estimates what an entry takes in a decoded leaf, for the write cache's budget under a limit
+(:mod:`offheap.treemap.nodecache`).
 
 Thread safety: an :class:`Admission` holds no mutable state; its methods may run on any thread.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -42,6 +45,15 @@ def _bytes_key(key) -> bytes:
             raise TypeError(f"this TreeMap has bytes keys, not {type(key).__name__}")
         key = bytes(key)
     return key
+
+
+def _held_bytes(item) -> int:
+    kind = type(item)
+    if kind is str or kind is bytes:
+        return len(item)
+    if kind in SCALAR_TYPES:
+        return 8
+    return sys.getsizeof(item)
 
 
 _KEY_CHECKS: dict[str, Callable] = {"int64": _int64_key, "str": _str_key, "bytes": _bytes_key}
@@ -74,6 +86,22 @@ class Admission:
             serializer = self._serializer
             return serializer.loads(serializer.dumps(value))
         return self._serializer.validate(value)
+
+    @staticmethod
+    def held_bytes(key, value) -> int:
+        """An estimate of the bytes ``key`` and ``value`` take in a decoded leaf: the length of
+        a str or bytes, 8 for another scalar, the shallow ``sys.getsizeof`` of anything else."""
+        return _held_bytes(key) + _held_bytes(value)
+
+    def batch_bytes(self, keys, values) -> int:
+        """:meth:`held_bytes` summed over a batch (``nbytes`` for arrays)."""
+        if isinstance(keys, np.ndarray):
+            total = keys.nbytes
+        else:
+            total = sum(map(_held_bytes, keys))
+        if isinstance(values, np.ndarray) and values.dtype != object:
+            return total + values.nbytes
+        return total + sum(map(_held_bytes, values))
 
     def bound(self, key):
         """A range bound: None (unbounded) or a checked key."""

@@ -7,6 +7,14 @@ every change. Eviction happens only in :meth:`NodeCache.trim`, which the tree ca
 operation changes anything, so a :class:`CapacityError` raised by a write leaves every node (the
 failed one stays cached and dirty) and the tree as they were.
 
+Budget. Under a ``limit`` the bytes of keys and values put into dirty nodes since they were
+last all written are counted (:meth:`NodeCache.admit`, an estimate made by
+:meth:`~offheap.treemap.admission.Admission.held_bytes`); past ``budget_bytes``
+(:func:`unwritten_budget`: an eighth of the limit, at least 1 MiB) the next :meth:`trim` writes
+every dirty node into the store, where the limit holds. So what a map with the write cache holds
+stays within ``limit`` plus that budget, and a store too full to take the writes raises
+:class:`CapacityError` before the operation changes anything, as an eviction does.
+
 Interface. A descent asks for the kind of node it expects (:meth:`NodeCache.inner`,
 :meth:`NodeCache.leaf`, and :meth:`NodeCache.read_inner`, :meth:`NodeCache.read_leaf` for reads
 that leave the cache as it is); a page of the other kind there is a :class:`CorruptionError`. A
@@ -26,6 +34,16 @@ from offheap.treemap.node import Inner, Leaf, Node
 
 AnyNode = TypeVar("AnyNode", Leaf, Inner)
 
+MIN_UNWRITTEN_BUDGET_BYTES = 1 << 20
+
+
+def unwritten_budget(limit_bytes: int | None) -> int | None:
+    """The bytes of changes dirty nodes may hold beyond a store's ``limit_bytes``: an eighth of
+    it, at least :data:`MIN_UNWRITTEN_BUDGET_BYTES`; None (no budget) without a limit."""
+    if limit_bytes is None:
+        return None
+    return max(MIN_UNWRITTEN_BUDGET_BYTES, limit_bytes // 8)
+
 
 class NodeCache:
     """Decoded nodes by record id, each kind in least-recently-used order.
@@ -41,11 +59,13 @@ class NodeCache:
     """
 
     def __init__(self, capacity: int, load: Callable[[int], Node],
-                 write: Callable[[Node], None]) -> None:
+                 write: Callable[[Node], None], budget_bytes: int | None = None) -> None:
         if capacity < 8:
             raise ValueError(f"cache_size must be at least 8 nodes, got {capacity}")
         self.capacity = capacity
-        self.over_capacity = False  # a kind holds more than capacity nodes: trim has work
+        self.over_capacity = False  # trim has work: a kind over capacity, or the budget spent
+        self.budget_bytes = budget_bytes
+        self.unwritten_bytes = 0  # admitted since every dirty node was last written
         self._leaves: OrderedDict[int, Leaf] = OrderedDict()
         self._inner: OrderedDict[int, Inner] = OrderedDict()
         self._load = load
@@ -114,19 +134,43 @@ class NodeCache:
     def __iter__(self) -> Iterator[Node]:
         return itertools.chain(self._leaves.values(), self._inner.values())
 
+    def admit(self, nbytes: int) -> None:
+        """Count ``nbytes`` of keys and values about to enter dirty nodes (see the module
+        docstring); past the budget, the next :meth:`trim` writes every dirty node."""
+        self.unwritten_bytes += nbytes
+        if self.budget_bytes is not None and self.unwritten_bytes > self.budget_bytes:
+            self.over_capacity = True
+
     def trim(self, strict: bool = True) -> None:
-        """Evict least recently used nodes down to ``capacity`` of each kind, writing dirty ones
-        first.
+        """Write every dirty node if the budget is spent, then evict least recently used nodes
+        down to ``capacity`` of each kind, writing dirty ones first.
 
         ``strict=False`` (read paths) keeps a node whose write fails and stops trimming, so
         reading never raises :class:`CapacityError`.
         """
         try:
-            if self._evict(self._leaves, strict):
+            if self._write_over_budget(strict) and self._evict(self._leaves, strict):
                 self._evict(self._inner, strict)
         finally:
             self.over_capacity = (len(self._leaves) > self.capacity
-                                  or len(self._inner) > self.capacity)
+                                  or len(self._inner) > self.capacity
+                                  or self._over_budget())
+
+    def _over_budget(self) -> bool:
+        return self.budget_bytes is not None and self.unwritten_bytes > self.budget_bytes
+
+    def _write_over_budget(self, strict: bool) -> bool:
+        """Write every dirty node when the budget is spent; False if a write failed
+        (``strict=False``) and trimming stops."""
+        if not self._over_budget():
+            return True
+        try:
+            self.write_dirty()
+        except CapacityError:
+            if strict:
+                raise
+            return False
+        return True
 
     def _evict(self, nodes: OrderedDict[int, AnyNode], strict: bool) -> bool:
         """Trim one kind; False if a write failed (``strict=False``) and trimming stops."""
@@ -149,11 +193,13 @@ class NodeCache:
         """Write every dirty node (in record-id order); the first failure propagates."""
         for node in sorted((n for n in self if n.dirty), key=lambda n: n.recid):
             self._write(node)
+        self.unwritten_bytes = 0
 
     def clear(self) -> None:
         self._leaves.clear()
         self._inner.clear()
         self.over_capacity = False
+        self.unwritten_bytes = 0
 
 
 def _as_inner(node: Node, recid: int) -> Inner:

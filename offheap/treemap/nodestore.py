@@ -45,6 +45,24 @@ class NodeStore:
         self._account(node, len(page) if self.codec is None else raw_size(page), len(page))
         node.dirty = False
 
+    def write_all(self, nodes: list[Node]) -> None:
+        """Encode and store ``nodes``, all or none: every page goes into a fresh record first
+        (a CapacityError there deletes them, which allocates nothing, and changes nothing
+        else), then each fresh record is exchanged with its node's and deleted."""
+        pages = [encode_node(node, self.key_kind, self.serializer, self.codec) for node in nodes]
+        fresh: list[int] = []
+        try:
+            for page in pages:
+                fresh.append(self.store.put(page))
+        except BaseException:
+            self.release(fresh)
+            raise
+        for node, page, recid in zip(nodes, pages, fresh):
+            self.store.exchange(node.recid, recid)
+            self.store.delete(recid)
+            self._account(node, len(page) if self.codec is None else raw_size(page), len(page))
+            node.dirty = False
+
     def snapshot(self, node: Node) -> NodeSnapshot:
         """What :meth:`restore` needs to put ``node``'s record back as it is now."""
         return self.store.get(node.recid), node.raw_bytes, node.stored_bytes

@@ -35,13 +35,19 @@ from offheap.treemap.bulk import build_tree, merge_sorted
 from offheap.treemap.cursor import Cursor
 from offheap.treemap.meta import TreeMeta, TreeShape, encode_meta
 from offheap.treemap.node import Inner, Leaf, Node
-from offheap.treemap.nodecache import NodeCache
+from offheap.treemap.nodecache import NodeCache, unwritten_budget
 from offheap.treemap.nodestore import NodeStore
 from offheap.treemap.scan import RangeScan
 from offheap.treemap.structure import Rebalancer
 from offheap.treemap.writethrough import NodeWriter
 
 _EXPORT_RUN = 1 << 20  # keys gathered as Python ints before they are packed into an array
+
+
+def _pairs(keys, values):
+    """``(key, value)`` pairs of a batch as Python objects (arrays become lists first)."""
+    return zip(keys.tolist() if isinstance(keys, np.ndarray) else keys,
+               values.tolist() if isinstance(values, np.ndarray) else values)
 
 
 class _Missing:
@@ -66,7 +72,8 @@ class Tree:
         self.nodes = nodes
         self.node_size = node_size
         self.write_cache = write_cache
-        self.cache = NodeCache(cache_size, nodes.load, nodes.write)
+        self.cache = NodeCache(cache_size, nodes.load, nodes.write, unwritten_budget(
+            nodes.store.arena.limit_bytes) if write_cache else None)
         self.hint = Cursor(self.cache)
         self.writer = NodeWriter(self.cache, nodes, self.hint, write_cache)
         self.rebalancer = Rebalancer(self.cache, nodes, self.writer, node_size)
@@ -284,33 +291,68 @@ class Tree:
 
     # -- bulk ---------------------------------------------------------------------------------
 
-    def merge(self, keys, values, parallelism: int = 1) -> None:
-        """Put a sorted batch (keys sorted, unique, not empty) into the tree: into an empty
-        tree, or a batch at least as large as the tree, by a bulk build of the merged entries
-        (:meth:`rebuild`), else key by key (:meth:`insert_sorted`)."""
+    def merge(self, keys, values, parallelism: int = 1, held_bytes: int = 0) -> None:
+        """Put a sorted batch (keys sorted, unique, not empty) into the tree, all or nothing:
+        into an empty tree, or a batch at least as large as the tree, by a bulk build of the
+        merged entries (:meth:`rebuild`), else key by key (:meth:`insert_sorted`,
+        :meth:`insert_through`). ``held_bytes`` is the batch's size for the write cache's
+        budget."""
         if not self.n_entries or len(keys) >= self.n_entries:
             self.rebuild(keys, values, parallelism)
+        elif self.write_cache:
+            self.insert_sorted(keys, values, held_bytes)
         else:
-            self.insert_sorted(keys, values)
+            self.insert_through(keys, values)
 
-    def insert_sorted(self, keys, values) -> None:
-        """Insert a sorted batch key by key; on failure, undo the keys already done."""
+    def insert_sorted(self, keys, values, held_bytes: int = 0) -> None:
+        """Insert a sorted batch key by key into the write cache, its ``held_bytes`` admitted
+        to the budget at the end (a spent budget writes the dirty nodes then); on failure the
+        keys already done are undone in the cache alone (no eviction, so no write can fail)."""
         undo = []  # (key, previous value or MISSING)
         try:
-            for key, value in zip(keys.tolist() if isinstance(keys, np.ndarray) else keys,
-                                  values.tolist() if isinstance(values, np.ndarray) else values):
+            for key, value in _pairs(keys, values):
                 leaf = self.leaf_for(key)
                 i = bisect_left(leaf.keys, key)
                 found = i < len(leaf.keys) and leaf.keys[i] == key
                 previous = leaf.values[i] if found else MISSING
                 self.put(key, value)
                 undo.append((key, previous))
+            self.cache.admit(held_bytes)
+            if self.cache.over_capacity:
+                self.trim()
         except BaseException:
             for key, previous in reversed(undo):
+                self.cache.over_capacity = False
                 if previous is MISSING:
                     self.pop(key)
                 else:
                     self.put(key, previous)
+            self.cache.over_capacity = True  # trim again before the next change
+            raise
+
+    def insert_through(self, keys, values) -> None:
+        """Insert a sorted batch without the write cache, all or nothing: the batch changes
+        cached nodes only (none evicted meanwhile), then they are written all or none
+        (:meth:`NodeWriter.write_batch`); if that fails, the changed nodes
+        leave the cache (to be read back as they were), the records reserved for new nodes are
+        freed and the shape and counters are as before."""
+        before = (self.shape, self.n_entries, self.nodes.raw_bytes, self.nodes.stored_bytes)
+        changed: list[Node] = []
+        try:
+            self.write_cache = self.writer.write_cache = True
+            try:
+                for key, value in _pairs(keys, values):
+                    self.cache.over_capacity = False  # no eviction writes a node of the batch
+                    self.put(key, value)
+            finally:
+                self.write_cache = self.writer.write_cache = False
+                self.cache.over_capacity = True  # trim before the next change
+            changed = [node for node in self.cache if node.dirty]
+            self.writer.write_batch(changed)
+        except BaseException:  # a reservation for a split, or a write, failed
+            self.writer.forget_batch(changed or [node for node in self.cache if node.dirty])
+            self.shape, self.n_entries, self.nodes.raw_bytes, self.nodes.stored_bytes = before
+            self.mods += 1
             raise
 
     def rebuild(self, keys, values, parallelism: int = 1) -> None:

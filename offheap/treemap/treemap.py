@@ -73,7 +73,9 @@ class TreeMap(StandaloneFileMap, SortedRangeAPI, MutableMapping):
     ``node_size`` bounds entries per leaf and children per inner node; ``compression`` is a codec
     name applied per page (kept only where it helps); ``write_cache``, ``flush_delay`` (ms) and
     ``cache_size`` (decoded leaves kept, and as many inner nodes) are described in the module
-    docstring. ``limit`` caps the memory in bytes (:class:`CapacityError` beyond it).
+    docstring. ``limit`` caps the memory in bytes (:class:`CapacityError` beyond it); with
+    the write cache, changes not yet written into the store may hold an eighth of it more (at
+    least 1 MiB) before they are written (:func:`~offheap.treemap.nodecache.unwritten_budget`).
 
     With ``path`` the map lives in that file and ``TreeMap(path=...)`` opens it again. With
     ``durability="commit"`` (the default) :meth:`commit` makes every change durable at once,
@@ -112,6 +114,7 @@ class TreeMap(StandaloneFileMap, SortedRangeAPI, MutableMapping):
         except BaseException:
             store.arena.close()
             raise
+        self._track_file()
 
     @classmethod
     def reader(cls, path: str | os.PathLike[str], key="int64", value="object", *,
@@ -166,6 +169,7 @@ class TreeMap(StandaloneFileMap, SortedRangeAPI, MutableMapping):
         self._tree = Tree(NodeStore(store, key, serializer, codec), node_size, cache_size,
                           bool(write_cache))
         self._hint = self._tree.hint
+        self._budgeted = self._tree.cache.budget_bytes is not None  # limit and write cache
         self._timer = (FlushTimer(flush_delay, self._flush_if_open, self._lock)
                        if flush_delay is not None and write_cache else None)
         if meta_recid is None:
@@ -263,6 +267,8 @@ class TreeMap(StandaloneFileMap, SortedRangeAPI, MutableMapping):
                 value = admit.value(value)
             if self._closed:
                 raise ClosedError(_CLOSED)
+            if self._budgeted:
+                self._tree.cache.admit(admit.held_bytes(key, value))
             if self._tree.put(key, value) and self._timer is not None:
                 self._timer.arm()
         finally:
@@ -342,7 +348,8 @@ class TreeMap(StandaloneFileMap, SortedRangeAPI, MutableMapping):
             keys, values = self._admit.batch(other, kwargs)
             if not len(keys):
                 return
-            self._tree.merge(keys, values, parallelism)
+            held = self._admit.batch_bytes(keys, values) if self._budgeted else 0
+            self._tree.merge(keys, values, parallelism, held)
             self._arm_timer()
 
     # -- sorted-map API -----------------------------------------------------------------------

@@ -80,6 +80,18 @@ class NodeWriter:
             self._cache.discard(node.recid)
             self._nodes.free(node)
 
+    def write_batch(self, nodes: list[Node]) -> None:
+        """Write the nodes a batch changed in the cache, all or none
+        (:meth:`NodeStore.write_all`): a failure leaves every record as it was."""
+        self._nodes.write_all(nodes)
+
+    def forget_batch(self, nodes: list[Node]) -> None:
+        """After :meth:`write_batch` failed: drop the batch's nodes from the cache and free the
+        records reserved for its new nodes (still empty, since nothing of the batch was written)."""
+        empty = {node.recid for node in nodes if not len(self._nodes.store.view(node.recid))}
+        self._undo([node for node in nodes if node.recid not in empty],
+                   [node for node in nodes if node.recid in empty])
+
     def _undo(self, changed: list[Node], created: list[Node]) -> None:
         """Forget an in-memory change: its nodes are read back from the store, as they were."""
         for node in changed:

@@ -106,8 +106,9 @@ def test_a_close_that_cannot_write_its_caches_commits_nothing(tmp_path):
         db.tree_map("t", cache_size=100_000).update({i: i for i in range(100)})
     db = DB.file(path, limit=2 << 20)
     tree = db.tree_map("t", cache_size=100_000)  # every node stays cached, dirty, until close
-    for i in range(100, 100_000):
-        tree[i] = os.urandom(50)  # pages that need about 5 MB
+    with pytest.raises(CapacityError):  # the write cache's budget is spent, the store full
+        for i in range(100, 100_000):
+            tree[i] = os.urandom(50)  # pages that need about 5 MB
     with pytest.raises(CapacityError):
         db.close()
     assert db.closed and tree.closed
@@ -118,8 +119,9 @@ def test_a_close_that_cannot_write_its_caches_commits_nothing(tmp_path):
     with TreeMap(path=tmp_path / "tree", limit=2 << 20, cache_size=100_000) as tree:
         tree.update({i: i for i in range(100)})
     tree = TreeMap(path=tmp_path / "tree", limit=2 << 20, cache_size=100_000)
-    for i in range(100, 100_000):
-        tree[i] = os.urandom(50)
+    with pytest.raises(CapacityError):  # dirty nodes past the budget that cannot be written
+        for i in range(100, 100_000):
+            tree[i] = os.urandom(50)
     with pytest.raises(CapacityError):
         tree.close()
     with TreeMap(path=tmp_path / "tree") as tree:
@@ -132,8 +134,9 @@ def test_a_failed_close_without_transactions_leaves_the_file_marked_open(tmp_pat
         db.tree_map("t", cache_size=100_000).update({i: i for i in range(100)})
     db = DB.file(path, limit=2 << 20, durability="none")
     tree = db.tree_map("t", cache_size=100_000)
-    for i in range(100, 100_000):
-        tree[i] = os.urandom(50)
+    with pytest.raises(CapacityError):  # dirty nodes past the budget that cannot be written
+        for i in range(100, 100_000):
+            tree[i] = os.urandom(50)
     with pytest.raises(CapacityError):
         db.close()  # the caches cannot be written: what the file holds is half of a flush
     with pytest.raises(CorruptionError, match="not closed cleanly.*salvage"):
