@@ -13,10 +13,14 @@ from setuptools import Extension, setup
 FLAGS = [] if sys.platform == "win32" else ["-O2", "-Wall", "-Wextra"]
 SPARKEY_SOURCES = ["sparkey/_native.c"] + [f"sparkey/csrc/{name}.c" for name in (
     "arguments", "lookups", "murmur", "entries", "table")]
+PAGES_SOURCES = ["offheap/treemap/_pages.c"] + [f"offheap/treemap/csrc/{name}.c" for name in (
+    "stream", "strings")]
 
 setup(
     ext_modules=[
         Extension("offheap.hashmap._core", ["offheap/hashmap/_core.c"], extra_compile_args=FLAGS),
+        Extension("offheap.treemap._pages", PAGES_SOURCES, depends=["offheap/treemap/csrc/pages.h"],
+                  extra_compile_args=FLAGS),
         Extension("sparkey._native", SPARKEY_SOURCES, depends=["sparkey/csrc/native.h"],
                   extra_compile_args=FLAGS),
     ],

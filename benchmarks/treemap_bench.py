@@ -18,6 +18,15 @@ this process's resident set per entry (a cross-check: it also counts the node ca
 get of random and sequential keys against ``SortedDict`` (random keys twice: with the default
 node cache, and with one large enough to hold every leaf), a bulk load of sorted keys, and
 iterating a range of ``--n // 2`` entries against ``SortedDict.irange``.
+
+``random`` times what the compiled page codec is for: insert of ``--n`` random int64 keys one at
+a time, then a get of each (all hits, in another random order), on a TreeMap with the default
+node cache and on a SortedDict, ``--repeat`` times; each cell keeps its fastest run, and the
+output says which page codec ran (``OFFHEAP_PURE_PYTHON=1`` selects the reference) and the
+machine's load average before and after::
+
+    python benchmarks/treemap_bench.py random --n 1000000 --repeat 3
+    OFFHEAP_PURE_PYTHON=1 python benchmarks/treemap_bench.py random --n 1000000 --repeat 3
 """
 
 from __future__ import annotations
@@ -156,6 +165,44 @@ def run_speed(n: int, bulk_n: int) -> dict:
     return results
 
 
+def load_average() -> str:
+    with open("/proc/loadavg") as f:
+        return " ".join(f.read().split()[:3])
+
+
+def run_random(n: int, repeat: int) -> dict:
+    from sortedcontainers import SortedDict
+
+    from offheap.treemap import page
+    from offheap.treemap.treemap import TreeMap
+
+    rnd = random.Random(1)
+    keys = [rnd.getrandbits(64) - (1 << 63) for _ in range(n)]
+    lookups = random.Random(2).sample(keys, len(keys))
+    best: dict[str, float] = {}
+    load_before = load_average()
+
+    def timed(cell: str, operation) -> None:
+        gc.collect()
+        started = time.perf_counter()
+        operation()
+        best[cell] = min(best.get(cell, float("inf")), time.perf_counter() - started)
+
+    for _ in range(repeat):
+        sorted_dict, tree = SortedDict(), TreeMap()
+        timed("sorteddict_insert", lambda: [sorted_dict.__setitem__(k, "") for k in keys])
+        timed("treemap_insert", lambda: [tree.__setitem__(k, "") for k in keys])
+        timed("sorteddict_get", lambda: [sorted_dict[k] for k in lookups])
+        timed("treemap_get", lambda: [tree[k] for k in lookups])
+        tree.close()
+        del sorted_dict
+    ns = {cell: _per_op(seconds, n) for cell, seconds in best.items()}
+    return dict(n=n, repeat=repeat, page_codec="compiled" if page.COMPILED else "reference",
+                load_before=load_before, load_after=load_average(), **{f"{c}_ns": v for c, v in ns.items()},
+                insert_ratio=round(best["treemap_insert"] / best["sorteddict_insert"], 2),
+                get_ratio=round(best["treemap_get"] / best["sorteddict_get"], 2))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -166,7 +213,13 @@ def main() -> None:
     speed = sub.add_parser("speed", help="scalar, bulk and range speed against SortedDict")
     speed.add_argument("--n", type=int, default=1_000_000)
     speed.add_argument("--bulk-n", type=int, default=10_000_000)
+    random_keys = sub.add_parser("random", help="insert and get of random int64 keys against SortedDict")
+    random_keys.add_argument("--n", type=int, default=1_000_000)
+    random_keys.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
+    if args.command == "random":
+        print(json.dumps(run_random(args.n, args.repeat)))
+        return
     if args.command == "speed":
         print(json.dumps(run_speed(args.n, args.bulk_n), indent=1))
         return
