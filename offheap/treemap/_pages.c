@@ -1,10 +1,11 @@
 /* offheap.treemap._pages: the compiled codec of B+tree leaf bodies (layer 6, pure).
  *
- * The C twin of the leaf half of offheap.treemap.page: encode_leaf_body writes, and
- * decode_leaf_body reads, the body of a leaf page (the key block, then the value column) byte
- * for byte as page.encode_keys / decode_keys and the value serializers' pack_column /
- * unpack_column do. The page header (flags, count, codec) stays with page.py, which calls these
- * two functions and keeps the Python code as the reference and the fallback.
+ * The C twin of the leaf half of offheap.treemap.page: encode_leaf writes, and decode_leaf
+ * reads, a raw leaf page (flags 00, varint count, then the body: the key block and the value
+ * column) byte for byte as page.encode_leaf / decode_leaf do through encode_keys / decode_keys
+ * and the value serializers' pack_column / unpack_column; decode_leaf_body reads the body of a
+ * page that page.py decompressed. Codecs stay with page.py, which calls these functions and
+ * keeps the Python code as the reference and the fallback.
  *
  * Kinds are small ints: keys 0 int64, 1 str, 2 bytes (page.KEY_KINDS order); values 0 int64,
  * 1 float64, 2 str, 3 bytes, 4 object (the serializers of offheap.store.serializers).
@@ -256,22 +257,22 @@ new_scratch(Py_ssize_t count)
     return scratch;
 }
 
-PyDoc_STRVAR(encode_leaf_body_doc,
-"encode_leaf_body(keys, values, key_kind, value_kind) -> bytes | None\n\n"
-"The body of a leaf page (key block, value column) for the non-empty lists keys and values of\n"
+PyDoc_STRVAR(encode_leaf_doc,
+"encode_leaf(keys, values, key_kind, value_kind) -> bytes | None\n\n"
+"The raw leaf page (flags 00, varint count, body) of the non-empty lists keys and values of\n"
 "equal length, as offheap.treemap.page writes it; None when the reference must encode it.");
 
 static PyObject *
-encode_leaf_body(PyObject *Py_UNUSED(module), PyObject *args)
+encode_leaf(PyObject *Py_UNUSED(module), PyObject *args)
 {
     PyObject *keys, *values;
     int key_kind, value_kind;
-    if (!PyArg_ParseTuple(args, "O!O!ii:encode_leaf_body", &PyList_Type, &keys, &PyList_Type,
+    if (!PyArg_ParseTuple(args, "O!O!ii:encode_leaf", &PyList_Type, &keys, &PyList_Type,
                           &values, &key_kind, &value_kind) || check_kinds(key_kind, value_kind) < 0)
         return NULL;
     Py_ssize_t count = PyList_GET_SIZE(keys);
     if (count < 1 || PyList_GET_SIZE(values) != count) {
-        PyErr_Format(PyExc_ValueError, "a leaf body needs as many values as keys, at least one: "
+        PyErr_Format(PyExc_ValueError, "a leaf page needs as many values as keys, at least one: "
                      "got %zd keys and %zd values", count, PyList_GET_SIZE(values));
         return NULL;
     }
@@ -279,7 +280,8 @@ encode_leaf_body(PyObject *Py_UNUSED(module), PyObject *args)
     if (scratch == NULL)
         return NULL;
     PageWriter writer = {0};
-    int status = write_keys(&writer, PySequence_Fast_ITEMS(keys), count, key_kind, scratch);
+    int status = (write_byte(&writer, 0) < 0 || write_varint(&writer, (uint64_t)count) < 0) ? -1
+        : write_keys(&writer, PySequence_Fast_ITEMS(keys), count, key_kind, scratch);
     if (status == 0)
         status = write_values(&writer, PySequence_Fast_ITEMS(values), count, value_kind, scratch);
     PyMem_Free(scratch);
@@ -291,11 +293,67 @@ encode_leaf_body(PyObject *Py_UNUSED(module), PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* (keys, values) of the `count` entries at the reader, a new tuple; Py_None (a new reference)
+ * when the reference must decode them. */
+static PyObject *
+read_entries(PageReader *reader, Py_ssize_t count, int key_kind, int value_kind)
+{
+    if (count > PAGE_MAX_ENTRIES) {
+        page_corrupt("leaf page counts %zd entries, more than a page holds (%d): the data is "
+                     "corrupt", count, PAGE_MAX_ENTRIES);
+        return NULL;
+    }
+    uint64_t *scratch = PyMem_Malloc(sizeof(uint64_t) * (size_t)count + 1);
+    if (scratch == NULL)
+        return PyErr_NoMemory();
+    PyObject *result = NULL, *keys, *values = NULL;
+    if ((keys = read_keys(reader, count, key_kind, scratch)) != NULL
+            && (values = read_values(reader, count, value_kind, scratch)) != NULL)
+        result = values == Py_None ? Py_NewRef(Py_None) : PyTuple_Pack(2, keys, values);
+    Py_XDECREF(keys);
+    Py_XDECREF(values);
+    PyMem_Free(scratch);
+    return result;
+}
+
+PyDoc_STRVAR(decode_leaf_doc,
+"decode_leaf(page, key_kind, value_kind) -> (keys, values) | None\n\n"
+"The keys and values of a raw leaf page (flags 00), as two new lists; None for any other flags\n"
+"(a compressed page, or not a leaf's) and when the reference must decode the page (an object\n"
+"column of mixed types). CorruptionError for a damaged page or a count above MAX_ENTRIES.");
+
+static PyObject *
+decode_leaf(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    Py_buffer page;
+    int key_kind, value_kind;
+    if (!PyArg_ParseTuple(args, "y*ii:decode_leaf", &page, &key_kind, &value_kind))
+        return NULL;
+    PyObject *result = NULL;
+    PageReader reader = {page.buf, page.len, 1};
+    uint64_t count;
+    if (check_kinds(key_kind, value_kind) < 0)
+        goto done;
+    if (page.len == 0 || reader.data[0] != 0) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    if (read_varint(&reader, &count) < 0)
+        goto done;
+    if (count == 0)
+        result = Py_BuildValue("([][])");
+    else
+        result = read_entries(&reader, count > PY_SSIZE_T_MAX ? PY_SSIZE_T_MAX : (Py_ssize_t)count,
+                              key_kind, value_kind);
+done:
+    PyBuffer_Release(&page);
+    return result;
+}
+
 PyDoc_STRVAR(decode_leaf_body_doc,
 "decode_leaf_body(body, offset, count, key_kind, value_kind) -> (keys, values) | None\n\n"
-"The keys and values of the leaf body at body[offset:] holding count entries, as two new\n"
-"lists; None when the reference must decode it (an object column of mixed types).\n"
-"CorruptionError for a damaged body or a count above MAX_ENTRIES.");
+"decode_leaf for the body of count >= 1 entries at body[offset:], as a decompressed page has\n"
+"it.");
 
 static PyObject *
 decode_leaf_body(PyObject *Py_UNUSED(module), PyObject *args)
@@ -306,43 +364,23 @@ decode_leaf_body(PyObject *Py_UNUSED(module), PyObject *args)
     if (!PyArg_ParseTuple(args, "y*nnii:decode_leaf_body", &body, &offset, &count, &key_kind,
                           &value_kind))
         return NULL;
-    PyObject *result = NULL, *keys = NULL, *values = NULL;
-    uint64_t *scratch = NULL;
+    PyObject *result = NULL;
+    PageReader reader = {body.buf, body.len, offset};
     if (check_kinds(key_kind, value_kind) < 0)
         goto done;
-    if (offset < 0 || offset > body.len || count < 1) {
+    if (offset < 0 || offset > body.len || count < 1)
         PyErr_Format(PyExc_ValueError, "offset %zd and count %zd do not name a leaf body in %zd "
                      "bytes", offset, count, body.len);
-        goto done;
-    }
-    if (count > PAGE_MAX_ENTRIES) {
-        page_corrupt("leaf page counts %zd entries, more than a page holds (%d): the data is "
-                     "corrupt", count, PAGE_MAX_ENTRIES);
-        goto done;
-    }
-    if ((scratch = PyMem_Malloc(sizeof(uint64_t) * (size_t)count)) == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    PageReader reader = {body.buf, body.len, offset};
-    if ((keys = read_keys(&reader, count, key_kind, scratch)) == NULL
-            || (values = read_values(&reader, count, value_kind, scratch)) == NULL)
-        goto done;
-    if (values == Py_None) {
-        result = Py_NewRef(Py_None);
-        goto done;
-    }
-    result = PyTuple_Pack(2, keys, values);
+    else
+        result = read_entries(&reader, count, key_kind, value_kind);
 done:
-    Py_XDECREF(keys);
-    Py_XDECREF(values);
-    PyMem_Free(scratch);
     PyBuffer_Release(&body);
     return result;
 }
 
 static PyMethodDef pages_methods[] = {
-    {"encode_leaf_body", encode_leaf_body, METH_VARARGS, encode_leaf_body_doc},
+    {"encode_leaf", encode_leaf, METH_VARARGS, encode_leaf_doc},
+    {"decode_leaf", decode_leaf, METH_VARARGS, decode_leaf_doc},
     {"decode_leaf_body", decode_leaf_body, METH_VARARGS, decode_leaf_body_doc},
     {NULL, NULL, 0, NULL},
 };

@@ -211,24 +211,31 @@ def raw_size(page) -> int:
 
 def encode_leaf(keys, values, key_kind: str, value_serializer, codec=None) -> bytes:
     """A leaf page for sorted ``keys`` and their ``values`` (equal lengths)."""
-    if not len(keys):
+    count = len(keys)
+    if not count:
         return bytes((LEAF, 0))
-    body = None
     value_kind = _VALUE_KIND_NUMBERS.get(value_serializer)
     if _compiled_pages is not None and value_kind is not None and type(keys) is type(values) is list:
-        body = _compiled_pages.encode_leaf_body(keys, values, _KEY_KIND_NUMBERS[key_kind], value_kind)
-    if body is None:
-        body = encode_leaf_body(keys, values, key_kind, value_serializer)
-    return _seal(LEAF, len(keys), body, codec)
+        raw = _compiled_pages.encode_leaf(keys, values, _KEY_KIND_NUMBERS[key_kind], value_kind)
+        if raw is not None:
+            if codec is None or codec.name == "none":
+                return raw
+            return _seal(LEAF, count, raw[1 + len(varint_encode_one(count)):], codec)
+    return _seal(LEAF, count, encode_leaf_body(keys, values, key_kind, value_serializer), codec)
 
 
 def decode_leaf(page, key_kind: str, value_serializer) -> tuple[list, list]:
     """(keys, values) of a leaf page, both Python lists (the caller owns them)."""
+    value_kind = _VALUE_KIND_NUMBERS.get(value_serializer)
+    compiled = _compiled_pages is not None and value_kind is not None
+    if compiled:  # raw pages whole; None for a compressed one, or one it leaves to the reference
+        entries = _compiled_pages.decode_leaf(page, _KEY_KIND_NUMBERS[key_kind], value_kind)
+        if entries is not None:
+            return entries
     count, body, offset = _open(page, LEAF)
     if not count:
         return [], []
-    value_kind = _VALUE_KIND_NUMBERS.get(value_serializer)
-    if _compiled_pages is not None and value_kind is not None:
+    if compiled and body is not page:
         entries = _compiled_pages.decode_leaf_body(body, offset, count, _KEY_KIND_NUMBERS[key_kind],
                                                    value_kind)
         if entries is not None:

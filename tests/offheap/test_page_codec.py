@@ -216,7 +216,7 @@ def test_the_compiled_bound_is_the_page_bound():
 ])
 def test_what_the_compiled_codec_declines_the_reference_encodes(keys, values, value):
     pages = compiled_pages()
-    assert pages.encode_leaf_body(list(keys), list(values), 0,
+    assert pages.encode_leaf(list(keys), list(values), 0,
                                   ["int64", "float64", "str", "bytes", "object"].index(value)) is None
     data = encode_on("reference", keys, values, "int64", value)
     assert encode_on("compiled", keys, values, "int64", value) == data
