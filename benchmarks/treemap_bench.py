@@ -27,6 +27,10 @@ machine's load average before and after::
 
     python benchmarks/treemap_bench.py random --n 1000000 --repeat 3
     OFFHEAP_PURE_PYTHON=1 python benchmarks/treemap_bench.py random --n 1000000 --repeat 3
+
+``pages`` times one leaf page's encode and decode on the compiled codec and on the reference
+in one process (``--entries`` random int64 keys, the fill of a random-key leaf of node size 32,
+with ``""`` values; then the same with int64 values), min of ``--repeat`` runs.
 """
 
 from __future__ import annotations
@@ -165,6 +169,12 @@ def run_speed(n: int, bulk_n: int) -> dict:
     return results
 
 
+def page_codec_compiled() -> bool:
+    from offheap.treemap import page
+
+    return page.COMPILED
+
+
 def load_average() -> str:
     with open("/proc/loadavg") as f:
         return " ".join(f.read().split()[:3])
@@ -173,7 +183,6 @@ def load_average() -> str:
 def run_random(n: int, repeat: int) -> dict:
     from sortedcontainers import SortedDict
 
-    from offheap.treemap import page
     from offheap.treemap.treemap import TreeMap
 
     rnd = random.Random(1)
@@ -197,10 +206,38 @@ def run_random(n: int, repeat: int) -> dict:
         tree.close()
         del sorted_dict
     ns = {cell: _per_op(seconds, n) for cell, seconds in best.items()}
-    return dict(n=n, repeat=repeat, page_codec="compiled" if page.COMPILED else "reference",
+    return dict(n=n, repeat=repeat, page_codec="compiled" if page_codec_compiled() else "reference",
                 load_before=load_before, load_after=load_average(), **{f"{c}_ns": v for c, v in ns.items()},
                 insert_ratio=round(best["treemap_insert"] / best["sorteddict_insert"], 2),
                 get_ratio=round(best["treemap_get"] / best["sorteddict_get"], 2))
+
+
+def run_pages(entries: int, repeat: int) -> dict:
+    import timeit
+
+    from offheap.store.serializers import get_serializer
+    from offheap.treemap import page
+
+    rnd = random.Random(3)
+    keys = sorted({rnd.getrandbits(64) - (1 << 63) for _ in range(entries)})
+    compiled = page._compiled_pages
+    results: dict = dict(entries=entries, repeat=repeat, load_before=load_average())
+    for value, values in (("object", [""] * entries), ("int64", [rnd.getrandbits(20) for _ in keys])):
+        serializer = get_serializer(value)
+        data = page.encode_leaf(keys, values, "int64", serializer)
+        for path, module in (("compiled", compiled), ("reference", None)):
+            page._compiled_pages = module
+            number = 2000
+            for operation, call in (("encode", lambda: page.encode_leaf(keys, values, "int64", serializer)),
+                                    ("decode", lambda: page.decode_leaf(data, "int64", serializer))):
+                seconds = min(timeit.repeat(call, number=number, repeat=repeat)) / number
+                results[f"{value} {operation} {path} ns"] = round(seconds * 1e9)
+        page._compiled_pages = compiled
+        for operation in ("encode", "decode"):
+            results[f"{value} {operation} reference/compiled"] = round(
+                results[f"{value} {operation} reference ns"] / results[f"{value} {operation} compiled ns"], 1)
+    results["load_after"] = load_average()
+    return results
 
 
 def main() -> None:
@@ -216,7 +253,15 @@ def main() -> None:
     random_keys = sub.add_parser("random", help="insert and get of random int64 keys against SortedDict")
     random_keys.add_argument("--n", type=int, default=1_000_000)
     random_keys.add_argument("--repeat", type=int, default=3)
+    pages = sub.add_parser("pages", help="one leaf's encode and decode, compiled against the reference")
+    pages.add_argument("--entries", type=int, default=28)
+    pages.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
+    if args.command == "pages":
+        if not page_codec_compiled():
+            sys.exit("pages: the compiled page codec is not loaded (built? OFFHEAP_PURE_PYTHON set?)")
+        print(json.dumps(run_pages(args.entries, args.repeat), indent=1))
+        return
     if args.command == "random":
         print(json.dumps(run_random(args.n, args.repeat)))
         return
