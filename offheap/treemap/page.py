@@ -34,12 +34,13 @@ Interface. The rest of the tree reaches pages only through :func:`encode_leaf`,
 this module by providing the same functions, producing and accepting the same bytes. Keys and
 values go in as sequences and come out as Python lists that the caller owns.
 
-Compiled leaf bodies. When :mod:`offheap.kernels.native` loads ``offheap.treemap._pages``
-(:data:`COMPILED`), :func:`encode_leaf` and :func:`decode_leaf` hand the body of a leaf (key block
-and value column) to it for the built-in serializers; it writes and reads the same bytes as
-:func:`encode_leaf_body` and :func:`decode_leaf_body`, the reference here, which also runs for
-what the compiled codec declines (custom serializers, object columns of mixed types, keys or
-values that are not exact int/float/str/bytes objects). Headers and codecs stay in Python.
+Compiled leaves. When :mod:`offheap.kernels.native` loads ``offheap.treemap._pages``
+(:data:`COMPILED`), :func:`encode_leaf` and :func:`decode_leaf` hand leaves of the built-in
+serializers to it: raw pages whole (header and body), and the body alone of a page this module
+compresses or decompresses. It writes and reads the same bytes as :func:`encode_leaf_body` and
+:func:`decode_leaf_body`, the reference here, which also runs for what the compiled codec
+declines (custom serializers, object columns of mixed types, keys or values that are not exact
+int/float/str/bytes objects). Codecs and inner nodes stay in Python.
 
 Damaged pages. Decoding raises :class:`CorruptionError` for a page that does not follow this
 layout, before allocating more than the page can hold: a count above :data:`MAX_NODE_SIZE`, a
