@@ -228,17 +228,17 @@ def encode_leaf(keys, values, key_kind: str, value_serializer, codec=None) -> by
 def decode_leaf(page, key_kind: str, value_serializer) -> tuple[list, list]:
     """(keys, values) of a leaf page, both Python lists (the caller owns them)."""
     value_kind = _VALUE_KIND_NUMBERS.get(value_serializer)
-    compiled = _compiled_pages is not None and value_kind is not None
-    if compiled:  # raw pages whole; None for a compressed one, or one it leaves to the reference
-        entries = _compiled_pages.decode_leaf(page, _KEY_KIND_NUMBERS[key_kind], value_kind)
+    compiled = _compiled_pages if value_kind is not None else None
+    if compiled is not None:  # raw pages whole; None for a compressed one, or one it declines
+        entries = compiled.decode_leaf(page, _KEY_KIND_NUMBERS[key_kind], value_kind)
         if entries is not None:
             return entries
     count, body, offset = _open(page, LEAF)
     if not count:
         return [], []
-    if compiled and body is not page:
-        entries = _compiled_pages.decode_leaf_body(body, offset, count, _KEY_KIND_NUMBERS[key_kind],
-                                                   value_kind)
+    if compiled is not None and body is not page:
+        entries = compiled.decode_leaf_body(body, offset, count, _KEY_KIND_NUMBERS[key_kind],
+                                            value_kind)
         if entries is not None:
             return entries
     return decode_leaf_body(body, offset, count, key_kind, value_serializer)
