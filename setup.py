@@ -15,10 +15,14 @@ HASHMAP_SOURCES = ["offheap/hashmap/_core.c"] + [f"offheap/hashmap/csrc/{name}.c
     "table", "values", "operations", "iterator", "bulk")]
 SPARKEY_SOURCES = ["sparkey/_native.c"] + [f"sparkey/csrc/{name}.c" for name in (
     "arguments", "cutting", "lookups", "murmur", "entries", "scans", "table")]
+PAGES_SOURCES = ["offheap/treemap/_pages.c"] + [f"offheap/treemap/csrc/{name}.c" for name in (
+    "stream", "strings")]
 
 setup(
     ext_modules=[
         Extension("offheap.hashmap._core", HASHMAP_SOURCES, depends=["offheap/hashmap/csrc/core.h"],
+                  extra_compile_args=FLAGS),
+        Extension("offheap.treemap._pages", PAGES_SOURCES, depends=["offheap/treemap/csrc/pages.h"],
                   extra_compile_args=FLAGS),
         Extension("sparkey._native", SPARKEY_SOURCES, depends=["sparkey/csrc/native.h"],
                   extra_compile_args=FLAGS),

@@ -3,7 +3,6 @@
     python benchmarks/treemap_bench.py capacity --n 10000000 --variant cache
     python benchmarks/treemap_bench.py capacity --n 10000000 --all     # one subprocess each
     python benchmarks/treemap_bench.py speed --n 1000000 --bulk-n 10000000
-    python benchmarks/treemap_bench.py positions --n 1000000 --probes 100000 --repeat 3
 
 ``capacity`` inserts ``int64 -> ""`` one key at a time, as the seed experiment does, then flushes
 and reports reserved arena bytes per entry (the figure the goals are about) and the growth of
@@ -26,6 +25,19 @@ present keys, ``peekitem(i)`` of random positions, and ``floor_key(k)`` of rando
 (``SortedDict`` has no floor_key: its figure is ``keys[bisect_right(k) - 1]``). The TreeMap is
 bulk-loaded from the sorted keys, and timed twice: with the default node cache, and with one
 that holds every node.
+
+``random`` times what the compiled page codec is for: insert of ``--n`` random int64 keys one at
+a time, then a get of each (all hits, in another random order), on a TreeMap with the default
+node cache and on a SortedDict, ``--repeat`` times; each cell keeps its fastest run, and the
+output says which page codec ran (``OFFHEAP_PURE_PYTHON=1`` selects the reference) and the
+machine's load average before and after::
+
+    python benchmarks/treemap_bench.py random --n 1000000 --repeat 3
+    OFFHEAP_PURE_PYTHON=1 python benchmarks/treemap_bench.py random --n 1000000 --repeat 3
+
+``pages`` times one leaf page's encode and decode on the compiled codec and on the reference
+in one process (``--entries`` random int64 keys, the fill of a random-key leaf of node size 32,
+with ``""`` values; then the same with int64 values), min of ``--repeat`` runs.
 """
 
 from __future__ import annotations
@@ -164,53 +176,74 @@ def run_speed(n: int, bulk_n: int) -> dict:
     return results
 
 
-def _fastest(call, probes: list, repeat: int) -> float:
-    """The fastest of ``repeat`` passes of ``call`` over ``probes``, in seconds per call."""
-    best = float("inf")
-    for _ in range(repeat):
-        started = time.perf_counter()
-        for probe in probes:
-            call(probe)
-        best = min(best, time.perf_counter() - started)
-    return best / len(probes)
+def page_codec_compiled() -> bool:
+    from offheap.treemap import page
+
+    return page.COMPILED
 
 
-def run_positions(n: int, n_probes: int, repeat: int) -> dict:
-    import numpy as np
+def load_average() -> str:
+    with open("/proc/loadavg") as f:
+        return " ".join(f.read().split()[:3])
+
+
+def run_random(n: int, repeat: int) -> dict:
     from sortedcontainers import SortedDict
 
     from offheap.treemap.treemap import TreeMap
 
-    rnd = random.Random(5)
-    keys = sorted({rnd.getrandbits(64) - (1 << 63) for _ in range(n)})
-    present = rnd.sample(keys, n_probes)
-    positions = [rnd.randrange(len(keys)) for _ in range(n_probes)]
-    probes = [rnd.getrandbits(64) - (1 << 63) for _ in range(n_probes)]
-    sorted_dict = SortedDict(zip(keys, [""] * len(keys)))
-    sd_keys = sorted_dict.keys()
+    rnd = random.Random(1)
+    keys = [rnd.getrandbits(64) - (1 << 63) for _ in range(n)]
+    lookups = random.Random(2).sample(keys, len(keys))
+    best: dict[str, float] = {}
+    load_before = load_average()
 
-    def sd_floor(k):
-        i = sorted_dict.bisect_right(k)
-        return sd_keys[i - 1] if i else None
+    def timed(cell: str, operation) -> None:
+        gc.collect()
+        started = time.perf_counter()
+        operation()
+        best[cell] = min(best.get(cell, float("inf")), time.perf_counter() - started)
 
-    cases = {"index": (sorted_dict.index, present), "peekitem": (sorted_dict.peekitem, positions),
-             "floor_key": (sd_floor, probes)}
-    results: dict = dict(entries=len(keys), probes=n_probes, repeat=repeat)
-    baseline = {name: _fastest(call, args, repeat) for name, (call, args) in cases.items()}
-    whole_tree_cache = max(2048, len(keys) // 8)
-    for label, options in (("default cache", {}),
-                           ("cache holds the tree", dict(cache_size=whole_tree_cache))):
-        tree = TreeMap(**options)
-        tree.update((np.array(keys, np.int64), [""] * len(keys)))
-        calls = {"index": tree.index, "peekitem": tree.peekitem, "floor_key": tree.floor_key}
-        row = {}
-        for name, (_, args) in cases.items():
-            seconds = _fastest(calls[name], args, repeat)
-            row[name] = dict(sorteddict_ns=round(baseline[name] * 1e9),
-                             treemap_ns=round(seconds * 1e9),
-                             ratio=round(seconds / baseline[name], 2))
-        results[label] = row
+    for _ in range(repeat):
+        sorted_dict, tree = SortedDict(), TreeMap()
+        timed("sorteddict_insert", lambda: [sorted_dict.__setitem__(k, "") for k in keys])
+        timed("treemap_insert", lambda: [tree.__setitem__(k, "") for k in keys])
+        timed("sorteddict_get", lambda: [sorted_dict[k] for k in lookups])
+        timed("treemap_get", lambda: [tree[k] for k in lookups])
         tree.close()
+        del sorted_dict
+    ns = {cell: _per_op(seconds, n) for cell, seconds in best.items()}
+    return dict(n=n, repeat=repeat, page_codec="compiled" if page_codec_compiled() else "reference",
+                load_before=load_before, load_after=load_average(), **{f"{c}_ns": v for c, v in ns.items()},
+                insert_ratio=round(best["treemap_insert"] / best["sorteddict_insert"], 2),
+                get_ratio=round(best["treemap_get"] / best["sorteddict_get"], 2))
+
+
+def run_pages(entries: int, repeat: int) -> dict:
+    import timeit
+
+    from offheap.store.serializers import get_serializer
+    from offheap.treemap import page
+
+    rnd = random.Random(3)
+    keys = sorted({rnd.getrandbits(64) - (1 << 63) for _ in range(entries)})
+    compiled = page._compiled_pages
+    results: dict = dict(entries=entries, repeat=repeat, load_before=load_average())
+    for value, values in (("object", [""] * entries), ("int64", [rnd.getrandbits(20) for _ in keys])):
+        serializer = get_serializer(value)
+        data = page.encode_leaf(keys, values, "int64", serializer)
+        for path, module in (("compiled", compiled), ("reference", None)):
+            page._compiled_pages = module
+            number = 2000
+            for operation, call in (("encode", lambda: page.encode_leaf(keys, values, "int64", serializer)),
+                                    ("decode", lambda: page.decode_leaf(data, "int64", serializer))):
+                seconds = min(timeit.repeat(call, number=number, repeat=repeat)) / number
+                results[f"{value} {operation} {path} ns"] = round(seconds * 1e9)
+        page._compiled_pages = compiled
+        for operation in ("encode", "decode"):
+            results[f"{value} {operation} reference/compiled"] = round(
+                results[f"{value} {operation} reference ns"] / results[f"{value} {operation} compiled ns"], 1)
+    results["load_after"] = load_average()
     return results
 
 
@@ -224,6 +257,12 @@ def main() -> None:
     speed = sub.add_parser("speed", help="scalar, bulk and range speed against SortedDict")
     speed.add_argument("--n", type=int, default=1_000_000)
     speed.add_argument("--bulk-n", type=int, default=10_000_000)
+    random_keys = sub.add_parser("random", help="insert and get of random int64 keys against SortedDict")
+    random_keys.add_argument("--n", type=int, default=1_000_000)
+    random_keys.add_argument("--repeat", type=int, default=3)
+    pages = sub.add_parser("pages", help="one leaf's encode and decode, compiled against the reference")
+    pages.add_argument("--entries", type=int, default=28)
+    pages.add_argument("--repeat", type=int, default=5)
     positions = sub.add_parser("positions", help="index, peekitem, floor_key against SortedDict")
     positions.add_argument("--n", type=int, default=1_000_000)
     positions.add_argument("--probes", type=int, default=100_000)
@@ -231,6 +270,14 @@ def main() -> None:
     args = parser.parse_args()
     if args.command == "positions":
         print(json.dumps(run_positions(args.n, args.probes, args.repeat), indent=1))
+        return
+    if args.command == "pages":
+        if not page_codec_compiled():
+            sys.exit("pages: the compiled page codec is not loaded (built? OFFHEAP_PURE_PYTHON set?)")
+        print(json.dumps(run_pages(args.entries, args.repeat), indent=1))
+        return
+    if args.command == "random":
+        print(json.dumps(run_random(args.n, args.repeat)))
         return
     if args.command == "speed":
         print(json.dumps(run_speed(args.n, args.bulk_n), indent=1))

@@ -39,6 +39,19 @@ Interface. The rest of the tree reaches pages only through :func:`encode_leaf`,
 :func:`header_count`, :func:`raw_size` and :func:`separator` and the module constants: a compiled codec stands in for
 this module by providing the same functions, producing and accepting the same bytes. Keys and
 values go in as sequences and come out as Python lists that the caller owns.
+
+Compiled leaves. When :mod:`offheap.kernels.native` loads ``offheap.treemap._pages``
+(:data:`COMPILED`), :func:`encode_leaf` and :func:`decode_leaf` hand leaves of the built-in
+serializers to it: raw pages whole (header and body), and the body alone of a page this module
+compresses or decompresses. It writes and reads the same bytes as :func:`encode_leaf_body` and
+:func:`decode_leaf_body`, the reference here, which also runs for what the compiled codec
+declines (custom serializers, object columns of mixed types, keys or values that are not exact
+int/float/str/bytes objects). Codecs and inner nodes stay in Python.
+
+Damaged pages. Decoding raises :class:`CorruptionError` for a page that does not follow this
+layout, before allocating more than the page can hold: a count above :data:`MAX_NODE_SIZE`, a
+key shift above 63 or shifted keys outside int64 are refused, and every length inside is
+checked against the bytes left, so a decoded leaf costs O(``MAX_NODE_SIZE`` x page size) at most.
 """
 
 from __future__ import annotations
@@ -46,9 +59,10 @@ from __future__ import annotations
 import numpy as np
 
 from offheap.kernels.codecs import get_codec
-from offheap.kernels import smallpack
+from offheap.kernels import native, smallpack
 from offheap.kernels.bounds import INT64_MAX, INT64_MIN
 from offheap.errors import CorruptionError
+from offheap.store.serializers import BYTES, FLOAT64, INT64, OBJECT, STR
 from offheap.kernels.packing import (
     bitpack,
     bitunpack,
@@ -66,6 +80,13 @@ CODEC_NAMES = {number: name for name, number in CODEC_IDS.items()}
 LEAF, INNER = 0, 1
 MIN_NODE_SIZE, MAX_NODE_SIZE = 4, 4096
 _MAX_SHIFT = 63
+
+_compiled_pages = native.compiled_module("offheap.treemap._pages")
+COMPILED = _compiled_pages is not None
+"""Whether leaf bodies go through the compiled codec (module docstring)."""
+_KEY_KIND_NUMBERS = {kind: number for number, kind in enumerate(KEY_KINDS)}
+_VALUE_KIND_NUMBERS = {serializer: number for number, serializer in
+                       enumerate((INT64, FLOAT64, STR, BYTES, OBJECT))}
 
 
 # -- key blocks ---------------------------------------------------------------------------------
@@ -105,12 +126,19 @@ def decode_keys(buf, count: int, key_kind: str, offset: int = 0) -> tuple[list, 
     """Keys of a key block as a Python list, and the offset after the block."""
     if key_kind == "int64":
         shift = buf[offset]
+        if shift > _MAX_SHIFT:
+            raise CorruptionError(f"int64 key block shift {shift} is above {_MAX_SHIFT}")
         if 0 < count <= smallpack.SMALL_BLOCK_VALUES:
             keys, end = smallpack.decode_int64_deltas(buf, count, offset + 1)
+            if shift and (min(keys) < INT64_MIN >> shift or max(keys) > INT64_MAX >> shift):
+                raise CorruptionError(f"int64 keys << {shift} do not fit in int64")
             return ([key << shift for key in keys] if shift else keys), end
         array, end = decode_int64_deltas(buf, count, offset + 1)
         if shift:
-            array = array << shift
+            shifted = array << shift
+            if ((shifted >> shift) != array).any():
+                raise CorruptionError(f"int64 keys << {shift} do not fit in int64")
+            array = shifted
         return array.tolist(), end
     encoded, end = front_decode(buf, count, offset)
     if key_kind == "str":
@@ -161,6 +189,9 @@ def _open(page, kind: int) -> tuple[int, bytes | memoryview, int]:
         raise CorruptionError(f"page flags {flags:#04x} are not those of a "
                               f"{'leaf' if kind == LEAF else 'inner node'}")
     count, offset = varint_decode_one(page, 1)
+    if count > MAX_NODE_SIZE:
+        raise CorruptionError(f"page counts {count} entries, more than a page holds "
+                              f"({MAX_NODE_SIZE}): the data is corrupt")
     codec_id = flags >> 1
     if codec_id == 0:
         return count, page, offset
@@ -195,17 +226,46 @@ def raw_size(page) -> int:
 
 def encode_leaf(keys, values, key_kind: str, value_serializer, codec=None) -> bytes:
     """A leaf page for sorted ``keys`` and their ``values`` (equal lengths)."""
-    if not len(keys):
+    count = len(keys)
+    if not count:
         return bytes((LEAF, 0))
-    body = encode_keys(keys, key_kind) + value_serializer.pack_column(values)
-    return _seal(LEAF, len(keys), body, codec)
+    value_kind = _VALUE_KIND_NUMBERS.get(value_serializer)
+    if _compiled_pages is not None and value_kind is not None and type(keys) is type(values) is list:
+        raw = _compiled_pages.encode_leaf(keys, values, _KEY_KIND_NUMBERS[key_kind], value_kind)
+        if raw is not None:
+            if codec is None or codec.name == "none":
+                return raw
+            return _seal(LEAF, count, raw[1 + len(varint_encode_one(count)):], codec)
+    return _seal(LEAF, count, encode_leaf_body(keys, values, key_kind, value_serializer), codec)
 
 
 def decode_leaf(page, key_kind: str, value_serializer) -> tuple[list, list]:
     """(keys, values) of a leaf page, both Python lists (the caller owns them)."""
+    value_kind = _VALUE_KIND_NUMBERS.get(value_serializer)
+    compiled = _compiled_pages if value_kind is not None else None
+    if compiled is not None:  # raw pages whole; None for a compressed one, or one it declines
+        entries = compiled.decode_leaf(page, _KEY_KIND_NUMBERS[key_kind], value_kind)
+        if entries is not None:
+            return entries
     count, body, offset = _open(page, LEAF)
     if not count:
         return [], []
+    if compiled is not None and body is not page:
+        entries = compiled.decode_leaf_body(body, offset, count, _KEY_KIND_NUMBERS[key_kind],
+                                            value_kind)
+        if entries is not None:
+            return entries
+    return decode_leaf_body(body, offset, count, key_kind, value_serializer)
+
+
+def encode_leaf_body(keys, values, key_kind: str, value_serializer) -> bytes:
+    """The body of a leaf page, the reference: key block, then the value column."""
+    return encode_keys(keys, key_kind) + value_serializer.pack_column(values)
+
+
+def decode_leaf_body(body, offset: int, count: int, key_kind: str,
+                     value_serializer) -> tuple[list, list]:
+    """(keys, values) of the ``count``-entry leaf body at ``body[offset:]``, the reference."""
     try:
         keys, offset = decode_keys(body, count, key_kind, offset)
         values, _ = value_serializer.unpack_column(body, count, offset)

@@ -1,0 +1,413 @@
+/* offheap.treemap._pages: the compiled codec of B+tree leaf bodies (layer 6, pure).
+ *
+ * The C twin of the leaf half of offheap.treemap.page: encode_leaf writes, and decode_leaf
+ * reads, a raw leaf page (flags 00, varint count, then the body: the key block and the value
+ * column) byte for byte as page.encode_leaf / decode_leaf do through encode_keys / decode_keys
+ * and the value serializers' pack_column / unpack_column; decode_leaf_body reads the body of a
+ * page that page.py decompressed. Codecs stay with page.py, which calls these functions and
+ * keeps the Python code as the reference and the fallback.
+ *
+ * Kinds are small ints: keys 0 int64, 1 str, 2 bytes (page.KEY_KINDS order); values 0 int64,
+ * 1 float64, 2 str, 3 bytes, 4 object (the serializers of offheap.store.serializers).
+ *
+ * Declining. Both functions return None, having changed nothing, for what the reference handles
+ * alone: keys or values that are not exact int/float/str/bytes objects (numpy scalars,
+ * subclasses), ints outside int64 as values, str with lone surrogates, object columns of mixed
+ * types (the tagged "constant" and "mixed" forms, which may hold pickles). The caller then runs
+ * the reference, so every page still has one meaning.
+ *
+ * Ownership: the lists returned are new and belong to the caller; the body buffer is borrowed
+ * for the call only. Thread safety: the GIL is held throughout; no state is shared between
+ * calls besides the CorruptionError class.
+ */
+#include "csrc/pages.h"
+
+enum { KEY_INT64 = 0, KEY_STR = 1, KEY_BYTES = 2 };
+enum { VALUE_INT64 = 0, VALUE_FLOAT64 = 1, VALUE_STR = 2, VALUE_BYTES = 3, VALUE_OBJECT = 4 };
+/* Forms of an object column (offheap.store.serializers) that this module reads and writes. */
+enum { OBJECT_INT = 1, OBJECT_FLOAT = 2, OBJECT_STR = 3, OBJECT_BYTES = 4 };
+enum { OBJECT_CONSTANT = 0, OBJECT_MIXED = 5 };
+
+/* -- int64 words of Python objects ----------------------------------------------------------- */
+
+/* The exact ints of `items` as int64 bits in `out`; PAGE_NOT_HANDLED for anything else. */
+static int
+borrow_int64s(PyObject **items, Py_ssize_t count, uint64_t *out)
+{
+    for (Py_ssize_t i = 0; i < count; i++) {
+        int overflow;
+        if (!PyLong_CheckExact(items[i]))
+            return PAGE_NOT_HANDLED;
+        long long value = PyLong_AsLongLongAndOverflow(items[i], &overflow);
+        if (overflow)
+            return PAGE_NOT_HANDLED;
+        if (value == -1 && PyErr_Occurred())
+            return -1;
+        out[i] = (uint64_t)value;
+    }
+    return 0;
+}
+
+/* The exact floats of `items` as their IEEE bit patterns; PAGE_NOT_HANDLED for anything else. */
+static int
+borrow_float64s(PyObject **items, Py_ssize_t count, uint64_t *out)
+{
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (!PyFloat_CheckExact(items[i]))
+            return PAGE_NOT_HANDLED;
+        double value = PyFloat_AS_DOUBLE(items[i]);
+        memcpy(&out[i], &value, sizeof value);
+    }
+    return 0;
+}
+
+/* A new list of `count` ints (as_float 0) or floats (1) from 64-bit words. */
+static PyObject *
+list_of_words(const uint64_t *words, Py_ssize_t count, int as_float)
+{
+    PyObject *list = PyList_New(count);
+    for (Py_ssize_t i = 0; list != NULL && i < count; i++) {
+        double real;
+        memcpy(&real, &words[i], sizeof real);
+        PyObject *item = as_float ? PyFloat_FromDouble(real) : PyLong_FromLongLong((int64_t)words[i]);
+        if (item == NULL)
+            Py_CLEAR(list);
+        else
+            PyList_SET_ITEM(list, i, item);
+    }
+    return list;
+}
+
+/* -- key blocks ------------------------------------------------------------------------------ */
+
+/* The number of low zero bits all keys share, 63 at most (and for all-zero keys). */
+static int
+common_shift(const uint64_t *keys, Py_ssize_t count)
+{
+    uint64_t merged = 0;
+    for (Py_ssize_t i = 0; i < count; i++)
+        merged |= keys[i];
+    return merged ? (__builtin_ctzll(merged) < 63 ? __builtin_ctzll(merged) : 63) : 63;
+}
+
+/* u8 shift s, then the delta block of keys >> s (arithmetic): page.encode_keys for int64. */
+static int
+write_int64_keys(PageWriter *writer, uint64_t *keys, Py_ssize_t count)
+{
+    int shift = common_shift(keys, count);
+    for (Py_ssize_t i = 0; i < count; i++)
+        keys[i] = (uint64_t)((int64_t)keys[i] >> shift);
+    return write_byte(writer, (uint8_t)shift) < 0 ? -1 : write_int64_deltas(writer, keys, count);
+}
+
+static PyObject *
+read_int64_keys(PageReader *reader, Py_ssize_t count, uint64_t *scratch)
+{
+    uint8_t shift;
+    if (read_byte(reader, &shift, "int64 key block shift") < 0)
+        return NULL;
+    if (shift > 63) {
+        page_corrupt("int64 key block shift %d is above 63: the data is corrupt", shift);
+        return NULL;
+    }
+    if (read_int64_deltas(reader, count, scratch) < 0)
+        return NULL;
+    int64_t low = INT64_MIN >> shift, high = INT64_MAX >> shift;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        int64_t key = (int64_t)scratch[i];
+        if (key < low || key > high) {
+            page_corrupt("int64 key %lld << %d does not fit in int64: the data is corrupt",
+                         (long long)key, shift);
+            return NULL;
+        }
+        scratch[i] = (uint64_t)key << shift;
+    }
+    return list_of_words(scratch, count, 0);
+}
+
+static int
+write_keys(PageWriter *writer, PyObject **keys, Py_ssize_t count, int key_kind, void *scratch)
+{
+    if (key_kind == KEY_INT64) {
+        int status = borrow_int64s(keys, count, scratch);
+        return status ? status : write_int64_keys(writer, scratch, count);
+    }
+    int status = borrow_strings(keys, count, key_kind == KEY_STR, scratch);
+    return status ? status : write_front_coded(writer, scratch, count);
+}
+
+static PyObject *
+read_keys(PageReader *reader, Py_ssize_t count, int key_kind, uint64_t *scratch)
+{
+    if (key_kind == KEY_INT64)
+        return read_int64_keys(reader, count, scratch);
+    return read_front_coded(reader, count, key_kind == KEY_STR);
+}
+
+/* -- value columns --------------------------------------------------------------------------- */
+
+static int
+write_word_column(PageWriter *writer, PyObject **values, Py_ssize_t count, int as_float,
+                  uint64_t *scratch)
+{
+    int status = as_float ? borrow_float64s(values, count, scratch)
+                          : borrow_int64s(values, count, scratch);
+    return status ? status : write_int64_column(writer, scratch, count);
+}
+
+static int
+write_text_column(PageWriter *writer, PyObject **values, Py_ssize_t count, int as_text,
+                  PageString *scratch)
+{
+    int status = borrow_strings(values, count, as_text, scratch);
+    return status ? status : write_string_column(writer, scratch, count);
+}
+
+/* The object column of values all of one exact type among int, float, str, bytes. */
+static int
+write_object_column(PageWriter *writer, PyObject **values, Py_ssize_t count, void *scratch)
+{
+    PyTypeObject *type = Py_TYPE(values[0]);
+    for (Py_ssize_t i = 1; i < count; i++)
+        if (Py_TYPE(values[i]) != type)
+            return PAGE_NOT_HANDLED;
+    int form = type == &PyLong_Type ? OBJECT_INT : type == &PyFloat_Type ? OBJECT_FLOAT
+             : type == &PyUnicode_Type ? OBJECT_STR : type == &PyBytes_Type ? OBJECT_BYTES : -1;
+    if (form < 0)
+        return PAGE_NOT_HANDLED;
+    PageWriter column = {0};
+    int status = form <= OBJECT_FLOAT
+        ? write_word_column(&column, values, count, form == OBJECT_FLOAT, scratch)
+        : write_text_column(&column, values, count, form == OBJECT_STR, scratch);
+    if (status == 0)
+        status = (write_byte(writer, (uint8_t)form) < 0
+                  || write_bytes(writer, column.data, column.size) < 0) ? -1 : 0;
+    writer_free(&column);
+    return status;
+}
+
+static int
+write_values(PageWriter *writer, PyObject **values, Py_ssize_t count, int value_kind,
+             void *scratch)
+{
+    switch (value_kind) {
+    case VALUE_INT64:
+    case VALUE_FLOAT64:
+        return write_word_column(writer, values, count, value_kind == VALUE_FLOAT64, scratch);
+    case VALUE_STR:
+    case VALUE_BYTES:
+        return write_text_column(writer, values, count, value_kind == VALUE_STR, scratch);
+    default:
+        return write_object_column(writer, values, count, scratch);
+    }
+}
+
+/* A new list of the column's values; Py_None (a new reference) for the object forms that the
+ * reference reads alone. */
+static PyObject *
+read_values(PageReader *reader, Py_ssize_t count, int value_kind, uint64_t *scratch)
+{
+    uint8_t form;
+    switch (value_kind) {
+    case VALUE_INT64:
+    case VALUE_FLOAT64:
+        if (read_int64_column(reader, count, scratch) < 0)
+            return NULL;
+        return list_of_words(scratch, count, value_kind == VALUE_FLOAT64);
+    case VALUE_STR:
+    case VALUE_BYTES:
+        return read_string_column(reader, count, value_kind == VALUE_STR);
+    default:
+        if (read_byte(reader, &form, "object column form byte") < 0)
+            return NULL;
+        if (form == OBJECT_INT || form == OBJECT_FLOAT)
+            return read_values(reader, count, form == OBJECT_INT ? VALUE_INT64 : VALUE_FLOAT64,
+                               scratch);
+        if (form == OBJECT_STR || form == OBJECT_BYTES)
+            return read_string_column(reader, count, form == OBJECT_STR);
+        if (form == OBJECT_CONSTANT || form == OBJECT_MIXED)
+            Py_RETURN_NONE;
+        page_corrupt("unknown object column form %d at offset %zd", form, reader->pos - 1);
+        return NULL;
+    }
+}
+
+/* -- module functions ------------------------------------------------------------------------ */
+
+static int
+check_kinds(int key_kind, int value_kind)
+{
+    if (key_kind < KEY_INT64 || key_kind > KEY_BYTES || value_kind < VALUE_INT64
+            || value_kind > VALUE_OBJECT) {
+        PyErr_Format(PyExc_ValueError, "unknown key kind %d or value kind %d", key_kind,
+                     value_kind);
+        return -1;
+    }
+    return 0;
+}
+
+/* Scratch for `count` words or strings (the larger of the two), PyMem, freed by the caller. */
+static void *
+new_scratch(Py_ssize_t count)
+{
+    size_t item = sizeof(PageString) > sizeof(uint64_t) ? sizeof(PageString) : sizeof(uint64_t);
+    void *scratch = PyMem_Malloc(item * (size_t)count + 1);
+    if (scratch == NULL)
+        PyErr_NoMemory();
+    return scratch;
+}
+
+PyDoc_STRVAR(encode_leaf_doc,
+"encode_leaf(keys, values, key_kind, value_kind) -> bytes | None\n\n"
+"The raw leaf page (flags 00, varint count, body) of the non-empty lists keys and values of\n"
+"equal length, as offheap.treemap.page writes it; None when the reference must encode it.");
+
+static PyObject *
+encode_leaf(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    PyObject *keys, *values;
+    int key_kind, value_kind;
+    if (!PyArg_ParseTuple(args, "O!O!ii:encode_leaf", &PyList_Type, &keys, &PyList_Type,
+                          &values, &key_kind, &value_kind) || check_kinds(key_kind, value_kind) < 0)
+        return NULL;
+    Py_ssize_t count = PyList_GET_SIZE(keys);
+    if (count < 1 || PyList_GET_SIZE(values) != count) {
+        PyErr_Format(PyExc_ValueError, "a leaf page needs as many values as keys, at least one: "
+                     "got %zd keys and %zd values", count, PyList_GET_SIZE(values));
+        return NULL;
+    }
+    void *scratch = new_scratch(count);
+    if (scratch == NULL)
+        return NULL;
+    PageWriter writer = {0};
+    int status = (write_byte(&writer, 0) < 0 || write_varint(&writer, (uint64_t)count) < 0) ? -1
+        : write_keys(&writer, PySequence_Fast_ITEMS(keys), count, key_kind, scratch);
+    if (status == 0)
+        status = write_values(&writer, PySequence_Fast_ITEMS(values), count, value_kind, scratch);
+    PyMem_Free(scratch);
+    if (status == 0)
+        return writer_finish(&writer);
+    writer_free(&writer);
+    if (status < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+/* (keys, values) of the `count` entries at the reader, a new tuple; Py_None (a new reference)
+ * when the reference must decode them. */
+static PyObject *
+read_entries(PageReader *reader, Py_ssize_t count, int key_kind, int value_kind)
+{
+    if (count > PAGE_MAX_ENTRIES) {
+        page_corrupt("leaf page counts %zd entries, more than a page holds (%d): the data is "
+                     "corrupt", count, PAGE_MAX_ENTRIES);
+        return NULL;
+    }
+    uint64_t *scratch = PyMem_Malloc(sizeof(uint64_t) * (size_t)count + 1);
+    if (scratch == NULL)
+        return PyErr_NoMemory();
+    PyObject *result = NULL, *keys, *values = NULL;
+    if ((keys = read_keys(reader, count, key_kind, scratch)) != NULL
+            && (values = read_values(reader, count, value_kind, scratch)) != NULL)
+        result = values == Py_None ? Py_NewRef(Py_None) : PyTuple_Pack(2, keys, values);
+    Py_XDECREF(keys);
+    Py_XDECREF(values);
+    PyMem_Free(scratch);
+    return result;
+}
+
+PyDoc_STRVAR(decode_leaf_doc,
+"decode_leaf(page, key_kind, value_kind) -> (keys, values) | None\n\n"
+"The keys and values of a raw leaf page (flags 00), as two new lists; None for any other flags\n"
+"(a compressed page, or not a leaf's) and when the reference must decode the page (an object\n"
+"column of mixed types). CorruptionError for a damaged page or a count above MAX_ENTRIES.");
+
+static PyObject *
+decode_leaf(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    Py_buffer page;
+    int key_kind, value_kind;
+    if (!PyArg_ParseTuple(args, "y*ii:decode_leaf", &page, &key_kind, &value_kind))
+        return NULL;
+    PyObject *result = NULL;
+    PageReader reader = {page.buf, page.len, 1};
+    uint64_t count;
+    if (check_kinds(key_kind, value_kind) < 0)
+        goto done;
+    if (page.len == 0 || reader.data[0] != 0) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    if (read_varint(&reader, &count) < 0)
+        goto done;
+    if (count == 0)
+        result = Py_BuildValue("([][])");
+    else
+        result = read_entries(&reader, count > PY_SSIZE_T_MAX ? PY_SSIZE_T_MAX : (Py_ssize_t)count,
+                              key_kind, value_kind);
+done:
+    PyBuffer_Release(&page);
+    return result;
+}
+
+PyDoc_STRVAR(decode_leaf_body_doc,
+"decode_leaf_body(body, offset, count, key_kind, value_kind) -> (keys, values) | None\n\n"
+"decode_leaf for the body of count >= 1 entries at body[offset:], as a decompressed page has\n"
+"it.");
+
+static PyObject *
+decode_leaf_body(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    Py_buffer body;
+    Py_ssize_t offset, count;
+    int key_kind, value_kind;
+    if (!PyArg_ParseTuple(args, "y*nnii:decode_leaf_body", &body, &offset, &count, &key_kind,
+                          &value_kind))
+        return NULL;
+    PyObject *result = NULL;
+    PageReader reader = {body.buf, body.len, offset};
+    if (check_kinds(key_kind, value_kind) < 0)
+        goto done;
+    if (offset < 0 || offset > body.len || count < 1)
+        PyErr_Format(PyExc_ValueError, "offset %zd and count %zd do not name a leaf body in %zd "
+                     "bytes", offset, count, body.len);
+    else
+        result = read_entries(&reader, count, key_kind, value_kind);
+done:
+    PyBuffer_Release(&body);
+    return result;
+}
+
+static PyMethodDef pages_methods[] = {
+    {"encode_leaf", encode_leaf, METH_VARARGS, encode_leaf_doc},
+    {"decode_leaf", decode_leaf, METH_VARARGS, decode_leaf_doc},
+    {"decode_leaf_body", decode_leaf_body, METH_VARARGS, decode_leaf_body_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef pages_module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "offheap.treemap._pages",
+    .m_doc = "The compiled codec of B+tree leaf bodies (layer 6): the twin of the leaf half of "
+             "offheap.treemap.page.",
+    .m_size = -1,
+    .m_methods = pages_methods,
+};
+
+PyMODINIT_FUNC
+PyInit__pages(void)
+{
+    if (page_corruption_error == NULL) {
+        PyObject *errors = PyImport_ImportModule("offheap.errors");
+        if (errors == NULL)
+            return NULL;
+        page_corruption_error = PyObject_GetAttrString(errors, "CorruptionError");
+        Py_DECREF(errors);
+        if (page_corruption_error == NULL)
+            return NULL;
+    }
+    PyObject *module = PyModule_Create(&pages_module);
+    if (module != NULL && PyModule_AddIntConstant(module, "MAX_ENTRIES", PAGE_MAX_ENTRIES) < 0)
+        Py_CLEAR(module);
+    return module;
+}

@@ -1,0 +1,96 @@
+/* Declarations shared by the sources of offheap.treemap._pages, the compiled leaf-page codec
+ * (layer 6, pure: bytes in, Python lists out, no IO).
+ *
+ * stream.c     page readers and writers: varints, bit streams, int64 delta and frame blocks
+ * strings.c    front coding and the str/bytes column of offheap.store.serializers
+ * _pages.c     int64 key blocks, the value columns, and the module (encode/decode of leaf bodies)
+ *
+ * The byte layouts are those of offheap.kernels.packing, offheap.store.serializers and
+ * offheap.treemap.page, which specify them; this code follows them byte for byte.
+ *
+ * Untrusted input. A PageReader reads a page that may be damaged: every read checks the bytes
+ * left before it dereferences anything, every count was bounded by PAGE_MAX_ENTRIES before it
+ * sizes an allocation, and every length is compared with the bytes left before it is used, so a
+ * damaged page raises CorruptionError and never reads out of bounds or allocates more than a
+ * small multiple of what the page holds.
+ *
+ * Every function here runs with the GIL held (they build Python objects or set exceptions).
+ * Functions returning int return 0 on success and -1 with an exception set; the encoders that
+ * may decline a value return PAGE_NOT_HANDLED (1), with no exception set, so that the caller
+ * runs the Python reference instead.
+ */
+#ifndef OFFHEAP_TREEMAP_PAGES_H
+#define OFFHEAP_TREEMAP_PAGES_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#define PAGE_MAX_ENTRIES 4096      /* offheap.treemap.page.MAX_NODE_SIZE (a test holds them equal) */
+#define PAGE_MAX_VARINT_BYTES 10
+#define PAGE_FRAME_WIDTH_FLAG 0x80 /* offheap.kernels.packing.FRAME_WIDTH_FLAG */
+#define PAGE_NOT_HANDLED 1
+
+/* offheap.errors.CorruptionError, a strong reference taken at module init and kept for the life
+ * of the process (the module cannot be unloaded). */
+extern PyObject *page_corruption_error;
+
+/* Sets CorruptionError with a printf-style message and returns -1. */
+int page_corrupt(const char *format, ...);
+
+/* A read position in a page body. `data` is borrowed from the caller's Py_buffer and valid for
+ * the one call that reads it; `pos` never passes `size`. */
+typedef struct {
+    const uint8_t *data;
+    Py_ssize_t size;
+    Py_ssize_t pos;
+} PageReader;
+
+/* The bytes of a page being written, owned by the writer (PyMem), released by writer_free or
+ * handed to a bytes object by writer_finish. */
+typedef struct {
+    uint8_t *data;
+    Py_ssize_t size;
+    Py_ssize_t capacity;
+} PageWriter;
+
+int read_byte(PageReader *reader, uint8_t *out, const char *what);
+int read_varint(PageReader *reader, uint64_t *out);
+int read_varints(PageReader *reader, Py_ssize_t count, uint64_t *out);
+/* Fills the `count` slots of `out` from the column at the reader: the int64 delta block, or the
+ * frame block when the byte after its first varint carries PAGE_FRAME_WIDTH_FLAG (count > 1). */
+int read_int64_column(PageReader *reader, Py_ssize_t count, uint64_t *out);
+int read_int64_deltas(PageReader *reader, Py_ssize_t count, uint64_t *out);
+
+void writer_free(PageWriter *writer);
+/* The written bytes as a new bytes object (NULL on error); the writer is freed either way. */
+PyObject *writer_finish(PageWriter *writer);
+int write_byte(PageWriter *writer, uint8_t byte);
+int write_bytes(PageWriter *writer, const void *bytes, Py_ssize_t size);
+int write_varint(PageWriter *writer, uint64_t value);
+Py_ssize_t varint_size(uint64_t value);
+int write_int64_deltas(PageWriter *writer, const uint64_t *values, Py_ssize_t count);
+/* The shorter of the delta and the frame block of `count` >= 1 values, deltas on a tie. */
+int write_int64_column(PageWriter *writer, const uint64_t *values, Py_ssize_t count);
+
+/* `count` <= PAGE_MAX_ENTRIES front-coded strings as a new list of bytes (as_text 0) or str
+ * decoded from UTF-8 with surrogatepass (as_text 1). */
+PyObject *read_front_coded(PageReader *reader, Py_ssize_t count, int as_text);
+/* The str/bytes column (form byte and body) of `count` values, as a new list. */
+PyObject *read_string_column(PageReader *reader, Py_ssize_t count, int as_text);
+
+/* One string of a list to encode: borrowed from the list's item (a bytes object, or a str's
+ * cached UTF-8), valid while the list holds the item and no Python code runs. */
+typedef struct {
+    const char *data;
+    Py_ssize_t size;
+} PageString;
+
+/* The strings of the exact str (as_text 1) or exact bytes items of `items`, in `out` (room for
+ * `count`); PAGE_NOT_HANDLED for any other item or a str that is not valid UTF-8 (surrogates). */
+int borrow_strings(PyObject **items, Py_ssize_t count, int as_text, PageString *out);
+int write_front_coded(PageWriter *writer, const PageString *strings, Py_ssize_t count);
+int write_string_column(PageWriter *writer, const PageString *strings, Py_ssize_t count);
+
+#endif

@@ -1,0 +1,229 @@
+"""The compiled leaf codec (offheap.treemap._pages) against the reference in page.py: same bytes
+for every key and value kind, same entries back, CorruptionError on both for damaged pages, and
+crafted pages that would allocate far more than they hold.
+
+Each test drives :mod:`offheap.treemap.page` on the reference (its compiled module set aside)
+and on the compiled codec. Without the compiled module these tests fail, unless
+``OFFHEAP_PURE_PYTHON`` is set: then the compiled half is skipped and the reference runs alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import math
+import struct
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from offheap.errors import CorruptionError
+from offheap.kernels import native
+from offheap.kernels.bounds import INT64_MAX, INT64_MIN
+from offheap.kernels.codecs import get_codec
+from offheap.store.serializers import get_serializer
+from offheap.treemap import page
+from tests.offheap.test_pages import GOLDEN_LEAVES
+
+PATHS = ["reference", "compiled"]
+
+
+def compiled_pages():
+    """The compiled codec; a skip only when it is missing and the reference was chosen."""
+    if native.PURE_PYTHON:
+        return pytest.importorskip("offheap.treemap._pages")
+    return importlib.import_module("offheap.treemap._pages")
+
+
+@contextlib.contextmanager
+def on_path(path: str):
+    """page.py running on one codec: the reference alone, or the compiled leaf bodies."""
+    chosen = None if path == "reference" else compiled_pages()
+    saved = page._compiled_pages
+    page._compiled_pages = chosen
+    try:
+        yield
+    finally:
+        page._compiled_pages = saved
+
+
+def encode_on(path: str, keys, values, key_kind: str, value: str, codec=None) -> bytes:
+    with on_path(path):
+        return page.encode_leaf(keys, values, key_kind, get_serializer(value), codec)
+
+
+def decode_on(path: str, data: bytes, key_kind: str, value: str):
+    """The entries of a page on one path, or the CorruptionError it raised."""
+    with on_path(path):
+        try:
+            return page.decode_leaf(data, key_kind, get_serializer(value))
+        except CorruptionError as exc:
+            return exc
+
+
+def same_items(left: list, right: list) -> bool:
+    """Equal values of equal types, floats by their bit patterns (NaN payloads, -0.0)."""
+    def normal(item):
+        if type(item) is float:
+            return ("float", struct.pack("<d", item))
+        return (type(item), item)
+    return list(map(normal, left)) == list(map(normal, right))
+
+
+INT64S = st.integers(INT64_MIN, INT64_MAX)
+FLOATS = st.one_of(st.floats(), st.integers(0, 2**64 - 1).map(
+    lambda bits: struct.unpack("<d", bits.to_bytes(8, "little"))[0]))
+# text with lone surrogates too, which the compiled codec declines
+TEXT = st.text(st.characters(exclude_categories=()), max_size=12)
+BINARY = st.binary(max_size=12)
+KEYS = {
+    "int64": st.one_of(
+        st.lists(INT64S, min_size=1, max_size=300, unique=True),
+        st.lists(st.integers(-1000, 1000), min_size=1, max_size=64, unique=True),
+        st.builds(lambda start, step, n, shift: [(start + step * i) << shift for i in range(n)],
+                  st.integers(-1000, 1000), st.integers(1, 9), st.integers(1, 300),
+                  st.integers(0, 40))).map(sorted),
+    "str": st.lists(TEXT, min_size=1, max_size=60, unique=True).map(sorted),
+    "bytes": st.lists(BINARY, min_size=1, max_size=60, unique=True).map(sorted),
+}
+SCALARS = {"int64": INT64S, "float64": FLOATS, "str": TEXT, "bytes": BINARY}
+MIXED = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), FLOATS, TEXT, BINARY)
+
+
+def value_lists(value: str, n: int):
+    """Columns of n values of a serializer: any, a few distinct ones, or one repeated."""
+    def sized(element):
+        return st.lists(element, min_size=n, max_size=n)
+    if value == "object":
+        one_kind = st.sampled_from(sorted(SCALARS)).flatmap(lambda kind: sized(SCALARS[kind]))
+        column = st.one_of(one_kind, sized(MIXED))
+    else:
+        column = sized(SCALARS[value])
+    repeated = (SCALARS["str"] if value == "object" else SCALARS[value]).map(lambda v: [v] * n)
+    return st.one_of(column, repeated)
+
+
+@st.composite
+def leaves(draw):
+    key_kind = draw(st.sampled_from(sorted(KEYS)))
+    value = draw(st.sampled_from(["int64", "float64", "str", "bytes", "object"]))
+    keys = draw(KEYS[key_kind])
+    return key_kind, value, keys, draw(value_lists(value, len(keys)))
+
+
+@settings(max_examples=400, deadline=None)
+@given(leaf=leaves(), codec=st.sampled_from([None, "zlib"]))
+def test_random_leaves_encode_alike_and_decode_to_their_entries(leaf, codec):
+    key_kind, value, keys, values = leaf
+    chosen = None if codec is None else get_codec(codec)
+    data = encode_on("reference", keys, values, key_kind, value, chosen)
+    assert encode_on("compiled", keys, values, key_kind, value, chosen) == data
+    for path in PATHS:
+        got_keys, got_values = decode_on(path, data, key_kind, value)
+        assert got_keys == keys and same_items(got_values, values)
+        assert type(got_keys) is list and type(got_values) is list
+
+
+def damaged(data: bytes, draw) -> bytes:
+    """A page with bytes changed, cut off, inserted or dropped."""
+    edit = draw(st.sampled_from(["flip", "set", "truncate", "insert", "drop"]))
+    at = draw(st.integers(0, len(data) - 1))
+    if edit == "flip":
+        return data[:at] + bytes((data[at] ^ 1 << draw(st.integers(0, 7)),)) + data[at + 1:]
+    if edit == "set":
+        return data[:at] + bytes((draw(st.integers(0, 255)),)) + data[at + 1:]
+    if edit == "truncate":
+        return data[:at]
+    if edit == "insert":
+        return data[:at] + draw(st.binary(min_size=1, max_size=4)) + data[at:]
+    return data[:at] + data[at + 1:]
+
+
+@settings(max_examples=600, deadline=None)
+@given(leaf=leaves(), data=st.data())
+def test_damaged_leaves_fail_alike_on_both_paths(leaf, data):
+    key_kind, value, keys, values = leaf
+    page_bytes = encode_on("reference", keys, values, key_kind, value)
+    for _ in range(3):
+        page_bytes = damaged(page_bytes, data.draw) or b"\x00"
+    outcomes = [decode_on(path, page_bytes, key_kind, value) for path in PATHS]
+    if isinstance(outcomes[0], CorruptionError) or isinstance(outcomes[1], CorruptionError):
+        assert all(isinstance(outcome, CorruptionError) for outcome in outcomes), outcomes
+    else:
+        (keys_a, values_a), (keys_b, values_b) = outcomes
+        assert keys_a == keys_b and same_items(values_a, values_b)
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("hex_page,keys,values,key_kind,value", GOLDEN_LEAVES)
+def test_golden_leaves_on_both_paths(path, hex_page, keys, values, key_kind, value):
+    assert encode_on(path, keys, values, key_kind, value).hex() == hex_page
+    assert decode_on(path, bytes.fromhex(hex_page), key_kind, value) == (keys, values)
+
+
+# 00 leaf | 80 80 80 80 01 (2**28 entries) | 00 shift | 00 first key 0 | 00 width | 01 base:
+# eleven bytes that decode, without the bound on the count, to 2**28 keys 0, 1, 2, ...
+ALLOCATION_BOMB = bytes.fromhex("00808080800100000001") + b"\x00"
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("crafted,key_kind,value", [
+    (ALLOCATION_BOMB, "int64", "object"),
+    (bytes.fromhex("00818001") + b"\x00\x00\x00\x01" + b"\x03\x00\x00", "int64", "object"),
+    (bytes.fromhex("00ffffffff0f") + b"\x00" * 8, "str", "bytes"),
+    (bytes.fromhex("00ffff03") + b"\x00\x00\x00\x01" + b"\x00\x00", "int64", "str"),
+])
+def test_crafted_counts_above_a_page_raise_before_allocating(path, crafted, key_kind, value):
+    outcome = decode_on(path, crafted, key_kind, value)
+    assert isinstance(outcome, CorruptionError) and "more than a page holds" in str(outcome)
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_a_leaf_of_max_node_size_entries_still_decodes(path):
+    keys = list(range(page.MAX_NODE_SIZE))
+    data = encode_on(path, keys, [""] * len(keys), "int64", "object")
+    assert len(data) < 16
+    assert decode_on(path, data, "int64", "object") == (keys, [""] * len(keys))
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("key_block", [
+    "4000",                    # shift 64
+    "ff00",                    # shift 255
+    "01feffffffffffffffff01",  # INT64_MAX << 1
+    "3f02",                    # 1 << 63
+])
+def test_int64_key_shifts_that_leave_int64_are_corrupt(path, key_block):
+    data = bytes.fromhex("0001" + key_block + "030000")  # one key, the object column ""
+    assert isinstance(decode_on(path, data, "int64", "object"), CorruptionError)
+
+
+def test_the_compiled_bound_is_the_page_bound():
+    pages = compiled_pages()
+    assert pages.MAX_ENTRIES == page.MAX_NODE_SIZE
+    with pytest.raises(CorruptionError, match="more than a page holds"):
+        pages.decode_leaf_body(b"\x00\x00", 0, page.MAX_NODE_SIZE + 1, 0, 4)
+
+
+@pytest.mark.parametrize("keys,values,value", [
+    ([np.int64(1), np.int64(2)], ["", ""], "object"),         # numpy keys
+    ([1, 2], [np.float64(1.5), 2.0], "float64"),              # a numpy value
+    ([1, 2], [True, 1], "object"),                            # mixed object column
+    ([1, 2], [2**70, 1], "object"),                           # an int outside int64
+    ([1, 2], ["\udc80", "x"], "str"),                         # a lone surrogate
+])
+def test_what_the_compiled_codec_declines_the_reference_encodes(keys, values, value):
+    pages = compiled_pages()
+    assert pages.encode_leaf(list(keys), list(values), 0,
+                                  ["int64", "float64", "str", "bytes", "object"].index(value)) is None
+    data = encode_on("reference", keys, values, "int64", value)
+    assert encode_on("compiled", keys, values, "int64", value) == data
+    got_keys, got_values = decode_on("compiled", data, "int64", value)
+    assert got_keys == [int(k) for k in keys]
+    assert all(a == b or (isinstance(a, float) and math.isnan(a)) for a, b in zip(got_values, values))
+
+
+def test_compiled_bodies_follow_the_active_choice():
+    assert page.COMPILED == (not native.PURE_PYTHON)
