@@ -247,6 +247,56 @@ def run_pages(entries: int, repeat: int) -> dict:
     return results
 
 
+def _fastest(call, probes: list, repeat: int) -> float:
+    """The fastest of ``repeat`` passes of ``call`` over ``probes``, in seconds per call."""
+    best = float("inf")
+    for _ in range(repeat):
+        started = time.perf_counter()
+        for probe in probes:
+            call(probe)
+        best = min(best, time.perf_counter() - started)
+    return best / len(probes)
+
+
+def run_positions(n: int, n_probes: int, repeat: int) -> dict:
+    import numpy as np
+    from sortedcontainers import SortedDict
+
+    from offheap.treemap.treemap import TreeMap
+
+    rnd = random.Random(5)
+    keys = sorted({rnd.getrandbits(64) - (1 << 63) for _ in range(n)})
+    present = rnd.sample(keys, n_probes)
+    positions = [rnd.randrange(len(keys)) for _ in range(n_probes)]
+    probes = [rnd.getrandbits(64) - (1 << 63) for _ in range(n_probes)]
+    sorted_dict = SortedDict(zip(keys, [""] * len(keys)))
+    sd_keys = sorted_dict.keys()
+
+    def sd_floor(k):
+        i = sorted_dict.bisect_right(k)
+        return sd_keys[i - 1] if i else None
+
+    cases = {"index": (sorted_dict.index, present), "peekitem": (sorted_dict.peekitem, positions),
+             "floor_key": (sd_floor, probes)}
+    results: dict = dict(entries=len(keys), probes=n_probes, repeat=repeat)
+    baseline = {name: _fastest(call, args, repeat) for name, (call, args) in cases.items()}
+    whole_tree_cache = max(2048, len(keys) // 8)
+    for label, options in (("default cache", {}),
+                           ("cache holds the tree", dict(cache_size=whole_tree_cache))):
+        tree = TreeMap(**options)
+        tree.update((np.array(keys, np.int64), [""] * len(keys)))
+        calls = {"index": tree.index, "peekitem": tree.peekitem, "floor_key": tree.floor_key}
+        row = {}
+        for name, (_, args) in cases.items():
+            seconds = _fastest(calls[name], args, repeat)
+            row[name] = dict(sorteddict_ns=round(baseline[name] * 1e9),
+                             treemap_ns=round(seconds * 1e9),
+                             ratio=round(seconds / baseline[name], 2))
+        results[label] = row
+        tree.close()
+    return results
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
