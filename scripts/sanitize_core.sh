@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Run the compiled core's tests, and the LongHashMap tests on top of it, with the core built under
-# AddressSanitizer and UndefinedBehaviorSanitizer (gcc).
+# Run the tests of every compiled module (the LongHashMap core, TreeMap's page codec, sparkey's
+# native reader and writer) with the extensions built under AddressSanitizer and
+# UndefinedBehaviorSanitizer (gcc).
 #
-# The extension is built into a temporary copy of the package, so the in-place build stays as it
+# The extensions are built into a temporary copy of the package, so the in-place build stays as it
 # is. Python itself is not instrumented: libasan is preloaded, leaks are not reported (the
 # interpreter keeps objects alive at exit), and PYTHONMALLOC=malloc lets ASan see every object
 # allocation. Any finding aborts the run with its report (pytest captures at the sys level only,
@@ -13,7 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
-cp -r offheap tests setup.py pyproject.toml README.md "$work"/
+cp -r offheap sparkey tests setup.py pyproject.toml README.md LICENSE "$work"/
 find "$work" -name '*.so' -delete
 cd "$work"
 sanitizers="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
@@ -22,4 +23,6 @@ LD_PRELOAD="$(gcc -print-file-name=libasan.so):$(gcc -print-file-name=libubsan.s
 ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 PYTHONMALLOC=malloc \
 python -m pytest -q -p no:cacheprovider -p no:xdist --capture=sys \
-    tests/offheap/test_hashmap_core.py tests/offheap/test_hashmap.py "$@"
+    tests/offheap/test_hashmap_core.py tests/offheap/test_hashmap.py tests/offheap/test_hashmap_safety.py \
+    tests/offheap/test_page_codec.py tests/sparkey/test_reader.py tests/sparkey/test_compiled_writer.py \
+    tests/sparkey/test_golden_read.py tests/sparkey/test_golden_write.py "$@"
