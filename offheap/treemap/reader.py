@@ -22,6 +22,9 @@ class TreeReader(SortedRangeAPI, MapReader["TreeMap"]):
     def _chunks(self, lo, hi, inclusive, reverse: bool, with_values: bool) -> Iterator:
         return self._guarded(lambda: self._map._chunks(lo, hi, inclusive, reverse, with_values))
 
+    def _version(self) -> int:
+        return self._session.epoch  # a reader's tree changes only when it picks up a commit
+
     def _one(self, name: str, *args):
         with self._session.section():
             return getattr(self._map, name)(*args)
