@@ -28,7 +28,7 @@ class FlushTimer:
 
     def __init__(self, delay_ms: float, flush: Callable[[], None], lock) -> None:
         self._delay_seconds = delay_ms / 1000
-        self._flush = weakref.WeakMethod(flush)  # type: ignore[arg-type]  # a bound method
+        self._flush = weakref.WeakMethod(flush)  # a bound method
         self._lock = lock
         self._timer: threading.Timer | None = None
 

@@ -380,7 +380,7 @@ class TreeMap(StandaloneFileMap, SortedRangeAPI, DictAPI, MutableMapping):
     def _version(self) -> int:
         return self._tree.mods
 
-    def _changed_error(self) -> Exception:
+    def _changed_error(self) -> RuntimeError | ClosedError:
         if self._closed:
             return ClosedError(_CLOSED)
         return RuntimeError("TreeMap changed size during iteration")

@@ -9,7 +9,9 @@ changed (:func:`each`, which compares the map's ``_version()`` before every item
 
 from __future__ import annotations
 
-from collections.abc import Callable, ItemsView, Iterator, KeysView, ValuesView
+from collections.abc import Callable, ItemsView, Iterable, Iterator, KeysView, ValuesView
+from typing import TYPE_CHECKING
+
 
 _ABSENT = object()
 
@@ -21,7 +23,8 @@ def each(tree: SortedRangeAPI, what: str, lo, hi, inclusive, reverse: bool) -> I
     version = tree._version
     start = version()
     for keys, values in tree._chunks(lo, hi, inclusive, reverse, what != "keys"):
-        for item in keys if what == "keys" else values if what == "values" else zip(keys, values):
+        run: Iterable = keys if values is None else values if what == "values" else zip(keys, values)
+        for item in run:
             if version() != start:
                 raise tree._changed_error()
             yield item
@@ -102,8 +105,9 @@ class SortedRangeAPI:
     _chunks: Callable[..., Iterator[tuple[list, list | None]]]
     _version: Callable[[], object]
     """A token that changes whenever the entries change in size or are reloaded."""
-    _changed_error: Callable[[], Exception]
-    """What an iteration raises once ``_version()`` moved under it."""
+    if TYPE_CHECKING:
+        def _changed_error(self) -> Exception:
+            """What an iteration raises once ``_version()`` moved under it."""
     _edge_key: Callable[[bool], object]
     _first_in: Callable[[object, object, tuple[bool, bool], bool], object]
 

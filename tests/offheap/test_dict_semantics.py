@@ -13,7 +13,6 @@ import copy
 import gc
 import math
 import multiprocessing
-import os
 import pickle
 import weakref
 
