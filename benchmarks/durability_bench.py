@@ -71,7 +71,7 @@ def offheap_commits(directory: str, durability: str, n_entries: int, repeats: in
     with DB.file(path, durability=durability) as db:
         tree, table = db.tree_map("t", value="bytes"), db.hash_map("h", value="str")
         keys = np.arange(BASE_ENTRIES, dtype=np.int64)
-        tree.update((keys, [b"x" * 16] * BASE_ENTRIES))
+        tree.put_many(keys, [b"x" * 16] * BASE_ENTRIES)
         table.put_many(keys, ["y" * 24] * BASE_ENTRIES)
         db.commit()
         for _ in range(repeats):
@@ -84,7 +84,7 @@ def offheap_commits(directory: str, durability: str, n_entries: int, repeats: in
                 for key in batch[half:].tolist():
                     table[key] = "w" * 24
             else:
-                tree.update((batch[:half], [b"z" * 16] * half))
+                tree.put_many(batch[:half], [b"z" * 16] * half)
                 table.put_many(batch[half:], ["w" * 24] * (n_entries - half))
             applied = time.perf_counter()
             db.commit()
@@ -140,7 +140,7 @@ def run_compact(n: int, directory: str) -> None:
     keys = np.arange(n, dtype=np.int64)
     with DB.file(path) as db:
         tree, table = db.tree_map("t", value="bytes"), db.hash_map("h", value="str")
-        tree.update((keys, [b"x" * 16] * n))
+        tree.put_many(keys, [b"x" * 16] * n)
         table.put_many(keys, ["y" * 24] * n)
         db.commit()
         full = db.stats()
@@ -198,7 +198,7 @@ def _timed_iteration(mapping) -> float:
 def _filled_db(path: str, n: int) -> None:
     keys = np.arange(n, dtype=np.int64)
     with DB.file(path) as db:
-        db.tree_map("t", value="int64").update((keys, keys))
+        db.tree_map("t", value="int64").put_many(keys, keys)
         db.hash_map("h", value="int64").put_many(keys, keys)
 
 

@@ -109,8 +109,8 @@ def run_speed(n: int) -> dict:
     out["lhm_get_many_s"] = best_of(3, lambda: lhm.get_many(keys))
     out["dict_update_s"] = best_of(3, lambda: {}.update(zip(keys.tolist(), values)))
     out["lhm_put_many_s"] = best_of(3, lambda: LongHashMap().put_many(keys, values))
-    typed = LongHashMap("int64")
-    out["lhm_int64_put_many_s"] = best_of(3, lambda: LongHashMap("int64").put_many(keys, keys))
+    typed = LongHashMap(value="int64")
+    out["lhm_int64_put_many_s"] = best_of(3, lambda: LongHashMap(value="int64").put_many(keys, keys))
     typed.put_many(keys, keys)
     out["lhm_int64_get_many_s"] = best_of(3, lambda: typed.get_many(keys))
     out["set_ratio"] = out["lhm_set_ns"] / out["dict_set_ns"]

@@ -82,7 +82,7 @@ def run_capacity(variant: str, n: int) -> dict:
 
     spec = VARIANTS[variant]
     gc.collect()
-    tree = TreeMap("int64", "object", **spec["options"])
+    tree = TreeMap(key="int64", value="object", **spec["options"])
     rss_before = rss_bytes()
     started = time.perf_counter()
     progress = max(n // 10, 1)
@@ -167,7 +167,7 @@ def run_speed(n: int, bulk_n: int) -> dict:
     values = [""] * bulk_n
     tree = TreeMap()
     started = time.perf_counter()
-    tree.update((keys, values))
+    tree.put_many(keys, values)
     bulk = time.perf_counter() - started
     stats = tree.stats()
     results["bulk_load"] = dict(entries=bulk_n, seconds=round(bulk, 2),

@@ -302,7 +302,7 @@ def _build_long_hash_map(budget_bytes: int, workdir: Path) -> ArenaTarget:
     def put_many(mapping, keys):
         mapping.put_many(keys, _empty_values(len(keys)))
 
-    return ArenaTarget(LongHashMap("object", limit=budget_bytes), put_many)
+    return ArenaTarget(LongHashMap(value="object", limit=budget_bytes), put_many)
 
 
 def _tree_map_builder(**options) -> Callable[[int, Path], ArenaTarget]:
@@ -312,9 +312,9 @@ def _tree_map_builder(**options) -> Callable[[int, Path], ArenaTarget]:
         from offheap import TreeMap
 
         def update(mapping, keys):
-            mapping.update((keys, _empty_values(len(keys))))
+            mapping.put_many(keys, _empty_values(len(keys)))
 
-        return ArenaTarget(TreeMap("int64", "object", limit=budget_bytes, **options), update,
+        return ArenaTarget(TreeMap(key="int64", value="object", limit=budget_bytes, **options), update,
                            grow_batches=True)
 
     return build

@@ -6,7 +6,7 @@ machine state:
 - scalar: ``m[k] = v`` for every key, ``m[k]`` for every key (shuffled order), iteration over
   ``items()``, ``del m[k]`` for every key (shuffled);
 - bulk: each map's bulk API where it has one (``put_many``/``get_many``/``delete_many``,
-  TreeMap's ``update((keys, values))``), else what a user of that map writes for a batch:
+  TreeMap's ``put_many(keys, values)``), else what a user of that map writes for a batch:
   ``update(zip(keys, values))``, ``list(map(m.__getitem__, keys))``, a ``del`` loop.
   Which one ran is recorded per cell (``bulk_api``).
 
@@ -63,19 +63,19 @@ class MapKind:
 def _long_hash_map(value_type: str):
     from offheap import LongHashMap
 
-    return LongHashMap(value_type)
+    return LongHashMap(value=value_type)
 
 
 def _reference_long_hash_map(value_type: str):
     from offheap.hashmap.longhashmap import ReferenceLongHashMap
 
-    return ReferenceLongHashMap(value_type)
+    return ReferenceLongHashMap(value=value_type)
 
 
 def _tree_map(value_type: str):
     from offheap import TreeMap
 
-    return TreeMap("int64", value_type)
+    return TreeMap(key="int64", value=value_type)
 
 
 def _sorted_dict(value_type: str):
@@ -96,7 +96,7 @@ MAP_KINDS = (
             get_many=lambda m, keys: m.get_many(keys),
             delete_many=lambda m, keys: m.delete_many(keys)),
     MapKind("TreeMap", _tree_map,
-            put_many=lambda m, batch: m.update((batch.keys, batch.values))),
+            put_many=lambda m, batch: m.put_many(batch.keys, batch.values)),
 )
 
 

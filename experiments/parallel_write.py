@@ -176,18 +176,18 @@ def _time_variants(quotes, codec, variants, runs, workdir, objects, progress,
 
 
 def bench_treemap(quotes: np.ndarray, parallelisms, runs: int, wait_idle=0.0) -> list[dict]:
-    """``TreeMap.update((timestamps, volumes), parallelism=p)`` into an empty zstd map."""
+    """``TreeMap.put_many(timestamps, volumes, parallelism=p)`` into an empty zstd map."""
     from offheap.treemap.treemap import TreeMap
 
     keys, values = quotes["timestamp"].copy(), quotes["volume"].copy()
     cells = {p: {"runs": [], "loads": []} for p in parallelisms}
     for _ in range(runs):
         for parallelism in parallelisms:
-            with TreeMap("int64", "int64", compression="zstd") as tree:
+            with TreeMap(key="int64", value="int64", compression="zstd") as tree:
                 wait_for_idle(wait_idle)
                 load = _load()
                 with _Timed() as timed:
-                    tree.update((keys, values), parallelism=parallelism)
+                    tree.put_many(keys, values, parallelism=parallelism)
                 cells[parallelism]["runs"].append(timed)
                 cells[parallelism]["loads"].append(max(load, _load()))
     return [{"records": len(keys), "parallelism": p, **_cell(cell["runs"], cell["loads"])}
@@ -547,7 +547,7 @@ def parallel_write_tables(document: dict, *, markdown: bool = False) -> str:
                  f"{base[r['records']] / r['min_seconds']:.2f}x",
                  _others({"": r}, [""]), f"{r['max_load']:.1f}"]
                 for r in document["treemap"]]
-        lines += ["", "TreeMap.update((timestamps, volumes), parallelism=p), zstd pages, ms:",
+        lines += ["", "TreeMap.put_many(timestamps, volumes, parallelism=p), zstd pages, ms:",
                   format_table(["records", "p", "ms", "speedup", "others' cores", "max load"],
                                rows, markdown=markdown)]
     seed_rows = [[f"{size:,}", f"{v['standard'][0]}-{v['standard'][1]}",

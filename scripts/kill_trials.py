@@ -179,7 +179,7 @@ def apply_ops_to_db(ops: list, tree, table) -> None:
         elif op[0] == "tupdate":
             apply_ops(plain, tree, table)
             plain = []
-            tree.update((np.array(op[1], np.int64), [op[2]] * len(op[1])))
+            tree.put_many(np.array(op[1], np.int64), [op[2]] * len(op[1]))
         elif op[0] == "hputmany":
             apply_ops(plain, tree, table)
             plain = []

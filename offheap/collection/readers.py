@@ -200,13 +200,17 @@ class MapReader(Mapping[Any, Any], Generic[CollectionT]):
         while True:
             with session.section():
                 if session.epoch != epoch:
-                    raise RuntimeError(f"{session.arena.path!r} changed during iteration: the "
-                                       f"writer committed; iterate again to read the new state")
+                    raise self._changed_error()
                 try:
                     chunk = next(chunks)
                 except StopIteration:
                     return
             yield chunk
+
+    def _changed_error(self) -> RuntimeError:
+        """What an iteration raises once this reader picked up a commit since it started."""
+        return RuntimeError(f"{self._session.arena.path!r} changed during iteration: the "
+                            f"writer committed; iterate again to read the new state")
 
     # -- writes are refused -------------------------------------------------------------------
 

@@ -59,14 +59,13 @@ and converted to format 2 by the first writer that opens it, its entries numbere
 
 from __future__ import annotations
 
-import operator
 import struct
 from dataclasses import dataclass
 
 import numpy as np
 
 from offheap.errors import CorruptionError
-from offheap.kernels.bounds import INT64_MAX, INT64_MIN, as_int64
+from offheap.kernels.bounds import INT64_MAX, as_int64, lookup_key  # noqa: F401 (lookup_key: see below)
 from offheap.kernels.mix import mix64_array
 
 SLACK = 256
@@ -198,23 +197,8 @@ def as_key(key) -> int:
     return as_int64(key, "LongHashMap keys are int64")
 
 
-def lookup_key(key) -> int | None:
-    """``key`` as the int64 a lookup probes for, or None when no key of the map can equal it.
-
-    As in a dict, ``1.0``, ``True`` and ``np.int64(1)`` find key 1; ``1.5``, ``'a'``, ``None``
-    and ints outside int64 are misses, not errors.
-    """
-    if type(key) is not int:
-        if isinstance(key, float):
-            if not key.is_integer():
-                return None
-            key = int(key)
-        else:
-            try:
-                key = operator.index(key)
-            except TypeError:
-                return None
-    return key if INT64_MIN <= key <= INT64_MAX else None
+# A lookup admits keys by :func:`offheap.kernels.bounds.lookup_key` (imported above), which both
+# cores take from this module as the lookup half of the key admission of this table format.
 
 
 def as_key_array(keys) -> np.ndarray:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import os
 import struct
-from collections.abc import ItemsView, KeysView, Mapping, MutableMapping, ValuesView
+from collections.abc import ItemsView, Iterator, KeysView, Mapping, MutableMapping, ValuesView
 from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from offheap.arena.arena import Arena, format_bytes
+from offheap.collection.dictapi import DictAPI
 from offheap.collection.display import html_table, setting_rows, settings_text
 from offheap.collection.filemap import StandaloneFileMap
 from offheap.collection.readers import open_file_reader
@@ -59,7 +60,7 @@ from offheap.hashmap.valueslots import EXTERNAL, ValueSlots
 from offheap.kernels import native
 from offheap.kernels.sizes import ByteLimit
 from offheap.store.records import RecordStore
-from offheap.store.serializers import get_serializer
+from offheap.store.serializers import INT64, get_serializer
 
 if TYPE_CHECKING:
     MapCore = ReferenceCore  # the compiled type mirrors the reference's interface
@@ -88,7 +89,7 @@ class HashMapStats:
         return self.reserved_bytes / self.n_entries if self.n_entries else float("nan")
 
 
-class HashMapFacade(BulkOperations, TableGrowth, StandaloneFileMap, MutableMapping):
+class HashMapFacade(BulkOperations, TableGrowth, StandaloneFileMap, DictAPI, MutableMapping):
     """Everything of a LongHashMap above its core (see the module docstring); a concrete map
     class puts a core first in its bases."""
 
@@ -107,7 +108,7 @@ class HashMapFacade(BulkOperations, TableGrowth, StandaloneFileMap, MutableMappi
 
     _lock = nullcontext()  # not thread-safe: commit and rollback take no lock
 
-    def __init__(self, value="object", *, limit: ByteLimit = None, path=None,
+    def __init__(self, data=(), /, *, value="object", limit: ByteLimit = None, path=None,
                  durability: str = "commit", readonly: bool = False, verify: bool = True,
                  recover: bool = False) -> None:
         self._refuse_readonly(readonly)
@@ -115,9 +116,13 @@ class HashMapFacade(BulkOperations, TableGrowth, StandaloneFileMap, MutableMappi
         if path is None:
             store = RecordStore(Arena.anonymous(limit_bytes=limit))
             self._setup(store, serializer, meta_recid=None, owns_store=True)
-            return
-        store = RecordStore.file(path, limit_bytes=limit, durability=durability, verify=verify,
-                                 recover=recover)
+        else:
+            self._open_file(RecordStore.file(path, limit_bytes=limit, durability=durability,
+                                             verify=verify, recover=recover), serializer)
+        self.update(data)
+
+    def _open_file(self, store: RecordStore, serializer) -> None:
+        """Set up on the store of a map's own file: the map it holds, or a new empty one."""
         try:
             meta_recid = standalone_meta_recid(store.root) if store.root else None
             self._setup(store, serializer, meta_recid=meta_recid, owns_store=True)
@@ -172,7 +177,11 @@ class HashMapFacade(BulkOperations, TableGrowth, StandaloneFileMap, MutableMappi
     # -- the dict interface beyond the core ---------------------------------------------------
 
     def keys(self) -> KeysView:
-        return KeysView(self)
+        return _CoreKeysView(self)
+
+    def __reversed__(self) -> Iterator:
+        """The keys, last inserted first, as ``reversed(dict)``."""
+        return self._reversed_entries(0)
 
     def values(self) -> ValuesView:
         return _CoreValuesView(self)
@@ -190,15 +199,13 @@ class HashMapFacade(BulkOperations, TableGrowth, StandaloneFileMap, MutableMappi
         self._slots.release_many(old_words)
 
     def update(self, other=(), /, **kwargs) -> None:
-        """Like ``dict.update``; a LongHashMap, a Mapping or a ``(keys, values)`` pair of numpy
-        arrays goes through :meth:`put_many` in one vectorized step."""
+        """As ``dict.update``: from a mapping (anything with ``keys()``) or ``(key, value)``
+        pairs; a LongHashMap or a Mapping goes through :meth:`put_many` in one vectorized step.
+        Columns of keys and values are :meth:`put_many`."""
         if kwargs:
             raise TypeError("LongHashMap keys are int64; keyword arguments would be str keys")
         if isinstance(other, HashMapFacade):
             self.put_many(*other._export())
-        elif isinstance(other, tuple) and len(other) == 2 and all(
-                isinstance(part, np.ndarray) for part in other):
-            self.put_many(*other)
         elif isinstance(other, Mapping) or hasattr(other, "keys"):
             keys = list(other.keys())
             self.put_many(keys, [other[k] for k in keys])
@@ -213,12 +220,11 @@ class HashMapFacade(BulkOperations, TableGrowth, StandaloneFileMap, MutableMappi
                 values.append(value)
             self.put_many(keys, values)
 
-    def copy(self):
-        """A new anonymous map of the same class with the same entries, value type and limit."""
-        self._check_open()
-        twin = type(self)(self._slots.serializer, limit=self._store.arena.limit_bytes)
-        twin.put_many(*self._export())
-        return twin
+    def _twin_options(self) -> dict:
+        return dict(value=self._slots.serializer, limit=self._store.arena.limit_bytes)
+
+    def _column_serializers(self) -> tuple:
+        return INT64, self._slots.serializer
 
     # -- introspection and lifetime -----------------------------------------------------------
 
@@ -452,6 +458,26 @@ class HashMapFacade(BulkOperations, TableGrowth, StandaloneFileMap, MutableMappi
             yield keys, values
             start = stop
 
+    def _reversed_entries(self, what: int) -> Iterator:
+        """Keys (0), values (1) or items (2) in reverse entry order, decoded a chunk at a time;
+        RuntimeError at the step after a change of the entries, as the core's iterators."""
+        self._check_open()
+        mods = self._mods
+        stop = self._used
+        while stop:
+            start = max(0, stop - _ITER_CHUNK)
+            r = self._table()
+            live = (np.flatnonzero(r.live_mask(stop)[start:]) + start)[::-1]
+            keys = r.keys.take(live).tolist()
+            values = self._slots.decode_many(r.values.take(live)).tolist() if what else keys
+            for key, value in zip(keys, values):
+                if self._mods != mods:
+                    raise RuntimeError("LongHashMap changed size during iteration")
+                yield key if what == 0 else value if what == 1 else (key, value)
+            stop = start
+        if self._mods != mods:
+            raise RuntimeError("LongHashMap changed size during iteration")
+
     def _export(self) -> tuple[np.ndarray, object]:
         """All keys (int64 array) and values (ndarray or list), in entry order."""
         self._check_open()
@@ -548,14 +574,25 @@ class ReferenceLongHashMap(ReferenceCore, HashMapFacade):
     files are the same bytes."""
 
 
+class _CoreKeysView(KeysView):
+    def __reversed__(self):
+        return self._mapping._reversed_entries(0)
+
+
 class _CoreValuesView(ValuesView):
     def __iter__(self):
         return self._mapping._iter_values()
+
+    def __reversed__(self):
+        return self._mapping._reversed_entries(1)
 
 
 class _CoreItemsView(ItemsView):
     def __iter__(self):
         return self._mapping._iter_items()
+
+    def __reversed__(self):
+        return self._mapping._reversed_entries(2)
 
 
 def _check_value_type(stored: str, serializer) -> None:

@@ -15,7 +15,10 @@ value needs it: a map of empty strings costs 2 bytes a slot for its values, not 
 every word's value because the layout is little-endian and the high bytes of a narrow word are 0.
 
 Inline words are decoded through a small cache, since the word *is* the value's identity: a map
-whose values repeat (flags, small ints, the empty string) decodes each distinct word once.
+whose values repeat (flags, small ints, the empty string) decodes each distinct word once. Only
+immutable values (:data:`_CACHEABLE_TYPES`) are cached or shared between entries: a mutable value
+(``[]``, ``{}``, a tuple holding a list) is decoded anew for every read, so that changing what a
+read returned never changes the map or another read.
 """
 
 from __future__ import annotations
@@ -109,6 +112,8 @@ class ValueSlots:
         if length == EXTERNAL:
             return self.serializer.loads(self.store.view(word >> 8))
         value = self.serializer.loads((word >> 8).to_bytes(length, "little"))
+        if type(value) not in _CACHEABLE_TYPES:
+            return value
         if len(self._decoded) >= _CACHE_LIMIT:
             self._decoded.clear()
         self._decoded[word] = value
@@ -170,20 +175,27 @@ class ValueSlots:
 
     def decode_many(self, words: np.ndarray):
         """Values for an array of slot words: an ndarray for typed values, else an object
-        ndarray (each distinct word is decoded once)."""
+        ndarray. Each distinct word is decoded once, except that every entry of a mutable value
+        gets an object of its own."""
         if self.typed:
             return words.astype(self.serializer.dtype, copy=True)
         if words.dtype == np.uint16:  # a table of all 2**16 words beats sorting for uniqueness
             seen = np.zeros(1 << 16, bool)
             seen[words] = True
-            table = np.empty(1 << 16, object)
             unique = np.flatnonzero(seen)
-            table[unique] = [self.decode(w) for w in unique.tolist()]
-            return table[words]
-        unique, inverse = np.unique(words.astype(np.uint64), return_inverse=True)
-        decoded = np.empty(len(unique), object)
-        decoded[:] = [self.decode(w) for w in unique.tolist()]
-        return decoded[inverse.reshape(-1)]
+            table = np.empty(1 << 16, object)
+            table[unique] = values = [self.decode(w) for w in unique.tolist()]
+            out = table[words]
+        else:
+            unique, inverse = np.unique(words.astype(np.uint64), return_inverse=True)
+            decoded = np.empty(len(unique), object)
+            decoded[:] = values = [self.decode(w) for w in unique.tolist()]
+            out = decoded[inverse.reshape(-1)]
+        mutable = [w for w, v in zip(unique.tolist(), values) if type(v) not in _CACHEABLE_TYPES]
+        if mutable:
+            for at in np.flatnonzero(np.isin(words, mutable)).tolist():
+                out[at] = self.decode(int(words[at]))
+        return out
 
     def release_many(self, words: np.ndarray) -> None:
         if self.typed or not len(words):

@@ -2,13 +2,17 @@
 
 Keys are checked against the tree's key kind and normalized (an ``int`` subclass or numpy integer
 becomes an ``int``, a ``bytearray`` becomes ``bytes``, ...); a wrong type raises TypeError and an
-int outside int64 OverflowError, as before anything changes. Values are validated by the value
-serializer now, so that encoding a page later cannot fail; an ``object`` value that is not a
-plain scalar is kept as a private copy (what a serialized map would return), so later changes to
-the caller's object do not leak in. A batch for ``update`` becomes sorted unique keys with their
-accepted values, the last value winning for a key given twice. :meth:`Admission.held_bytes`
-estimates what an entry takes in a decoded leaf, for the write cache's budget under a limit
-(:mod:`offheap.treemap.nodecache`).
+int outside int64 OverflowError, as before anything changes. A lookup is a dict's: a key that no
+key of the tree can equal (``'a'`` or ``2**63`` for int64 keys, ``1.5``, None) is a miss, and
+``1.0`` finds key 1. Values are stored by value: an ``object`` value that is not a plain scalar
+is kept as a private copy (what a serialized map would return), so later changes to the caller's
+object do not leak in, and every read hands out a copy of its own (:meth:`Admission.fresh`), so
+changing what a read returned never changes the map. Other values are validated by the value
+serializer now, so that encoding a page later cannot fail. A batch becomes sorted unique keys
+with their accepted values, the last value winning for a key given twice: from ``update``'s
+arguments (a mapping or ``(key, value)`` pairs, as ``dict.update``) or from ``put_many``'s two
+columns. :meth:`Admission.held_bytes` estimates what an entry takes in a decoded leaf, for the
+write cache's budget under a limit (:mod:`offheap.treemap.nodecache`).
 
 Thread safety: an :class:`Admission` holds no mutable state; its methods may run on any thread.
 """
@@ -21,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from offheap.kernels.bounds import INT64_MAX, as_int64
+from offheap.kernels.bounds import INT64_MAX, as_int64, lookup_key
 
 SCALAR_TYPES = frozenset((type(None), bool, int, float, complex, str, bytes))
 """Types whose values are immutable and kept as they are by an ``object`` tree."""
@@ -56,35 +60,60 @@ def _held_bytes(item) -> int:
     return sys.getsizeof(item)
 
 
+def _str_lookup(key) -> str | None:
+    return key if type(key) is str else str(key) if isinstance(key, str) else None
+
+
+def _bytes_lookup(key) -> bytes | None:
+    if type(key) is bytes:
+        return key
+    return bytes(key) if isinstance(key, (bytes, bytearray, memoryview)) else None
+
+
 _KEY_CHECKS: dict[str, Callable] = {"int64": _int64_key, "str": _str_key, "bytes": _bytes_key}
+_KEY_LOOKUPS: dict[str, Callable] = {"int64": lookup_key, "str": _str_lookup,
+                                     "bytes": _bytes_lookup}
 _KEY_TYPES: dict[str, type] = {"int64": int, "str": str, "bytes": bytes}
 
 
 class Admission:
     """Key and value checks of one tree.
 
-    ``key(k)`` is the checked, normalized key; ``key_type`` the type a normalized key has, so a
-    hot path may skip the call when ``type(k) is key_type`` (for int64 keys it must still check
-    the range). ``copies_values``: values are ``object`` values, copied unless their type is in
-    :data:`SCALAR_TYPES`.
+    ``key(k)`` is the checked, normalized key to store; ``lookup(k)`` the normalized key to
+    search for, or None when no key of the tree can equal ``k``; ``key_type`` the type a
+    normalized key has, so a hot path may skip the call when ``type(k) is key_type`` (for int64
+    keys it must still check the range). ``copies_values``: values are ``object`` values, copied
+    on the way in and out unless their type is in :data:`SCALAR_TYPES`.
     """
 
-    __slots__ = ("key_kind", "key_type", "key", "copies_values", "_serializer")
+    __slots__ = ("key_kind", "key_type", "key", "lookup", "copies_values", "_serializer")
 
     def __init__(self, key_kind: str, serializer) -> None:
         self.key_kind = key_kind
         self.key_type: type[Any] = _KEY_TYPES[key_kind]
         self.key: Callable = _KEY_CHECKS[key_kind]
+        self.lookup: Callable = _KEY_LOOKUPS[key_kind]
         self.copies_values = serializer.name == "object"
         self._serializer = serializer
+
+    def fresh(self, value):
+        """A value to hand out: ``value`` itself when it is immutable (its type is in
+        :data:`SCALAR_TYPES`, as every value of a typed tree is), else a copy of its own."""
+        if type(value) in SCALAR_TYPES:
+            return value
+        serializer = self._serializer
+        return serializer.loads(serializer.dumps(value))
+
+    def fresh_many(self, values: list) -> list:
+        """:meth:`fresh` of each value: the list itself when every value is immutable."""
+        if not self.copies_values or all(type(v) in SCALAR_TYPES for v in values):
+            return values
+        return [self.fresh(v) for v in values]
 
     def value(self, value):
         """The value to keep in a decoded leaf: validated, or a private copy (module docstring)."""
         if self.copies_values:
-            if type(value) in SCALAR_TYPES:
-                return value
-            serializer = self._serializer
-            return serializer.loads(serializer.dumps(value))
+            return self.fresh(value)
         return self._serializer.validate(value)
 
     @staticmethod
@@ -107,18 +136,14 @@ class Admission:
         """A range bound: None (unbounded) or a checked key."""
         return None if key is None else self.key(key)
 
-    def batch(self, other, kwargs: dict) -> tuple[list | np.ndarray, list | np.ndarray]:
+    def batch(self, other, kwargs: dict) -> tuple[list, list]:
         """Keys (sorted, unique, checked) and their accepted values from the arguments of
-        ``update``: ``other`` a mapping, ``(key, value)`` pairs, or a ``(keys, values)`` pair of
-        arrays, and keyword arguments (str keys, after ``other``)."""
-        if kwargs:
-            if self.key_kind != "str":
-                raise TypeError("keyword arguments would be str keys; this TreeMap has "
-                                f"{self.key_kind} keys")
-            other = list(dict(other).items()) + list(kwargs.items()) if other else kwargs
-        if (isinstance(other, tuple) and len(other) == 2
-                and isinstance(other[0], np.ndarray)):
-            return self._arrays(*other)
+        ``update``, read as ``dict.update`` reads them: ``other`` a mapping (anything with
+        ``keys()``) or an iterable of ``(key, value)`` pairs, then keyword arguments (str
+        keys). Columns of keys and values are :meth:`columns`."""
+        if kwargs and self.key_kind != "str":
+            raise TypeError("keyword arguments would be str keys; this TreeMap has "
+                            f"{self.key_kind} keys")
         if isinstance(other, Mapping) or hasattr(other, "keys"):
             items = [(k, other[k]) for k in other.keys()]
         else:
@@ -129,6 +154,21 @@ class Admission:
                 except (TypeError, ValueError):
                     raise ValueError(f"update sequence element #{n} is not a (key, value) pair") from None
                 items.append((key, value))
+        return self._latest(items + list(kwargs.items()))
+
+    def columns(self, keys, values) -> tuple[list | np.ndarray, list | np.ndarray]:
+        """:meth:`batch` for ``put_many``: a column of keys (a numpy integer array for int64
+        keys is sorted in one step) and a column of values of the same length."""
+        if isinstance(keys, np.ndarray):
+            return self._arrays(keys, values)
+        keys = list(keys)
+        if len(values) != len(keys):
+            raise ValueError(f"{len(keys)} keys but {len(values)} values")
+        return self._latest(list(zip(keys, values.tolist() if isinstance(values, np.ndarray)
+                                     else values)))
+
+    def _latest(self, items: list[tuple]) -> tuple[list, list]:
+        """Sorted checked keys, each with the accepted value of its last pair."""
         as_key, accept = self.key, self.value
         latest = {}
         for key, value in items:
@@ -137,10 +177,10 @@ class Admission:
         return keys, [accept(latest[k]) for k in keys]
 
     def _arrays(self, keys: np.ndarray, values) -> tuple[np.ndarray, list | np.ndarray]:
-        """:meth:`batch` for a ``(keys, values)`` pair: one sort, the last of equal keys kept."""
+        """:meth:`columns` for an array of keys: one sort, the last of equal keys kept."""
         if self.key_kind != "int64":
-            raise TypeError(f"a (keys, values) array pair needs int64 keys; this TreeMap has "
-                            f"{self.key_kind} keys: pass (key, value) pairs instead")
+            raise TypeError(f"an array of keys needs int64 keys; this TreeMap has "
+                            f"{self.key_kind} keys: pass a list of keys instead")
         if keys.ndim != 1:
             raise ValueError(f"keys must be one-dimensional, got shape {keys.shape}")
         if keys.dtype.kind not in "iu":

@@ -23,6 +23,12 @@ class TreeReader(SortedRangeAPI, MapReader["TreeMap"]):
     def _chunks(self, lo, hi, inclusive, reverse: bool, with_values: bool) -> Iterator:
         return self._guarded(lambda: self._map._chunks(lo, hi, inclusive, reverse, with_values))
 
+    def _changed_error(self) -> RuntimeError:
+        return MapReader._changed_error(self)  # the reader's message, not the sorted API's
+
+    def _version(self) -> int:
+        return self._session.epoch  # a reader's tree changes only when it picks up a commit
+
     def _one(self, name: str, *args):
         with self._session.section():
             return getattr(self._map, name)(*args)

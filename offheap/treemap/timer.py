@@ -9,20 +9,26 @@ Thread safety: the timer runs on a daemon thread of its own; :meth:`arm` and :me
 called with the map's lock held, and the firing thread takes the same lock, so a flush never
 overlaps an operation. A flush that fails for lack of memory leaves the nodes dirty, and the
 next ``flush()`` or ``close()`` reports it.
+
+Ownership: the timer holds the map's flush method weakly (the map owns its timer, not the other
+way round), so a map that nobody references any more is freed at once, without the cyclic
+garbage collector, even while its timer is armed; the timer then fires into nothing.
 """
 
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Callable
 
 
 class FlushTimer:
-    """Calls ``flush()`` under ``lock`` ``delay_ms`` milliseconds after :meth:`arm`."""
+    """Calls ``flush()`` (a bound method, held weakly) under ``lock`` ``delay_ms`` milliseconds
+    after :meth:`arm`."""
 
     def __init__(self, delay_ms: float, flush: Callable[[], None], lock) -> None:
         self._delay_seconds = delay_ms / 1000
-        self._flush = flush
+        self._flush = weakref.WeakMethod(flush)  # a bound method
         self._lock = lock
         self._timer: threading.Timer | None = None
 
@@ -41,7 +47,10 @@ class FlushTimer:
     def _fire(self) -> None:
         with self._lock:
             self._timer = None
+            flush = self._flush()
+            if flush is None:
+                return  # the map is gone
             try:
-                self._flush()
+                flush()
             except MemoryError:
                 pass  # the nodes stay dirty; the next flush() or close() reports the error

@@ -36,6 +36,7 @@ from collections.abc import Iterator, MutableMapping
 import numpy as np
 
 from offheap.arena.arena import Arena
+from offheap.collection.dictapi import DictAPI
 from offheap.collection.filemap import StandaloneFileMap
 from offheap.collection.readers import open_file_reader
 from offheap.errors import ClosedError, CorruptionError, ReadOnlyError
@@ -65,10 +66,12 @@ from offheap.treemap.views import SortedRangeAPI
 _CLOSED = "the TreeMap is closed"
 
 
-class TreeMap(StandaloneFileMap, SortedRangeAPI, MutableMapping):
+class TreeMap(StandaloneFileMap, SortedRangeAPI, DictAPI, MutableMapping):
     """A sorted ``MutableMapping`` stored off the Python heap in compressed B+tree pages.
 
-    ``key`` is ``"int64"``, ``"str"`` or ``"bytes"``; ``value`` names the value serializer
+    ``TreeMap(data, /, **options)``: ``data`` is what ``dict(data)`` takes (a mapping or
+    ``(key, value)`` pairs), and for str keys further keyword arguments that are not options are
+    entries, as in ``TreeMap(key="str", a=1)``. ``key`` is ``"int64"``, ``"str"`` or ``"bytes"``; ``value`` names the value serializer
     (``"object"``, ``"int64"``, ``"float64"``, ``"str"``, ``"bytes"``). Iteration is in key order.
     ``node_size`` bounds entries per leaf and children per inner node; ``compression`` is a codec
     name applied per page (kept only where it helps); ``write_cache``, ``flush_delay`` (ms) and
@@ -91,20 +94,24 @@ class TreeMap(StandaloneFileMap, SortedRangeAPI, MutableMapping):
     # (measurably cheaper than one).
     _lock: threading.RLock
 
-    def __init__(self, key="int64", value="object", *, node_size: int = 32, compression=None,
-                 write_cache: bool = True, flush_delay: float | None = None,
+    def __init__(self, data=(), /, *, key="int64", value="object", node_size: int = 32,
+                 compression=None, write_cache: bool = True, flush_delay: float | None = None,
                  cache_size: int = 2048, limit: ByteLimit = None, path=None,
                  durability: str = "commit", readonly: bool = False, verify: bool = True,
-                 recover: bool = False) -> None:
+                 recover: bool = False, **entries) -> None:
         self._refuse_readonly(readonly)
         options = dict(key=key, value=value, node_size=node_size, compression=compression,
                        write_cache=write_cache, flush_delay=flush_delay, cache_size=cache_size)
         if path is None:
             store = RecordStore(Arena.anonymous(limit_bytes=limit))
             self._setup(store, owns_store=True, meta_recid=None, **options)
-            return
-        store = RecordStore.file(path, limit_bytes=limit, durability=durability, verify=verify,
-                                 recover=recover)
+        else:
+            self._open_file(RecordStore.file(path, limit_bytes=limit, durability=durability,
+                                             verify=verify, recover=recover), options)
+        self.update(data, **entries)
+
+    def _open_file(self, store: RecordStore, options: dict) -> None:
+        """Set up on the store of a map's own file: the map it holds, or a new empty one."""
         try:
             meta_recid = standalone_meta_recid(store.root) if store.root else None
             self._setup(store, owns_store=True, meta_recid=meta_recid, **options)
@@ -191,28 +198,31 @@ class TreeMap(StandaloneFileMap, SortedRangeAPI, MutableMapping):
         return self._tree.n_entries
 
     def __getitem__(self, key):
-        leaf, i = self._find(key)
-        if leaf is None:
+        value = self._lookup(key, MISSING)
+        if value is MISSING:
             raise KeyError(key)
-        return leaf.values[i]
+        return value
 
     def get(self, key, default=None):
-        leaf, i = self._find(key)
-        return default if leaf is None else leaf.values[i]
+        return self._lookup(key, default)
 
     def __contains__(self, key) -> bool:
-        return self._find(key)[0] is not None
+        return self._lookup(key, MISSING) is not MISSING
 
-    def _find(self, key):
-        """``(leaf, index)`` of ``key``, or ``(None, -1)``: the hot read path, the leaf of the
-        tree's hint when it holds ``key`` (a closed map's hint holds nothing), else the leaf a
-        descent finds. A key of the wrong type raises TypeError."""
+    def _lookup(self, key, default):
+        """The value of ``key`` (a fresh object, :meth:`Admission.fresh`), or ``default``: the
+        hot read path, through the leaf of the tree's hint when it holds ``key`` (a closed map's
+        hint holds nothing), else the leaf a descent finds. A key that no key of the tree can
+        equal is a miss."""
         lock = self._lock
         lock.acquire()
         try:
             admit = self._admit
             if type(key) is not admit.key_type:
-                key = admit.key(key)
+                key = admit.lookup(key)
+                if key is None:
+                    self._check_open()
+                    return default
             hint = self._hint
             leaf = hint.leaf
             if (leaf is None or (hint.lo is not None and key < hint.lo)
@@ -222,8 +232,9 @@ class TreeMap(StandaloneFileMap, SortedRangeAPI, MutableMapping):
             keys = leaf.keys
             i = bisect_left(keys, key)
             if i < len(keys) and keys[i] == key:
-                return leaf, i
-            return None, -1
+                value = leaf.values[i]
+                return value if type(value) in SCALAR_TYPES else admit.fresh(value)
+            return default
         finally:
             lock.release()
 
@@ -277,16 +288,25 @@ class TreeMap(StandaloneFileMap, SortedRangeAPI, MutableMapping):
     def __delitem__(self, key) -> None:
         self.pop(key)
 
+    def setdefault(self, key, default=None):
+        """``self[key]`` if present, else store ``default`` and return it: one atomic step."""
+        with self._lock:
+            value = self._lookup(key, MISSING)
+            if value is MISSING:
+                self[key] = value = default
+            return value
+
     def pop(self, key, *default):
         with self._lock:
             self._check_open()
-            value = self._tree.pop(self._admit.key(key))
+            found = self._admit.lookup(key)
+            value = MISSING if found is None else self._tree.pop(found)
             if value is MISSING:
                 if default:
                     return default[0]
                 raise KeyError(key)
             self._arm_timer()
-            return value
+            return self._admit.fresh(value)
 
     def popitem(self, index: int = -1, *, last: bool | None = None):
         """Remove and return the ``(key, value)`` at position ``index`` (negative: from the end),
@@ -303,9 +323,9 @@ class TreeMap(StandaloneFileMap, SortedRangeAPI, MutableMapping):
             n = self._tree.n_entries
             if not n:
                 raise KeyError("popitem(): TreeMap is empty")
-            item = self._tree.pop_at(position_in(index, n))
+            key, value = self._tree.pop_at(position_in(index, n))
             self._arm_timer()
-            return item
+            return key, self._admit.fresh(value)
 
     def clear(self) -> None:
         """Remove every entry; the tree's records are freed and an empty root leaf remains."""
@@ -327,27 +347,36 @@ class TreeMap(StandaloneFileMap, SortedRangeAPI, MutableMapping):
                 self._arm_timer()
             return removed
 
-    def update(self, other=(), /, *, parallelism: int = 1, **kwargs) -> None:
-        """Like ``dict.update``, from a mapping, ``(key, value)`` pairs, or a ``(keys, values)``
-        pair of numpy arrays (``keys`` int64, sorted or not: it is sorted here, and for a key
-        given twice the last value wins).
+    def update(self, other=(), /, **kwargs) -> None:
+        """As ``dict.update``: from a mapping (anything with ``keys()``) or ``(key, value)``
+        pairs, then keyword arguments (str keys). Columns of keys and values are
+        :meth:`put_many`; the batch goes in as :meth:`put_many` describes."""
+        with self._lock:
+            self._check_open()
+            if isinstance(other, TreeMap):
+                other = list(other.items())  # one scan, not one lookup per key
+            self._merge(*self._admit.batch(other, kwargs), 1)
+
+    def put_many(self, keys, values, *, parallelism: int = 1) -> None:
+        """Insert or overwrite many entries from a column of keys and a column of values of the
+        same length (``keys`` a numpy integer array or any sequence of keys, sorted or not; for
+        a key given twice the last value wins), as ``LongHashMap.put_many`` and sparkey's.
 
         Into an empty map, or a batch at least as large as the map, the pages are built directly
         from the sorted entries, full leaves bottom-up (MapDB's data pump); all or nothing. A
         smaller batch is inserted key by key, in key order, and undone if one insert fails.
         ``parallelism`` > 1 encodes and compresses the leaves of a direct build in that many
-        forked processes (:func:`offheap.treemap.bulk.leaf_pages`; same pages, same tree). It is
-        a keyword of this method, so it cannot be passed as a str key.
+        forked processes (:func:`offheap.treemap.bulk.leaf_pages`; same pages, same tree).
         """
         if not isinstance(parallelism, int) or isinstance(parallelism, bool) or parallelism < 1:
             raise ValueError(f"parallelism must be an int >= 1, not {parallelism!r}")
         with self._lock:
             self._check_open()
-            if isinstance(other, TreeMap):
-                other = list(other.items())  # one scan, not one lookup per key
-            keys, values = self._admit.batch(other, kwargs)
-            if not len(keys):
-                return
+            self._merge(*self._admit.columns(keys, values), parallelism)
+
+    def _merge(self, keys, values, parallelism: int) -> None:
+        """Put an admitted batch (sorted unique keys) into the tree; the lock is held."""
+        if len(keys):
             held = self._admit.batch_bytes(keys, values) if self._budgeted else 0
             self._tree.merge(keys, values, parallelism, held)
             self._arm_timer()
@@ -402,11 +431,21 @@ class TreeMap(StandaloneFileMap, SortedRangeAPI, MutableMapping):
                 if tree.mods != mods:
                     raise RuntimeError("TreeMap changed size during iteration")
                 keys, values = scan.next_chunk(tree.shape, with_values)
+                if values is not None:
+                    values = self._admit.fresh_many(values)
             if keys:
                 yield keys, values
         with self._lock:
             if tree.mods != mods:
                 raise RuntimeError("TreeMap changed size during iteration")
+
+    def _version(self) -> int:
+        return self._tree.mods
+
+    def _changed_error(self) -> RuntimeError | ClosedError:
+        if self._closed:
+            return ClosedError(_CLOSED)
+        return RuntimeError("TreeMap changed size during iteration")
 
     # -- introspection ------------------------------------------------------------------------
 
@@ -494,16 +533,6 @@ class TreeMap(StandaloneFileMap, SortedRangeAPI, MutableMapping):
     def closed(self) -> bool:
         return self._closed
 
-    def copy(self) -> TreeMap:
-        """A new anonymous TreeMap with the same entries and options (bulk-built)."""
-        with self._lock:
-            self._check_open()
-            twin = TreeMap(limit=self._store.arena.limit_bytes, **self.options)
-            keys, values = self._export()
-            if len(keys):
-                twin._tree.rebuild(keys, values)
-            return twin
-
     def _check_open(self) -> None:
         if self._closed:
             raise ClosedError(_CLOSED)
@@ -523,6 +552,13 @@ class TreeMap(StandaloneFileMap, SortedRangeAPI, MutableMapping):
 
     def _discard(self) -> None:
         self._release()
+
+    def _twin_options(self) -> dict:
+        return dict(self.options, limit=self._store.arena.limit_bytes)
+
+    def _column_serializers(self) -> tuple:
+        nodes = self._tree.nodes
+        return get_serializer(self._admit.key_kind), nodes.serializer
 
     def _export(self) -> tuple[list | np.ndarray, list]:
         """All keys and values in key order (:meth:`Tree.export`)."""

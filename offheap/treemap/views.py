@@ -4,7 +4,8 @@
 ``tree.keys(lo, hi, inclusive, reverse)``, ``values(...)`` and ``items(...)`` return these: live
 views of a key range that iterate leaf by leaf through the tree's ``_chunks`` generator, so they
 reflect later changes and raise RuntimeError, like a dict view, if the map's size changes while
-one is being iterated. A view is also a sequence, as SortedDict's views are: ``view[i]`` (negative
+one is being iterated (at the step after the change: :func:`each` compares the
+map's ``_version()`` before every item). A view is also a sequence, as SortedDict's views are: ``view[i]`` (negative
 from the end, IndexError outside) and ``view[a:b:step]`` (a list) read the entries at those
 positions of the view, and ``len(view)`` costs two descents, not a scan
 (:mod:`offheap.treemap.positions`).
@@ -12,12 +13,28 @@ positions of the view, and ``len(view)`` costs two descents, not a scan
 
 from __future__ import annotations
 
-from collections.abc import Callable, ItemsView, Iterator, KeysView, ValuesView
+from collections.abc import Callable, ItemsView, Iterable, Iterator, KeysView, ValuesView
+from typing import TYPE_CHECKING
+
 
 from offheap.treemap.arrays import ArrayAPI
 from offheap.treemap.positions import PositionalAPI, position_run
 
 _ABSENT = object()
+
+
+def each(tree: SortedRangeAPI, what: str, lo, hi, inclusive, reverse: bool) -> Iterator:
+    """The ``what`` ("keys", "values" or "items") of a range of ``tree``, one at a time from its
+    leaf chunks; RuntimeError before the next item once ``tree._version()`` moved, as a dict
+    raises at the step after a change of its size."""
+    version = tree._version
+    start = version()
+    for keys, values in tree._chunks(lo, hi, inclusive, reverse, what != "keys"):
+        run: Iterable = keys if values is None else values if what == "values" else zip(keys, values)
+        for item in run:
+            if version() != start:
+                raise tree._changed_error()
+            yield item
 
 
 class _RangeView:
@@ -32,14 +49,7 @@ class _RangeView:
 
     def _iterate(self, reverse: bool):
         lo, hi, inclusive, _ = self._range
-        with_values = self._what != "keys"
-        for keys, values in self._mapping._chunks(lo, hi, inclusive, reverse, with_values):
-            if self._what == "keys":
-                yield from keys
-            elif self._what == "values":
-                yield from values
-            else:
-                yield from zip(keys, values)
+        return each(self._mapping, self._what, lo, hi, inclusive, reverse)
 
     def __iter__(self):
         return self._iterate(self._range[3])
@@ -132,12 +142,17 @@ class TreeItemsView(_RangeView, ItemsView):
 class SortedRangeAPI(PositionalAPI, ArrayAPI):
     """Key-ordered iteration, range views and neighbour queries for a class that provides
     ``_chunks(lo, hi, inclusive, reverse, with_values)``, yielding ``(keys, values)`` lists leaf
-    by leaf, ``_edge_key(last)`` and ``_first_in(lo, hi, inclusive, reverse, with_value)``,
-    the first key (``(key, value)`` with ``with_value``) of a range in scan order or None, and
-    the primitives of :class:`~offheap.treemap.positions.PositionalAPI` and
+    by leaf, ``_version()``, ``_edge_key(last)`` and ``_first_in(lo, hi, inclusive, reverse,
+    with_value)``, the first key (``(key, value)`` with ``with_value``) of a range in scan order
+    or None, and the primitives of :class:`~offheap.treemap.positions.PositionalAPI` and
     :class:`~offheap.treemap.arrays.ArrayAPI`: TreeMap, TreeReader."""
 
     _chunks: Callable[..., Iterator[tuple[list, list | None]]]
+    _version: Callable[[], object]
+    """A token that changes whenever the entries change in size or are reloaded."""
+    if TYPE_CHECKING:
+        def _changed_error(self) -> Exception:
+            """What an iteration raises once ``_version()`` moved under it."""
     _edge_key: Callable[[bool], object]
     _first_in: Callable[..., object]
 
@@ -184,8 +199,7 @@ class SortedRangeAPI(PositionalAPI, ArrayAPI):
     def irange(self, lo=None, hi=None, inclusive=(True, True), reverse: bool = False) -> Iterator:
         """Keys ``k`` with ``lo <= k <= hi`` (``inclusive`` says which bounds count; None is
         unbounded) in ascending order, or descending with ``reverse``."""
-        for keys, _ in self._chunks(lo, hi, inclusive, reverse, False):
-            yield from keys
+        return each(self, "keys", lo, hi, inclusive, reverse)
 
     def __iter__(self) -> Iterator:
         return self.irange()

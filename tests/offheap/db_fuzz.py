@@ -30,8 +30,8 @@ HASH_OPTIONS = {"seen": dict(value="object"), "counts": dict(value="int64")}
 
 def _fill_db(db: DB, rng: np.random.Generator) -> None:
     keys = np.unique(rng.integers(-10**12, 10**12, N_ENTRIES))
-    db.tree_map("objects", **TREE_OPTIONS["objects"]).update(
-        (keys, [("v", int(k) % 97) if k % 3 else "x" * int(k % 50) for k in keys.tolist()]))
+    db.tree_map("objects", **TREE_OPTIONS["objects"]).put_many(
+        keys, [("v", int(k) % 97) if k % 3 else "x" * int(k % 50) for k in keys.tolist()])
     db.tree_map("names", **TREE_OPTIONS["names"]).update(
         {f"name-{i:05d}": i * i for i in range(N_ENTRIES)})
     db.hash_map("seen", **HASH_OPTIONS["seen"]).put_many(

@@ -193,7 +193,7 @@ def test_a_file_map_under_a_limit_fills_up_and_stays_whole(tmp_path, durability)
     table's space is reusable only after the commit)."""
     path, limit = tmp_path / "hash", 20 << 20
     model = {}
-    with LongHashMap("int64", path=path, limit=limit, durability=durability) as table:
+    with LongHashMap(value="int64", path=path, limit=limit, durability=durability) as table:
         with pytest.raises(CapacityError):
             for start in range(0, 10**7, 1000):
                 keys = np.arange(start, start + 1000)
@@ -208,7 +208,7 @@ def test_a_file_map_under_a_limit_fills_up_and_stays_whole(tmp_path, durability)
         arena = table._store.arena
         assert arena.reserved_bytes <= limit
         arena._check()
-    with LongHashMap("int64", path=path) as table:
+    with LongHashMap(value="int64", path=path) as table:
         assert len(table) == len(model) and dict(table.items()) == model
 
 
@@ -508,7 +508,7 @@ def test_writes_through_a_reader_are_refused(tmp_path):
 def test_standalone_readers(tmp_path):
     with TreeMap(path=tmp_path / "tree", value="int64") as tree:
         tree.update({i: i for i in range(50)})
-    with LongHashMap("int64", path=tmp_path / "hash") as table:
+    with LongHashMap(value="int64", path=tmp_path / "hash") as table:
         table.update({i: i for i in range(50)})
     with TreeMap.reader(tmp_path / "tree", value="int64") as tree, \
             LongHashMap.reader(tmp_path / "hash", "int64") as table:
@@ -527,7 +527,7 @@ def test_compact_gives_space_back_and_keeps_everything(tmp_path):
     path = tmp_path / "db"
     with DB.file(path) as db:
         tree, table = db.tree_map("t", node_size=16), db.hash_map("h")
-        tree.update((np.arange(100_000), [b"x" * 20] * 100_000))
+        tree.put_many(np.arange(100_000), [b"x" * 20] * 100_000)
         table.put_many(np.arange(100_000), ["y" * 30] * 100_000)
         db.commit()
         tree.delete_range(0, 49_999)

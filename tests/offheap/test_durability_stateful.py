@@ -63,7 +63,7 @@ class DurableDBVersusModels(RuleBasedStateMachine):
 
     @rule(keys=st.lists(KEYS, max_size=40), v=VALUES)
     def tree_bulk(self, keys, v):
-        self.tree.update((np.array(keys, np.int64), [v] * len(keys)))
+        self.tree.put_many(np.array(keys, np.int64), [v] * len(keys))
         self.tree_model.update((k, v) for k in keys)
 
     @rule(k=KEYS, v=VALUES)

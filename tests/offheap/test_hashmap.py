@@ -53,7 +53,7 @@ def test_file_map_versus_dict_with_reopen(tmp_path_factory):
 
 
 TestTypedInt64VersusDict = oracle_machine(
-    lambda: LongHashMap("int64"), keys_strategy, st.integers(INT64_MIN, INT64_MAX),
+    lambda: LongHashMap(value="int64"), keys_strategy, st.integers(INT64_MIN, INT64_MAX),
     ordered=True).TestCase
 TestTypedInt64VersusDict.settings = settings(max_examples=30, stateful_step_count=40, deadline=None)
 
@@ -121,10 +121,10 @@ def test_bulk_paths_match_dict():
 def test_update_fast_paths():
     keys = np.arange(0, 5000, dtype=np.int64)
     values = np.arange(5000, dtype=np.int64) * 2
-    m = LongHashMap("int64")
-    m.update((keys, values))
+    m = LongHashMap(value="int64")
+    m.put_many(keys, values)
     assert m[4999] == 9998 and len(m) == 5000
-    other = LongHashMap("int64")
+    other = LongHashMap(value="int64")
     other.update(m)
     assert other == m
     other.update({1: 5, 2: 6})
@@ -136,7 +136,7 @@ def test_update_fast_paths():
 
 
 def test_typed_get_many():
-    m = LongHashMap("float64")
+    m = LongHashMap(value="float64")
     m.put_many(np.arange(10), np.linspace(0, 1, 10))
     out = m.get_many(np.arange(10))
     assert isinstance(out, np.ndarray) and out.dtype == np.float64 and out[-1] == 1.0
@@ -220,7 +220,7 @@ def test_file_map_persists(tmp_path):
     with LongHashMap(path=path) as m:
         assert 0 not in m and len(m) == 10_000
     with pytest.raises(ValueError, match="object"):
-        LongHashMap("int64", path=path)
+        LongHashMap(value="int64", path=path)
 
 
 @pytest.mark.parametrize("damage", ["not_ours", "truncated", "empty"])
@@ -270,7 +270,7 @@ def test_growth_moves_the_table_chunk_by_chunk(monkeypatch, keys):
     population = {"sequential": np.arange(3000),
                   "random": rng.integers(-(1 << 63), (1 << 63) - 1, 3000),
                   "clustered": np.repeat(rng.integers(0, 1 << 40, 60), 50) + np.tile(np.arange(50), 60)}
-    m, expected = LongHashMap("object"), {}
+    m, expected = LongHashMap(value="object"), {}
     for i, key in enumerate(population[keys].tolist()):
         value = "" if i % 3 else "x" * (i % 11)  # long values widen the column now and then
         m[key] = expected[key] = value
@@ -287,7 +287,7 @@ def test_a_slightly_larger_table_keeps_runs_that_cross_chunk_boundaries(monkeypa
     from offheap.hashmap import placement
 
     monkeypatch.setattr(placement, "REBUILD_CHUNK", 5)
-    m = LongHashMap("int64")
+    m = LongHashMap(value="int64")
     keys = np.random.default_rng(7).integers(-(1 << 62), 1 << 62, 20_000)
     m.put_many(keys, keys)
     while len(m) < 0.85 * m.stats().n_slots:
@@ -304,7 +304,7 @@ def test_external_value_count_is_kept_through_every_kind_of_change():
     """stats() counts external records once and then keeps the count; _check() compares it
     with a scan of the table after every step."""
     rng = np.random.default_rng(3)
-    m = LongHashMap("object")
+    m = LongHashMap(value="object")
     assert m.stats().external_values == 0
     long_value, short_value = "long value " * 3, "s"
     steps = [

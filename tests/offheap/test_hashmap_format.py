@@ -65,7 +65,7 @@ def test_a_format_1_map_in_a_db_is_converted(tmp_path):
 
 
 def _golden_sequence() -> LongHashMap:
-    m = LongHashMap("object")
+    m = LongHashMap(value="object")
     for k in range(-50, 150):
         m[k * 1_000_003] = k % 7 if k % 3 else ""
     for k in range(-50, 150, 4):

@@ -43,12 +43,10 @@ def test_parallel_build_gives_the_same_tree(key_kind, value, compression):
     keys, values = _batch(key_kind, 3000)
     trees = []
     for parallelism in (1, 2, 3):
-        tree = TreeMap(key_kind, value, node_size=8, compression=compression)
-        if key_kind == "int64":
-            tree.update((keys, values if value == "int64" else values.astype(object)),
-                        parallelism=parallelism)
-        else:
-            tree.update(zip(keys, values), parallelism=parallelism)
+        tree = TreeMap(key=key_kind, value=value, node_size=8, compression=compression)
+        if key_kind == "int64" and value == "object":
+            values = values.astype(object)
+        tree.put_many(keys, values, parallelism=parallelism)
         tree._check()
         trees.append(tree)
     assert _pages(trees[1]) == _pages(trees[0]) == _pages(trees[2])
@@ -63,11 +61,11 @@ def test_parallel_build_gives_the_same_tree(key_kind, value, compression):
        new=st.dictionaries(st.integers(-1000, 1000), st.integers(100, 199), min_size=1,
                            max_size=200))
 def test_merge_rebuild_in_workers_matches_sorteddict(old, new):
-    tree = TreeMap("int64", "int64", node_size=4)
+    tree = TreeMap(key="int64", value="int64", node_size=4)
     tree.update(old)
-    reference = TreeMap("int64", "int64", node_size=4)
+    reference = TreeMap(key="int64", value="int64", node_size=4)
     reference.update(old)
-    tree.update(new, parallelism=2)
+    tree.put_many(list(new), list(new.values()), parallelism=2)
     reference.update(new)
     tree._check()
     expected = SortedDict(old)
@@ -77,7 +75,7 @@ def test_merge_rebuild_in_workers_matches_sorteddict(old, new):
 
 
 def test_failure_in_a_worker_leaves_the_map_unchanged(monkeypatch):
-    tree = TreeMap("int64", "int64", node_size=4)
+    tree = TreeMap(key="int64", value="int64", node_size=4)
     tree.update({k: k for k in range(0, 100, 3)})
     before = _pages(tree)
     original = bulk.encode_leaf
@@ -89,7 +87,7 @@ def test_failure_in_a_worker_leaves_the_map_unchanged(monkeypatch):
 
     monkeypatch.setattr(bulk, "encode_leaf", encode_leaf)  # forked workers inherit it
     with pytest.raises(RuntimeError, match="key 1500 failed"):
-        tree.update((np.arange(3000), np.arange(3000)), parallelism=2)
+        tree.put_many(np.arange(3000), np.arange(3000), parallelism=2)
     tree._check()
     assert _pages(tree) == before
     assert dict(tree.items()) == {k: k for k in range(0, 100, 3)}
@@ -98,7 +96,7 @@ def test_failure_in_a_worker_leaves_the_map_unchanged(monkeypatch):
 @pytest.mark.parametrize("parallelism", [0, -1, 1.5, True])
 def test_parallelism_must_be_a_positive_int(parallelism):
     with pytest.raises(ValueError, match="parallelism must be an int >= 1"):
-        TreeMap().update({1: 2}, parallelism=parallelism)
+        TreeMap().put_many([1], [2], parallelism=parallelism)
 
 
 def test_encode_in_workers_keeps_order_and_raises_worker_errors():

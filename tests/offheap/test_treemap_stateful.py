@@ -96,7 +96,7 @@ def sorted_machine(trees: _FileDBTrees):
 
         @rule(keys=st.lists(KEYS, max_size=60), value=VALUES)
         def update_arrays(self, keys, value):
-            self.map.update((np.array(keys, dtype=np.int64), [value] * len(keys)))
+            self.map.put_many(np.array(keys, dtype=np.int64), [value] * len(keys))
             self.model.update((k, value) for k in keys)
 
         @rule(k=KEYS)
