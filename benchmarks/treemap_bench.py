@@ -284,7 +284,7 @@ def run_positions(n: int, n_probes: int, repeat: int) -> dict:
     for label, options in (("default cache", {}),
                            ("cache holds the tree", dict(cache_size=whole_tree_cache))):
         tree = TreeMap(**options)
-        tree.update((np.array(keys, np.int64), [""] * len(keys)))
+        tree.put_many(np.array(keys, np.int64), [""] * len(keys))
         calls = {"index": tree.index, "peekitem": tree.peekitem, "floor_key": tree.floor_key}
         row = {}
         for name, (_, args) in cases.items():

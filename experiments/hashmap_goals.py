@@ -58,10 +58,10 @@ def _make(core: str, value: str):
     from offheap.hashmap.longhashmap import ReferenceLongHashMap
 
     if core == "compiled":
-        if LongHashMap is ReferenceLongHashMap or not LongHashMap(value)._compiled_core:
+        if LongHashMap is ReferenceLongHashMap or not LongHashMap(value=value)._compiled_core:
             raise RuntimeError("the compiled core is not built: run pip install -e . first")
-        return LongHashMap(value)
-    return ReferenceLongHashMap(value)
+        return LongHashMap(value=value)
+    return ReferenceLongHashMap(value=value)
 
 
 def _timers(keys: list, misses: list, values: list) -> dict:
@@ -166,7 +166,7 @@ def bytes_per_entry(n: int) -> float:
     keys with ``""`` values, filled in batches as a bulk load does."""
     from offheap import LongHashMap
 
-    m = LongHashMap("object")
+    m = LongHashMap(value="object")
     stream = KeyStream("random", seed=7)
     batch = 1 << 20
     while len(m) < n:

@@ -28,7 +28,7 @@ def map_class(request):
 
 
 def filled(map_class, n: int = 1000, value: str = "object", **options):
-    m = map_class(value, **options)
+    m = map_class(value=value, **options)
     m.put_many(np.arange(n), [f"v{i}" for i in range(n)] if value == "object" else np.arange(n))
     return m
 
@@ -66,7 +66,7 @@ def test_a_table_reshaped_under_live_iterators(map_class, change):
     m = filled(map_class)
     if change == "widen":  # values of one byte: a slot of 2 bytes, until a long one comes
         m.close()
-        m = map_class("object")
+        m = map_class(value="object")
         m.put_many(np.arange(1000), [None] * 1000)
         assert m.stats().value_width_bytes == 2
     live = iterators(m)
@@ -158,7 +158,7 @@ def test_two_threads_on_one_map_never_crash(map_class):
     """Without a lock a map is not promised to be consistent under two writers, but no mix of
     operations may crash the interpreter or break the C API (SystemError); whatever state they
     leave is readable or raises an offheap error."""
-    m = map_class("object")
+    m = map_class(value="object")
     errors = []
 
     def hammer(seed: int) -> None:

@@ -117,7 +117,7 @@ def test_popitem_of_an_empty_map_is_a_key_error():
 
 def test_counts_exact_after_bulk_load_and_deletes():
     tree = TreeMap(node_size=4, cache_size=8)
-    tree.update((np.arange(0, 3000, 3, dtype=np.int64), ["x"] * 1000))
+    tree.put_many(np.arange(0, 3000, 3, dtype=np.int64), ["x"] * 1000)
     tree._check()
     assert tree.peekitem(500) == (1500, "x") and tree.index(2997) == 999
     tree.delete_range(300, 2400)
