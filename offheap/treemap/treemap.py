@@ -254,8 +254,9 @@ class TreeMap(StandaloneFileMap, SortedRangeAPI, DictAPI, MutableMapping):
             self._check_open()
             found = self._tree.get_sorted([admitted[i] for i in order], MISSING)
         values = [MISSING] * len(admitted)
+        fresh = admit.fresh if admit.copies_values else None
         for i, value in zip(order, found):
-            values[i] = value
+            values[i] = value if fresh is None or value is MISSING else fresh(value)
         return values_out(values, MISSING, default, self._tree.nodes.serializer.dtype)
 
     def _array_dtypes(self) -> tuple[np.dtype, np.dtype]:
@@ -398,7 +399,10 @@ class TreeMap(StandaloneFileMap, SortedRangeAPI, DictAPI, MutableMapping):
             self._check_open()
             admit = self._admit
             scan = self._tree.scan(admit.bound(lo), admit.bound(hi), inclusive, reverse)
-            return scan.first(self._tree.shape, with_value)
+            first = scan.first(self._tree.shape, with_value)
+        if with_value and first is not None:
+            return first[0], admit.fresh(first[1])
+        return first
 
     def _position(self, key, right: bool) -> int:
         """How many keys are below ``key`` (at or below it with ``right``)."""
@@ -411,7 +415,8 @@ class TreeMap(StandaloneFileMap, SortedRangeAPI, DictAPI, MutableMapping):
         outside the map."""
         with self._lock:
             self._check_open()
-            return self._tree.item_at(position_in(index, self._tree.n_entries))
+            key, value = self._tree.item_at(position_in(index, self._tree.n_entries))
+        return key, self._admit.fresh(value)
 
     def _chunks(self, lo, hi, inclusive, reverse: bool, with_values: bool) -> Iterator:
         """Yield ``(keys, values)`` list slices leaf by leaf over a range (``values`` None

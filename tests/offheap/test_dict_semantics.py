@@ -55,6 +55,9 @@ def test_no_read_hands_out_the_stored_object(make):
     reads = list(m.values()) + [v for _, v in m.items()] + [m.get(3), m[4], m.setdefault(5)]
     if hasattr(m, "get_many"):
         reads += m.get_many(range(40))
+    if hasattr(m, "peekitem"):  # the sorted and positional reads of a TreeMap
+        reads += [m.peekitem(6)[1], m.floor_item(7)[1], m.ceiling_item(8)[1], m.items()[9][1],
+                  m.values()[10]] + m.values()[11:14]
     for value in reads:
         value.append("changed")
     assert dict(m.items()) == {k: [k] for k in range(40)}

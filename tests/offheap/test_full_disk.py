@@ -24,7 +24,7 @@ from offheap.errors import CapacityError
 REPOSITORY = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 KINDS = {"TreeMap": "TreeMap(path=path, value='bytes', write_cache=False, durability=mode)",
-         "LongHashMap": "LongHashMap('bytes', path=path, durability=mode)"}
+         "LongHashMap": "LongHashMap(value='bytes', path=path, durability=mode)"}
 
 
 @pytest.fixture
