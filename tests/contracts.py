@@ -229,3 +229,21 @@ def oracle_machine(make, keys_strategy, values_strategy, reopen=None, ordered=Fa
             self.map.close()
 
     return MapVersusDict
+
+
+def run_racing_threads(target, seeds=(1, 2)) -> None:
+    """Run ``target(seed)`` in one thread per seed at once, with the interpreter switching
+    threads every microsecond, so that their operations interleave as finely as they can."""
+    import sys
+    import threading
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=target, args=(seed,)) for seed in seeds]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(interval)

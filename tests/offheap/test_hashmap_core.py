@@ -18,8 +18,6 @@ import importlib
 import mmap
 import os
 import struct
-import sys
-import threading
 import time
 import timeit
 
@@ -42,6 +40,7 @@ from offheap.hashmap.layout import (
 from offheap.hashmap.valueslots import ValueSlots
 from offheap.kernels import native
 from offheap.store.serializers import get_serializer
+from tests.contracts import run_racing_threads
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
@@ -574,16 +573,7 @@ def test_two_threads_hammering_one_core_never_crash():
             except Exception as exc:
                 outcomes.append(exc)
 
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)
-    try:
-        threads = [threading.Thread(target=hammer, args=(seed,)) for seed in (1, 2)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-    finally:
-        sys.setswitchinterval(interval)
+    run_racing_threads(hammer)
     assert not [exc for exc in outcomes if isinstance(exc, SystemError)]
     try:
         list(t._iter_items())

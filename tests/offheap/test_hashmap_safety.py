@@ -6,8 +6,6 @@ never a crash (a crash fails the whole run, so these tests also run in CI on the
 from __future__ import annotations
 
 import os
-import sys
-import threading
 
 import numpy as np
 import pytest
@@ -16,6 +14,7 @@ from offheap import LongHashMap
 from offheap.errors import ClosedError
 from offheap.hashmap.core import MapCore as ReferenceCore
 from offheap.hashmap.longhashmap import ReferenceLongHashMap
+from tests.contracts import run_racing_threads
 
 CORES = [pytest.param(ReferenceLongHashMap, id="pure")]
 if not issubclass(LongHashMap, ReferenceCore):  # the compiled core was built and selected
@@ -179,16 +178,7 @@ def test_two_threads_on_one_map_never_crash(map_class):
             except Exception as exc:  # consistency is not promised here, only no crash
                 errors.append(exc)
 
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)
-    try:
-        threads = [threading.Thread(target=hammer, args=(seed,)) for seed in (1, 2)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-    finally:
-        sys.setswitchinterval(interval)
+    run_racing_threads(hammer)
     assert not [exc for exc in errors if isinstance(exc, SystemError)]
     try:
         sum(1 for _ in m.items())
