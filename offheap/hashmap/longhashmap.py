@@ -108,23 +108,24 @@ class HashMapFacade(BulkOperations, TableGrowth, StandaloneFileMap, DictAPI, Mut
 
     _lock = nullcontext()  # not thread-safe: commit and rollback take no lock
 
-    def __init__(self, data=(), /, *, value="object", limit: ByteLimit = None, path=None,
+    def __init__(self, data=(), /, *, value=None, limit: ByteLimit = None, path=None,
                  durability: str = "commit", readonly: bool = False, verify: bool = True,
                  recover: bool = False) -> None:
         self._refuse_readonly(readonly)
-        serializer = get_serializer(value)
         if path is None:
             store = RecordStore(Arena.anonymous(limit_bytes=limit))
-            self._setup(store, serializer, meta_recid=None, owns_store=True)
+            self._setup(store, get_serializer(value or "object"), meta_recid=None, owns_store=True)
         else:
             self._open_file(RecordStore.file(path, limit_bytes=limit, durability=durability,
-                                             verify=verify, recover=recover), serializer)
+                                             verify=verify, recover=recover), value)
         self.update(data)
 
-    def _open_file(self, store: RecordStore, serializer) -> None:
-        """Set up on the store of a map's own file: the map it holds, or a new empty one."""
+    def _open_file(self, store: RecordStore, value) -> None:
+        """Set up on the store of a map's own file: the map it holds (``value`` None: of the
+        value type the file names), or a new empty one."""
         try:
             meta_recid = standalone_meta_recid(store.root) if store.root else None
+            serializer = get_serializer(value or stored_value_type(store, meta_recid))
             self._setup(store, serializer, meta_recid=meta_recid, owns_store=True)
             if meta_recid is None:
                 store.root = struct.pack("<Q", self._meta_recid)
@@ -135,17 +136,18 @@ class HashMapFacade(BulkOperations, TableGrowth, StandaloneFileMap, DictAPI, Mut
         self._track_file()
 
     @classmethod
-    def reader(cls, path: str | os.PathLike[str], value="object", *, limit: ByteLimit = None,
+    def reader(cls, path: str | os.PathLike[str], value=None, *, limit: ByteLimit = None,
                verify: bool = True, recover: bool = False) -> HashReader:
         """A read-only :class:`~offheap.hashmap.reader.HashReader` of the LongHashMap file at
         ``path``, beside the one writer process (:mod:`offheap.collection.readers`). ``value``
-        is the constructor's; ``limit``, ``verify`` and ``recover`` apply to this open."""
-        serializer = get_serializer(value)
+        is the constructor's (None: the file's); ``limit``, ``verify`` and ``recover`` apply to
+        this open."""
 
         def build(store: RecordStore) -> HashMapFacade:
             hashmap = cls.__new__(cls)
-            hashmap._setup(store, serializer, meta_recid=standalone_meta_recid(store.root),
-                           owns_store=True)
+            meta_recid = standalone_meta_recid(store.root)
+            serializer = get_serializer(value or stored_value_type(store, meta_recid))
+            hashmap._setup(store, serializer, meta_recid=meta_recid, owns_store=True)
             return hashmap
 
         return open_file_reader(path, build, HashReader, limit_bytes=limit, verify=verify,
@@ -557,7 +559,8 @@ class LongHashMap(MapCore, HashMapFacade):
     ``"int64"``, ``"float64"``, ``"str"`` or ``"bytes"``. ``limit`` caps the memory in bytes
     (:class:`CapacityError` beyond it).
 
-    With ``path`` the map lives in that file and ``LongHashMap(path=...)`` opens it again. With
+    With ``path`` the map lives in that file and ``LongHashMap(path=...)`` alone opens it again:
+    the file remembers ``value`` (another one is a ValueError). With
     ``durability="commit"`` (the default) :meth:`commit` makes every change durable at once,
     :meth:`rollback` drops the changes since, and :meth:`close` commits; ``durability="none"``
     writes through to the file, like MapDB without transactions (see ``docs/durability.md``).
@@ -607,3 +610,16 @@ def standalone_meta_recid(root: bytes) -> int:
         raise CorruptionError(f"the file holds no LongHashMap (store root of {len(root)} bytes)")
     return struct.unpack("<Q", root)[0]
 
+
+def stored_value_type(store: RecordStore, meta_recid: int | None) -> str:
+    """The value serializer's name that the map whose metadata is record ``meta_recid`` was
+    made with (``"object"`` for a new map, ``meta_recid`` None): what ``LongHashMap(path=...)``
+    without ``value=`` opens it with. A missing or damaged record is reported by the load."""
+    if meta_recid is None:
+        return "object"
+    try:
+        record = store.get(meta_recid)
+        meta = parse_meta_v1(record) if meta_version(record) == 1 else parse_meta(record)
+    except (KeyError, ValueError, struct.error):
+        return "object"  # the metadata load that follows raises with the file's story
+    return meta.value

@@ -48,6 +48,7 @@ from offheap.store.serializers import get_serializer
 from offheap.treemap.admission import SCALAR_TYPES, Admission
 from offheap.treemap.arrays import values_out
 from offheap.treemap.meta import (
+    FIXED_OPTIONS,
     FORMAT_VERSION,
     check_fixed_options,
     parse_meta,
@@ -80,7 +81,8 @@ class TreeMap(StandaloneFileMap, SortedRangeAPI, DictAPI, MutableMapping):
     the write cache, changes not yet written into the store may hold an eighth of it more (at
     least 1 MiB) before they are written (:func:`~offheap.treemap.nodecache.unwritten_budget`).
 
-    With ``path`` the map lives in that file and ``TreeMap(path=...)`` opens it again. With
+    With ``path`` the map lives in that file and ``TreeMap(path=...)`` alone opens it again: the
+    file remembers ``key``, ``value`` and ``node_size`` (one given otherwise is a ValueError). With
     ``durability="commit"`` (the default) :meth:`commit` makes every change durable at once,
     :meth:`rollback` drops the changes since, and :meth:`close` commits; ``durability="none"``
     writes through to the file, like MapDB without transactions (see ``docs/durability.md``).
@@ -94,7 +96,7 @@ class TreeMap(StandaloneFileMap, SortedRangeAPI, DictAPI, MutableMapping):
     # (measurably cheaper than one).
     _lock: threading.RLock
 
-    def __init__(self, data=(), /, *, key="int64", value="object", node_size: int = 32,
+    def __init__(self, data=(), /, *, key=None, value=None, node_size: int | None = None,
                  compression=None, write_cache: bool = True, flush_delay: float | None = None,
                  cache_size: int = 2048, limit: ByteLimit = None, path=None,
                  durability: str = "commit", readonly: bool = False, verify: bool = True,
@@ -104,7 +106,7 @@ class TreeMap(StandaloneFileMap, SortedRangeAPI, DictAPI, MutableMapping):
                        write_cache=write_cache, flush_delay=flush_delay, cache_size=cache_size)
         if path is None:
             store = RecordStore(Arena.anonymous(limit_bytes=limit))
-            self._setup(store, owns_store=True, meta_recid=None, **options)
+            self._setup(store, owns_store=True, meta_recid=None, **with_stored_options(options))
         else:
             self._open_file(RecordStore.file(path, limit_bytes=limit, durability=durability,
                                              verify=verify, recover=recover), options)
@@ -114,7 +116,8 @@ class TreeMap(StandaloneFileMap, SortedRangeAPI, DictAPI, MutableMapping):
         """Set up on the store of a map's own file: the map it holds, or a new empty one."""
         try:
             meta_recid = standalone_meta_recid(store.root) if store.root else None
-            self._setup(store, owns_store=True, meta_recid=meta_recid, **options)
+            self._setup(store, owns_store=True, meta_recid=meta_recid,
+                        **with_stored_options(options, store, meta_recid))
             if meta_recid is None:
                 store.root = standalone_root(self._meta_recid)
                 self.commit()  # a new file holds an empty TreeMap from its first moment on disk
@@ -124,7 +127,7 @@ class TreeMap(StandaloneFileMap, SortedRangeAPI, DictAPI, MutableMapping):
         self._track_file()
 
     @classmethod
-    def reader(cls, path: str | os.PathLike[str], key="int64", value="object", *,
+    def reader(cls, path: str | os.PathLike[str], key=None, value=None, *,
                limit: ByteLimit = None, verify: bool = True, recover: bool = False,
                **options) -> TreeReader:
         """A read-only :class:`~offheap.treemap.reader.TreeReader` of the TreeMap file at
@@ -135,8 +138,10 @@ class TreeMap(StandaloneFileMap, SortedRangeAPI, DictAPI, MutableMapping):
 
         def build(store: RecordStore) -> TreeMap:
             tree = cls.__new__(cls)
-            tree._setup(store, owns_store=True, meta_recid=standalone_meta_recid(store.root),
-                        key=key, value=value, lock=lock, **options)
+            meta_recid = standalone_meta_recid(store.root)
+            given = dict(key=key, value=value, node_size=options.pop("node_size", None))
+            tree._setup(store, owns_store=True, meta_recid=meta_recid, lock=lock,
+                        **with_stored_options(given, store, meta_recid), **options)
             return tree
 
         reader = open_file_reader(path, build, TreeReader, limit_bytes=limit, verify=verify,
@@ -620,3 +625,25 @@ class TreeMap(StandaloneFileMap, SortedRangeAPI, DictAPI, MutableMapping):
             self._write_meta()
             return
         self._tree.install(meta)
+
+
+_FIXED_DEFAULTS = dict(key="int64", value="object", node_size=32)
+
+
+def with_stored_options(options: dict, store: RecordStore | None = None,
+                        meta_recid: int | None = None) -> dict:
+    """``options`` with each fixed option given as None (``key``, ``value``, ``node_size``)
+    filled in: from the tree whose metadata is record ``meta_recid`` of ``store`` (a file's, so
+    that ``TreeMap(path=...)`` alone reopens it), else the default of a new map. A fixed option
+    given explicitly is kept; ``_load_meta`` then checks it against the file's."""
+    missing = [name for name in FIXED_OPTIONS if options.get(name) is None]
+    stored: dict = {}
+    if missing and store is not None and meta_recid is not None:
+        try:
+            meta = parse_meta(store.get(meta_recid))
+        except KeyError:
+            meta = None  # _load_meta reports the missing record
+        if meta is not None:
+            meta.check_fixed()
+            stored = meta.fixed_options
+    return {**options, **{name: stored.get(name, _FIXED_DEFAULTS[name]) for name in missing}}
