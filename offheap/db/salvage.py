@@ -53,6 +53,7 @@ from offheap.hashmap import salvage as hash_salvage
 from offheap.hashmap.layout import meta_version, parse_meta as parse_table_meta, parse_meta_v1
 from offheap.arena.damage import FileDamage
 from offheap.arena.arena import Arena
+from offheap.arena.recovery import log_path
 from offheap.store.serializers import get_serializer
 from offheap.store.records import RecordStore, Span
 from offheap.treemap.salvage import RecordReading, copy_tree, tree_meta
@@ -131,10 +132,28 @@ def salvage(src, dst) -> SalvageReport:
     ``dst`` must not exist (FileExistsError). Raises :class:`CorruptionError` only when ``src``
     cannot be read as an arena at all (bad magic, unreadable header, checksum extent or root
     extent gone); any damage beyond that is reported, not raised.
+
+    The copy is written under ``dst + PARTIAL_SUFFIX`` and gets its name ``dst`` only once it is
+    complete and closed (a hard link, which never replaces a file that appeared meanwhile), so a
+    salvage killed half-way leaves no complete-looking ``dst``; a rerun removes the partial
+    copy a killed run left and starts again.
     """
     src, dst = os.fspath(src), os.fspath(dst)
     if os.path.exists(dst):
         raise FileExistsError(f"salvage writes a new file; {dst!r} already exists")
+    partial = dst + PARTIAL_SUFFIX
+    _remove_file_and_log(partial)  # what a killed salvage left
+    try:
+        report = _salvage_into(src, partial)
+        report.destination = dst
+        _publish(partial, dst)
+    finally:
+        _remove_file_and_log(partial)
+    return report
+
+
+def _salvage_into(src: str, dst: str) -> SalvageReport:
+    """The work of :func:`salvage`, writing the copy at ``dst``."""
     arena = Arena.file(src, readonly=True, recover=True)
     try:
         with arena.read_section():
@@ -155,6 +174,29 @@ def salvage(src, dst) -> SalvageReport:
             return report
     finally:
         arena.close()
+
+
+PARTIAL_SUFFIX = ".salvage-partial"
+"""Where :func:`salvage` writes its copy until the copy is complete."""
+
+
+def _remove_file_and_log(path: str) -> None:
+    for name in (path, log_path(path)):
+        try:
+            os.unlink(name)
+        except FileNotFoundError:
+            pass
+
+
+def _publish(partial: str, dst: str) -> None:
+    """Give the complete copy at ``partial`` the name ``dst``, durably; FileExistsError if a
+    file took that name meanwhile (it is never replaced)."""
+    os.link(partial, dst)
+    directory = os.open(os.path.dirname(os.path.abspath(dst)), os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
 
 
 def _describe_checksums(path: str, damage: FileDamage) -> str:
