@@ -177,10 +177,20 @@ def bytes_per_entry(n: int) -> float:
     return figure
 
 
-def run_goals(small: int, large: int, value: str, *, repeat: int, cores: tuple[str, ...] = CORES,
-              bytes_n: int | None = None, progress=print) -> dict:
+def available_cores() -> tuple[str, ...]:
+    """Both cores, or only the pure one when the compiled core is not built or not selected."""
+    from offheap import compiled
+
+    return CORES if compiled else ("pure",)
+
+
+def run_goals(small: int, large: int, value: str, *, repeat: int,
+              cores: tuple[str, ...] | None = None, bytes_n: int | None = None,
+              progress=print) -> dict:
     """The rows of :data:`GOALS` (seconds per operation, fastest of ``repeat`` rounds) for dict
-    and each core; ``bytes_n`` entries for the bytes/entry row (None skips it)."""
+    and each core (default: :func:`available_cores`); ``bytes_n`` entries for the bytes/entry
+    row (None skips it)."""
+    cores = available_cores() if cores is None else cores
     best: dict[str, dict[str, float]] = {}
     for round_ in range(repeat):
         for size, n in (("small", small), ("large", large)):
