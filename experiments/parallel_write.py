@@ -134,7 +134,7 @@ def write_log(quotes: np.ndarray, path: Path, codec: str, variant: str,
                 put(key, value)
         else:
             options = {} if threshold is None else {"threshold": threshold}
-            log.put_many((QuoteKeys(quotes), QuoteValues(quotes)),
+            log.put_many(QuoteKeys(quotes), QuoteValues(quotes),
                          parallelism=int(variant.removeprefix("p=")), **options)
         log.flush()
     return timed

@@ -4,17 +4,17 @@
  * fallback, answering and failing as it does:
  *
  *   hash_key, hash_keys, hash_buffer   sparkey.murmur
- *   get, get_many                      HashIndex.get / get_many over an uncompressed log
- *   find_block, value_in_block         the same lookup over a block-compressed log, split
- *                                      where the caller decompresses the block with its codec
+ *   Lookup                             HashIndex.get / get_many over one open store, its
+ *                                      files exported for its life (csrc/lookups.c)
  *   walk_block, decode_headers         BlockCursor.walk_block and entries.decode_headers,
  *                                      the per-entry steps of LogReader.scan (csrc/scans.c)
  *   frame_puts, frame_packed           the PUT entries LogWriter.put appends
  *   cut_blocks                         BlockCutter.cut (csrc/cutting.c)
  *   fill_slots                         sparkey.robinhood.replay, into a packed slot table
  *
- * Ownership: buffers (bytes, bytearray, mmap, numpy arrays) are exported for the duration of a
- * call and released on every path; nothing is kept between calls. Thread safety: no shared
+ * Ownership: the functions export buffers (bytes, bytearray, mmap, numpy arrays) for the duration
+ * of a call and release them on every path; only a Lookup keeps exports, until its release().
+ * Thread safety: no shared
  * state; hash_keys, hash_buffer, frame_puts and fill_slots release the GIL for their loops,
  * after pinning their inputs (a private list of the items, buffer exports). This file holds
  * the module with the hashing, framing and index-build functions; the lookups, the argument
@@ -435,8 +435,7 @@ static PyMethodDef native_methods[] = {
 
 static int native_exec(PyObject *module)
 {
-    if (PyModule_AddFunctions(module, sparkey_lookup_methods) < 0
-            || PyModule_AddFunctions(module, sparkey_scan_methods) < 0
+    if (PyModule_AddFunctions(module, sparkey_scan_methods) < 0
             || PyModule_AddFunctions(module, sparkey_cutting_methods) < 0)
         return -1;
     sparkey_errors *errors = sparkey_errors_of(module);
@@ -447,16 +446,17 @@ static int native_exec(PyObject *module)
     errors->index_format_error = PyObject_GetAttrString(classes, "IndexFormatError");
     errors->entry_type_error = PyObject_GetAttrString(classes, "EntryTypeError");
     errors->entry_size_error = PyObject_GetAttrString(classes, "EntrySizeError");
+    errors->closed_error = PyObject_GetAttrString(classes, "ClosedError");
     Py_DECREF(classes);
     if (!errors->log_format_error || !errors->index_format_error
-            || !errors->entry_type_error || !errors->entry_size_error)
+            || !errors->entry_type_error || !errors->entry_size_error || !errors->closed_error)
         return -1;
     errors->spans_blocks = PyErr_NewExceptionWithDoc(
         "sparkey._native.SpansBlocks",
-        "The entry value_in_block was asked for continues past its block.", NULL, NULL);
+        "An entry continues past the block it was looked for in.", NULL, NULL);
     if (!errors->spans_blocks)
         return -1;
-    return PyModule_AddObjectRef(module, "SpansBlocks", errors->spans_blocks);
+    return sparkey_add_lookup_type(module);
 }
 
 static int native_traverse(PyObject *module, visitproc visit, void *arg)
@@ -466,6 +466,7 @@ static int native_traverse(PyObject *module, visitproc visit, void *arg)
     Py_VISIT(errors->index_format_error);
     Py_VISIT(errors->entry_type_error);
     Py_VISIT(errors->entry_size_error);
+    Py_VISIT(errors->closed_error);
     Py_VISIT(errors->spans_blocks);
     return 0;
 }
@@ -477,6 +478,7 @@ static int native_clear(PyObject *module)
     Py_CLEAR(errors->index_format_error);
     Py_CLEAR(errors->entry_type_error);
     Py_CLEAR(errors->entry_size_error);
+    Py_CLEAR(errors->closed_error);
     Py_CLEAR(errors->spans_blocks);
     return 0;
 }

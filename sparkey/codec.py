@@ -71,10 +71,14 @@ class SnappyCodec:
         if declared > max_size or declared > SNAPPY_MAX_RATIO * len(payload):
             raise _corrupt("snappy", max_size, f"declares {declared} bytes")
         try:
-            block = snappy.uncompress(payload)
+            block = SnappyCodec.raw_decompress(payload)
         except Exception as exc:  # cramjam raises its own DecompressionError family
             raise _corrupt("snappy", max_size, f"{type(exc).__name__}: {exc}") from exc
         return block
+
+    raw_decompress = staticmethod(snappy.uncompress)
+    """The raw decoder behind ``decompress``, unchecked: ``sparkey._native.Lookup`` checks the
+    preamble itself and calls it once per block."""
 
 
 class ZstdCodec:

@@ -44,6 +44,8 @@ class Reader(LookupMapping):
             raise
         self.path = index_path
         self._lookup = self._index.get
+        if self._index.native is not None:  # one C call, which raises ClosedError once closed
+            self.get = self._index.native.get  # type: ignore[method-assign]
 
     # -- lookups
 

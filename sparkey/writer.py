@@ -75,16 +75,17 @@ class Writer:
         """Store ``key`` -> ``value`` (bytes-like or str)."""
         self._log.put(key, value)
 
-    def put_many(self, items: EntryItems, *, parallelism: int = 1,
+    def put_many(self, items: EntryItems, values: Any = None, *, parallelism: int = 1,
                  threshold: int = PARALLEL_THRESHOLD) -> None:
-        """Store every ``(key, value)`` of ``items`` in order, as ``put`` would one by one.
+        """Store every entry in order, as ``put`` would one by one.
 
-        ``items`` is a tuple ``(keys, values)`` of two columns, a mapping or an iterable of
-        pairs; ``parallelism`` threads frame and compress batches of at least ``threshold``
+        ``put_many(keys, values)`` takes two columns; ``put_many(items)`` a mapping or an
+        iterable of ``(key, value)`` pairs (not a tuple of two columns, which reads as two
+        pairs: TypeError). ``parallelism`` threads frame and compress batches of at least ``threshold``
         entries. Error handling and the column types: ``LogWriter.put_many``; mechanism and
         figures: docs/parallel-writes.md.
         """
-        self._log.put_many(items, parallelism=parallelism, threshold=threshold)
+        self._log.put_many(items, values, parallelism=parallelism, threshold=threshold)
 
     def delete(self, key: BytesOrStr) -> None:
         """Remove ``key`` (a no-op for keys never stored)."""

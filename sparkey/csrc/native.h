@@ -4,7 +4,7 @@
  * entries.c    VLQs, PUT framing, and entry reads from an uncompressed log or a decompressed block
  * table.c      slot probing of a lookup and the sequential Robin Hood build
  * arguments.c  argument handling shared by the functions Python calls
- * lookups.c    the lookup functions (get, get_many, find_block, value_in_block)
+ * lookups.c    the Lookup type: get, get_many over one open store, any compression
  * scans.c      the per-entry steps of a log scan (walk_block, decode_headers)
  * cutting.c    the block cutting of bulk writes (cut_blocks)
  * _native.c    the module, with the hashing, framing and index-build functions
@@ -30,12 +30,14 @@
 #define SPARKEY_MAX_ENTRY_PART_LEN 2147483647u  /* longest key or value sparkey-java reads */
 #define SPARKEY_KIND_PUT 0                      /* EntryKind.PUT; every other code is a DELETE */
 
-/* The exception classes the module raises, from sparkey.errors plus its own SpansBlocks. */
+/* The exception classes the module raises: from sparkey.errors, and spans_blocks, private to
+ * the module, which sparkey_block_value raises for an entry that continues past its block. */
 typedef struct {
     PyObject *log_format_error;
     PyObject *index_format_error;
     PyObject *entry_type_error;
     PyObject *entry_size_error;
+    PyObject *closed_error;
     PyObject *spans_blocks;
 } sparkey_errors;
 
@@ -240,7 +242,8 @@ static inline void sparkey_row(const sparkey_column *column, Py_ssize_t i,
 
 /* ---- lookups.c, scans.c, cutting.c */
 
-extern PyMethodDef sparkey_lookup_methods[];
+/* Add the Lookup type to the module (its state must hold the errors already). */
+int sparkey_add_lookup_type(PyObject *module);
 extern PyMethodDef sparkey_scan_methods[];
 extern PyMethodDef sparkey_cutting_methods[];
 

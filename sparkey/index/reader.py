@@ -20,7 +20,7 @@ from sparkey.format import (
     INDEX_HEADER_SIZE, REBUILD_INDEX_HINT, BytesOrStr, Compression, EntryKind, IndexHeader,
     decode_address, entry_bytes, key_list)
 from sparkey import native
-from sparkey.index.compiled import ManyLookup, compiled_get, compiled_get_many, probe_limit
+from sparkey.index.compiled import native_lookup, probe_limit
 from sparkey.log import LogReader
 from sparkey.murmur import hash_key_array, hash_keys, scalar_hasher
 from sparkey.table import TableStatistics, slot_dtype
@@ -88,15 +88,20 @@ class HashIndex:
                               offset=INDEX_HEADER_SIZE, count=header.hash_capacity)
         self._slot_hashes: np.ndarray | None = slots["hash"]
         self._slot_addresses: np.ndarray | None = slots["address"]
-        self._compiled_get_many: ManyLookup | None = None
-        self.compiled = native.module is not None
-        """Whether lookups run through ``sparkey._native`` (chosen at opening)."""
+        self.native: Any = None
+        """The ``sparkey._native.Lookup`` answering ``get`` and ``get_many`` when compiled, else
+        None (chosen at opening); released by ``close()``."""
         if native.module is None:
             self.get = self._lookup_function(mm)
         else:
-            self.get = compiled_get(native.module, mm, log, header, self._closed_under_call)
-            self._compiled_get_many = compiled_get_many(native.module, mm, log, header,
-                                                        self._closed_under_call)
+            self.native = native_lookup(native.module, mm, log, header,
+                                        str(self._closed_error()))
+            self.get = self.native.get
+
+    @property
+    def compiled(self) -> bool:
+        """Whether lookups run through ``sparkey._native``."""
+        return self.native is not None
 
     def close(self) -> None:
         """Unmap the index (the log is closed by its owner). Idempotent."""
@@ -106,6 +111,8 @@ class HashIndex:
         self._mm = None
         self.get = self._raise_closed
         self._slot_hashes = self._slot_addresses = None
+        if self.native is not None:
+            self.native.release()  # its exports would keep the mapping from closing
         try:
             mm.close()
         except BufferError:
@@ -120,10 +127,6 @@ class HashIndex:
 
     def _raise_closed(self, *args: object) -> None:
         raise self._closed_error()
-
-    def _closed_under_call(self) -> ClosedError | None:
-        """The ClosedError for a lookup that failed because the index or its log was closed."""
-        return self._closed_error() if self._mm is None or self._log.closed else None
 
     def _slots(self) -> tuple[np.ndarray, np.ndarray]:
         """The numpy views of the slot hashes and addresses; ClosedError once closed."""
@@ -182,13 +185,10 @@ class HashIndex:
 
         ``keys`` is a sequence of bytes/str, or a numpy ``S`` array (whose elements, as numpy
         defines them, carry no trailing NUL bytes). Hash-equal slots whose key differs (rare)
-        fall back to the scalar probe. When compiled, an uncompressed store is probed by one C
-        call that overlaps the cache misses of neighbouring keys.
+        fall back to the scalar probe. When compiled, the batch is one C call (``native``).
         """
-        if self._compiled_get_many is not None:
-            if self._mm is None:
-                raise self._closed_error()
-            return self._compiled_get_many(keys.tolist() if isinstance(keys, np.ndarray) else keys)
+        if self.native is not None:
+            return self.native.get_many(keys.tolist() if isinstance(keys, np.ndarray) else keys)
         hashes, keys = self._hash_many(keys)
         chunk = max(len(keys), 1)
         if self._log.header.compression_type == Compression.NONE:

@@ -123,20 +123,26 @@ class _ChunkSource(Protocol):
         """The job framing the next ``rows`` entries (fewer at the end); None when done."""
 
 
-def entry_chunks(items: EntryItems, threshold: int) -> tuple[_ChunkSource, bool]:
-    """``(source, large)``: a chunk source for ``items`` and whether it has ``threshold`` entries.
+def entry_chunks(items: EntryItems, values: Any, threshold: int) -> tuple[_ChunkSource, bool]:
+    """``(source, large)``: a chunk source for ``put_many``'s arguments and whether they hold
+    ``threshold`` entries.
 
-    ``items`` is a tuple ``(keys, values)`` of two columns (lists or other non-tuple sequences
-    of byte strings, numpy arrays of bytes, PackedBytes or lazy columns, see ``sparkey.packed``),
-    a mapping, or an iterable of ``(key, value)`` pairs (read ``threshold`` pairs ahead to
-    decide). A tuple of two tuples is pairs, so ``((k1, v1), (k2, v2))`` means two entries.
+    With ``values`` (not None), ``items`` and ``values`` are two columns (lists or other
+    sequences of byte strings, numpy arrays of bytes, PackedBytes or lazy columns, see
+    ``sparkey.packed``). Alone, ``items`` is a mapping or an iterable of ``(key, value)`` pairs
+    (read ``threshold`` pairs ahead to decide): a tuple holding pairs, such as
+    ``((k1, v1), (k2, v2))``, means two entries, as it does for ``dict.update``. A lone 2-tuple
+    of two columns is refused with TypeError, which says to pass them as two arguments.
     """
+    if values is not None:
+        keys, value_column = as_column(items, "key"), as_column(values, "value")
+        if len(keys) != len(value_column):
+            raise ValueError(f"put_many got {len(keys)} keys but {len(value_column)} values")
+        return _ColumnChunks(keys, value_column), len(keys) >= threshold
     if isinstance(items, tuple) and len(items) == 2 and not any(
             isinstance(column, (tuple, bytes, bytearray, memoryview, str)) for column in items):
-        keys, values = as_column(items[0], "key"), as_column(items[1], "value")
-        if len(keys) != len(values):
-            raise ValueError(f"put_many got {len(keys)} keys but {len(values)} values")
-        return _ColumnChunks(keys, values), len(keys) >= threshold
+        raise TypeError("put_many((keys, values)) is ambiguous with a tuple of two pairs: pass "
+                        "the two columns as two arguments, put_many(keys, values)")
     if isinstance(items, Mapping):
         items = items.items()
     if isinstance(items, Sized):

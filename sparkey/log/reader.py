@@ -74,6 +74,7 @@ class LogReader:
             self._body = BlockBody(mm, self.data_end, codec_for(header.compression_type),
                                    header.compression_block_size)
         self.value_for = _value_reader(self._body, self.data_end, self.value_across_blocks)
+        self._releases: list[Callable[[], None]] = []
 
     # -- lifecycle
 
@@ -84,6 +85,9 @@ class LogReader:
             return
         self._mm = None
         self.value_for = self._closed
+        for release in self._releases:
+            release()
+        self._releases.clear()
         try:
             mm.close()
         except BufferError:
@@ -92,6 +96,12 @@ class LogReader:
     @property
     def closed(self) -> bool:
         return self._mm is None
+
+    def hold_exports(self, release: Callable[[], None]) -> None:
+        """Have ``close()`` call ``release`` before it unmaps the file: the release of an object
+        that keeps buffer exports of ``mapping`` for its life (a ``_native.Lookup``)."""
+        self._check_open()
+        self._releases.append(release)
 
     def _closed(self, *args: object) -> NoReturn:
         raise ClosedError("the log reader is closed; open the file again")

@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+from typing import Any
 
 from sparkey.codec import Codec, codec_for
 from sparkey.errors import ClosedError, LogFormatError
@@ -175,14 +176,15 @@ class LogWriter:
         if value_len > self._max_value_len:
             self._max_value_len = value_len
 
-    def put_many(self, items: EntryItems, *, parallelism: int = 1,
+    def put_many(self, items: EntryItems, values: Any = None, *, parallelism: int = 1,
                  threshold: int = PARALLEL_THRESHOLD) -> None:
         """Append a PUT for each entry of ``items``, in order; the log is byte for byte the one
         ``put`` would write entry by entry (compressed: the same blocks, headers and bytes).
 
-        ``items``: a tuple ``(keys, values)`` of two columns (sequences of bytes-likes or str,
-        numpy arrays of bytes, ``sparkey.packed.PackedBytes``, or lazy columns with
-        ``pack(start, stop)``), a mapping, or an iterable of ``(key, value)`` pairs. With
+        ``put_many(keys, values)``: two columns (sequences of bytes-likes or str, numpy arrays
+        of bytes, ``sparkey.packed.PackedBytes``, or lazy columns with ``pack(start, stop)``);
+        ``put_many(items)``: a mapping or an iterable of ``(key, value)`` pairs (a lone tuple
+        of two columns raises TypeError: it reads as two pairs, so pass two arguments). With
         ``parallelism`` > 1 and at least ``threshold`` entries, that many threads frame and
         compress chunks of the batch while the caller appends the results in order
         (``sparkey.log.bulk``); otherwise the same steps run in the calling thread. Unlike
@@ -195,7 +197,7 @@ class LogWriter:
             raise ClosedError("put_many() on a closed LogWriter; open it again with "
                               "LogWriter.append")
         check_parallelism(parallelism, threshold)
-        source, above_threshold = entry_chunks(items, threshold)
+        source, above_threshold = entry_chunks(items, values, threshold)
         bulk = BulkAppend(self._codec, self._block_size, self._block, self._block_entries)
         commits = bulk.commits(source, parallelism if above_threshold else 1)
         taken = False

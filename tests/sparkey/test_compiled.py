@@ -5,6 +5,8 @@ Each store is opened twice in one process, once on ``sparkey._native`` and once 
 ``OFFHEAP_PURE_PYTHON=1`` selects), and both readers must give the same answers and errors.
 """
 
+import threading
+
 import numpy as np
 import pytest
 
@@ -72,3 +74,44 @@ def test_closed_log_under_an_open_index_raises_closed_error(base):
             reader._index.get(b"key_1")
         with pytest.raises(ClosedError):
             reader._index.get_many([b"key_1"])
+
+
+@pytest.mark.parametrize("closing", ["reader", "log"])
+def test_closing_under_racing_lookups_raises_closed_error(base, closing):
+    """Threads in get_many, get, [] and ``in`` while another closes the reader (or its log
+    alone): each call answers as before or raises ClosedError, never anything else or a crash."""
+    keys = [b"key_%d" % i for i in range(0, 2000, 7)] + [b"big"]
+    with sparkey.open(base) as reader:
+        expected = reader.get_many(keys)
+    for _ in range(5):
+        reader = sparkey.open(base)
+        started, outcomes = threading.Barrier(4), []
+
+        def work(call):
+            started.wait()
+            try:
+                for _ in range(200):
+                    call()
+            except ClosedError:
+                outcomes.append("closed")
+            except BaseException as exc:  # reported below, in the main thread
+                outcomes.append(exc)
+
+        def many():
+            assert reader.get_many(keys) == expected
+
+        def single():
+            assert [reader.get(key) for key in keys] == expected
+            assert reader[b"big"] == expected[-1] and b"big" in reader
+
+        threads = [threading.Thread(target=work, args=(call,)) for call in (many, many, single)]
+        for thread in threads:
+            thread.start()
+        started.wait()
+        (reader.close if closing == "reader" else reader._log.close)()
+        for thread in threads:
+            thread.join()
+        assert outcomes == ["closed"] * 3
+        reader.close()
+        with pytest.raises(ClosedError):
+            reader.get(b"key_1")

@@ -67,16 +67,17 @@ def _operations(seed, count=100):
 
 
 def _items(kind, batch):
+    """The arguments of put_many for ``batch`` in the form ``kind``: two columns or one."""
     keys, values = [key for key, _ in batch], [value for _, value in batch]
     if kind == "lists":
         return keys, values
     if kind == "packed":
         return PackedBytes.from_sequence(keys), PackedBytes.from_sequence(values)
     if kind == "tuples":
-        return iter([(bytearray(key), memoryview(value)) for key, value in batch])
+        return (iter([(bytearray(key), memoryview(value)) for key, value in batch]),)
     if kind == "str":
         return [key.decode("latin-1") for key in keys], values
-    return batch
+    return (batch,)
 
 
 def _write(path, operations, compression, block_size):
@@ -90,7 +91,7 @@ def _write(path, operations, compression, block_size):
                 writer.flush()
             else:
                 kind, batch, parallelism = argument
-                writer.put_many(_items(kind, batch), parallelism=parallelism, threshold=10)
+                writer.put_many(*_items(kind, batch), parallelism=parallelism, threshold=10)
 
 
 def _on_reference(monkeypatch, function, *args, **kwargs):
@@ -139,7 +140,7 @@ def _replay_in_batches(vector, path):
                 run.append((key, value))
                 continue
             if run:
-                writer.put_many(([k for k, _ in run], [v for _, v in run]), threshold=4,
+                writer.put_many([k for k, _ in run], [v for _, v in run], threshold=4,
                                 parallelism=2)
                 run = []
             if op == "D":
@@ -180,9 +181,9 @@ def test_writer_and_index_build_run_on_the_compiled_core(compression, tmp_path, 
     monkeypatch.setattr(native, "module", calls)
     keys = [b"key_%d" % i for i in range(500)]
     with sparkey.Writer(tmp_path / "data", compression, hash_seed=3) as writer:
-        writer.put_many((keys, keys))
+        writer.put_many(keys, keys)
         writer.put_many(zip(keys, keys))
-        writer.put_many((PackedBytes.from_sequence(keys), PackedBytes.from_sequence(keys)))
+        writer.put_many(PackedBytes.from_sequence(keys), PackedBytes.from_sequence(keys))
     sparkey.write_index(tmp_path / "data.spi", tmp_path / "data.spl", rules="c")
     assert {name: calls.counts.get(name, 0) >= 1 for name in (
         "frame_puts", "frame_packed", "walk_block", "decode_headers", "fill_slots")} == {
@@ -233,7 +234,7 @@ def test_canonical_index_of_distinct_keys_matches_the_reference(hash_size, tmp_p
     log = tmp_path / "data.spl"
     keys = [b"key_%d" % i for i in range(100_000)]
     with sparkey.LogWriter(log, file_identifier=5) as writer:
-        writer.put_many((keys, keys))
+        writer.put_many(keys, keys)
     ours, theirs = tmp_path / "compiled.spi", tmp_path / "reference.spi"
     sparkey.write_index(ours, log, hash_seed=11, hash_size=hash_size)
     _on_reference(monkeypatch, sparkey.write_index, theirs, log, hash_seed=11,

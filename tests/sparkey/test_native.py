@@ -2,7 +2,7 @@
 
 Every primitive is compared with the Python code it mirrors, on stores written by
 sparkey.Writer, on the golden vectors and on damaged files: the answers are the same, and where
-the Python reader raises, the C lookup raises a ValueError too (never a crash).
+the Python reader raises, a Lookup raises a ValueError too (never a crash).
 """
 
 import pathlib
@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 import sparkey
 from sparkey import _native, murmur, robinhood
 from sparkey.codec import codec_for
-from sparkey.errors import EntryTypeError, IndexFormatError, LogFormatError
+from sparkey.errors import ClosedError, EntryTypeError, IndexFormatError, LogFormatError
 from sparkey.format import INDEX_HEADER_SIZE, Compression, EntryKind, IndexHeader, LogHeader
 from sparkey.index.compiled import layout
 from sparkey.log import EntryTable
@@ -30,7 +30,7 @@ SEEDS = st.integers(0, 2**32 - 1)
 
 
 class NativeStore:
-    """A store's two files as bytes, read through the C lookups the way the reader calls them."""
+    """A store's two files as bytes, read through a ``_native.Lookup`` the way the reader reads."""
 
     def __init__(self, base, index=None, log=None):
         base = pathlib.Path(base)
@@ -41,41 +41,31 @@ class NativeStore:
         self.log = log[:log_header.data_end]
         self.log_header = log_header
         self.layout = layout(index_header, log_header.data_end)
+        self.lookup = _native.Lookup(self.index, self.log, self.layout, **self.codec_options())
+
+    def codec_options(self):
+        compression = self.log_header.compression_type
+        if compression == Compression.NONE:
+            return {}
+        codec = codec_for(compression)
+        snappy = compression == Compression.SNAPPY
+        return dict(block_size=self.log_header.compression_block_size, snappy=snappy,
+                    decompress=codec.raw_decompress if snappy else codec.decompress,
+                    across_blocks=self._value_across_blocks)
+
+    def _value_across_blocks(self, position, entry_index, key):
+        with sparkey.LogReader(self.log_path) as log:
+            return log.value_across_blocks(position, entry_index, key)
 
     @property
     def compressed(self):
         return self.log_header.compression_type != Compression.NONE
 
     def get(self, key):
-        if not self.compressed:
-            return _native.get(self.index, self.log, key, self.layout)
-        codec = codec_for(self.log_header.compression_type)
-        displacement = 0
-        while True:
-            found = _native.find_block(self.index, self.log, key, self.layout, displacement)
-            if found is None:
-                return None
-            position, entry_index, start, stop, displacement = found
-            block = codec.decompress(self.log[start:stop], self.log_header.compression_block_size)
-            try:
-                value = _native.value_in_block(block, position, entry_index, key)
-            except _native.SpansBlocks:
-                value = self._value_across_blocks(position, entry_index, key)
-            if value is not None or displacement is None:
-                return value
-
-    def _value_across_blocks(self, position, entry_index, key):
-        with sparkey.LogReader(self.log_path) as log:
-            entry = log.entry_at(position, entry_index)
-        if entry.kind != EntryKind.PUT:
-            raise IndexFormatError(f"index slot points at a DELETE entry in the block at "
-                                   f"{position}")
-        return entry.value if entry.key == key else None
+        return self.lookup.get(key)
 
     def get_many(self, keys):
-        if not self.compressed:
-            return _native.get_many(self.index, self.log, keys, self.layout)
-        return [self.get(key) for key in keys]
+        return self.lookup.get_many(keys)
 
 
 def outcome(function, *args):
@@ -190,47 +180,67 @@ def test_lookup_arguments_are_checked(tmp_path):
     store = NativeStore(tmp_path / "data")
     seed, hash_size, address_size, capacity, displacement, bits, data_end = store.layout
     with pytest.raises(LogFormatError):
-        _native.get(store.index, store.log[:-1], b"k", store.layout)
+        _native.Lookup(store.index, store.log[:-1], store.layout)
     with pytest.raises(IndexFormatError):
-        _native.get(store.index[:-1], store.log, b"k", store.layout)
+        _native.Lookup(store.index[:-1], store.log, store.layout)
     bad_layouts = [(seed, 5, address_size, capacity, displacement, bits, data_end),
                    (seed, hash_size, address_size, 0, displacement, bits, data_end),
                    (seed, hash_size, address_size, capacity, displacement, 32, data_end),
                    (seed, hash_size, address_size, capacity, displacement, bits, 83)]
     for layout in bad_layouts:
         with pytest.raises(ValueError):
-            _native.get(store.index, store.log, b"k", layout)
+            _native.Lookup(store.index, store.log, layout)
     with pytest.raises(TypeError):
-        _native.get(store.index, store.log, b"k", list(store.layout))
+        _native.Lookup(store.index, store.log, list(store.layout))
     with pytest.raises(ValueError):
-        _native.get(store.index, store.log, b"k", (-1,) + store.layout[1:])
+        _native.Lookup(store.index, store.log, (-1,) + store.layout[1:])
+    with pytest.raises(TypeError):  # a codec without a reader of entries across blocks
+        _native.Lookup(store.index, store.log, store.layout, decompress=len)
+    with pytest.raises(TypeError):
+        store.lookup.__init__(store.index, store.log, store.layout)
+    with pytest.raises(TypeError):
+        store.lookup.get()
+    assert store.lookup.get(b"k", b"-") == b"v" and store.lookup.get(b"x", b"-") == b"-"
+    assert store.lookup.getitem(b"k") == b"v" and store.lookup.contains("k")
+    with pytest.raises(KeyError):
+        store.lookup.getitem(b"x")
 
 
-def test_a_closed_mapping_raises_instead_of_being_read(tmp_path):
+def test_a_released_lookup_raises_closed_error_and_frees_the_mapping(tmp_path):
     import mmap
-    _write_store(tmp_path / "data", [("P", b"k", b"v")], "none", 0)
+    _write_store(tmp_path / "data", [("P", b"k", b"v")], "snappy", 64)
     store = NativeStore(tmp_path / "data")
     with open(store.log_path, "rb") as file:
         log_map = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
-    assert _native.get(store.index, log_map, b"k", store.layout) == b"v"
+    lookup = _native.Lookup(store.index, log_map, store.layout, **store.codec_options())
+    assert lookup.get(b"k") == b"v" and not lookup.released
+    with pytest.raises(BufferError):  # exported for the life of the lookup
+        log_map.close()
+    lookup.release()
+    lookup.release()
     log_map.close()
-    with pytest.raises(ValueError):
-        _native.get(store.index, log_map, b"k", store.layout)
+    for call in (lambda: lookup.get(b"k"), lambda: lookup.getitem(b"k"),
+                 lambda: lookup.contains(b"k"), lambda: lookup.get_many([b"k"])):
+        with pytest.raises(ClosedError, match="the store is closed"):
+            call()
+    assert lookup.released
 
 
 def test_a_probe_through_a_table_of_one_hash_stops_after_a_turn(tmp_path):
     """Every slot holds the key's hash but another key: at most one turn of the table is read,
-    whatever max_displacement the layout claims."""
-    _write_store(tmp_path / "data", [("P", b"k", b"v")], "none", 0)
-    store = NativeStore(tmp_path / "data")
-    seed, hash_size, address_size, capacity, _, bits, data_end = store.layout
-    key_hash = _native.hash_key(b"other", seed, hash_size)
-    slot = key_hash.to_bytes(hash_size, "little") + (84).to_bytes(address_size, "little")
-    index = store.index[:INDEX_HEADER_SIZE] + slot * capacity
-    layout = (seed, hash_size, address_size, capacity, 10**9, bits, data_end)
-    assert _native.get(index, store.log, b"other", layout) is None
-    resumed_past_the_bound = _native.find_block(index, store.log, b"other", layout, 10**12)
-    assert resumed_past_the_bound[4] is None  # the candidate is the last slot probed
+    whatever probe_limit the layout claims."""
+    for compression in COMPRESSIONS:
+        _write_store(tmp_path / compression, [("P", b"k", b"v")], compression, 64)
+        store = NativeStore(tmp_path / compression)
+        seed, hash_size, address_size, capacity, _, bits, data_end = store.layout
+        key_hash = _native.hash_key(b"other", seed, hash_size)
+        slot = key_hash.to_bytes(hash_size, "little") + (84 << bits).to_bytes(address_size,
+                                                                               "little")
+        index = store.index[:INDEX_HEADER_SIZE] + slot * capacity
+        layout = (seed, hash_size, address_size, capacity, 10**9, bits, data_end)
+        lookup = _native.Lookup(index, store.log, layout, **store.codec_options())
+        assert lookup.get(b"other") is None
+        assert lookup.get_many([b"other", b"k"]) == [None, None]
 
 
 def _damaged(data, flips, start):
@@ -270,14 +280,24 @@ def test_damaged_bodies_fail_like_the_reader(tmp_path_factory, compression, flip
         assert outcome(damaged.get_many, keys)[0] in ("value", "error")
 
 
-@settings(max_examples=100, deadline=None)
-@given(data=st.binary(max_size=200), entry_index=st.integers(0, 300), key=KEYS)
-def test_value_in_block_never_reads_past_the_block(data, entry_index, key):
+@settings(max_examples=150, deadline=None)
+@given(block=st.binary(max_size=200), entry_index=st.integers(0, 300), key=KEYS)
+def test_a_compressed_lookup_never_reads_past_its_block(block, entry_index, key):
+    """Whatever the codec hands back, the entry is read within it, or across blocks."""
+    seed, bits = 7, 9
+    log = bytes(84) + bytes([1, 0])  # one block of one payload byte
+    slot = _native.hash_key(key, seed, 8).to_bytes(8, "little") + (
+        (84 << bits) | entry_index).to_bytes(8, "little")
+    across = []
+    lookup = _native.Lookup(bytes(INDEX_HEADER_SIZE) + slot, log, (seed, 8, 8, 1, 0, bits, 86),
+                            block_size=200, decompress=lambda payload, size: block,
+                            across_blocks=lambda *address: across.append(address))
     try:
-        value = _native.value_in_block(data, 84, entry_index, key)
-    except (_native.SpansBlocks, ValueError):
+        value = lookup.get(key)
+    except ValueError:
         return
-    assert value is None or value in data
+    assert value is None or value in block
+    assert not across or across == [(84, entry_index, key)]
 
 
 # ----------------------------------------------------------------------------------- framing

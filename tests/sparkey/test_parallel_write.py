@@ -2,6 +2,7 @@
 
 import threading
 
+import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
@@ -41,13 +42,19 @@ def _by_put(path, entries, compression, block_size, before=(), after=()):
 
 
 def _by_put_many(path, items, compression, block_size, before=(), after=(), **options):
+    """The log of ``put_many(items)``, or ``put_many(keys, values)`` when ``items`` is a pair
+    of columns (a ``Columns``)."""
     with sparkey.LogWriter(path, compression, block_size, file_identifier=11) as writer:
         for key, value in before:
             writer.put(key, value)
-        writer.put_many(items, **options)
+        writer.put_many(*items if isinstance(items, Columns) else (items,), **options)
         for key, value in after:
             writer.put(key, value)
     return path.read_bytes()
+
+
+class Columns(tuple):
+    """``(keys, values)`` passed to put_many as two arguments."""
 
 
 def _forms(entries):
@@ -55,8 +62,8 @@ def _forms(entries):
     return {
         "pairs": entries,
         "iterator": iter(entries),
-        "lists": (keys, values),
-        "packed": (PackedBytes.from_sequence(keys), PackedBytes.from_sequence(values)),
+        "lists": Columns((keys, values)),
+        "packed": Columns((PackedBytes.from_sequence(keys), PackedBytes.from_sequence(values))),
         "mapping": dict(entries),
     }
 
@@ -134,7 +141,7 @@ def test_threshold_decides_between_the_caller_and_a_pool(tmp_path, small_chunks,
     keys = [b"%d" % i for i in range(count)]
     values = _RecordingColumn([b"v"] * count)
     with sparkey.LogWriter(tmp_path / "log.spl") as writer:
-        writer.put_many((keys, values), parallelism=2, threshold=100)
+        writer.put_many(keys, values, parallelism=2, threshold=100)
     assert any(name.startswith("sparkey-put-many") for name in values.threads) is pooled
     assert (threading.current_thread().name in values.threads) is not pooled
 
@@ -215,7 +222,7 @@ def test_failure_before_any_block_keeps_the_open_block(tmp_path, monkeypatch, co
     writer = sparkey.LogWriter(path, compression, 4096)
     writer.put(b"a", b"1")
     with pytest.raises(RuntimeError, match="row 0"):
-        writer.put_many(([b"x"], _RecordingColumn([b"y"], fail_at=0)), parallelism=2,
+        writer.put_many([b"x"], _RecordingColumn([b"y"], fail_at=0), parallelism=2,
                         threshold=0)
     writer.put(b"b", b"2")
     writer.close()
@@ -245,7 +252,7 @@ def test_writer_put_many_builds_a_readable_store(tmp_path):
     keys = PackedBytes.from_sequence([b"key_%d" % i for i in range(5000)])
     values = [("value_%d" % i) for i in range(5000)]  # str values are stored as UTF-8
     with sparkey.Writer(tmp_path / "data", "snappy", block_size=512) as writer:
-        writer.put_many((keys, values), parallelism=2, threshold=1000)
+        writer.put_many(keys, values, parallelism=2, threshold=1000)
         writer.put_many({b"key_3": b"three"})
     with sparkey.open(tmp_path / "data") as reader:
         reader._check()
@@ -274,7 +281,7 @@ def test_append_then_put_many_continues_the_log(tmp_path):
 def test_put_many_errors(tmp_path):
     writer = sparkey.LogWriter(tmp_path / "log.spl")
     with pytest.raises(ValueError, match="2 keys but 1 values"):
-        writer.put_many(([b"a", b"b"], [b"1"]))
+        writer.put_many([b"a", b"b"], [b"1"])
     with pytest.raises(ValueError, match="parallelism must be an int >= 1"):
         writer.put_many([], parallelism=0)
     with pytest.raises(ValueError, match="threshold must be an int >= 0"):
@@ -282,7 +289,11 @@ def test_put_many_errors(tmp_path):
     with pytest.raises(ValueError, match=r"\(key, value\) pairs"):
         writer.put_many([(b"a", b"1", b"x")])
     with pytest.raises(TypeError, match="keys must be a sequence of byte strings"):
-        writer.put_many((5, [b"1"]))
+        writer.put_many(5, [b"1"])
+    with pytest.raises(TypeError, match=r"as two arguments, put_many\(keys, values\)"):
+        writer.put_many(([b"a", b"b"], [b"1", b"2"]))
+    with pytest.raises(TypeError, match="as two arguments"):
+        writer.put_many((np.array([b"a"]), np.array([b"1"])))
     writer.put_many([])
     assert writer.header.num_puts == 0
     writer.close()
@@ -339,7 +350,7 @@ def test_compress_blocks_equals_the_codec_block_by_block(compression):
 def test_a_tuple_of_two_pairs_is_two_entries_and_two_lists_are_columns(tmp_path):
     with sparkey.LogWriter(tmp_path / "log.spl") as writer:
         writer.put_many(((b"k1", b"v1"), (b"k2", b"v2")))
-        writer.put_many(([b"k3", b"k4"], [b"v3", b"v4"]))
+        writer.put_many([b"k3", b"k4"], [b"v3", b"v4"])
     with sparkey.LogReader(tmp_path / "log.spl") as log:
         assert [(e.key, e.value) for e in log] == [(b"k1", b"v1"), (b"k2", b"v2"),
                                                    (b"k3", b"v3"), (b"k4", b"v4")]
