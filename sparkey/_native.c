@@ -9,6 +9,7 @@
  *   walk_block, decode_headers         BlockCursor.walk_block and entries.decode_headers,
  *                                      the per-entry steps of LogReader.scan (csrc/scans.c)
  *   frame_puts, frame_packed           the PUT entries LogWriter.put appends
+ *   split_pairs                        the two columns of put_many's (key, value) pairs
  *   cut_blocks                         BlockCutter.cut (csrc/cutting.c)
  *   fill_slots                         sparkey.robinhood.replay, into a packed slot table
  *
@@ -281,6 +282,36 @@ static PyObject *native_frame_packed(PyObject *module, PyObject *const *args,
 /* ---- the index build */
 
 /* The optional key columns of fill_slots, checked against each other and the key buffer. */
+PyDoc_STRVAR(split_pairs_doc,
+"split_pairs($module, pairs, /)\n--\n\n"
+"(keys, values), two new tuples, from a list of (key, value) 2-tuples: the zip(*pairs) of\n"
+"put_many's pairs in one C pass. None when an item is not a 2-tuple (the caller then takes\n"
+"the general path); the items themselves are checked by frame_puts.");
+
+static PyObject *native_split_pairs(PyObject *Py_UNUSED(module), PyObject *pairs)
+{
+    if (!PyList_Check(pairs))
+        Py_RETURN_NONE;
+    Py_ssize_t count = PyList_GET_SIZE(pairs);
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *pair = PyList_GET_ITEM(pairs, i);
+        if (!PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) != 2)
+            Py_RETURN_NONE;
+    }
+    PyObject *keys = PyTuple_New(count), *values = PyTuple_New(count);
+    if (!keys || !values) {
+        Py_XDECREF(keys);
+        Py_XDECREF(values);
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {  /* no Python code runs: the list cannot change */
+        PyObject *pair = PyList_GET_ITEM(pairs, i);
+        PyTuple_SET_ITEM(keys, i, Py_NewRef(PyTuple_GET_ITEM(pair, 0)));
+        PyTuple_SET_ITEM(values, i, Py_NewRef(PyTuple_GET_ITEM(pair, 1)));
+    }
+    return Py_BuildValue("(NN)", keys, values);
+}
+
 static int get_key_columns(PyObject *const objs[5], Py_buffer views[5], Py_ssize_t count,
                            sparkey_entries *e)
 {
@@ -428,6 +459,7 @@ static PyMethodDef native_methods[] = {
      METH_VARARGS | METH_KEYWORDS, frame_puts_doc},
     {"frame_packed", (PyCFunction)(void (*)(void))native_frame_packed, METH_FASTCALL,
      frame_packed_doc},
+    {"split_pairs", native_split_pairs, METH_O, split_pairs_doc},
     {"fill_slots", (PyCFunction)(void (*)(void))native_fill_slots,
      METH_VARARGS | METH_KEYWORDS, fill_slots_doc},
     {NULL, NULL, 0, NULL},

@@ -39,7 +39,7 @@ import zstandard
 
 from sparkey.codec import ZSTD_LEVEL, Codec, ZstdCodec
 from sparkey.format import vlq_encode
-from sparkey.log.framing import BlockCutter, FramedPuts, frame_puts, frame_sequences
+from sparkey.log.framing import BlockCutter, FramedPuts, frame_pairs, frame_puts, frame_sequences
 from sparkey.packed import Column, SequenceColumn, as_column
 
 EntryItems = Union[tuple[Any, Any], Mapping[Any, Any], Iterable[tuple[Any, Any]]]
@@ -172,7 +172,8 @@ class _ColumnChunks:
 
 
 class _PairChunks:
-    """Runs of ``(key, value)`` pairs read by the caller; packing runs in the worker."""
+    """Runs of ``(key, value)`` pairs read by the caller (a C-level slice of the iterator);
+    splitting them into columns and framing run in the worker."""
 
     def __init__(self, iterator: Iterator[tuple[Any, Any]]) -> None:
         self._iterator = iterator
@@ -181,11 +182,7 @@ class _PairChunks:
         batch = list(itertools.islice(self._iterator, rows))
         if not batch:
             return None
-        try:
-            keys, values = zip(*batch, strict=True)
-        except (TypeError, ValueError):
-            raise ValueError("put_many items must be (key, value) pairs") from None
-        return lambda: frame_sequences(keys, values)
+        return lambda: frame_pairs(batch)
 
 
 def _raise(exc: BaseException) -> FramedPuts:

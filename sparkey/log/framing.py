@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -98,6 +99,22 @@ def frame_sequences(keys: Sequence[BytesOrStr], values: Sequence[BytesOrStr]) ->
     value_lengths = np.empty(len(values), dtype=np.int64)
     stream = native.module.frame_puts(keys, values, key_lengths, value_lengths)
     return _framed(stream, key_lengths, value_lengths)
+
+
+def frame_pairs(pairs: list[Any]) -> FramedPuts:
+    """frame_sequences of a list of ``(key, value)`` pairs; ValueError for an item that is not
+    a pair. The compiled core splits a list of 2-tuples in one C pass (``_native.split_pairs``),
+    so a worker, not the caller, does the per-entry work."""
+    split = None if native.module is None else native.module.split_pairs(pairs)
+    if split is None:
+        try:
+            split = zip(*pairs, strict=True)
+            keys, values = split
+        except (TypeError, ValueError):
+            raise ValueError("put_many items must be (key, value) pairs") from None
+    else:
+        keys, values = split
+    return frame_sequences(keys, values)
 
 
 def reference_frame_puts(keys: PackedBytes, values: PackedBytes) -> FramedPuts:
