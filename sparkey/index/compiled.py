@@ -49,7 +49,7 @@ def native_lookup(native: ModuleType, index_mm: mmap.mmap, log: LogReader, heade
         codec = codec_for(compression)
         snappy = isinstance(codec, SnappyCodec)
         options.update(block_size=log.header.compression_block_size, snappy=snappy,
-                       decompress=codec.raw_decompress if snappy else codec.decompress,
+                       decompress=SnappyCodec.raw_decompress if snappy else codec.decompress,
                        across_blocks=log.value_across_blocks)
     lookup = native.Lookup(index_mm, log.mapping, layout(header, log.data_end), **options)
     log.hold_exports(lookup.release)
