@@ -110,7 +110,7 @@ def bench_write(directory, keys, values, repeat):
     bases = {label: pathlib.Path(directory) / f"write_{label}" for label in ("c", "python")}
 
     def write(base):
-        with sparkey.Writer(base, file_identifier=1, hash_seed=7) as writer:
+        with sparkey.Writer(base, mode="w", file_identifier=1, hash_seed=7) as writer:
             writer.put_many(keys, values)
     show("Writer (Python reference)",
          best_of(repeat, lambda: on_reference(lambda: write(bases["python"]))), unit="s")

@@ -25,4 +25,6 @@ PYTHONMALLOC=malloc \
 python -m pytest -q -p no:cacheprovider -p no:xdist --capture=sys \
     tests/offheap/test_hashmap_core.py tests/offheap/test_hashmap.py tests/offheap/test_hashmap_safety.py \
     tests/offheap/test_page_codec.py tests/sparkey/test_reader.py tests/sparkey/test_compiled_writer.py \
-    tests/sparkey/test_golden_read.py tests/sparkey/test_golden_write.py "$@"
+    tests/sparkey/test_golden_read.py tests/sparkey/test_golden_write.py \
+    tests/sparkey/test_native.py tests/sparkey/test_compiled.py tests/sparkey/test_damaged_index.py \
+    tests/sparkey/test_parallel_write.py "$@"
