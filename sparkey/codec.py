@@ -15,6 +15,7 @@ from __future__ import annotations
 import threading
 from typing import Protocol
 
+import cramjam
 import snappy
 import zstandard
 
@@ -71,14 +72,15 @@ class SnappyCodec:
         if declared > max_size or declared > SNAPPY_MAX_RATIO * len(payload):
             raise _corrupt("snappy", max_size, f"declares {declared} bytes")
         try:
-            block = SnappyCodec.raw_decompress(payload)
+            block = snappy.uncompress(payload)
         except Exception as exc:  # cramjam raises its own DecompressionError family
             raise _corrupt("snappy", max_size, f"{type(exc).__name__}: {exc}") from exc
         return block
 
-    raw_decompress = staticmethod(snappy.uncompress)
-    """The raw decoder behind ``decompress``, unchecked: ``sparkey._native.Lookup`` checks the
-    preamble itself and calls it once per block."""
+    raw_decompress = staticmethod(cramjam.snappy.decompress_raw)
+    """The raw decoder under python-snappy, unchecked, returning a buffer (not bytes): what
+    ``sparkey._native.Lookup`` calls once per block after checking the preamble itself (it
+    saves the copy into bytes, about 10% of a snappy lookup)."""
 
 
 class ZstdCodec:
