@@ -1,8 +1,8 @@
 """``LookupMapping``: the read-only Mapping methods shared by every Sparkey reader (API layer).
 
 A reader sets ``self._lookup`` to a function ``key -> bytes | None`` (a closure over its mapped
-files, swapped for one that raises ClosedError on close); ``get``, ``[]`` and ``in`` go through
-it with no other attribute lookups on the hot path. ``items()`` and ``values()`` are views
+files or a ``sparkey._native.Lookup`` method, either raising ClosedError once closed); ``get``,
+``[]`` and ``in`` go through it with no other attribute lookups on the hot path. ``items()`` and ``values()`` are views
 whose iteration the reader provides (``_iter_items``, ``_iter_values``), straight from its logs
 rather than one lookup per key; ``with`` closes the reader.
 """
@@ -24,16 +24,17 @@ class LookupMapping(collections.abc.Mapping[bytes, bytes]):
     _lookup: Callable[[Any], bytes | None]
 
     @overload
-    def get(self, key: Any) -> bytes | None: ...
+    def get(self, key: Any, /) -> bytes | None: ...
 
     @overload
-    def get(self, key: Any, default: bytes) -> bytes: ...
+    def get(self, key: Any, default: bytes, /) -> bytes: ...
 
     @overload
-    def get(self, key: Any, default: _Default) -> bytes | _Default: ...
+    def get(self, key: Any, default: _Default, /) -> bytes | _Default: ...
 
-    def get(self, key: Any, default: object = None) -> object:
-        """Value of ``key``, or ``default``."""
+    def get(self, key: Any, default: object = None, /) -> object:
+        """Value of ``key``, or ``default`` (positional, as for ``dict.get``). A reader on the
+        compiled core binds ``get`` to its ``sparkey._native.Lookup`` instead."""
         value = self._lookup(key)
         return default if value is None else value
 
