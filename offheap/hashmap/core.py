@@ -56,6 +56,8 @@ import numpy as np
 
 from offheap.errors import ClosedError
 from offheap.hashmap.layout import CHUNK_BITS, CHUNK_MASK, MAX_LOAD, as_key, homes_of, lookup_key
+from offheap.hashmap.placement import find_in_groups
+from offheap.hashmap.regions import Column
 from offheap.hashmap.valueslots import width_for_word
 from offheap.kernels.bounds import INT64_MAX, INT64_MIN
 from offheap.kernels.mix import MASK64
@@ -89,6 +91,7 @@ class MapCore:
     _live: list[memoryview]
     _codec: ValueSlots
     _slot_homes: memoryview  # see the module docstring
+    _slot_home_array: np.ndarray
     _homes_mods: int | None = None
 
     if TYPE_CHECKING:
@@ -158,6 +161,7 @@ class MapCore:
         slot_homes = np.arange(n_slots + 1, dtype=code)
         slot_homes[occupied] = homes_of(keys, self._homes)
         self._slot_homes = slot_homes.data.cast("B").cast(code)
+        self._slot_home_array = slot_homes  # the same memory, for the bulk probe
         self._homes_mods = self._mods
 
     # -- lookups ------------------------------------------------------------------------------
@@ -417,13 +421,24 @@ class MapCore:
 
     def _find_entries(self, keys: np.ndarray, out: np.ndarray) -> None:
         """``out[i]`` = the entry holding ``keys[i]``, or -1."""
-        self._attached_index()
-        out[:] = self._probe_many(keys)
+        out[:] = self._probe_slot_homes(keys)
 
     def _count_absent(self, keys: np.ndarray) -> int:
         """The number of distinct keys of the batch that the map does not hold."""
-        self._attached_index()
-        return int(np.unique(keys[self._probe_many(keys) < 0]).size)
+        return int(np.unique(keys[self._probe_slot_homes(keys) < 0]).size)
+
+    def _probe_slot_homes(self, keys: np.ndarray) -> np.ndarray:
+        """The entries of many int64 keys (-1 where absent), probing on the slot homes with
+        numpy (:func:`~offheap.hashmap.placement.find_in_groups`). The arrays over the table's
+        buffers live only during the call."""
+        if self._homes_mods != self._mods:
+            self._sync_homes()
+        index = np.frombuffer(self._attached_index(), np.uint32)
+        key_column = Column([np.frombuffer(chunk, np.int64) for chunk in self._keys])
+        try:
+            return find_in_groups(index, self._slot_home_array, key_column, self._homes, keys)
+        finally:
+            del index, key_column
 
     def _put_words(self, keys: np.ndarray, words: np.ndarray, done: np.ndarray) -> None:
         """Store ``words[i]`` under ``keys[i]`` as dict.update would (room reserved by the map);
