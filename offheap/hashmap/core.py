@@ -15,10 +15,12 @@ The contract between the core and the map built on it:
   protocol's exports) while attached, so an extent cannot be unmapped under it.
 - ``_n`` (live entries), ``_used`` (entries including holes) and ``_mods`` are the core's
   counters; the map sets them after a bulk change. ``_mods`` changes whenever the entries or
-  their order change: an iterator raises RuntimeError at its next step once it has.
+  their order change, and whenever the map changes the index other than by attaching a new
+  table: an iterator raises RuntimeError at its next step once it has.
 - When an insert needs room the core cannot make (a wider value column, a new chunk, a larger
   index), it calls the map's ``_make_room(width, index_full)`` and tries again; that method
-  re-attaches the grown table. Values that do not fit inline go through the value codec
+  re-attaches the grown table, and moves entries to other index slots only by changing
+  ``homes`` (compaction renumbers the entries in their slots). Values that do not fit inline go through the value codec
   (:class:`~offheap.hashmap.valueslots.ValueSlots`): ``encode``, ``decode``, ``release``.
 - Failure atomicity: a value's record is made before the table changes and released if the insert
   fails; the table changes only once the insert cannot fail.
@@ -27,6 +29,19 @@ The contract between the core and the map built on it:
   the batch's order would: the compiled core loops over the batch in C, this reference works
   on the whole batch with numpy through the map's vectorized steps (``_probe_many``,
   ``_place_words``, ``_remove_present``). Room for a put is reserved by the map first.
+
+The probe. Format 2 keeps no distance per slot, and a probe passing an entry must know that
+entry's home. This core keeps the *slot homes* beside the index, in Python memory (not in the
+file): ``_slot_homes[s]`` is the home of the entry in index slot ``s``, and ``s`` itself for an
+empty slot and for one extra slot past the end. In Robin Hood order that array never decreases
+(an entry after an empty slot ``s`` has its home past ``s``), and one comparison per step tells
+a probe for home ``h`` what it needs: below ``h`` the entry is passed, above ``h`` (an empty slot
+past ``h`` included) the probe ends, and at ``h`` the slot is read (empty, or an entry whose key
+is compared). The core shifts the slot homes with the index on insert and delete, and rebuilds
+them with numpy (``O(n_slots)``) at the first operation after anything else may have changed the
+index: an attach, or a change of ``_mods`` it did not make (the map's bulk steps).
+``_homes_mods`` is the ``_mods`` they match, None when they match nothing. They cost 4 bytes a
+slot (8 past ``2**32 - 1`` slots).
 
 Thread safety: none here; the map serializes access (the compiled core runs each operation
 without releasing the GIL).
@@ -40,17 +55,23 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 
 from offheap.errors import ClosedError
-from offheap.hashmap.layout import CHUNK_BITS, CHUNK_MASK, MAX_LOAD, as_key, lookup_key
+from offheap.hashmap.layout import CHUNK_BITS, CHUNK_MASK, MAX_LOAD, as_key, homes_of, lookup_key
+from offheap.hashmap.placement import find_in_groups
+from offheap.hashmap.regions import Column
+from offheap.hashmap.valueslots import width_for_word
 from offheap.kernels.bounds import INT64_MAX, INT64_MIN
 from offheap.kernels.mix import MASK64
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from offheap.hashmap.valueslots import ValueSlots
 
 _MISSING = object()
 _C1 = 0xFF51AFD7ED558CCD
 _C2 = 0xC4CEB9FE1A85EC53
-_RUN_SCAN = 64  # index slots read at a time when looking for the next empty one
+_FIRST_SCAN = 8  # index slots read first when looking for the next empty one (runs are short)
+_RUN_SCAN = 64  # and then at a time
 _ITER_RUN = 1024  # entries an iterator reads at a time
 _VALUE_FORMATS: dict[str, Literal["q", "d", "H", "I", "Q"]] = {
     "int64": "q", "float64": "d", "uint16": "H", "uint32": "I", "uint64": "Q"}
@@ -69,6 +90,9 @@ class MapCore:
     _values: list[memoryview[int] | memoryview[float]]
     _live: list[memoryview]
     _codec: ValueSlots
+    _slot_homes: memoryview  # see the module docstring
+    _slot_home_array: np.ndarray
+    _homes_mods: int | None = None
 
     if TYPE_CHECKING:
         # the map class's: growth, and the vectorized bulk steps the reference's bulk methods use
@@ -87,6 +111,9 @@ class MapCore:
         and per chunk its int64 keys, values of ``width`` bytes, uint8 live bits; every chunk
         but a lone chunk 0 is ``CHUNK_ENTRIES`` long) and the value codec."""
         self._codec = codec
+        self._typed = codec.typed
+        # a typed value's word is the validated value itself (ValueSlots.encode)
+        self._encode: Callable = codec.serializer.validate if codec.typed else codec.encode
         self._index = index.data.cast("B").cast("I")
         self._keys = [chunk.data.cast("B").cast("q") for chunk in key_chunks]
         fmt = _VALUE_FORMATS[codec.dtype_for_width(width).name]
@@ -97,10 +124,12 @@ class MapCore:
         self._width = width
         self._capacity = sum(len(chunk) for chunk in self._keys)
         self._max_n = int(MAX_LOAD * homes)
+        self._homes_mods = None
 
     def _detach(self) -> None:
         """Release the table's buffers (idempotent); operations raise ClosedError until the
         next attach."""
+        self._homes_mods = None
         if self._index is None:
             return
         for view in (self._index, *self._keys, *self._values, *self._live):
@@ -118,6 +147,23 @@ class MapCore:
             raise self._closed_error()
         return self._index
 
+    def _sync_homes(self) -> None:
+        """Rebuild the slot homes from the index and the keys; ClosedError while detached.
+        Every probe calls this first when ``_homes_mods`` is not ``_mods``."""
+        index = self._attached_index()
+        n_slots = self._n_slots
+        slots = np.frombuffer(index, np.uint32)
+        occupied = np.flatnonzero(slots)
+        entries = slots[occupied].astype(np.int64) - 1
+        del slots  # no export of the index outlives this call
+        keys = np.concatenate([np.frombuffer(chunk, np.int64) for chunk in self._keys])[entries]
+        code: Literal["I", "Q"] = "I" if n_slots < 1 << 32 else "Q"
+        slot_homes = np.arange(n_slots + 1, dtype=code)
+        slot_homes[occupied] = homes_of(keys, self._homes)
+        self._slot_homes = slot_homes.data.cast("B").cast(code)
+        self._slot_home_array = slot_homes  # the same memory, for the bulk probe
+        self._homes_mods = self._mods
+
     # -- lookups ------------------------------------------------------------------------------
 
     def __len__(self) -> int:
@@ -127,21 +173,24 @@ class MapCore:
         e = self._lookup(key)
         if e < 0:
             raise KeyError(key)
-        return self._codec.decode(self._values[e >> CHUNK_BITS][e & CHUNK_MASK])
+        word = self._values[e >> CHUNK_BITS][e & CHUNK_MASK]
+        return word if self._typed else self._codec.decode(word)
 
     def __contains__(self, key) -> bool:
         return self._lookup(key) >= 0
 
     def get(self, key, default=None):
         e = self._lookup(key)
-        return default if e < 0 else self._codec.decode(self._values[e >> CHUNK_BITS][e & CHUNK_MASK])
+        if e < 0:
+            return default
+        word = self._values[e >> CHUNK_BITS][e & CHUNK_MASK]
+        return word if self._typed else self._codec.decode(word)
 
     def _lookup(self, key) -> int:
-        """The entry holding ``key``, or -1 (also for keys the map cannot hold). Admission, the
-        hash and the probe are inlined: each call saved is worth a probe step."""
-        index = self._index
-        if index is None:
-            raise self._closed_error()
+        """The entry holding ``key``, or -1 (also for keys the map cannot hold). :meth:`_probe`
+        with the key's admission, inlined: each call saved is worth several probe steps."""
+        if self._homes_mods != self._mods:
+            self._sync_homes()
         if type(key) is not int:
             key = lookup_key(key)
             if key is None:
@@ -149,58 +198,53 @@ class MapCore:
         h = key & MASK64  # mix64(key)
         h = ((h ^ (h >> 33)) * _C1) & MASK64
         h = ((h ^ (h >> 33)) * _C2) & MASK64
-        homes = self._homes
-        home = slot = (h ^ (h >> 33)) * homes >> 64
-        keys = self._keys
+        home = slot = (h ^ (h >> 33)) * self._homes >> 64
+        index, slot_homes = self._index, self._slot_homes
+        assert index is not None  # attached: the check of _homes_mods raised otherwise
         while True:
-            ix = index[slot]
-            if not ix:
-                return -1
-            e = ix - 1
-            k = keys[e >> CHUNK_BITS][e & CHUNK_MASK]
-            if k == key:
-                return e
-            h = k & MASK64
-            h = ((h ^ (h >> 33)) * _C1) & MASK64
-            h = ((h ^ (h >> 33)) * _C2) & MASK64
-            if (h ^ (h >> 33)) * homes >> 64 > home:
+            at = slot_homes[slot]
+            if at == home:
+                e = index[slot] - 1
+                if e < 0:
+                    return -1
+                if self._keys[e >> CHUNK_BITS][e & CHUNK_MASK] == key:
+                    return e
+            elif at > home:
                 return -1
             slot += 1
 
     def _find(self, key: int) -> tuple[int, int]:
         """``(slot, entry)`` of an int64 ``key``, or ``(slot where it would go, -1)``."""
-        index = self._index
-        if index is None:
-            raise self._closed_error()
+        _, slot, e = self._probe(key)
+        return slot, e
+
+    def _probe(self, key: int) -> tuple[int, int, int]:
+        """``(home, slot, entry)`` of an int64 ``key``: the slot holding it, or the slot where
+        it would go and -1. A step passes an entry of a lower home, compares the key of an entry
+        of the same home, and stops at a higher home or an empty slot."""
+        if self._homes_mods != self._mods:
+            self._sync_homes()
         h = key & MASK64  # mix64(key), inlined: a call costs as much as the probe
         h = ((h ^ (h >> 33)) * _C1) & MASK64
         h = ((h ^ (h >> 33)) * _C2) & MASK64
-        homes = self._homes
-        home = slot = (h ^ (h >> 33)) * homes >> 64
-        keys = self._keys
+        home = slot = (h ^ (h >> 33)) * self._homes >> 64
+        index, slot_homes = self._index, self._slot_homes
+        assert index is not None  # attached: the check of _homes_mods raised otherwise
         while True:
-            ix = index[slot]
-            if not ix:
-                return slot, -1
-            e = ix - 1
-            k = keys[e >> CHUNK_BITS][e & CHUNK_MASK]
-            if k == key:
-                return slot, e
-            h = k & MASK64
-            h = ((h ^ (h >> 33)) * _C1) & MASK64
-            h = ((h ^ (h >> 33)) * _C2) & MASK64
-            if (h ^ (h >> 33)) * homes >> 64 > home:
-                return slot, -1
+            at = slot_homes[slot]
+            if at == home:
+                e = index[slot] - 1
+                if e < 0:
+                    return home, slot, -1
+                if self._keys[e >> CHUNK_BITS][e & CHUNK_MASK] == key:
+                    return home, slot, e
+            elif at > home:
+                return home, slot, -1
             slot += 1
 
-    def _home(self, key: int) -> int:
-        h = key & MASK64
-        h = ((h ^ (h >> 33)) * _C1) & MASK64
-        h = ((h ^ (h >> 33)) * _C2) & MASK64
-        return (h ^ (h >> 33)) * self._homes >> 64
-
     def _value_of(self, e: int):
-        return self._codec.decode(self._values[e >> CHUNK_BITS][e & CHUNK_MASK])
+        word = self._values[e >> CHUNK_BITS][e & CHUNK_MASK]
+        return word if self._typed else self._codec.decode(word)
 
     def _key_of(self, e: int) -> int:
         return self._keys[e >> CHUNK_BITS][e & CHUNK_MASK]
@@ -212,7 +256,10 @@ class MapCore:
             raise self._closed_error()
         if type(key) is not int or not INT64_MIN <= key <= INT64_MAX:
             key = as_key(key)
-        word = self._codec.encode(value)
+        word = self._encode(value)
+        if self._typed:
+            self._put(key, word)  # a typed word holds no record: nothing to release
+            return
         try:
             self._put(key, word)
         except BaseException:
@@ -221,73 +268,101 @@ class MapCore:
 
     def _put(self, key: int, word) -> None:
         """Store ``word`` under ``key``; the caller owns ``word`` until this returns."""
-        width = self._codec.width_of(word)
+        width = self._width if self._typed else width_for_word(word)
         while True:
-            slot, e = self._find(key)
+            home, slot, e = self._probe(key)
             if e >= 0:
                 if width <= self._width:
                     chunk = self._values[e >> CHUNK_BITS]
                     old = chunk[e & CHUNK_MASK]
                     chunk[e & CHUNK_MASK] = word
-                    self._codec.release(old)
+                    if not self._typed:
+                        self._codec.release(old)
                     return
-                self._make_room(width, False)
+                self._grow(width, False)
                 continue
             if width <= self._width and self._n < self._max_n and self._used < self._capacity:
-                end = self._empty_slot_from(slot)
+                if slot < self._n_slots and not self._attached_index()[slot]:
+                    end = slot
+                else:
+                    end = self._empty_slot_from(slot)
                 if end >= 0:
-                    self._append(slot, end, key, word)
+                    self._append(home, slot, end, key, word)
                     return
-                self._make_room(width, True)
+                self._grow(width, True)
                 continue
-            self._make_room(width, False)
+            self._grow(width, False)
+
+    def _grow(self, width: int, index_full: bool) -> None:
+        """The map's ``_make_room``; the slot homes still hold unless ``homes`` changed."""
+        homes, in_sync = self._homes, self._homes_mods == self._mods
+        self._make_room(width, index_full)
+        if in_sync and self._homes == homes and self._index is not None:
+            self._homes_mods = self._mods
 
     def _empty_slot_from(self, slot: int) -> int:
         """The first empty index slot at or after ``slot``, or -1 if the slack is full."""
         index = self._attached_index()
+        scan = _FIRST_SCAN
         while slot < self._n_slots:
-            run = index[slot: slot + _RUN_SCAN].tolist()
+            run = index[slot: slot + scan].tolist()
+            scan = _RUN_SCAN
             try:
                 return slot + run.index(0)
             except ValueError:
                 slot += len(run)
         return -1
 
-    def _append(self, slot: int, end: int, key: int, word) -> None:
-        """Append entry ``used`` for ``key`` and point index slot ``slot`` at it, moving the
-        run ``slot..end-1`` one place right (``end`` is empty)."""
+    def _append(self, home: int, slot: int, end: int, key: int, word) -> None:
+        """Append entry ``used`` for ``key`` (of home ``home``) and point index slot ``slot``
+        at it, moving the run ``slot..end-1`` one place right (``end`` is empty)."""
         e = self._used
         chunk, at = e >> CHUNK_BITS, e & CHUNK_MASK
         self._keys[chunk][at] = key
         self._values[chunk][at] = word
         self._live[chunk][at >> 3] |= 1 << (at & 7)
-        index = self._attached_index()
+        index, slot_homes = self._attached_index(), self._slot_homes
         if end > slot:
             index[slot + 1: end + 1] = index[slot: end]
+            slot_homes[slot + 1: end + 1] = slot_homes[slot: end]
         index[slot] = e + 1
+        slot_homes[slot] = home
         self._used = e + 1
         self._n += 1
         self._mods += 1
+        self._homes_mods = self._mods
 
     def __delitem__(self, key) -> None:
-        e = self._lookup(key)
+        slot, e = self._find_admitted(key)
         if e < 0:
             raise KeyError(key)
         word = self._values[e >> CHUNK_BITS][e & CHUNK_MASK]
-        self._remove(self._key_of(e))
-        self._codec.release(word)
+        self._remove_at(slot, e)
+        if not self._typed:
+            self._codec.release(word)
 
     def pop(self, key, default=_MISSING):
-        e = self._lookup(key)
+        slot, e = self._find_admitted(key)
         if e < 0:
             if default is _MISSING:
                 raise KeyError(key)
             return default
         word = self._values[e >> CHUNK_BITS][e & CHUNK_MASK]
         value = self._codec.decode(word)
-        self._remove(self._key_of(e))
+        self._remove_at(slot, e)
         self._codec.release(word)
         return value
+
+    def _find_admitted(self, key) -> tuple[int, int]:
+        """``(slot, entry)`` of ``key`` as a lookup admits it; ``(-1, -1)`` when absent."""
+        if type(key) is not int or not INT64_MIN <= key <= INT64_MAX:
+            if self._homes_mods != self._mods:
+                self._sync_homes()  # ClosedError first, as for any key
+            key = lookup_key(key)
+            if key is None:
+                return -1, -1
+        _, slot, e = self._probe(key)
+        return slot, e
 
     def popitem(self):
         """Remove and return the last inserted ``(key, value)`` pair; KeyError when empty."""
@@ -311,23 +386,28 @@ class MapCore:
         return default
 
     def _remove(self, key: int) -> None:
-        """Remove present ``key``: empty its index slot by backward shift, clear its live bit,
-        and drop the holes at the end of the entries. Does not release its value word."""
-        slot, e = self._find(key)
-        index = self._attached_index()
+        """Remove present ``key`` (see :meth:`_remove_at`)."""
+        _, slot, e = self._probe(key)
+        self._remove_at(slot, e)
+
+    def _remove_at(self, slot: int, e: int) -> None:
+        """Remove entry ``e`` at index slot ``slot``: empty the slot by backward shift (the
+        entries after it move one place left up to an empty slot or one at its home), clear the
+        live bit, and drop the holes at the end of the entries. Does not release its value."""
+        index, slot_homes = self._attached_index(), self._slot_homes
         end = slot + 1
-        while True:
-            ix = index[end]
-            if not ix or self._home(self._key_of(ix - 1)) == end:
-                break
+        while slot_homes[end] < end:  # an empty slot's is ``end`` itself
             end += 1
         if end > slot + 1:
             index[slot: end - 1] = index[slot + 1: end]
+            slot_homes[slot: end - 1] = slot_homes[slot + 1: end]
         index[end - 1] = 0
+        slot_homes[end - 1] = end - 1
         chunk, at = e >> CHUNK_BITS, e & CHUNK_MASK
         self._live[chunk][at >> 3] &= ~(1 << (at & 7)) & 0xFF
         self._n -= 1
         self._mods += 1
+        self._homes_mods = self._mods
         used = self._used
         while used and not self._is_live(used - 1):
             used -= 1
@@ -341,13 +421,24 @@ class MapCore:
 
     def _find_entries(self, keys: np.ndarray, out: np.ndarray) -> None:
         """``out[i]`` = the entry holding ``keys[i]``, or -1."""
-        self._attached_index()
-        out[:] = self._probe_many(keys)
+        out[:] = self._probe_slot_homes(keys)
 
     def _count_absent(self, keys: np.ndarray) -> int:
         """The number of distinct keys of the batch that the map does not hold."""
-        self._attached_index()
-        return int(np.unique(keys[self._probe_many(keys) < 0]).size)
+        return int(np.unique(keys[self._probe_slot_homes(keys) < 0]).size)
+
+    def _probe_slot_homes(self, keys: np.ndarray) -> np.ndarray:
+        """The entries of many int64 keys (-1 where absent), probing on the slot homes with
+        numpy (:func:`~offheap.hashmap.placement.find_in_groups`). The arrays over the table's
+        buffers live only during the call."""
+        if self._homes_mods != self._mods:
+            self._sync_homes()
+        index = np.frombuffer(self._attached_index(), np.uint32)
+        key_column = Column([np.frombuffer(chunk, np.int64) for chunk in self._keys])
+        try:
+            return find_in_groups(index, self._slot_home_array, key_column, self._homes, keys)
+        finally:
+            del index, key_column
 
     def _put_words(self, keys: np.ndarray, words: np.ndarray, done: np.ndarray) -> None:
         """Store ``words[i]`` under ``keys[i]`` as dict.update would (room reserved by the map);
@@ -377,45 +468,59 @@ class MapCore:
     def _entries(self, what: int) -> Iterator:
         """Keys (0), values (1) or items (2) in entry order; RuntimeError at the step after a
         change of the entries, ClosedError after a close. Entries are read a run of
-        ``_ITER_RUN`` at a time (live positions, keys, decoded values); a value overwritten
-        since its run was read is decoded again at its step."""
+        ``_ITER_RUN`` at a time (live positions, keys, words and their decoded values); a value
+        is read again at its step, and decoded again if it was overwritten since."""
         if self._index is None:
             raise self._closed_error()
         mods = self._mods
         start = 0
         while True:
-            if self._mods != mods:
-                raise RuntimeError("LongHashMap changed size during iteration")
-            if self._index is None:
-                raise self._closed_error()
+            if self._mods != mods or self._index is None:
+                raise self._iteration_error()
             if start >= self._used:
                 return
             chunk, at = start >> CHUNK_BITS, start & CHUNK_MASK
             stop = min(at + _ITER_RUN, len(self._keys[chunk]), self._used - (chunk << CHUNK_BITS))
             positions, keys, words, values = self._run(chunk, at, stop, what != 0)
-            codec = self._codec
-            for j, i in enumerate(positions):
-                if self._mods != mods:
-                    raise RuntimeError("LongHashMap changed size during iteration")
-                if self._index is None:
-                    raise self._closed_error()
-                if what == 0:
-                    yield keys[j]
-                    continue
-                word = self._values[chunk][i]
-                value = values[j] if word == words[j] else codec.decode(word)
-                yield value if what == 1 else (keys[j], value)
+            if what == 0:
+                for key in keys:
+                    if self._mods != mods or self._index is None:
+                        raise self._iteration_error()
+                    yield key
+            elif self._typed:  # a typed word is its value
+                for i, key in zip(positions, keys):
+                    if self._mods != mods or self._index is None:
+                        raise self._iteration_error()
+                    value = self._values[chunk][i]
+                    yield value if what == 1 else (key, value)
+            else:
+                decode = self._codec.decode
+                for i, key, word, value in zip(positions, keys, words, values):
+                    if self._mods != mods or self._index is None:
+                        raise self._iteration_error()
+                    now = self._values[chunk][i]
+                    if now != word:
+                        value = decode(now)
+                    yield value if what == 1 else (key, value)
             start = (chunk << CHUNK_BITS) + stop
 
+    def _iteration_error(self) -> Exception:
+        """Why an iterator cannot go on: the map was closed, or its entries changed."""
+        if self._index is None:
+            return self._closed_error()
+        return RuntimeError("LongHashMap changed size during iteration")
+
     def _run(self, chunk: int, at: int, stop: int, with_values: bool) -> tuple[list, list, list, list]:
-        """Positions ``at <= i < stop`` of chunk ``chunk`` that are live, their keys, words and
-        decoded values (``at`` a multiple of 8), as lists: an iterator holds no buffer of the
-        table between its steps, so a reshape can free the regions."""
+        """Positions ``at <= i < stop`` of chunk ``chunk`` that are live, their keys, and with
+        ``with_values`` their words and decoded values (``at`` a multiple of 8), as lists: an
+        iterator holds no buffer of the table between its steps, so a reshape can free the
+        regions. Typed words are their own values: their list is left empty."""
         bits = np.frombuffer(self._live[chunk], np.uint8)[at >> 3: (stop + 7) >> 3]
-        positions = (np.flatnonzero(np.unpackbits(bits, bitorder="little")[: stop - at]) + at).tolist()
+        positions = np.flatnonzero(np.unpackbits(bits, bitorder="little")[: stop - at]) + at
         del bits
-        keys, column = self._keys[chunk], self._values[chunk]
-        words = [column[i] for i in positions]
-        values = self._codec.decode_many(np.array(words, column.format)).tolist() \
-            if with_values and words else []
-        return positions, [keys[i] for i in positions], words, values
+        keys = np.frombuffer(self._keys[chunk], np.int64)[positions].tolist()
+        if not with_values or self._typed or not len(positions):
+            return positions.tolist(), keys, [], []
+        column = self._values[chunk]
+        words = np.frombuffer(column.cast("B"), np.dtype(column.format))[positions]
+        return positions.tolist(), keys, words.tolist(), self._codec.decode_many(words).tolist()
