@@ -233,7 +233,13 @@ class TreeMap(StandaloneFileMap, SortedRangeAPI, DictAPI, MutableMapping):
             if (leaf is None or (hint.lo is not None and key < hint.lo)
                     or (hint.hi is not None and key >= hint.hi)):
                 self._check_open()
-                leaf = self._tree.leaf_for(key)
+                tree = self._tree
+                if tree.descent is not None:
+                    value = tree.get(key, MISSING)
+                    if value is MISSING:
+                        return default
+                    return value if type(value) in SCALAR_TYPES else admit.fresh(value)
+                leaf = tree.leaf_for(key)
             keys = leaf.keys
             i = bisect_left(keys, key)
             if i < len(keys) and keys[i] == key:
@@ -403,8 +409,14 @@ class TreeMap(StandaloneFileMap, SortedRangeAPI, DictAPI, MutableMapping):
         with self._lock:
             self._check_open()
             admit = self._admit
-            scan = self._tree.scan(admit.bound(lo), admit.bound(hi), inclusive, reverse)
-            first = scan.first(self._tree.shape, with_value)
+            tree = self._tree
+            if tree.descent is not None and (lo is None) != (hi is None) and reverse == (lo is None):
+                above = lo is not None  # a one-sided range: a neighbour query
+                key = admit.key(lo if above else hi)
+                first = tree.neighbour(key, above, inclusive[0 if above else 1], with_value)
+            else:
+                scan = tree.scan(admit.bound(lo), admit.bound(hi), inclusive, reverse)
+                first = scan.first(tree.shape, with_value)
         if with_value and first is not None:
             return first[0], admit.fresh(first[1])
         return first

@@ -93,4 +93,20 @@ int borrow_strings(PyObject **items, Py_ssize_t count, int as_text, PageString *
 int write_front_coded(PageWriter *writer, const PageString *strings, Py_ssize_t count);
 int write_string_column(PageWriter *writer, const PageString *strings, Py_ssize_t count);
 
+/* Leaf bodies (_pages.c). read_int64_key_words fills `out` with the `count` keys of an int64
+ * key block (shift byte and delta block), checked as page.decode_keys checks them.
+ * read_values returns the value column of `count` entries as a new list, or Py_None (a new
+ * reference) for an object column that the reference must decode (its constant and mixed
+ * forms); read_value_at returns its value at `index` < `count` alone (the whole column is read
+ * and checked, so a damaged column fails as read_values fails), or Py_None likewise. Kinds are
+ * those of _pages.c; `scratch` has room for `count` words. */
+int read_int64_key_words(PageReader *reader, Py_ssize_t count, uint64_t *out);
+PyObject *read_values(PageReader *reader, Py_ssize_t count, int value_kind, uint64_t *scratch);
+PyObject *read_value_at(PageReader *reader, Py_ssize_t count, int value_kind, Py_ssize_t index,
+                        uint64_t *scratch);
+
+/* The compiled descent (descent.c): adds the type Descent to the module; 0, or -1 with an
+ * exception set. */
+int add_descent_type(PyObject *module);
+
 #endif
