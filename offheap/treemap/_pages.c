@@ -257,6 +257,22 @@ read_value_at(PageReader *reader, Py_ssize_t count, int value_kind, Py_ssize_t i
         memcpy(&real, &scratch[index], sizeof real);
         return PyFloat_FromDouble(real);
     }
+    if (kind == VALUE_OBJECT) {
+        PageReader probe = *reader;
+        uint8_t form;
+        if (read_byte(&probe, &form, "object column form byte") < 0)
+            return NULL;
+        if (form == OBJECT_STR || form == OBJECT_BYTES) {
+            *reader = probe;
+            kind = form == OBJECT_STR ? VALUE_STR : VALUE_BYTES;
+        }
+    }
+    if (kind == VALUE_STR || kind == VALUE_BYTES) {
+        PyObject *value = read_constant_string(reader, kind == VALUE_STR);
+        if (value != Py_None)
+            return value;  /* the one value of a constant column, or NULL */
+        Py_DECREF(value);
+    }
     PyObject *values = read_values(reader, count, kind, scratch);
     if (values == NULL || values == Py_None)
         return values;

@@ -132,14 +132,6 @@ class Tree:
             self.trim(strict=False)
         return self.hint.descend(self.shape, key)
 
-    def get(self, key, missing):
-        """The value of ``key`` or ``missing``, by the compiled descent (``descent`` is not
-        None), which leaves the cache and the hint as they are."""
-        if self.cache.over_capacity:
-            self.trim(strict=False)
-        shape = self.shape
-        return self.descent.get(shape.root, shape.height, key, missing)
-
     def get_sorted(self, keys: list, missing) -> list:
         """The values of ascending ``keys`` (``missing`` for an absent one): the keys of one
         leaf are found in the hint's leaf, one descent for them all (one compiled descent each

@@ -216,9 +216,9 @@ class TreeMap(StandaloneFileMap, SortedRangeAPI, DictAPI, MutableMapping):
 
     def _lookup(self, key, default):
         """The value of ``key`` (a fresh object, :meth:`Admission.fresh`), or ``default``: the
-        hot read path, through the leaf of the tree's hint when it holds ``key`` (a closed map's
-        hint holds nothing), else the leaf a descent finds. A key that no key of the tree can
-        equal is a miss."""
+        hot read path, by the compiled descent when there is one, else through the leaf of the
+        tree's hint when it holds ``key`` (a closed map's hint holds nothing), else the leaf a
+        descent finds. A key that no key of the tree can equal is a miss."""
         lock = self._lock
         lock.acquire()
         try:
@@ -228,17 +228,23 @@ class TreeMap(StandaloneFileMap, SortedRangeAPI, DictAPI, MutableMapping):
                 if key is None:
                     self._check_open()
                     return default
+            tree = self._tree
+            descent = tree.descent
+            if descent is not None:  # the compiled descent, which reads cached leaves too
+                if self._closed:
+                    raise ClosedError(_CLOSED)
+                if tree.cache.over_capacity:
+                    tree.trim(strict=False)
+                shape = tree.shape
+                value = descent.get(shape.root, shape.height, key, MISSING)
+                if value is MISSING:
+                    return default
+                return value if type(value) in SCALAR_TYPES else admit.fresh(value)
             hint = self._hint
             leaf = hint.leaf
             if (leaf is None or (hint.lo is not None and key < hint.lo)
                     or (hint.hi is not None and key >= hint.hi)):
                 self._check_open()
-                tree = self._tree
-                if tree.descent is not None:
-                    value = tree.get(key, MISSING)
-                    if value is MISSING:
-                        return default
-                    return value if type(value) in SCALAR_TYPES else admit.fresh(value)
                 leaf = tree.leaf_for(key)
             keys = leaf.keys
             i = bisect_left(keys, key)

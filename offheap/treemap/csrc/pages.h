@@ -4,6 +4,7 @@
  * stream.c     page readers and writers: varints, bit streams, int64 delta and frame blocks
  * strings.c    front coding and the str/bytes column of offheap.store.serializers
  * _pages.c     int64 key blocks, the value columns, and the module (encode/decode of leaf bodies)
+ * descent.c    the compiled read path of the B+tree (type Descent) over the node cache and store
  *
  * The byte layouts are those of offheap.kernels.packing, offheap.store.serializers and
  * offheap.treemap.page, which specify them; this code follows them byte for byte.
@@ -77,6 +78,10 @@ int write_int64_column(PageWriter *writer, const uint64_t *values, Py_ssize_t co
 /* `count` <= PAGE_MAX_ENTRIES front-coded strings as a new list of bytes (as_text 0) or str
  * decoded from UTF-8 with surrogatepass (as_text 1). */
 PyObject *read_front_coded(PageReader *reader, Py_ssize_t count, int as_text);
+/* The one value of a str/bytes column in the constant form (form byte 00), a new reference,
+ * the reader moved past the column; Py_None (a new reference), the reader unmoved, for the
+ * other forms. */
+PyObject *read_constant_string(PageReader *reader, int as_text);
 /* The str/bytes column (form byte and body) of `count` values, as a new list. */
 PyObject *read_string_column(PageReader *reader, Py_ssize_t count, int as_text);
 
