@@ -38,6 +38,16 @@ machine's load average before and after::
 ``pages`` times one leaf page's encode and decode on the compiled codec and on the reference
 in one process (``--entries`` random int64 keys, the fill of a random-key leaf of node size 32,
 with ``""`` values; then the same with int64 values), min of ``--repeat`` runs.
+
+``reads`` times the read path on ``--n`` random int64 keys bulk-loaded (values ``""``) against a
+``SortedDict`` of the same entries: ``t[k]`` of ``--probes`` present keys, ``floor_key``,
+``index`` and ``peekitem`` of as many probes, and ``irange`` and plain iteration over
+``--probes`` entries. Ours and the peer's runs are interleaved and timed in process CPU time
+(``time.process_time``, robust to other processes on a loaded machine); each cell keeps the
+fastest of ``--repeat`` runs, and the output gives the page codec, the ratios and the load
+average before and after::
+
+    python benchmarks/treemap_bench.py reads --n 1000000 --probes 100000 --repeat 3
 """
 
 from __future__ import annotations
@@ -297,6 +307,72 @@ def run_positions(n: int, n_probes: int, repeat: int) -> dict:
     return results
 
 
+def _cpu_fastest(call, probes, repeat: int) -> float:
+    """The fastest of ``repeat`` passes of ``call`` over ``probes``, in CPU seconds per call."""
+    best = float("inf")
+    for _ in range(repeat):
+        gc.collect()
+        started = time.process_time()
+        for probe in probes:
+            call(probe)
+        best = min(best, time.process_time() - started)
+    return best / len(probes)
+
+
+def run_reads(n: int, n_probes: int, repeat: int) -> dict:
+    import itertools
+
+    import numpy as np
+    from sortedcontainers import SortedDict
+
+    from offheap.treemap.treemap import TreeMap
+
+    rnd = random.Random(7)
+    keys = sorted({rnd.getrandbits(64) - (1 << 63) for _ in range(n)})
+    present = rnd.sample(keys, n_probes)
+    positions = [rnd.randrange(len(keys)) for _ in range(n_probes)]
+    probes = [rnd.getrandbits(64) - (1 << 63) for _ in range(n_probes)]
+    lo, hi = keys[len(keys) // 3], keys[len(keys) // 3 + n_probes - 1]
+    sorted_dict = SortedDict(zip(keys, [""] * len(keys)))
+    tree = TreeMap()
+    tree.put_many(np.array(keys, np.int64), [""] * len(keys))
+    sd_keys = sorted_dict.keys()
+
+    def sd_floor(k):
+        i = sorted_dict.bisect_right(k)
+        return sd_keys[i - 1] if i else None
+
+    def drain(iterable) -> None:
+        for _ in iterable:
+            pass
+
+    cases = {
+        "get": (sorted_dict.__getitem__, tree.__getitem__, present),
+        "floor_key": (sd_floor, tree.floor_key, probes),
+        "index": (sorted_dict.index, tree.index, present),
+        "peekitem": (sorted_dict.peekitem, tree.peekitem, positions),
+        "irange": (lambda _: drain(sorted_dict.irange(lo, hi)),
+                   lambda _: drain(tree.irange(lo, hi)), [None]),
+        "iteration": (lambda _: drain(itertools.islice(sorted_dict, n_probes)),
+                      lambda _: drain(itertools.islice(tree, n_probes)), [None]),
+    }
+    results: dict = dict(entries=len(keys), probes=n_probes, repeat=repeat,
+                         page_codec="compiled" if page_codec_compiled() else "reference",
+                         load_before=load_average())
+    for name, (peer, ours, args) in cases.items():
+        best_peer = best_ours = float("inf")
+        for _ in range(repeat):  # interleaved, so both see the same machine
+            best_peer = min(best_peer, _cpu_fastest(peer, args, 1))
+            best_ours = min(best_ours, _cpu_fastest(ours, args, 1))
+        per = n_probes if args == [None] else 1
+        results[name] = dict(sorteddict_ns=round(best_peer / per * 1e9),
+                             treemap_ns=round(best_ours / per * 1e9),
+                             ratio=round(best_ours / best_peer, 2))
+    results["load_after"] = load_average()
+    tree.close()
+    return results
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -317,7 +393,14 @@ def main() -> None:
     positions.add_argument("--n", type=int, default=1_000_000)
     positions.add_argument("--probes", type=int, default=100_000)
     positions.add_argument("--repeat", type=int, default=3)
+    reads = sub.add_parser("reads", help="get, floor_key, index, peekitem, irange against SortedDict")
+    reads.add_argument("--n", type=int, default=1_000_000)
+    reads.add_argument("--probes", type=int, default=100_000)
+    reads.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
+    if args.command == "reads":
+        print(json.dumps(run_reads(args.n, args.probes, args.repeat), indent=1))
+        return
     if args.command == "positions":
         print(json.dumps(run_positions(args.n, args.probes, args.repeat), indent=1))
         return

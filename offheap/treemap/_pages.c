@@ -100,29 +100,32 @@ write_int64_keys(PageWriter *writer, uint64_t *keys, Py_ssize_t count)
     return write_byte(writer, (uint8_t)shift) < 0 ? -1 : write_int64_deltas(writer, keys, count);
 }
 
-static PyObject *
-read_int64_keys(PageReader *reader, Py_ssize_t count, uint64_t *scratch)
+int
+read_int64_key_words(PageReader *reader, Py_ssize_t count, uint64_t *out)
 {
     uint8_t shift;
     if (read_byte(reader, &shift, "int64 key block shift") < 0)
-        return NULL;
-    if (shift > 63) {
-        page_corrupt("int64 key block shift %d is above 63: the data is corrupt", shift);
-        return NULL;
-    }
-    if (read_int64_deltas(reader, count, scratch) < 0)
-        return NULL;
+        return -1;
+    if (shift > 63)
+        return page_corrupt("int64 key block shift %d is above 63: the data is corrupt", shift);
+    if (read_int64_deltas(reader, count, out) < 0)
+        return -1;
     int64_t low = INT64_MIN >> shift, high = INT64_MAX >> shift;
     for (Py_ssize_t i = 0; i < count; i++) {
-        int64_t key = (int64_t)scratch[i];
-        if (key < low || key > high) {
-            page_corrupt("int64 key %lld << %d does not fit in int64: the data is corrupt",
-                         (long long)key, shift);
-            return NULL;
-        }
-        scratch[i] = (uint64_t)key << shift;
+        int64_t key = (int64_t)out[i];
+        if (key < low || key > high)
+            return page_corrupt("int64 key %lld << %d does not fit in int64: the data is "
+                                "corrupt", (long long)key, shift);
+        out[i] = (uint64_t)key << shift;
     }
-    return list_of_words(scratch, count, 0);
+    return 0;
+}
+
+static PyObject *
+read_int64_keys(PageReader *reader, Py_ssize_t count, uint64_t *scratch)
+{
+    return read_int64_key_words(reader, count, scratch) < 0 ? NULL
+        : list_of_words(scratch, count, 0);
 }
 
 static int
@@ -202,9 +205,7 @@ write_values(PageWriter *writer, PyObject **values, Py_ssize_t count, int value_
     }
 }
 
-/* A new list of the column's values; Py_None (a new reference) for the object forms that the
- * reference reads alone. */
-static PyObject *
+PyObject *
 read_values(PageReader *reader, Py_ssize_t count, int value_kind, uint64_t *scratch)
 {
     uint8_t form;
@@ -230,6 +231,54 @@ read_values(PageReader *reader, Py_ssize_t count, int value_kind, uint64_t *scra
         page_corrupt("unknown object column form %d at offset %zd", form, reader->pos - 1);
         return NULL;
     }
+}
+
+PyObject *
+read_value_at(PageReader *reader, Py_ssize_t count, int value_kind, Py_ssize_t index,
+              uint64_t *scratch)
+{
+    int kind = value_kind;
+    if (kind == VALUE_OBJECT) {
+        PageReader probe = *reader;
+        uint8_t form;
+        if (read_byte(&probe, &form, "object column form byte") < 0)
+            return NULL;
+        if (form == OBJECT_INT || form == OBJECT_FLOAT) {
+            *reader = probe;
+            kind = form == OBJECT_INT ? VALUE_INT64 : VALUE_FLOAT64;
+        }
+    }
+    if (kind == VALUE_INT64 || kind == VALUE_FLOAT64) {
+        if (read_int64_column(reader, count, scratch) < 0)
+            return NULL;
+        if (kind == VALUE_INT64)
+            return PyLong_FromLongLong((int64_t)scratch[index]);
+        double real;
+        memcpy(&real, &scratch[index], sizeof real);
+        return PyFloat_FromDouble(real);
+    }
+    if (kind == VALUE_OBJECT) {
+        PageReader probe = *reader;
+        uint8_t form;
+        if (read_byte(&probe, &form, "object column form byte") < 0)
+            return NULL;
+        if (form == OBJECT_STR || form == OBJECT_BYTES) {
+            *reader = probe;
+            kind = form == OBJECT_STR ? VALUE_STR : VALUE_BYTES;
+        }
+    }
+    if (kind == VALUE_STR || kind == VALUE_BYTES) {
+        PyObject *value = read_constant_string(reader, kind == VALUE_STR);
+        if (value != Py_None)
+            return value;  /* the one value of a constant column, or NULL */
+        Py_DECREF(value);
+    }
+    PyObject *values = read_values(reader, count, kind, scratch);
+    if (values == NULL || values == Py_None)
+        return values;
+    PyObject *value = Py_NewRef(PyList_GET_ITEM(values, index));
+    Py_DECREF(values);
+    return value;
 }
 
 /* -- module functions ------------------------------------------------------------------------ */
@@ -407,7 +456,8 @@ PyInit__pages(void)
             return NULL;
     }
     PyObject *module = PyModule_Create(&pages_module);
-    if (module != NULL && PyModule_AddIntConstant(module, "MAX_ENTRIES", PAGE_MAX_ENTRIES) < 0)
+    if (module != NULL && (PyModule_AddIntConstant(module, "MAX_ENTRIES", PAGE_MAX_ENTRIES) < 0
+                           || add_descent_type(module) < 0))
         Py_CLEAR(module);
     return module;
 }

@@ -22,6 +22,14 @@ longer the tree's (or no longer cached), and descends anew before every structur
 
 Cost: a descent is O(height * log(node_size)) key comparisons and one cache lookup per level.
 
+Compiled reads. :func:`compiled_descent` gives the tree a ``Descent`` of the compiled codec
+(``offheap/treemap/csrc/descent.c``) when it is loaded: the descents of ``get``, the neighbour
+queries and the positional reads in C, reading cached nodes in place and searching uncached
+leaves in their page bytes without caching them or evicting anything. It answers as the
+descents here and a ``bisect`` of the leaf do (differential tests hold them equal), reads
+inner nodes only through :meth:`NodeCache.inner` (a cached one keeps its LRU place) and leaves
+through the cache's dict or :meth:`NodeCache.read_leaf`, and records no path and no hint.
+
 Interface. A compiled cursor provides the same class: ``Cursor(cache)``, the attributes ``leaf``,
 ``lo``, ``hi`` and ``path``, and the methods below, reading nodes only through
 :meth:`NodeCache.inner`, :meth:`NodeCache.leaf` and :meth:`NodeCache.read_leaf`, and ordering keys
@@ -37,6 +45,8 @@ from offheap.errors import CorruptionError
 from offheap.treemap.meta import TreeShape
 from offheap.treemap.node import Inner, Leaf
 from offheap.treemap.nodecache import NodeCache
+from offheap.treemap.page import compiled_kinds
+from offheap.kernels import native
 
 
 Path = list[tuple[Inner, int]]  # (inner node, child index) pairs from the root down to a leaf
@@ -152,6 +162,20 @@ class Cursor:
         leaf = self._cache.read_leaf(recid)
         self.path, self.leaf, self.lo, self.hi = [], leaf, lo, hi
         return leaf
+
+
+_compiled_pages = native.compiled_module("offheap.treemap._pages")
+
+
+def compiled_descent(cache: NodeCache, nodes):
+    """The compiled ``Descent`` over ``cache`` and the record store of ``nodes`` (a
+    :class:`~offheap.treemap.nodestore.NodeStore`), or None when the compiled codec is not
+    loaded or does not read this tree's leaves (a custom value serializer)."""
+    kinds = compiled_kinds(nodes.key_kind, nodes.serializer)
+    if _compiled_pages is None or kinds is None:
+        return None
+    return _compiled_pages.Descent(cache._inner, cache._leaves, cache.inner, cache.read_leaf,
+                                   nodes.store, *kinds)
 
 
 def _bounds(path: Path) -> tuple:

@@ -89,6 +89,16 @@ _VALUE_KIND_NUMBERS = {serializer: number for number, serializer in
                        enumerate((INT64, FLOAT64, STR, BYTES, OBJECT))}
 
 
+def compiled_kinds(key_kind: str, value_serializer) -> tuple[int, int] | None:
+    """The key and value kind numbers of the compiled codec for a tree of ``key_kind`` keys and
+    ``value_serializer`` values, or None when leaves of that tree are the reference's alone (the
+    codec is not loaded, or the serializer is not one of the built-in ones)."""
+    value_kind = _VALUE_KIND_NUMBERS.get(value_serializer)
+    if _compiled_pages is None or value_kind is None:
+        return None
+    return _KEY_KIND_NUMBERS[key_kind], value_kind
+
+
 # -- key blocks ---------------------------------------------------------------------------------
 
 def _common_shift(keys: np.ndarray) -> int:

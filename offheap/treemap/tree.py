@@ -32,7 +32,7 @@ import numpy as np
 
 from offheap.errors import CapacityError
 from offheap.treemap.bulk import build_tree, merge_sorted
-from offheap.treemap.cursor import Cursor
+from offheap.treemap.cursor import Cursor, compiled_descent
 from offheap.treemap.meta import TreeMeta, TreeShape, encode_meta
 from offheap.treemap.node import Inner, Leaf, Node
 from offheap.treemap.nodecache import NodeCache, unwritten_budget
@@ -75,6 +75,7 @@ class Tree:
         self.cache = NodeCache(cache_size, nodes.load, nodes.write, unwritten_budget(
             nodes.store.arena.limit_bytes) if write_cache else None)
         self.hint = Cursor(self.cache)
+        self.descent = compiled_descent(self.cache, nodes)  # None: the Python reads below
         self.writer = NodeWriter(self.cache, nodes, self.hint, write_cache)
         self.rebalancer = Rebalancer(self.cache, nodes, self.writer, node_size)
         self.shape = TreeShape.single_leaf(0)  # until create() or install()
@@ -133,7 +134,13 @@ class Tree:
 
     def get_sorted(self, keys: list, missing) -> list:
         """The values of ascending ``keys`` (``missing`` for an absent one): the keys of one
-        leaf are found in the hint's leaf, one descent for them all."""
+        leaf are found in the hint's leaf, one descent for them all (one compiled descent each
+        when there is one)."""
+        if self.descent is not None:
+            if self.cache.over_capacity:
+                self.trim(strict=False)
+            find, root, height = self.descent.get, self.shape.root, self.shape.height
+            return [find(root, height, key, missing) for key in keys]
         hint = self.hint
         values = []
         for key in keys:
@@ -150,6 +157,15 @@ class Tree:
         """The smallest key (largest with ``last``) of a tree that is not empty."""
         return self.hint.descend_edge(self.shape, last).keys[-1 if last else 0]
 
+    def neighbour(self, key, above: bool, inclusive: bool, with_value: bool):
+        """By the compiled descent: the smallest key above ``key`` (``above``) or the largest
+        below it, ``key`` itself counting if ``inclusive``, or its ``(key, value)`` with
+        ``with_value``; None when there is none."""
+        if self.cache.over_capacity:
+            self.trim(strict=False)
+        shape = self.shape
+        return self.descent.neighbour(shape.root, shape.height, key, above, inclusive, with_value)
+
     def scan(self, lo, hi, inclusive: tuple[bool, bool], reverse: bool) -> RangeScan:
         """A scan of the keys in a range (:mod:`offheap.treemap.scan`), started at need."""
         return RangeScan(self.cache, lo, hi, inclusive, reverse)
@@ -161,6 +177,8 @@ class Tree:
         sums the entry counts left of its path, O(height * node_size)."""
         if self.cache.over_capacity:
             self.trim(strict=False)
+        if self.descent is not None:
+            return self.descent.position(self.shape.root, self.shape.height, key, right)
         leaf = self.hint.descend(self.shape, key)
         return self.hint.position() + (bisect_right if right else bisect_left)(leaf.keys, key)
 
@@ -168,6 +186,8 @@ class Tree:
         """The ``(key, value)`` at position ``index``, ``0 <= index < n_entries``."""
         if self.cache.over_capacity:
             self.trim(strict=False)
+        if self.descent is not None:
+            return self.descent.item_at(self.shape.root, self.shape.height, index)
         leaf, i = self.hint.descend_to_position(self.shape, index)
         return leaf.keys[i], leaf.values[i]
 

@@ -216,9 +216,9 @@ class TreeMap(StandaloneFileMap, SortedRangeAPI, DictAPI, MutableMapping):
 
     def _lookup(self, key, default):
         """The value of ``key`` (a fresh object, :meth:`Admission.fresh`), or ``default``: the
-        hot read path, through the leaf of the tree's hint when it holds ``key`` (a closed map's
-        hint holds nothing), else the leaf a descent finds. A key that no key of the tree can
-        equal is a miss."""
+        hot read path, by the compiled descent when there is one, else through the leaf of the
+        tree's hint when it holds ``key`` (a closed map's hint holds nothing), else the leaf a
+        descent finds. A key that no key of the tree can equal is a miss."""
         lock = self._lock
         lock.acquire()
         try:
@@ -228,12 +228,24 @@ class TreeMap(StandaloneFileMap, SortedRangeAPI, DictAPI, MutableMapping):
                 if key is None:
                     self._check_open()
                     return default
+            tree = self._tree
+            descent = tree.descent
+            if descent is not None:  # the compiled descent, which reads cached leaves too
+                if self._closed:
+                    raise ClosedError(_CLOSED)
+                if tree.cache.over_capacity:
+                    tree.trim(strict=False)
+                shape = tree.shape
+                value = descent.get(shape.root, shape.height, key, MISSING)
+                if value is MISSING:
+                    return default
+                return value if type(value) in SCALAR_TYPES else admit.fresh(value)
             hint = self._hint
             leaf = hint.leaf
             if (leaf is None or (hint.lo is not None and key < hint.lo)
                     or (hint.hi is not None and key >= hint.hi)):
                 self._check_open()
-                leaf = self._tree.leaf_for(key)
+                leaf = tree.leaf_for(key)
             keys = leaf.keys
             i = bisect_left(keys, key)
             if i < len(keys) and keys[i] == key:
@@ -403,8 +415,14 @@ class TreeMap(StandaloneFileMap, SortedRangeAPI, DictAPI, MutableMapping):
         with self._lock:
             self._check_open()
             admit = self._admit
-            scan = self._tree.scan(admit.bound(lo), admit.bound(hi), inclusive, reverse)
-            first = scan.first(self._tree.shape, with_value)
+            tree = self._tree
+            if tree.descent is not None and (lo is None) != (hi is None) and reverse == (lo is None):
+                above = lo is not None  # a one-sided range: a neighbour query
+                key = admit.key(lo if above else hi)
+                first = tree.neighbour(key, above, inclusive[0 if above else 1], with_value)
+            else:
+                scan = tree.scan(admit.bound(lo), admit.bound(hi), inclusive, reverse)
+                first = scan.first(tree.shape, with_value)
         if with_value and first is not None:
             return first[0], admit.fresh(first[1])
         return first

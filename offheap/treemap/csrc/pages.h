@@ -4,6 +4,7 @@
  * stream.c     page readers and writers: varints, bit streams, int64 delta and frame blocks
  * strings.c    front coding and the str/bytes column of offheap.store.serializers
  * _pages.c     int64 key blocks, the value columns, and the module (encode/decode of leaf bodies)
+ * descent.c    the compiled read path of the B+tree (type Descent) over the node cache and store
  *
  * The byte layouts are those of offheap.kernels.packing, offheap.store.serializers and
  * offheap.treemap.page, which specify them; this code follows them byte for byte.
@@ -77,6 +78,10 @@ int write_int64_column(PageWriter *writer, const uint64_t *values, Py_ssize_t co
 /* `count` <= PAGE_MAX_ENTRIES front-coded strings as a new list of bytes (as_text 0) or str
  * decoded from UTF-8 with surrogatepass (as_text 1). */
 PyObject *read_front_coded(PageReader *reader, Py_ssize_t count, int as_text);
+/* The one value of a str/bytes column in the constant form (form byte 00), a new reference,
+ * the reader moved past the column; Py_None (a new reference), the reader unmoved, for the
+ * other forms. */
+PyObject *read_constant_string(PageReader *reader, int as_text);
 /* The str/bytes column (form byte and body) of `count` values, as a new list. */
 PyObject *read_string_column(PageReader *reader, Py_ssize_t count, int as_text);
 
@@ -92,5 +97,21 @@ typedef struct {
 int borrow_strings(PyObject **items, Py_ssize_t count, int as_text, PageString *out);
 int write_front_coded(PageWriter *writer, const PageString *strings, Py_ssize_t count);
 int write_string_column(PageWriter *writer, const PageString *strings, Py_ssize_t count);
+
+/* Leaf bodies (_pages.c). read_int64_key_words fills `out` with the `count` keys of an int64
+ * key block (shift byte and delta block), checked as page.decode_keys checks them.
+ * read_values returns the value column of `count` entries as a new list, or Py_None (a new
+ * reference) for an object column that the reference must decode (its constant and mixed
+ * forms); read_value_at returns its value at `index` < `count` alone (the whole column is read
+ * and checked, so a damaged column fails as read_values fails), or Py_None likewise. Kinds are
+ * those of _pages.c; `scratch` has room for `count` words. */
+int read_int64_key_words(PageReader *reader, Py_ssize_t count, uint64_t *out);
+PyObject *read_values(PageReader *reader, Py_ssize_t count, int value_kind, uint64_t *scratch);
+PyObject *read_value_at(PageReader *reader, Py_ssize_t count, int value_kind, Py_ssize_t index,
+                        uint64_t *scratch);
+
+/* The compiled descent (descent.c): adds the type Descent to the module; 0, or -1 with an
+ * exception set. */
+int add_descent_type(PyObject *module);
 
 #endif

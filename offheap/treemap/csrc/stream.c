@@ -117,7 +117,17 @@ read_bits(PageReader *reader, Py_ssize_t count, int width, uint64_t base, uint64
         uint64_t bit = (uint64_t)i * (uint64_t)width;
         Py_ssize_t byte = (Py_ssize_t)(bit >> 3);
         int shift = (int)(bit & 7);
-        uint64_t value = load_window(packed + byte, n_bytes - byte) >> shift;
+        uint64_t window;
+        if (n_bytes - byte >= 8) {  /* a whole word: one load (little-endian hosts) */
+#if PY_LITTLE_ENDIAN
+            memcpy(&window, packed + byte, 8);
+#else
+            window = load_window(packed + byte, 8);
+#endif
+        }
+        else
+            window = load_window(packed + byte, n_bytes - byte);
+        uint64_t value = window >> shift;
         if (shift && width > 64 - shift && byte + 8 < n_bytes)
             value |= (uint64_t)packed[byte + 8] << (64 - shift);
         out[i] = base + (value & mask);

@@ -123,6 +123,32 @@ read_constant_column(PageReader *reader, Py_ssize_t count, int as_text)
     return values;
 }
 
+PyObject *
+read_constant_string(PageReader *reader, int as_text)
+{
+    PageReader probe = *reader;
+    uint8_t form;
+    if (read_byte(&probe, &form, "column form byte") < 0)
+        return NULL;
+    if (form != FORM_CONSTANT)
+        Py_RETURN_NONE;
+    uint64_t size;
+    if (read_varint(&probe, &size) < 0)
+        return NULL;
+    if (size > (uint64_t)(probe.size - probe.pos)) {
+        page_corrupt("a %llu-byte value at offset %zd runs past the end of the page body",
+                     (unsigned long long)size, probe.pos);
+        return NULL;
+    }
+    PyObject *value = make_string((const char *)probe.data + probe.pos, (Py_ssize_t)size,
+                                  as_text);
+    if (value != NULL) {
+        probe.pos += (Py_ssize_t)size;
+        *reader = probe;
+    }
+    return value;
+}
+
 /* `count` varint lengths, then the values concatenated. */
 static PyObject *
 read_plain_column(PageReader *reader, Py_ssize_t count, int as_text)

@@ -1,0 +1,916 @@
+/* offheap.treemap._pages.Descent: the compiled read path of a TreeMap's B+tree (layer 6).
+ *
+ * A Descent walks from the root to a leaf and answers a read there without building the leaf's
+ * Python lists: get, the neighbour queries (floor, lower, ceiling, higher), the position of a
+ * key and the entry at a position. It is the twin of offheap.treemap.cursor's descents plus the
+ * bisect the tree's facade runs on the leaf, and gives the same answers.
+ *
+ * Nodes. Inner nodes are the NodeCache's Inner objects: a cached one is read in place (its
+ * LRU place does not move), an uncached one is decoded and cached by cache.inner(recid), as a
+ * Python descent does. A leaf is the cached Leaf when there is one (dirty leaves live only
+ * there, so the cache is always consulted first); else its page is copied out of the record
+ * store (the store's _addr/_size index arrays and segment views, as RecordStore.view reads
+ * them) and searched here: int64 keys are decoded into a C array and bisected, str/bytes keys
+ * into a list, and only the value asked for becomes an object. Such a leaf is not cached and
+ * nothing is evicted: reads leave the cache as it is, as NodeCache.read_leaf does. A page this
+ * code does not read (compressed, or an object column of the constant or mixed forms) is
+ * handed to cache.read_leaf(recid), whose Leaf is then used the same way.
+ *
+ * Lifetime and damage. Store buffers are held only while a page is copied (no Python code runs
+ * then); every recid, position and size is checked against the index and the segment, and the
+ * copy is decoded with the checks of the page codec, so a damaged page raises CorruptionError,
+ * never reads out of bounds. Lists of cached nodes are held by strong references and indexed
+ * with their size re-read, so a node changing under a call cannot make it read freed memory.
+ *
+ * Thread safety: none of its own; the tree's lock covers every call (the GIL is held).
+ */
+#include "pages.h"
+
+#define MAX_HEIGHT 64           /* far above any tree of 2^63 entries at node_size >= 4 */
+#define SMALL_PAGE_BYTES 2048   /* pages up to this size are copied onto the C stack */
+#define SMALL_LEAF_ENTRIES 256  /* int64 keys of leaves up to this size are decoded there */
+
+enum { KEY_INT64 = 0, KEY_STR = 1, KEY_BYTES = 2 };
+enum { FREE_ADDR_HIGH = 0xFFFFFFFFu };
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *inner_nodes;  /* the cache's OrderedDict of Inner nodes by recid */
+    PyObject *leaves;       /* the cache's OrderedDict of Leaf nodes by recid */
+    PyObject *load_inner;   /* cache.inner: decode, cache and return an inner node */
+    PyObject *read_leaf;    /* cache.read_leaf: a leaf for this read alone */
+    PyObject *store;        /* the RecordStore holding the pages */
+    int key_kind;
+    int value_kind;
+} Descent;
+
+static PyObject *str_keys, *str_values, *str_children, *str_counts, *str_addr, *str_size,
+    *str_views;
+
+/* -- inner nodes ----------------------------------------------------------------------------- */
+
+/* One level of a descent: an inner node's lists (strong references) and the child taken. */
+typedef struct {
+    PyObject *keys;
+    PyObject *children;
+    PyObject *counts;
+    Py_ssize_t child;
+} Level;
+
+static void
+level_clear(Level *level)
+{
+    Py_CLEAR(level->keys);
+    Py_CLEAR(level->children);
+    Py_CLEAR(level->counts);
+}
+
+static PyObject *
+list_attribute(PyObject *node, PyObject *name)
+{
+    PyObject *list = PyObject_GetAttr(node, name);
+    if (list != NULL && !PyList_CheckExact(list)) {
+        Py_DECREF(list);
+        page_corrupt("a TreeMap node's %U is not a list", name);
+        return NULL;
+    }
+    return list;
+}
+
+/* The lists of inner node `recid` into `level` (child unset; counts only `with_counts`). */
+static int
+inner_open(Descent *self, PyObject *recid, Level *level, int with_counts)
+{
+    PyObject *node = PyDict_GetItemWithError(self->inner_nodes, recid);
+    if (node != NULL)
+        Py_INCREF(node);
+    else if (PyErr_Occurred() || (node = PyObject_CallOneArg(self->load_inner, recid)) == NULL)
+        return -1;
+    level->keys = list_attribute(node, str_keys);
+    level->children = level->keys ? list_attribute(node, str_children) : NULL;
+    level->counts = level->children && with_counts ? list_attribute(node, str_counts) : NULL;
+    Py_DECREF(node);
+    if (level->children == NULL || (with_counts && level->counts == NULL)) {
+        level_clear(level);
+        return -1;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(level->children);
+    if (n < 1 || PyList_GET_SIZE(level->keys) != n - 1
+            || (with_counts && PyList_GET_SIZE(level->counts) != n)) {
+        level_clear(level);
+        return page_corrupt("TreeMap inner node %S has %zd children and %zd separators, or "
+                            "entry counts of another number", recid, n,
+                            PyList_GET_SIZE(level->keys));
+    }
+    return 0;
+}
+
+/* The child `level->child` of a level (a borrowed recid, valid while the level holds its list),
+ * NULL with CorruptionError if the list no longer has it. */
+static PyObject *
+level_child(Level *level)
+{
+    if (level->child < 0 || level->child >= PyList_GET_SIZE(level->children)) {
+        page_corrupt("a TreeMap inner node changed during a read");
+        return NULL;
+    }
+    return PyList_GET_ITEM(level->children, level->child);
+}
+
+/* -- keys ------------------------------------------------------------------------------------ */
+
+/* The key of a call: the object, and its int64 value for int64 trees. */
+typedef struct {
+    PyObject *object;
+    int64_t word;
+} Key;
+
+/* 0: `object` is a key of the tree's kind; 1: an int outside int64, which no key equals; -1:
+ * TypeError for any other object. */
+static int
+key_of(Descent *self, PyObject *object, Key *key)
+{
+    key->object = object;
+    if (self->key_kind == KEY_INT64) {
+        int overflow;
+        if (!PyLong_CheckExact(object))
+            goto wrong_type;
+        key->word = PyLong_AsLongLongAndOverflow(object, &overflow);
+        if (overflow)
+            return 1;
+        return key->word == -1 && PyErr_Occurred() ? -1 : 0;
+    }
+    if (self->key_kind == KEY_STR ? PyUnicode_CheckExact(object) : PyBytes_CheckExact(object))
+        return 0;
+wrong_type:
+    PyErr_Format(PyExc_TypeError, "a Descent key must be an exact %s, not %.100s",
+                 self->key_kind == KEY_INT64 ? "int" : self->key_kind == KEY_STR ? "str" : "bytes",
+                 Py_TYPE(object)->tp_name);
+    return -1;
+}
+
+/* key_of for the methods whose keys were checked to lie in int64: OverflowError outside. */
+static int
+checked_key(Descent *self, PyObject *object, Key *key)
+{
+    int status = key_of(self, object, key);
+    if (status > 0) {
+        PyErr_SetString(PyExc_OverflowError, "an int64 TreeMap key is outside int64");
+        return -1;
+    }
+    return status;
+}
+
+/* Whether `item` (a key of a node) is below `key` (below: 1, not: 0, error: -1); `reversed`
+ * asks whether `key` is below `item` instead. */
+static int
+item_below(Descent *self, PyObject *item, const Key *key, int reversed)
+{
+    if (self->key_kind == KEY_INT64) {
+        int overflow;
+        if (!PyLong_CheckExact(item))
+            return page_corrupt("an int64 TreeMap node holds a %.100s key", Py_TYPE(item)->tp_name);
+        long long word = PyLong_AsLongLongAndOverflow(item, &overflow);
+        if (overflow || (word == -1 && PyErr_Occurred()))
+            return overflow ? page_corrupt("an int64 TreeMap node holds a key outside int64") : -1;
+        return reversed ? key->word < word : word < key->word;
+    }
+    Py_INCREF(item);
+    int below = reversed ? PyObject_RichCompareBool(key->object, item, Py_LT)
+                         : PyObject_RichCompareBool(item, key->object, Py_LT);
+    Py_DECREF(item);
+    return below;
+}
+
+/* bisect_right (right 1) or bisect_left (0) of `key` in the list `items`; -1 on error. */
+static Py_ssize_t
+bisect_list(Descent *self, PyObject *items, const Key *key, int right)
+{
+    Py_ssize_t lo = 0, hi = PyList_GET_SIZE(items);
+    while (lo < hi) {
+        Py_ssize_t mid = lo + (hi - lo) / 2;
+        if (mid >= PyList_GET_SIZE(items))
+            return page_corrupt("a TreeMap node changed during a read");
+        /* right: go left when key < item; left: go right when item < key */
+        int below = item_below(self, PyList_GET_ITEM(items, mid), key, right);
+        if (below < 0)
+            return -1;
+        if (right ? below : !below)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return lo;
+}
+
+/* -- leaves ---------------------------------------------------------------------------------- */
+
+/* A leaf being read: a Leaf's lists, or a page copied out of the store and its decoded keys. */
+typedef struct {
+    PyObject *recid;       /* strong */
+    PyObject *keys;        /* strong: the Leaf's keys, or the page's str/bytes keys; else NULL */
+    PyObject *values;      /* strong: the Leaf's values; NULL for a page */
+    Py_ssize_t count;
+    uint64_t *words;       /* int64 keys of a page (small_words or PyMem) */
+    uint8_t *page;         /* the page copy (small_page or PyMem) */
+    PageReader value_column;
+    uint64_t small_words[SMALL_LEAF_ENTRIES];
+    uint8_t small_page[SMALL_PAGE_BYTES];
+} Leaf;
+
+/* A leaf that holds nothing yet (leaf_close may follow); the scratch arrays stay unset. */
+static void
+leaf_init(Leaf *leaf)
+{
+    leaf->recid = leaf->keys = leaf->values = NULL;
+    leaf->words = NULL;
+    leaf->page = NULL;
+    leaf->count = 0;
+}
+
+static void
+leaf_close(Leaf *leaf)
+{
+    Py_CLEAR(leaf->recid);
+    Py_CLEAR(leaf->keys);
+    Py_CLEAR(leaf->values);
+    if (leaf->words != leaf->small_words)
+        PyMem_Free(leaf->words);
+    if (leaf->page != leaf->small_page)
+        PyMem_Free(leaf->page);
+    leaf->words = NULL;
+    leaf->page = NULL;
+}
+
+/* Take the lists of a Leaf object (a new reference, consumed). */
+static int
+leaf_take_node(Leaf *leaf, PyObject *node)
+{
+    leaf->keys = list_attribute(node, str_keys);
+    leaf->values = leaf->keys ? list_attribute(node, str_values) : NULL;
+    Py_DECREF(node);
+    if (leaf->values == NULL)
+        return -1;
+    leaf->count = PyList_GET_SIZE(leaf->keys);
+    if (PyList_GET_SIZE(leaf->values) != leaf->count)
+        return page_corrupt("TreeMap leaf %S has %zd keys and %zd values", leaf->recid,
+                            leaf->count, PyList_GET_SIZE(leaf->values));
+    return 0;
+}
+
+/* The Leaf that cache.read_leaf gives (a compressed page, or one the reference decodes). */
+static int
+leaf_from_reference(Descent *self, Leaf *leaf)
+{
+    Py_CLEAR(leaf->keys);
+    Py_CLEAR(leaf->values);
+    PyObject *node = PyObject_CallOneArg(self->read_leaf, leaf->recid);
+    return node == NULL ? -1 : leaf_take_node(leaf, node);
+}
+
+/* A Python int's value as a Py_ssize_t index into a numpy-held array of `n` items. */
+static int
+record_index(PyObject *recid, Py_ssize_t n, Py_ssize_t *out)
+{
+    Py_ssize_t value = PyLong_Check(recid) ? PyLong_AsSsize_t(recid) : -1;
+    if (value == -1 && PyErr_Occurred())
+        return -1;
+    if (value <= 0 || value >= n) {
+        PyErr_Format(PyExc_KeyError, "record id %S does not exist", recid);
+        return -1;
+    }
+    *out = value;
+    return 0;
+}
+
+/* Copy the page of record `leaf->recid` into the leaf; 1 when it is not a raw leaf page (the
+ * reference reads it), 0 when copied, -1 on error. */
+static int
+copy_page(Descent *self, Leaf *leaf, Py_ssize_t *size_out)
+{
+    PyObject *addr_array = PyObject_GetAttr(self->store, str_addr);
+    PyObject *size_array = addr_array ? PyObject_GetAttr(self->store, str_size) : NULL;
+    PyObject *views = size_array ? PyObject_GetAttr(self->store, str_views) : NULL;
+    Py_buffer addrs = {0}, sizes = {0}, segment = {0};
+    int status = -1;
+    if (views == NULL)
+        goto done;
+    if (!PyList_CheckExact(views)) {
+        PyErr_SetString(PyExc_TypeError, "the record store's segment views are not a list");
+        goto done;
+    }
+    if (PyObject_GetBuffer(addr_array, &addrs, PyBUF_C_CONTIGUOUS) < 0)
+        goto done;
+    if (PyObject_GetBuffer(size_array, &sizes, PyBUF_C_CONTIGUOUS) < 0)
+        goto done;
+    Py_ssize_t n = addrs.len / 8 < sizes.len / 4 ? addrs.len / 8 : sizes.len / 4, recid;
+    if (record_index(leaf->recid, n, &recid) < 0)
+        goto done;
+    uint64_t addr;
+    uint32_t size;
+    memcpy(&addr, (const char *)addrs.buf + 8 * recid, 8);
+    memcpy(&size, (const char *)sizes.buf + 4 * recid, 4);
+    if (addr == UINT64_MAX) {
+        PyErr_Format(PyExc_KeyError, "record id %S does not exist", leaf->recid);
+        goto done;
+    }
+    if (addr == UINT64_MAX - 1 || size == 0) {
+        page_corrupt("TreeMap node record %S is empty", leaf->recid);
+        goto done;
+    }
+    Py_ssize_t seg_no = (Py_ssize_t)(addr >> 32), pos = (Py_ssize_t)(addr & FREE_ADDR_HIGH);
+    PyObject *view = seg_no < PyList_GET_SIZE(views) ? PyList_GET_ITEM(views, seg_no) : Py_None;
+    if (view == Py_None) {
+        page_corrupt("record %S names segment %zd, which the store does not hold", leaf->recid,
+                     seg_no);
+        goto done;
+    }
+    if (PyObject_GetBuffer(view, &segment, PyBUF_SIMPLE) < 0)
+        goto done;
+    if (pos > segment.len || (Py_ssize_t)size > segment.len - pos) {
+        page_corrupt("record %S points outside its segment (segment %zd, position %zd, %u "
+                     "bytes)", leaf->recid, seg_no, pos, size);
+        goto done;
+    }
+    const uint8_t *bytes = (const uint8_t *)segment.buf + pos;
+    if (bytes[0] != 0) {  /* compressed, or not a leaf's flags: the reference decides */
+        status = 1;
+        goto done;
+    }
+    leaf->page = size <= SMALL_PAGE_BYTES ? leaf->small_page : PyMem_Malloc(size);
+    if (leaf->page == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    memcpy(leaf->page, bytes, size);
+    *size_out = size;
+    status = 0;
+done:
+    if (segment.obj)
+        PyBuffer_Release(&segment);
+    if (sizes.obj)
+        PyBuffer_Release(&sizes);
+    if (addrs.obj)
+        PyBuffer_Release(&addrs);
+    Py_XDECREF(views);
+    Py_XDECREF(size_array);
+    Py_XDECREF(addr_array);
+    return status;
+}
+
+/* Decode the header and keys of the copied raw leaf page. */
+static int
+read_page_keys(Descent *self, Leaf *leaf, Py_ssize_t size)
+{
+    PageReader reader = {leaf->page, size, 1};
+    uint64_t count;
+    if (read_varint(&reader, &count) < 0)
+        return -1;
+    if (count > PAGE_MAX_ENTRIES)
+        return page_corrupt("page counts %llu entries, more than a page holds (%d): the data "
+                            "is corrupt", (unsigned long long)count, PAGE_MAX_ENTRIES);
+    leaf->count = (Py_ssize_t)count;
+    leaf->words = count <= SMALL_LEAF_ENTRIES ? leaf->small_words
+                                              : PyMem_Malloc(sizeof(uint64_t) * count);
+    if (leaf->words == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (count == 0) {
+        leaf->value_column = reader;
+        return 0;
+    }
+    if (self->key_kind == KEY_INT64) {
+        if (read_int64_key_words(&reader, leaf->count, leaf->words) < 0)
+            return -1;
+    }
+    else if ((leaf->keys = read_front_coded(&reader, leaf->count,
+                                            self->key_kind == KEY_STR)) == NULL)
+        return -1;
+    leaf->value_column = reader;
+    return 0;
+}
+
+/* Open leaf `recid` (a borrowed reference) for reading. */
+static int
+leaf_open(Descent *self, PyObject *recid, Leaf *leaf)
+{
+    leaf_init(leaf);
+    leaf->recid = Py_NewRef(recid);
+    PyObject *node = PyDict_GetItemWithError(self->leaves, recid);
+    if (node != NULL)
+        return leaf_take_node(leaf, Py_NewRef(node));
+    if (PyErr_Occurred())
+        return -1;
+    Py_ssize_t size = 0;
+    int copied = copy_page(self, leaf, &size);
+    if (copied < 0)
+        return -1;
+    if (copied > 0)
+        return leaf_from_reference(self, leaf);
+    return read_page_keys(self, leaf, size);
+}
+
+/* bisect_right (right 1) or bisect_left (0) of `key` in the leaf's keys. */
+static Py_ssize_t
+leaf_bisect(Descent *self, Leaf *leaf, const Key *key, int right)
+{
+    if (leaf->keys != NULL)
+        return bisect_list(self, leaf->keys, key, right);
+    Py_ssize_t lo = 0, hi = leaf->count;
+    while (lo < hi) {
+        Py_ssize_t mid = lo + (hi - lo) / 2;
+        int64_t word = (int64_t)leaf->words[mid];
+        if (right ? key->word < word : !(word < key->word))
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return lo;
+}
+
+/* The key at `i` < count, a new reference. */
+static PyObject *
+leaf_key(Leaf *leaf, Py_ssize_t i)
+{
+    if (leaf->keys == NULL)
+        return PyLong_FromLongLong((int64_t)leaf->words[i]);
+    if (i >= PyList_GET_SIZE(leaf->keys))
+        return page_corrupt("a TreeMap leaf changed during a read"), NULL;
+    return Py_NewRef(PyList_GET_ITEM(leaf->keys, i));
+}
+
+/* Whether the key at `i` equals `key` (1, 0, -1 on error); False past the end. */
+static int
+leaf_holds(Leaf *leaf, Py_ssize_t i, const Key *key)
+{
+    if (i >= leaf->count)
+        return 0;
+    if (leaf->keys == NULL)
+        return (int64_t)leaf->words[i] == key->word;
+    if (i >= PyList_GET_SIZE(leaf->keys))
+        return 0;
+    PyObject *item = Py_NewRef(PyList_GET_ITEM(leaf->keys, i));
+    int equal = PyObject_RichCompareBool(item, key->object, Py_EQ);
+    Py_DECREF(item);
+    return equal;
+}
+
+/* The value at `i` < count, a new reference. */
+static PyObject *
+leaf_value(Descent *self, Leaf *leaf, Py_ssize_t i)
+{
+    if (leaf->values == NULL) {
+        PageReader column = leaf->value_column;
+        PyObject *value = read_value_at(&column, leaf->count, self->value_kind, i, leaf->words);
+        if (value != Py_None)
+            return value;
+        Py_DECREF(value);  /* a column the reference decodes */
+        if (leaf_from_reference(self, leaf) < 0)
+            return NULL;
+    }
+    if (i >= PyList_GET_SIZE(leaf->values))
+        return page_corrupt("a TreeMap leaf changed during a read"), NULL;
+    return Py_NewRef(PyList_GET_ITEM(leaf->values, i));
+}
+
+/* -- descents -------------------------------------------------------------------------------- */
+
+/* A path from the root: `n` levels (height - 1), then the leaf's recid (borrowed from the last
+ * level's children, or the root). */
+typedef struct {
+    Level levels[MAX_HEIGHT];
+    int n;
+    int with_counts;  /* the levels hold the entry counts of their nodes */
+} Path;
+
+static void
+path_clear(Path *path)
+{
+    for (int i = 0; i < path->n; i++)
+        level_clear(&path->levels[i]);
+    path->n = 0;
+}
+
+static int
+check_shape(Py_ssize_t height)
+{
+    if (height < 1 || height > MAX_HEIGHT)
+        return page_corrupt("a TreeMap of height %zd: the metadata is corrupt", height);
+    return 0;
+}
+
+/* The recid the path ends at: its last level's child, or `root` for a leaf root. */
+static PyObject *
+path_end(Path *path, PyObject *root)
+{
+    return path->n ? level_child(&path->levels[path->n - 1]) : root;
+}
+
+/* Descend from level `from` (whose node is `recid`) to the leaf, taking the child of each node
+ * that `choose` picks: by key (bisect_right of the separators), first or last child. */
+enum { BY_KEY, FIRST_CHILD, LAST_CHILD };
+
+static int
+descend_from(Descent *self, Path *path, PyObject *recid, Py_ssize_t height, int choose,
+             const Key *key)
+{
+    while (path->n < height - 1) {
+        Level *level = &path->levels[path->n];
+        if (inner_open(self, recid, level, path->with_counts) < 0)
+            return -1;
+        path->n++;
+        Py_ssize_t n = PyList_GET_SIZE(level->children);
+        if (choose == BY_KEY) {
+            if ((level->child = bisect_list(self, level->keys, key, 1)) < 0)
+                return -1;
+        }
+        else
+            level->child = choose == FIRST_CHILD ? 0 : n - 1;
+        if ((recid = level_child(level)) == NULL)
+            return -1;
+    }
+    return 0;
+}
+
+/* Move the path to the next leaf (forward 1) or the previous one (0); 0 moved, 1 no such leaf. */
+static int
+step_leaf(Descent *self, Path *path, Py_ssize_t height, int forward)
+{
+    int depth = path->n - 1;
+    while (depth >= 0) {
+        Level *level = &path->levels[depth];
+        Py_ssize_t next = level->child + (forward ? 1 : -1);
+        if (next >= 0 && next < PyList_GET_SIZE(level->children)) {
+            level->child = next;
+            break;
+        }
+        depth--;
+    }
+    if (depth < 0)
+        return 1;
+    while (path->n > depth + 1)
+        level_clear(&path->levels[--path->n]);
+    PyObject *recid = level_child(&path->levels[depth]);
+    if (recid == NULL)
+        return -1;
+    return descend_from(self, path, recid, height, forward ? FIRST_CHILD : LAST_CHILD, NULL);
+}
+
+/* -- methods --------------------------------------------------------------------------------- */
+
+static int
+parse_shape(PyObject *const *args, PyObject **root, Py_ssize_t *height)
+{
+    *root = args[0];
+    *height = PyLong_AsSsize_t(args[1]);
+    if (*height == -1 && PyErr_Occurred())
+        return -1;
+    return check_shape(*height);
+}
+
+static int
+check_nargs(const char *name, Py_ssize_t nargs, Py_ssize_t wanted)
+{
+    if (nargs == wanted)
+        return 0;
+    PyErr_Format(PyExc_TypeError, "Descent.%s takes %zd arguments (%zd given)", name, wanted,
+                 nargs);
+    return -1;
+}
+
+PyDoc_STRVAR(get_doc,
+"get(root, height, key, default) -> value\n\n"
+"The value of key in the tree of that root and height, or default.");
+
+static PyObject *
+descent_get(Descent *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *root, *result = NULL;
+    Py_ssize_t height;
+    Key key;
+    Path path;
+    Leaf leaf;
+    path.n = path.with_counts = 0;
+    leaf_init(&leaf);
+    int admitted;
+    if (check_nargs("get", nargs, 4) < 0 || parse_shape(args, &root, &height) < 0
+            || (admitted = key_of(self, args[2], &key)) < 0)
+        return NULL;
+    if (admitted > 0)
+        return Py_NewRef(args[3]);
+    if (descend_from(self, &path, root, height, BY_KEY, &key) == 0) {
+        PyObject *recid = path_end(&path, root);
+        if (recid != NULL && leaf_open(self, recid, &leaf) == 0) {
+            Py_ssize_t i = leaf_bisect(self, &leaf, &key, 0);
+            int holds = i < 0 ? -1 : leaf_holds(&leaf, i, &key);
+            if (holds > 0)
+                result = leaf_value(self, &leaf, i);
+            else if (holds == 0)
+                result = Py_NewRef(args[3]);
+        }
+        leaf_close(&leaf);
+    }
+    path_clear(&path);
+    return result;
+}
+
+/* The entry at `i` of the leaf as the caller asked: its key, or (key, value). */
+static PyObject *
+entry(Descent *self, Leaf *leaf, Py_ssize_t i, int with_value)
+{
+    PyObject *key = leaf_key(leaf, i);
+    if (key == NULL || !with_value)
+        return key;
+    PyObject *value = leaf_value(self, leaf, i);
+    if (value == NULL) {
+        Py_DECREF(key);
+        return NULL;
+    }
+    PyObject *pair = PyTuple_Pack(2, key, value);
+    Py_DECREF(key);
+    Py_DECREF(value);
+    return pair;
+}
+
+PyDoc_STRVAR(neighbour_doc,
+"neighbour(root, height, key, above, inclusive, with_value) -> key | (key, value) | None\n\n"
+"The smallest key above key (above true) or the largest below it, key itself counting with\n"
+"inclusive: ceiling (1, 1), higher (1, 0), floor (0, 1), lower (0, 0); None when there is none.");
+
+static PyObject *
+descent_neighbour(Descent *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *root, *result = NULL;
+    Py_ssize_t height;
+    Key key;
+    Path path;
+    Leaf leaf;
+    path.n = path.with_counts = 0;
+    leaf_init(&leaf);
+    int above, inclusive, with_value;
+    if (check_nargs("neighbour", nargs, 6) < 0 || parse_shape(args, &root, &height) < 0
+            || checked_key(self, args[2], &key) < 0 || (above = PyObject_IsTrue(args[3])) < 0
+            || (inclusive = PyObject_IsTrue(args[4])) < 0
+            || (with_value = PyObject_IsTrue(args[5])) < 0)
+        return NULL;
+    if (descend_from(self, &path, root, height, BY_KEY, &key) < 0)
+        goto done;
+    /* ceiling/lower: keys from bisect_left on; higher/floor: from bisect_right on */
+    PyObject *recid = path_end(&path, root);
+    if (recid == NULL || leaf_open(self, recid, &leaf) < 0)
+        goto done;
+    Py_ssize_t i = leaf_bisect(self, &leaf, &key, above != inclusive);
+    if (i < 0)
+        goto done;
+    for (;;) {
+        Py_ssize_t at = above ? i : i - 1;
+        if (at >= 0 && at < leaf.count) {
+            result = entry(self, &leaf, at, with_value);
+            goto done;
+        }
+        int moved = step_leaf(self, &path, height, above);
+        if (moved < 0)
+            goto done;
+        if (moved > 0) {
+            result = Py_NewRef(Py_None);
+            goto done;
+        }
+        leaf_close(&leaf);
+        if ((recid = path_end(&path, root)) == NULL || leaf_open(self, recid, &leaf) < 0)
+            goto done;
+        i = above ? 0 : leaf.count;
+    }
+done:
+    leaf_close(&leaf);
+    path_clear(&path);
+    return result;
+}
+
+/* The sum of the entry counts left of the path's children. */
+static int
+counts_left(Path *path, Py_ssize_t *out)
+{
+    Py_ssize_t total = 0;
+    for (int d = 0; d < path->n; d++) {
+        Level *level = &path->levels[d];
+        for (Py_ssize_t c = 0; c < level->child && c < PyList_GET_SIZE(level->counts); c++) {
+            Py_ssize_t count = PyLong_AsSsize_t(PyList_GET_ITEM(level->counts, c));
+            if (count == -1 && PyErr_Occurred())
+                return -1;
+            total += count;
+        }
+    }
+    *out = total;
+    return 0;
+}
+
+PyDoc_STRVAR(position_doc,
+"position(root, height, key, right) -> int\n\n"
+"How many keys are below key (at or below it with right).");
+
+static PyObject *
+descent_position(Descent *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *root, *result = NULL;
+    Py_ssize_t height, before, i;
+    Key key;
+    Path path;
+    Leaf leaf;
+    path.n = 0;
+    path.with_counts = 1;
+    leaf_init(&leaf);
+    int right;
+    if (check_nargs("position", nargs, 4) < 0 || parse_shape(args, &root, &height) < 0
+            || checked_key(self, args[2], &key) < 0 || (right = PyObject_IsTrue(args[3])) < 0)
+        return NULL;
+    if (descend_from(self, &path, root, height, BY_KEY, &key) == 0
+            && counts_left(&path, &before) == 0) {
+        PyObject *recid = path_end(&path, root);
+        if (recid != NULL && leaf_open(self, recid, &leaf) == 0
+                && (i = leaf_bisect(self, &leaf, &key, right)) >= 0)
+            result = PyLong_FromSsize_t(before + i);
+        leaf_close(&leaf);
+    }
+    path_clear(&path);
+    return result;
+}
+
+PyDoc_STRVAR(item_at_doc,
+"item_at(root, height, index) -> (key, value)\n\n"
+"The entry at position index, 0 <= index < the tree's entries, found by the entry counts of\n"
+"the inner nodes; CorruptionError when they do not lead to it.");
+
+static PyObject *
+descent_item_at(Descent *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *root, *result = NULL, *recid;
+    Py_ssize_t height, index;
+    Path path;
+    Leaf leaf;
+    path.n = path.with_counts = 0;
+    leaf_init(&leaf);
+    if (check_nargs("item_at", nargs, 3) < 0 || parse_shape(args, &root, &height) < 0)
+        return NULL;
+    if ((index = PyLong_AsSsize_t(args[2])) == -1 && PyErr_Occurred())
+        return NULL;
+    recid = root;
+    while (path.n < height - 1) {
+        Level *level = &path.levels[path.n];
+        if (inner_open(self, recid, level, 1) < 0)
+            goto done;
+        path.n++;
+        Py_ssize_t n = PyList_GET_SIZE(level->counts), c = 0;
+        for (; c < n; c++) {
+            Py_ssize_t count = PyLong_AsSsize_t(PyList_GET_ITEM(level->counts, c));
+            if (count == -1 && PyErr_Occurred())
+                goto done;
+            if (index < count)
+                break;
+            index -= count;
+        }
+        if (c == n) {
+            page_corrupt("the entry counts of TreeMap node %S do not reach the position asked",
+                         recid);
+            goto done;
+        }
+        level->child = c;
+        if ((recid = level_child(level)) == NULL)
+            goto done;
+    }
+    if (leaf_open(self, recid, &leaf) < 0)
+        goto done;
+    if (index < 0 || index >= leaf.count)
+        page_corrupt("the entry counts above TreeMap leaf %S exceed its %zd entries", recid,
+                     leaf.count);
+    else
+        result = entry(self, &leaf, index, 1);
+done:
+    leaf_close(&leaf);
+    path_clear(&path);
+    return result;
+}
+
+/* -- the type -------------------------------------------------------------------------------- */
+
+static int
+descent_init(Descent *self, PyObject *args, PyObject *kwargs)
+{
+    static char *names[] = {"inner_nodes", "leaves", "load_inner", "read_leaf", "store",
+                            "key_kind", "value_kind", NULL};
+    PyObject *inner_nodes, *leaves, *load_inner, *read_leaf, *store;
+    int key_kind, value_kind;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!O!OOOii:Descent", names, &PyDict_Type,
+                                     &inner_nodes, &PyDict_Type, &leaves, &load_inner, &read_leaf,
+                                     &store, &key_kind, &value_kind))
+        return -1;
+    if (key_kind < KEY_INT64 || key_kind > KEY_BYTES || value_kind < 0 || value_kind > 4) {
+        PyErr_Format(PyExc_ValueError, "unknown key kind %d or value kind %d", key_kind,
+                     value_kind);
+        return -1;
+    }
+    Py_XSETREF(self->inner_nodes, Py_NewRef(inner_nodes));
+    Py_XSETREF(self->leaves, Py_NewRef(leaves));
+    Py_XSETREF(self->load_inner, Py_NewRef(load_inner));
+    Py_XSETREF(self->read_leaf, Py_NewRef(read_leaf));
+    Py_XSETREF(self->store, Py_NewRef(store));
+    self->key_kind = key_kind;
+    self->value_kind = value_kind;
+    return 0;
+}
+
+static int
+descent_traverse(Descent *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->inner_nodes);
+    Py_VISIT(self->leaves);
+    Py_VISIT(self->load_inner);
+    Py_VISIT(self->read_leaf);
+    Py_VISIT(self->store);
+    return 0;
+}
+
+static int
+descent_clear(Descent *self)
+{
+    Py_CLEAR(self->inner_nodes);
+    Py_CLEAR(self->leaves);
+    Py_CLEAR(self->load_inner);
+    Py_CLEAR(self->read_leaf);
+    Py_CLEAR(self->store);
+    return 0;
+}
+
+static void
+descent_dealloc(Descent *self)
+{
+    PyObject_GC_UnTrack(self);
+    descent_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int
+ready(Descent *self)
+{
+    if (self->store != NULL)
+        return 0;
+    PyErr_SetString(PyExc_ValueError, "the Descent was not initialized");
+    return -1;
+}
+
+#define GUARDED(name) \
+    static PyObject *guarded_##name(PyObject *self, PyObject *const *args, Py_ssize_t nargs) \
+    { return ready((Descent *)self) < 0 ? NULL : descent_##name((Descent *)self, args, nargs); }
+GUARDED(get)
+GUARDED(neighbour)
+GUARDED(position)
+GUARDED(item_at)
+
+static PyMethodDef descent_methods[] = {
+    {"get", (PyCFunction)(void (*)(void))guarded_get, METH_FASTCALL, get_doc},
+    {"neighbour", (PyCFunction)(void (*)(void))guarded_neighbour, METH_FASTCALL, neighbour_doc},
+    {"position", (PyCFunction)(void (*)(void))guarded_position, METH_FASTCALL, position_doc},
+    {"item_at", (PyCFunction)(void (*)(void))guarded_item_at, METH_FASTCALL, item_at_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+PyDoc_STRVAR(descent_doc,
+"Descent(inner_nodes, leaves, load_inner, read_leaf, store, key_kind, value_kind)\n\n"
+"The compiled read path of one TreeMap's B+tree over its NodeCache (the dicts of inner nodes\n"
+"and leaves, cache.inner and cache.read_leaf) and its RecordStore; kinds as _pages numbers\n"
+"them. Keys must be exact objects of the key kind. Not thread-safe: the tree's lock covers\n"
+"every call.");
+
+static PyTypeObject descent_type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "offheap.treemap._pages.Descent",
+    .tp_basicsize = sizeof(Descent),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = descent_doc,
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)descent_init,
+    .tp_traverse = (traverseproc)descent_traverse,
+    .tp_clear = (inquiry)descent_clear,
+    .tp_dealloc = (destructor)descent_dealloc,
+    .tp_methods = descent_methods,
+};
+
+int
+add_descent_type(PyObject *module)
+{
+    static const char *names[] = {"keys", "values", "children", "counts", "_addr", "_size",
+                                  "_views"};
+    PyObject **slots[] = {&str_keys, &str_values, &str_children, &str_counts, &str_addr,
+                          &str_size, &str_views};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (*slots[i] == NULL && (*slots[i] = PyUnicode_InternFromString(names[i])) == NULL)
+            return -1;
+    if (PyType_Ready(&descent_type) < 0)
+        return -1;
+    Py_INCREF(&descent_type);
+    if (PyModule_AddObject(module, "Descent", (PyObject *)&descent_type) < 0) {
+        Py_DECREF(&descent_type);
+        return -1;
+    }
+    return 0;
+}
