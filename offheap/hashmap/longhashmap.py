@@ -44,6 +44,9 @@ from offheap.collection.readers import open_file_reader
 from offheap.errors import ClosedError, CorruptionError
 from offheap.hashmap.core import MapCore as ReferenceCore
 from offheap.hashmap.layout import (
+    CHUNK_BITS,
+    CHUNK_ENTRIES,
+    CHUNK_MASK,
     MAX_LOAD,
     MIN_CAPACITY,
     MIN_HOMES,
@@ -477,9 +480,13 @@ class HashMapFacade(BulkOperations, TableGrowth, StandaloneFileMap, DictAPI, Mut
         return r.keys.take(live), r.values.take(live)
 
     @locked_generator
-    def _chunks(self, with_values: bool):
-        """Yield (keys, values) lists chunk by chunk in entry order; RuntimeError if the map
-        changes meanwhile."""
+    def _chunks(self, with_values: bool, chunk_entries: int = _ITER_CHUNK):
+        """Yield (keys, values) lists of ``chunk_entries`` entries at a time (a power of two
+        dividing a table chunk) in entry order; RuntimeError if the map changes meanwhile. A
+        step costs O(chunk_entries), whatever the map's size."""
+        if chunk_entries & (chunk_entries - 1) or not 8 <= chunk_entries <= CHUNK_ENTRIES:
+            raise ValueError(f"chunk_entries is a power of two in [8, {CHUNK_ENTRIES}], "
+                             f"not {chunk_entries}")
         self._check_open()
         mods = self._mods
         start = 0
@@ -490,12 +497,15 @@ class HashMapFacade(BulkOperations, TableGrowth, StandaloneFileMap, DictAPI, Mut
             if start >= self._used:
                 return
             r = self._table()
-            stop = min(start + _ITER_CHUNK, self._used)
-            live = np.flatnonzero(r.live_mask(stop)[start:]) + start
-            keys = r.keys.take(live).tolist()
-            values = self._slots.decode_many(r.values.take(live)).tolist() if with_values else None
+            chunk, at = start >> CHUNK_BITS, start & CHUNK_MASK
+            stop = min(at + chunk_entries, self._used - (chunk << CHUNK_BITS))
+            bits = r.live_chunks[chunk][at >> 3: (stop + 7) >> 3]
+            live = np.flatnonzero(np.unpackbits(bits, bitorder="little")[: stop - at]) + at
+            keys = r.key_chunks[chunk].take(live).tolist()
+            values = self._slots.decode_many(r.value_chunks[chunk].take(live)).tolist() \
+                if with_values else None
             yield keys, values
-            start = stop
+            start = (chunk << CHUNK_BITS) + stop
 
     @locked_generator
     def _reversed_entries(self, what: int) -> Iterator:
