@@ -174,6 +174,34 @@ entry_limit(const MapCore *self)
     return (size_t)(self->used < self->capacity ? self->used : self->capacity);
 }
 
+/* An exact int's int64 value: 1 with *key set, 0 outside int64 (a miss), -1 on error; as
+ * int_key(), reading up to three 30-bit digits in place on CPython 3.11 (where an int64 key
+ * has at most three), else through the API. */
+static inline int
+exact_int_key(PyObject *value, int64_t *key)
+{
+#if PY_VERSION_HEX < 0x030C0000 && PyLong_SHIFT == 30
+    const Py_ssize_t size = Py_SIZE(value);
+    const digit *d = ((PyLongObject *)value)->ob_digit;
+    uint64_t magnitude;
+    switch (size < 0 ? -size : size) {
+    case 0: *key = 0; return 1;
+    case 1: magnitude = d[0]; break;
+    case 2: magnitude = d[0] | (uint64_t)d[1] << 30; break;
+    case 3:
+        if (d[2] >= 8) /* 2**63 or more: -2**63 alone is in range, through the API */
+            return int_key(value, key);
+        magnitude = d[0] | (uint64_t)d[1] << 30 | (uint64_t)d[2] << 60;
+        break;
+    default: return int_key(value, key);
+    }
+    *key = size < 0 ? -(int64_t)magnitude : (int64_t)magnitude;
+    return 1;
+#else
+    return int_key(value, key);
+#endif
+}
+
 /* ---------------------------------------------------------------------------------------------
  * Hashing and probing (layout.py); none of these run Python code
  */

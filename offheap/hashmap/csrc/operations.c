@@ -129,7 +129,7 @@ lookup(MapCore *self, PyObject *obj, int64_t *key, Py_ssize_t *slot, int *held)
             return closed_error() - 1;
     }
     else {
-        int admitted = int_key(obj, key); /* 0 outside int64: no key of the map */
+        int admitted = exact_int_key(obj, key); /* 0 outside int64: no key of the map */
         if (admitted <= 0)
             return admitted - 1;
     }
