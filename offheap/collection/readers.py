@@ -10,7 +10,7 @@ store, a DB catalog, each collection's metadata and caches).
 
 The reader classes wrap one collection and run every operation inside a section, so an operation
 sees the state of one commit, whole: the last commit applied when it started. Iteration takes one
-section per chunk (a leaf of a TreeMap, 65,536 slots of a LongHashMap); if a commit lands between
+section per chunk (a leaf of a TreeMap, 1,024 entries of a LongHashMap); if a commit lands between
 two chunks the iterator raises RuntimeError instead of mixing two states, as a ``dict`` does when
 it changes during iteration. ``snapshot()`` holds one section across a block of operations.
 Writing through a reader raises :class:`~offheap.errors.ReadOnlyError` (a PermissionError). A

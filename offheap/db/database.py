@@ -33,18 +33,18 @@ interpreter exit, without :meth:`DB.close` rolls back what it had not committed,
 does, and warns (:class:`~offheap.errors.UncommittedChangesWarning` naming the file and the
 bytes dropped; :mod:`offheap.collection.lifetime`).
 
-Thread safety: the DB has one re-entrant :attr:`DB.lock`, which every TreeMap in it uses as its
-own lock, so TreeMaps of one DB never write to the store at the same time, and a TreeMap's
-``flush_delay`` timer thread waits for the other TreeMaps' operations. A LongHashMap does not
-take that lock: in a DB that also holds a TreeMap with ``flush_delay``, call the LongHashMap's
-methods while holding ``db.lock``, since the timer may write to the shared store at any moment.
-Commit, rollback, compact, open and close from one thread (they take the lock as well).
+Thread safety: the DB has one re-entrant :attr:`DB.lock` (a map lock,
+:func:`offheap.hashmap.locking.new_lock`), which every collection in it uses as its own lock,
+so the collections of one DB never write to the store at the same time, and a TreeMap's
+``flush_delay`` timer thread waits for the other collections' operations. Each operation of a
+collection is atomic (a LongHashMap's compiled fast paths run without the lock only while it is
+free: :mod:`offheap.hashmap.locking`). Commit, rollback, compact, open and close from one
+thread (they take the lock as well).
 """
 
 from __future__ import annotations
 
 import os
-import threading
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any
@@ -63,6 +63,7 @@ from offheap.collection.protocol import CollectionT, StoredCollection
 from offheap.collection.readers import MapReader, ReaderT, ReadSession, refuse_write
 from offheap.db.catalog import Catalog, CatalogEntry, check_same, encode_catalog, parse_catalog
 from offheap.db.kinds import HASH_MAP, TREE_MAP, CollectionKind, kind_named
+from offheap.hashmap.locking import new_lock
 from offheap.hashmap.longhashmap import LongHashMap
 from offheap.hashmap.reader import HashReader
 from offheap.kernels.sizes import ByteLimit
@@ -119,7 +120,7 @@ class DB:
         self._open_options: dict[str, dict[str, Any]] = {}  # the options each was given
         self._readers: dict[str, MapReader[Any]] = {}
         self._closed = False
-        self.lock = threading.RLock()
+        self.lock = new_lock()
         self._session = ReadSession(store.arena, self._reload_all, self.close,
                                     lock=self.lock) if readonly else None
         if store.root:

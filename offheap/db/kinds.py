@@ -91,7 +91,7 @@ def _no_region_bytes(tree: TreeMap) -> int:
 
 def _hash_in_store(store: RecordStore, options: dict[str, Any], meta_recid: int | None,
                    lock: threading.RLock) -> LongHashMap:
-    return LongHashMap.in_store(store, options["value"], meta_recid)
+    return LongHashMap.in_store(store, options["value"], meta_recid, lock=lock)
 
 
 TREE_MAP = CollectionKind(

@@ -121,20 +121,25 @@ static PyObject *
 MapCore_subscript(MapCore *self, PyObject *obj)
 {
     int64_t key;
-    Py_ssize_t slot, e = lookup(self, obj, &key, &slot);
-    if (e < 0) {
-        if (e == -1)
-            set_key_error(obj);
-        return NULL;
-    }
-    return decode_word(self, value_at(self, e));
+    uint64_t word;
+    int held = 0;
+    PyObject *value = NULL;
+    Py_ssize_t slot, e = lookup_entry(self, obj, &key, &slot, &word, &held);
+    if (e >= 0)
+        value = decode_word(self, word);
+    else if (e == -1)
+        set_key_error(obj);
+    end_turn(self, held);
+    return value;
 }
 
 static int
 MapCore_contains(MapCore *self, PyObject *obj)
 {
     int64_t key;
-    Py_ssize_t slot, e = lookup(self, obj, &key, &slot);
+    int held = 0;
+    Py_ssize_t slot, e = lookup(self, obj, &key, &slot, &held);
+    end_turn(self, held);
     return e == -2 ? -1 : e >= 0;
 }
 
@@ -142,16 +147,15 @@ static int
 delete_item(MapCore *self, PyObject *obj)
 {
     int64_t key;
-    Py_ssize_t slot, e = lookup(self, obj, &key, &slot);
-    if (e < 0) {
-        if (e == -1)
-            set_key_error(obj);
-        return -1;
-    }
-    uint64_t word = value_at(self, e);
-    if (remove_at(self, slot, e) < 0)
-        return -1;
-    return owns_record(self, word) ? release_word(self, word) : 0;
+    uint64_t word;
+    int held = 0, status = -1;
+    Py_ssize_t slot, e = lookup_entry(self, obj, &key, &slot, &word, &held);
+    if (e >= 0 && remove_at(self, slot, e) == 0)
+        status = owns_record(self, word) ? release_word(self, word) : 0;
+    else if (e == -1)
+        set_key_error(obj);
+    end_turn(self, held);
+    return status;
 }
 
 static int
@@ -159,12 +163,16 @@ MapCore_ass_subscript(MapCore *self, PyObject *obj, PyObject *value)
 {
     if (value == NULL)
         return delete_item(self, obj);
-    if (!ATTACHED(self))
-        return closed_error();
     int64_t key;
-    if (store_key(obj, &key) < 0)
+    int held = 0, status = -1;
+    if (begin_turn(self, &held) < 0)
         return -1;
-    return store(self, key, value);
+    if (!ATTACHED(self))
+        closed_error();
+    else if (store_key(obj, &key) == 0)
+        status = store(self, key, value, &held);
+    end_turn(self, held);
+    return status;
 }
 
 static PyObject *
@@ -178,6 +186,7 @@ MapCore_traverse(MapCore *self, visitproc visit, void *arg)
 {
     Py_VISIT(Py_TYPE(self));
     Py_VISIT(self->codec);
+    Py_VISIT(self->lock);
     Py_VISIT(self->table.index_owner);
     for (Py_ssize_t i = 0; i < self->table.n_exports; i++)
         Py_VISIT(self->table.exports[i].obj);
@@ -189,6 +198,7 @@ MapCore_clear(MapCore *self)
 {
     detach(self);
     Py_CLEAR(self->codec);
+    Py_CLEAR(self->lock);
     return 0;
 }
 
@@ -209,84 +219,120 @@ MapCore_dealloc(MapCore *self)
 static PyObject *
 MapCore_get(MapCore *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-    PyObject *obj, *default_value;
+    PyObject *obj, *default_value, *value = NULL;
     int64_t key;
-    Py_ssize_t e = lookup_argument(self, "get", args, nargs, kwnames, &obj, &default_value, &key);
-    if (e == -2)
-        return NULL;
-    if (e == -1)
-        return Py_NewRef(default_value != NULL ? default_value : Py_None);
-    return decode_word(self, value_at(self, e));
+    uint64_t word;
+    int held = 0;
+    Py_ssize_t e = lookup_argument(self, "get", args, nargs, kwnames, &obj, &default_value, &key,
+                                   &word, &held);
+    if (e >= 0)
+        value = decode_word(self, word);
+    else if (e == -1)
+        value = Py_NewRef(default_value != NULL ? default_value : Py_None);
+    end_turn(self, held);
+    return value;
 }
 
 static PyObject *
 MapCore_pop(MapCore *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-    PyObject *obj, *default_value;
+    PyObject *obj, *default_value, *value = NULL;
     int64_t key;
-    Py_ssize_t e = lookup_argument(self, "pop", args, nargs, kwnames, &obj, &default_value, &key);
-    if (e == -2)
-        return NULL;
-    if (e == -1) {
+    uint64_t word;
+    int held = 0;
+    Py_ssize_t e = lookup_argument(self, "pop", args, nargs, kwnames, &obj, &default_value, &key,
+                                   &word, &held);
+    if (e >= 0)
+        value = take(self, key, e, word);
+    else if (e == -1) {
         if (default_value == NULL)
             set_key_error(obj);
-        return Py_XNewRef(default_value);
+        value = Py_XNewRef(default_value);
     }
-    return take(self, key, e);
+    end_turn(self, held);
+    return value;
+}
+
+/* The last entry in use, for popitem, in the operation's turn: its number (*key and *word set),
+ * or -1 with an error. */
+static Py_ssize_t
+last_entry(MapCore *self, int64_t *key, uint64_t *word, int *held)
+{
+    for (;;) {
+        if (begin_turn(self, held) < 0)
+            return -1;
+        if (!ATTACHED(self))
+            return closed_error();
+        if (self->n == 0) {
+            PyErr_SetString(PyExc_KeyError, "popitem(): LongHashMap is empty");
+            return -1;
+        }
+        if (check_used(self) < 0)
+            return -1;
+        Py_ssize_t slot, e = self->used - 1;
+        *key = e >= 0 ? key_at(self, e) : 0;
+        if (e < 0 || !is_live_at(self, e) || find(self, *key, 1, &slot) != e) {
+            if (!PyErr_Occurred())
+                PyErr_Format(CorruptionError,
+                             "LongHashMap entry %zd, the last in use, is not a live entry of the "
+                             "index: the table is damaged", e);
+            return -1;
+        }
+        *word = value_at(self, e);
+        if (*held || !word_needs_codec(self, *word))
+            return e;
+        int waited = hold_lock(self, held);
+        if (waited <= 0)
+            return waited < 0 ? -1 : e;
+    }
 }
 
 static PyObject *
 MapCore_popitem(MapCore *self, PyObject *Py_UNUSED(ignored))
 {
-    if (!ATTACHED(self)) {
-        closed_error();
-        return NULL;
-    }
-    if (self->n == 0) {
-        PyErr_SetString(PyExc_KeyError, "popitem(): LongHashMap is empty");
-        return NULL;
-    }
-    if (check_used(self) < 0)
-        return NULL;
-    Py_ssize_t slot, e = self->used - 1;
-    int64_t key = e >= 0 ? key_at(self, e) : 0;
-    if (e < 0 || !is_live_at(self, e) || find(self, key, 1, &slot) != e) {
-        if (!PyErr_Occurred())
-            PyErr_Format(CorruptionError,
-                         "LongHashMap entry %zd, the last in use, is not a live entry of the "
-                         "index: the table is damaged", e);
-        return NULL;
-    }
-    PyObject *key_object = PyLong_FromLongLong(key);
-    if (key_object == NULL)
-        return NULL;
-    PyObject *value = take(self, key, e);
-    if (value == NULL) {
-        Py_DECREF(key_object);
-        return NULL;
-    }
-    PyObject *item = PyTuple_Pack(2, key_object, value);
-    Py_DECREF(key_object);
-    Py_DECREF(value);
+    int64_t key = 0;
+    uint64_t word = 0;
+    int held = 0;
+    PyObject *item = NULL, *key_object = NULL, *value = NULL;
+    Py_ssize_t e = last_entry(self, &key, &word, &held);
+    if (e >= 0 && (key_object = PyLong_FromLongLong(key)) != NULL
+        && (value = take(self, key, e, word)) != NULL)
+        item = PyTuple_Pack(2, key_object, value);
+    Py_XDECREF(key_object);
+    Py_XDECREF(value);
+    end_turn(self, held);
     return item;
 }
 
 static PyObject *
 MapCore_setdefault(MapCore *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-    PyObject *obj, *default_value;
+    PyObject *obj, *default_value, *value = NULL;
     int64_t key;
-    Py_ssize_t e = lookup_argument(self, "setdefault", args, nargs, kwnames, &obj,
-                                   &default_value, &key);
-    if (e == -2)
-        return NULL;
+    uint64_t word;
+    int held = 0;
+    Py_ssize_t e;
+    for (;;) {
+        e = lookup_argument(self, "setdefault", args, nargs, kwnames, &obj, &default_value, &key,
+                            &word, &held);
+        if (e != -1 || held)
+            break;
+        int waited = hold_lock(self, &held); /* the look-up and the store: one operation */
+        if (waited <= 0) {
+            e = waited < 0 ? -2 : -1;
+            break;
+        }
+    }
     if (e >= 0)
-        return decode_word(self, value_at(self, e));
-    if (default_value == NULL)
-        default_value = Py_None;
-    if (PyObject_SetItem((PyObject *)self, obj, default_value) < 0)
-        return NULL;
-    return Py_NewRef(default_value);
+        value = decode_word(self, word);
+    else if (e == -1) {
+        if (default_value == NULL)
+            default_value = Py_None;
+        if (PyObject_SetItem((PyObject *)self, obj, default_value) == 0)
+            value = Py_NewRef(default_value);
+    }
+    end_turn(self, held);
+    return value;
 }
 
 static PyObject *
@@ -305,7 +351,9 @@ static PyObject *
 MapCore_lookup(MapCore *self, PyObject *obj)
 {
     int64_t key;
-    Py_ssize_t slot, e = lookup(self, obj, &key, &slot);
+    int held = 0;
+    Py_ssize_t slot, e = lookup(self, obj, &key, &slot, &held);
+    end_turn(self, held);
     return e == -2 ? NULL : PyLong_FromSsize_t(e);
 }
 
@@ -396,6 +444,33 @@ MapCore_get_index(MapCore *self, void *Py_UNUSED(closure))
     return Py_NewRef(ATTACHED(self) ? self->table.index_owner : Py_None);
 }
 
+static PyObject *
+MapCore_get_lock(MapCore *self, void *Py_UNUSED(closure))
+{
+    if (self->lock == NULL) {
+        PyErr_SetString(PyExc_AttributeError, "the map has no lock yet");
+        return NULL;
+    }
+    return Py_NewRef(self->lock);
+}
+
+static int
+MapCore_set_lock(MapCore *self, PyObject *value, void *Py_UNUSED(closure))
+{
+    if (value == NULL || !PyObject_TypeCheck(value, &MapLockType)) {
+        PyErr_Format(PyExc_TypeError, "a compiled LongHashMap's lock is a MapLock "
+                     "(offheap.hashmap.locking.new_lock()), not %.100s",
+                     value == NULL ? "nothing" : Py_TYPE(value)->tp_name);
+        return -1;
+    }
+    if (self->lock != NULL && self->lock->depth > 0) {
+        PyErr_SetString(PyExc_RuntimeError, "a map's lock cannot change while it is held");
+        return -1;
+    }
+    Py_XSETREF(self->lock, (MapLock *)Py_NewRef(value));
+    return 0;
+}
+
 static PyMethodDef MapCore_methods[] = {
     {"_attach", (PyCFunction)(void (*)(void))MapCore_attach, METH_VARARGS | METH_KEYWORDS,
      "_attach(codec, index, key_chunks, value_chunks, live_chunks, homes, width)\n--\n\n"
@@ -461,6 +536,8 @@ static PyMemberDef MapCore_members[] = {
 };
 
 static PyGetSetDef MapCore_getset[] = {
+    {"_lock", (getter)MapCore_get_lock, (setter)MapCore_set_lock,
+     "The map's MapLock (a DB's, shared by its collections): see lock.c for the rule.", NULL},
     {"_index", (getter)MapCore_get_index, NULL,
      "The index buffer's owner while attached, None while detached.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
@@ -563,7 +640,7 @@ static struct PyModuleDef core_module = {
 PyMODINIT_FUNC
 PyInit__core(void)
 {
-    if (PyType_Ready(&EntryIterType) < 0 || import_names() < 0)
+    if (PyType_Ready(&EntryIterType) < 0 || PyType_Ready(&MapLockType) < 0 || import_names() < 0)
         return NULL;
     PyObject *module = PyModule_Create(&core_module);
     if (module == NULL)
@@ -571,6 +648,10 @@ PyInit__core(void)
     PyObject *map_core = PyType_FromSpec(&MapCore_spec);
     if (map_core == NULL || PyModule_AddObject(module, "MapCore", map_core) < 0) {
         Py_XDECREF(map_core);
+        Py_DECREF(module);
+        return NULL;
+    }
+    if (PyModule_AddObjectRef(module, "MapLock", (PyObject *)&MapLockType) < 0) {
         Py_DECREF(module);
         return NULL;
     }

@@ -16,16 +16,21 @@ Failure atomicity: every step that allocates (a value record, a new shape) happe
 table changes and is undone if a later step fails; a :class:`CapacityError` leaves the map
 exactly as it was.
 
-Thread safety: none. Guard a map shared between threads with a lock; reads alone are safe only
-while no thread writes.
+Thread safety: as a dict's. Each operation is atomic: the map's one re-entrant lock
+(``_lock``; a DB's collections share the DB's) is held by every method of the facade and by the
+core's steps that call Python code, and the compiled core's fast paths run without it only
+while it is free, never giving up the GIL (:mod:`offheap.hashmap.locking` states the rule).
+Threads writing disjoint keys, readers and iterators may share one map without a lock of their
+own; an iterator raises RuntimeError at its next step once another thread changed the map's
+size, as a dict's does.
 """
 
 from __future__ import annotations
 
 import os
 import struct
+import threading
 from collections.abc import ItemsView, Iterator, KeysView, Mapping, MutableMapping, ValuesView
-from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -39,6 +44,9 @@ from offheap.collection.readers import open_file_reader
 from offheap.errors import ClosedError, CorruptionError
 from offheap.hashmap.core import MapCore as ReferenceCore
 from offheap.hashmap.layout import (
+    CHUNK_BITS,
+    CHUNK_ENTRIES,
+    CHUNK_MASK,
     MAX_LOAD,
     MIN_CAPACITY,
     MIN_HOMES,
@@ -55,6 +63,7 @@ from offheap.hashmap.layout import (
 from offheap.hashmap.bulk import BulkOperations
 from offheap.hashmap.reader import HashReader
 from offheap.hashmap.growth import TableGrowth
+from offheap.hashmap.locking import LockedReferenceCore, locked, locked_generator, new_lock
 from offheap.hashmap.regions import Regions
 from offheap.hashmap.valueslots import EXTERNAL, ValueSlots
 from offheap.kernels import native
@@ -66,8 +75,9 @@ if TYPE_CHECKING:
     MapCore = ReferenceCore  # the compiled type mirrors the reference's interface
 else:
     _compiled = native.compiled_module("offheap.hashmap._core")
-    MapCore = ReferenceCore if _compiled is None else _compiled.MapCore
-"""The core the map is built on: compiled when available (:mod:`offheap.kernels.native`)."""
+    MapCore = LockedReferenceCore if _compiled is None else _compiled.MapCore
+"""The core the map is built on: compiled when available (:mod:`offheap.kernels.native`), else
+the pure-Python one under the map's lock."""
 
 _ITER_CHUNK = 1 << 16
 
@@ -106,7 +116,13 @@ class HashMapFacade(BulkOperations, TableGrowth, StandaloneFileMap, DictAPI, Mut
 
         def get(self, key: Any, default: Any = None) -> Any: ...
 
-    _lock = nullcontext()  # not thread-safe: commit and rollback take no lock
+    _lock: threading.RLock  # the map's (or its DB's) lock: offheap.hashmap.locking
+
+    # the bulk paths (offheap.hashmap.bulk), each call one operation under the lock
+    put_many = locked(BulkOperations.put_many)
+    get_many = locked(BulkOperations.get_many)
+    contains_many = locked(BulkOperations.contains_many)
+    delete_many = locked(BulkOperations.delete_many)
 
     def __init__(self, data=(), /, *, value=None, limit: ByteLimit = None, path=None,
                  durability: str = "commit", readonly: bool = False, verify: bool = True,
@@ -143,24 +159,32 @@ class HashMapFacade(BulkOperations, TableGrowth, StandaloneFileMap, DictAPI, Mut
         is the constructor's (None: the file's); ``limit``, ``verify`` and ``recover`` apply to
         this open."""
 
+        lock = new_lock()  # the map's and the read session's: one lock order
+
         def build(store: RecordStore) -> HashMapFacade:
             hashmap = cls.__new__(cls)
             meta_recid = standalone_meta_recid(store.root)
             serializer = get_serializer(value or stored_value_type(store, meta_recid))
-            hashmap._setup(store, serializer, meta_recid=meta_recid, owns_store=True)
+            hashmap._setup(store, serializer, meta_recid=meta_recid, owns_store=True, lock=lock)
             return hashmap
 
         return open_file_reader(path, build, HashReader, limit_bytes=limit, verify=verify,
-                                recover=recover)
+                                recover=recover, lock=lock)
 
     @classmethod
-    def in_store(cls, store: RecordStore, value="object", meta_recid: int | None = None):
-        """A map kept in a shared store (a :class:`~offheap.db.DB`); ``meta_recid`` reopens one."""
+    def in_store(cls, store: RecordStore, value="object", meta_recid: int | None = None,
+                 lock: threading.RLock | None = None):
+        """A map kept in a shared store (a :class:`~offheap.db.DB`); ``meta_recid`` reopens one.
+        ``lock`` (from :func:`~offheap.hashmap.locking.new_lock`) is the store owner's, which
+        every collection writing to the store holds; None gives the map its own."""
         hashmap = cls.__new__(cls)
-        hashmap._setup(store, get_serializer(value), meta_recid=meta_recid, owns_store=False)
+        hashmap._setup(store, get_serializer(value), meta_recid=meta_recid, owns_store=False,
+                       lock=lock)
         return hashmap
 
-    def _setup(self, store: RecordStore, serializer, *, meta_recid, owns_store: bool) -> None:
+    def _setup(self, store: RecordStore, serializer, *, meta_recid, owns_store: bool,
+               lock: threading.RLock | None = None) -> None:
+        self._lock = new_lock() if lock is None else lock
         self._store = store
         self._owns_store = owns_store
         self._slots = ValueSlots(serializer, store)
@@ -191,6 +215,7 @@ class HashMapFacade(BulkOperations, TableGrowth, StandaloneFileMap, DictAPI, Mut
     def items(self) -> ItemsView:
         return _CoreItemsView(self)
 
+    @locked
     def clear(self) -> None:
         """Remove every entry and shrink the table back to its initial size."""
         self._check_open()
@@ -200,6 +225,7 @@ class HashMapFacade(BulkOperations, TableGrowth, StandaloneFileMap, DictAPI, Mut
         self._mods += 1
         self._slots.release_many(old_words)
 
+    @locked
     def update(self, other=(), /, **kwargs) -> None:
         """As ``dict.update``: from a mapping (anything with ``keys()``) or ``(key, value)``
         pairs; a LongHashMap or a Mapping goes through :meth:`put_many` in one vectorized step.
@@ -230,6 +256,7 @@ class HashMapFacade(BulkOperations, TableGrowth, StandaloneFileMap, DictAPI, Mut
 
     # -- introspection and lifetime -----------------------------------------------------------
 
+    @locked
     def stats(self) -> HashMapStats:
         self._check_open()
         r = self._table()
@@ -239,6 +266,7 @@ class HashMapFacade(BulkOperations, TableGrowth, StandaloneFileMap, DictAPI, Mut
             reserved_bytes=self._store.arena.reserved_bytes,
             used_bytes=self._store.arena.used_bytes)
 
+    @locked
     def __repr__(self) -> str:
         if self._closed:
             return "<LongHashMap (closed)>"
@@ -249,6 +277,7 @@ class HashMapFacade(BulkOperations, TableGrowth, StandaloneFileMap, DictAPI, Mut
                 f"{'compiled' if self._compiled_core else 'pure-Python'} core"
                 f"{settings_text(self._store.arena)}>")
 
+    @locked
     def _repr_html_(self) -> str:
         if self._closed:
             return "<p><b>LongHashMap</b> (closed)</p>"
@@ -266,6 +295,7 @@ class HashMapFacade(BulkOperations, TableGrowth, StandaloneFileMap, DictAPI, Mut
     def _compiled_core(self) -> bool:
         return not isinstance(self, ReferenceCore)
 
+    @locked
     def flush(self) -> None:
         """Write the map's metadata into the store; a file map without transactions also pushes
         its pages to the file (with ``durability="commit"`` nothing is durable before
@@ -275,6 +305,7 @@ class HashMapFacade(BulkOperations, TableGrowth, StandaloneFileMap, DictAPI, Mut
         if self._owns_store:
             self._store.flush()
 
+    @locked
     def close(self) -> None:
         """Release the memory (a file map is committed first, or flushed with
         ``durability="none"``); later use raises ClosedError. Idempotent."""
@@ -307,6 +338,7 @@ class HashMapFacade(BulkOperations, TableGrowth, StandaloneFileMap, DictAPI, Mut
         """The store record holding this map's metadata: what reopens it with :meth:`in_store`."""
         return self._meta_recid
 
+    @locked
     def _check(self) -> None:
         """Assert the table's invariants (used by the stateful tests after every step)."""
         self._check_open()
@@ -367,10 +399,12 @@ class HashMapFacade(BulkOperations, TableGrowth, StandaloneFileMap, DictAPI, Mut
         if self._closed:
             raise ClosedError("the LongHashMap is closed")
 
+    @locked
     def _release(self) -> None:
         """Drop the table views before the store rolls back or remaps (see :meth:`_reload`)."""
         self._drop_views()
 
+    @locked
     def _reload(self, meta_recid: int | None = None) -> None:
         """Re-read the table from the metadata record (``meta_recid`` when it moved, as in a
         compacted file), dropping the old views: after a rollback, or when a reader's arena
@@ -384,6 +418,7 @@ class HashMapFacade(BulkOperations, TableGrowth, StandaloneFileMap, DictAPI, Mut
         self._slots.external_count = None
         self._load_meta(self._slots.serializer)
 
+    @locked
     def _copy_to(self, other: HashMapFacade) -> None:
         """Make ``other``, an empty map of the same value type in another store, hold this
         map's entries in the same order: the value words are copied as arrays (external values
@@ -400,10 +435,12 @@ class HashMapFacade(BulkOperations, TableGrowth, StandaloneFileMap, DictAPI, Mut
         other._reserve(len(keys), self._table().width)
         other._append_many(keys, words.astype(other._table().value_dtype))
 
+    @locked
     def _table_bytes(self) -> int:
         """Bytes of the table's regions."""
         return self._table().region_bytes(self._store)
 
+    @locked
     def _live_bytes(self) -> int:
         """Bytes this map holds in its store: the table regions and the external value records."""
         self._check_open()
@@ -413,12 +450,14 @@ class HashMapFacade(BulkOperations, TableGrowth, StandaloneFileMap, DictAPI, Mut
         external = (words[(words & np.uint64(0xFF)) == EXTERNAL] >> np.uint64(8)).astype(np.int64)
         return self._table_bytes() + self._store.record_bytes(external)
 
+    @locked
     def _invalidate(self) -> None:
         """Close without writing anything: the store no longer holds this map (a rollback
         dropped it, having been created after the last commit)."""
         self._drop_views()
         self._closed = True
 
+    @locked
     def _count_external(self) -> int:
         """External value records: counted by one scan of the table, then kept by the slots."""
         if self._slots.typed:
@@ -440,9 +479,14 @@ class HashMapFacade(BulkOperations, TableGrowth, StandaloneFileMap, DictAPI, Mut
         live = np.flatnonzero(r.live_mask(self._used))
         return r.keys.take(live), r.values.take(live)
 
-    def _chunks(self, with_values: bool):
-        """Yield (keys, values) lists chunk by chunk in entry order; RuntimeError if the map
-        changes meanwhile."""
+    @locked_generator
+    def _chunks(self, with_values: bool, chunk_entries: int = _ITER_CHUNK):
+        """Yield (keys, values) lists of ``chunk_entries`` entries at a time (a power of two
+        dividing a table chunk) in entry order; RuntimeError if the map changes meanwhile. A
+        step costs O(chunk_entries), whatever the map's size."""
+        if chunk_entries & (chunk_entries - 1) or not 8 <= chunk_entries <= CHUNK_ENTRIES:
+            raise ValueError(f"chunk_entries is a power of two in [8, {CHUNK_ENTRIES}], "
+                             f"not {chunk_entries}")
         self._check_open()
         mods = self._mods
         start = 0
@@ -453,13 +497,17 @@ class HashMapFacade(BulkOperations, TableGrowth, StandaloneFileMap, DictAPI, Mut
             if start >= self._used:
                 return
             r = self._table()
-            stop = min(start + _ITER_CHUNK, self._used)
-            live = np.flatnonzero(r.live_mask(stop)[start:]) + start
-            keys = r.keys.take(live).tolist()
-            values = self._slots.decode_many(r.values.take(live)).tolist() if with_values else None
+            chunk, at = start >> CHUNK_BITS, start & CHUNK_MASK
+            stop = min(at + chunk_entries, self._used - (chunk << CHUNK_BITS))
+            bits = r.live_chunks[chunk][at >> 3: (stop + 7) >> 3]
+            live = np.flatnonzero(np.unpackbits(bits, bitorder="little")[: stop - at]) + at
+            keys = r.key_chunks[chunk].take(live).tolist()
+            values = self._slots.decode_many(r.value_chunks[chunk].take(live)).tolist() \
+                if with_values else None
             yield keys, values
-            start = stop
+            start = (chunk << CHUNK_BITS) + stop
 
+    @locked_generator
     def _reversed_entries(self, what: int) -> Iterator:
         """Keys (0), values (1) or items (2) in reverse entry order, decoded a chunk at a time;
         RuntimeError at the step after a change of the entries, as the core's iterators."""
@@ -480,6 +528,7 @@ class HashMapFacade(BulkOperations, TableGrowth, StandaloneFileMap, DictAPI, Mut
         if self._mods != mods:
             raise RuntimeError("LongHashMap changed size during iteration")
 
+    @locked
     def _export(self) -> tuple[np.ndarray, object]:
         """All keys (int64 array) and values (ndarray or list), in entry order."""
         self._check_open()
@@ -571,7 +620,7 @@ class LongHashMap(MapCore, HashMapFacade):
     """
 
 
-class ReferenceLongHashMap(ReferenceCore, HashMapFacade):
+class ReferenceLongHashMap(LockedReferenceCore, HashMapFacade):
     """A LongHashMap on the pure-Python reference core whatever :mod:`offheap.kernels.native`
     selected: what the differential tests and the benchmarks hold the compiled core to. Its
     files are the same bytes."""

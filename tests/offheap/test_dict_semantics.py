@@ -252,6 +252,32 @@ def test_keys_equal_to_an_int_find_it(make):
     assert list(m) in ([1, 0], [0, 1]) and all(type(k) is int for k in m)  # stored as int64
 
 
+EDGE_INTS = sorted({sign * (base + delta) for base in (0, 2**15, 2**30, 2**45, 2**60, 2**62)
+                    for delta in (-1, 0, 1) for sign in (1, -1)} | {2**63 - 1, -2**63})
+
+
+@pytest.mark.parametrize("value", ["object", "int64"])
+def test_int_keys_and_values_at_every_digit_boundary(value):
+    """Keys and values around each width of an int's digits, up to int64's ends, on both hash
+    cores: stored, found, iterated and overwritten exactly; one past the ends is a miss, and
+    storing it raises OverflowError."""
+    for make in (MAKERS["hash"], MAKERS["hash-reference"]):
+        m = make(value=value)
+        for k in EDGE_INTS:
+            m[k] = -1 - k if value == "int64" else k
+        assert dict(m.items()) == {k: -1 - k if value == "int64" else k for k in EDGE_INTS}
+        for k in EDGE_INTS:
+            assert k in m and m[k] == m.get(k) == (-1 - k if value == "int64" else k)
+        for outside in (2**63, -2**63 - 1, 2**64, -2**64 - 1):
+            assert outside not in m and m.get(outside, "miss") == "miss"
+            with pytest.raises(OverflowError):
+                m[outside] = 1
+            if value == "int64":
+                with pytest.raises(OverflowError):
+                    m[1] = outside
+        m._check()
+
+
 def test_str_tree_lookups_of_other_types_miss():
     tree = TreeMap(key="str", a=1)
     assert 1 not in tree and tree.get(b"a") is None and tree.pop(None, 5) == 5

@@ -65,8 +65,17 @@ typedef struct {
     int readonly;          /* some buffer is read-only (a reader's table): no changes */
 } Table;
 
+/* The re-entrant lock of a map (lock.c): free while depth is 0. */
 typedef struct {
     PyObject_HEAD
+    PyThread_type_lock mutex; /* held while depth > 0 */
+    unsigned long owner;      /* the holding thread's ident while depth > 0 */
+    Py_ssize_t depth;         /* the owner's nested acquires; 0: free */
+} MapLock;
+
+typedef struct {
+    PyObject_HEAD
+    MapLock *lock;   /* _lock: the map's lock, NULL until the map sets one */
     Py_ssize_t n;    /* _n: live entries */
     Py_ssize_t used; /* _used: entries including holes */
     Py_ssize_t mods; /* _mods: bumped when the entries or their order change */
@@ -90,12 +99,29 @@ typedef struct {
 
 enum { ITER_KEYS, ITER_VALUES, ITER_ITEMS };
 
-extern PyTypeObject EntryIterType;
+extern PyTypeObject EntryIterType, MapLockType;
 
 #define ATTACHED(self) ((self)->table.index != NULL)
 
 
 enum { PUT_STORED = 0, PUT_FAILED = -1, PUT_FAILED_AFTER_STORING = -2 };
+
+/* lock.c: an operation's turn. `held` (0 at the start of an operation) tells whether the
+ * operation holds the lock; hold_lock takes it (0, or 1 when it had to wait and other threads
+ * ran: read the table again; -1 on error), end_turn gives it back. */
+int hold_lock(MapCore *self, int *held);
+void end_turn(MapCore *self, int held);
+
+/* Before reading the table: wait while another thread holds the lock (then hold it). A free
+ * lock is not taken: the caller makes no call into Python until it has done its change. */
+static inline int
+begin_turn(MapCore *self, int *held)
+{
+    const MapLock *lock = self->lock;
+    if (*held || lock == NULL || lock->depth == 0)
+        return 0;
+    return hold_lock(self, held) < 0 ? -1 : 0;
+}
 
 /* table.c, values.c, operations.c, iterator.c, bulk.c (the last four: methods) */
 int closed_error(void);
@@ -121,12 +147,17 @@ int release_word(MapCore *self, uint64_t word);
 void release_unstored(MapCore *self, PyObject *made);
 int word_of(MapCore *self, PyObject *word, uint64_t *bits, int *width);
 int make_room(MapCore *self, int width, int index_full);
+int put_turn(MapCore *self, int64_t key, uint64_t bits, int width, int *held);
 int put(MapCore *self, int64_t key, uint64_t bits, int width);
-int store(MapCore *self, int64_t key, PyObject *value);
-Py_ssize_t lookup(MapCore *self, PyObject *obj, int64_t *key, Py_ssize_t *slot);
-PyObject * take(MapCore *self, int64_t key, Py_ssize_t e);
+int store(MapCore *self, int64_t key, PyObject *value, int *held);
+Py_ssize_t lookup(MapCore *self, PyObject *obj, int64_t *key, Py_ssize_t *slot, int *held);
+Py_ssize_t lookup_entry(MapCore *self, PyObject *obj, int64_t *key, Py_ssize_t *slot,
+                        uint64_t *word, int *held);
+PyObject * take(MapCore *self, int64_t key, Py_ssize_t e, uint64_t word);
 Py_ssize_t entry_arg(MapCore *self, PyObject *arg);
-Py_ssize_t lookup_argument(MapCore *self, const char *method, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, PyObject **obj, PyObject **default_value, int64_t *key);
+Py_ssize_t lookup_argument(MapCore *self, const char *method, PyObject *const *args,
+                           Py_ssize_t nargs, PyObject *kwnames, PyObject **obj,
+                           PyObject **default_value, int64_t *key, uint64_t *word, int *held);
 PyObject * iterate(MapCore *self, int what);
 PyObject *MapCore_find_entries(MapCore *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *MapCore_count_absent(MapCore *self, PyObject *keys);
@@ -141,6 +172,34 @@ entry_limit(const MapCore *self)
     if (self->used <= 0)
         return 0;
     return (size_t)(self->used < self->capacity ? self->used : self->capacity);
+}
+
+/* An exact int's int64 value: 1 with *key set, 0 outside int64 (a miss), -1 on error; as
+ * int_key(), reading up to three 30-bit digits in place on CPython 3.11 (where an int64 key
+ * has at most three), else through the API. */
+static inline int
+exact_int_key(PyObject *value, int64_t *key)
+{
+#if PY_VERSION_HEX < 0x030C0000 && PyLong_SHIFT == 30
+    const Py_ssize_t size = Py_SIZE(value);
+    const digit *d = ((PyLongObject *)value)->ob_digit;
+    uint64_t magnitude;
+    switch (size < 0 ? -size : size) {
+    case 0: *key = 0; return 1;
+    case 1: magnitude = d[0]; break;
+    case 2: magnitude = d[0] | (uint64_t)d[1] << 30; break;
+    case 3:
+        if (d[2] >= 8) /* 2**63 or more: -2**63 alone is in range, through the API */
+            return int_key(value, key);
+        magnitude = d[0] | (uint64_t)d[1] << 30 | (uint64_t)d[2] << 60;
+        break;
+    default: return int_key(value, key);
+    }
+    *key = size < 0 ? -(int64_t)magnitude : (int64_t)magnitude;
+    return 1;
+#else
+    return int_key(value, key);
+#endif
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -269,6 +328,15 @@ static inline int
 owns_record(const MapCore *self, uint64_t word)
 {
     return self->value_codec > CODEC_FLOAT64 && (word & 0xFF) == EXTERNAL;
+}
+
+/* Whether reading or dropping a stored word calls the codec object, and so needs the lock:
+ * external words, and every word of a serializer the core does not know. (A malformed inline
+ * word goes to the codec only for the error it raises, which reads nothing of the store.) */
+static inline int
+word_needs_codec(const MapCore *self, uint64_t word)
+{
+    return self->value_codec == CODEC_WORDS || owns_record(self, word);
 }
 
 #endif

@@ -57,50 +57,67 @@ item_of(EntryIter *it, int64_t key, PyObject *value)
     return pair;
 }
 
+/* The next step, in the core's turn (lock.c); the lock is held for a value that the codec
+ * decodes, and the step starts again if other threads ran while it waited for it. */
+static PyObject *
+next_in_turn(EntryIter *it, int *held)
+{
+    MapCore *core = it->core;
+    for (;;) {
+        if (begin_turn(core, held) < 0)
+            return NULL;
+        if (!it->started) {
+            if (!ATTACHED(core))
+                return closed_error(), NULL;
+            it->mods = core->mods;
+            it->started = 1;
+        }
+        if (core->mods != it->mods) {
+            PyErr_SetString(PyExc_RuntimeError, "LongHashMap changed size during iteration");
+            return NULL;
+        }
+        if (!ATTACHED(core))
+            return closed_error(), NULL;
+        const size_t limit = entry_limit(core);
+        Py_ssize_t e = it->next;
+        while ((size_t)e < limit && !is_live_at(core, e))
+            e++;
+        if ((size_t)e >= limit)
+            return NULL;
+        int64_t key = key_at(core, e);
+        uint64_t word = value_at(core, e); /* copied out: decoding may run Python code */
+        if (it->what != ITER_KEYS && !*held && word_needs_codec(core, word)) {
+            int waited = hold_lock(core, held);
+            if (waited < 0)
+                return NULL;
+            if (waited)
+                continue;
+        }
+        it->next = e + 1;
+        if (it->what == ITER_KEYS)
+            return PyLong_FromLongLong(key);
+        PyObject *value = decode_word(core, word);
+        if (value == NULL || it->what == ITER_VALUES)
+            return value;
+        return item_of(it, key, value);
+    }
+}
+
 static PyObject *
 EntryIter_next(EntryIter *it)
 {
     MapCore *core = it->core;
     if (core == NULL)
         return NULL;
-    PyObject *result = NULL;
-    if (!it->started) {
-        if (!ATTACHED(core)) {
-            closed_error();
-            goto end;
-        }
-        it->mods = core->mods;
-        it->started = 1;
+    int held = 0;
+    Py_INCREF(core); /* ending the iteration drops the iterator's reference */
+    PyObject *result = next_in_turn(it, &held);
+    end_turn(core, held);
+    Py_DECREF(core);
+    if (result == NULL) {
+        Py_CLEAR(it->core);
+        Py_CLEAR(it->pair);
     }
-    if (core->mods != it->mods) {
-        PyErr_SetString(PyExc_RuntimeError, "LongHashMap changed size during iteration");
-        goto end;
-    }
-    if (!ATTACHED(core)) {
-        closed_error();
-        goto end;
-    }
-    const size_t limit = entry_limit(core);
-    Py_ssize_t e = it->next;
-    while ((size_t)e < limit && !is_live_at(core, e))
-        e++;
-    if ((size_t)e >= limit)
-        goto end;
-    it->next = e + 1;
-    int64_t key = key_at(core, e);
-    uint64_t word = value_at(core, e); /* copied out: decoding may run Python code */
-    if (it->what == ITER_KEYS)
-        return PyLong_FromLongLong(key);
-    PyObject *value = decode_word(core, word);
-    if (value == NULL || it->what == ITER_VALUES)
-        result = value;
-    else
-        result = item_of(it, key, value);
-    if (result != NULL)
-        return result;
-end:
-    Py_CLEAR(it->core);
-    Py_CLEAR(it->pair);
     return result;
 }
 

@@ -23,13 +23,15 @@ make_room(MapCore *self, int width, int index_full)
 
 
 /* Store `bits` (a word of `width` bytes, or a raw typed value) under `key`, asking the map for
- * room until it fits, as the reference's _put. PUT_FAILED leaves the table as it was and the
- * word to the caller; PUT_FAILED_AFTER_STORING means the word is stored but releasing the word
- * it replaced failed. */
+ * room until it fits, as the reference's _put, in the turn of an operation (lock.c).
+ * PUT_FAILED leaves the table as it was and the word to the caller; PUT_FAILED_AFTER_STORING
+ * means the word is stored but releasing the word it replaced failed. */
 int
-put(MapCore *self, int64_t key, uint64_t bits, int width)
+put_turn(MapCore *self, int64_t key, uint64_t bits, int width, int *held)
 {
     for (;;) {
+        if (begin_turn(self, held) < 0)
+            return PUT_FAILED;
         if (!ATTACHED(self))
             return closed_error();
         Py_ssize_t slot, e = find(self, key, 1, &slot);
@@ -41,6 +43,13 @@ put(MapCore *self, int64_t key, uint64_t bits, int width)
                 if (check_writable(self) < 0)
                     return PUT_FAILED;
                 uint64_t old = value_at(self, e);
+                if (owns_record(self, old)) { /* its release calls the codec */
+                    int waited = hold_lock(self, held);
+                    if (waited < 0)
+                        return PUT_FAILED;
+                    if (waited)
+                        continue;
+                }
                 set_value_at(self, e, bits);
                 if (owns_record(self, old) && release_word(self, old) < 0)
                     return PUT_FAILED_AFTER_STORING;
@@ -57,15 +66,28 @@ put(MapCore *self, int64_t key, uint64_t bits, int width)
             }
             index_full = 1;
         }
-        if (make_room(self, width, index_full) < 0)
+        int waited = hold_lock(self, held);
+        if (waited < 0)
+            return PUT_FAILED;
+        if (!waited && make_room(self, width, index_full) < 0)
             return PUT_FAILED;
     }
+}
+
+/* put_turn as a whole operation (the bulk path's, under the map's lock). */
+int
+put(MapCore *self, int64_t key, uint64_t bits, int width)
+{
+    int held = 0;
+    int status = put_turn(self, key, bits, width, &held);
+    end_turn(self, held);
+    return status;
 }
 
 /* self[key] = value once the key is admitted: encode (inline, or through the codec, whose
  * record is released again if the put fails), then put. */
 int
-store(MapCore *self, int64_t key, PyObject *value)
+store(MapCore *self, int64_t key, PyObject *value, int *held)
 {
     uint64_t bits;
     int width;
@@ -73,11 +95,14 @@ store(MapCore *self, int64_t key, PyObject *value)
     if (inline_done < 0)
         return -1;
     if (inline_done)
-        return put(self, key, bits, width) == PUT_STORED ? 0 : -1;
+        return put_turn(self, key, bits, width, held) == PUT_STORED ? 0 : -1;
+    if (hold_lock(self, held) < 0) /* the codec puts a record into the store */
+        return -1;
     PyObject *made = codec_call(self, s_encode, value);
     if (made == NULL)
         return -1;
-    int status = word_of(self, made, &bits, &width) < 0 ? PUT_FAILED : put(self, key, bits, width);
+    int status = word_of(self, made, &bits, &width) < 0 ? PUT_FAILED
+                                                         : put_turn(self, key, bits, width, held);
     if (status == PUT_FAILED)
         release_unstored(self, made);
     Py_DECREF(made);
@@ -85,26 +110,57 @@ store(MapCore *self, int64_t key, PyObject *value)
 }
 
 /* The entry of a looked-up key (>= 0), -1 for a miss, -2 with an exception set; *key and
- * *slot are set for a hit. ClosedError when detached, before or after admitting the key. */
+ * *slot are set for a hit. ClosedError when detached, before or after admitting the key. The
+ * admission may run Python code; the probe is in the operation's turn. */
 Py_ssize_t
-lookup(MapCore *self, PyObject *obj, int64_t *key, Py_ssize_t *slot)
+lookup(MapCore *self, PyObject *obj, int64_t *key, Py_ssize_t *slot, int *held)
 {
+    if (begin_turn(self, held) < 0)
+        return -2;
     if (!ATTACHED(self))
         return closed_error() - 1;
-    int admitted = lookup_key(obj, key);
-    if (admitted <= 0)
-        return admitted - 1;
-    if (!ATTACHED(self))
-        return closed_error() - 1;
+    if (!PyLong_CheckExact(obj)) { /* the admission may run Python code: another turn after it */
+        int admitted = lookup_key(obj, key);
+        if (admitted <= 0)
+            return admitted - 1;
+        if (begin_turn(self, held) < 0)
+            return -2;
+        if (!ATTACHED(self))
+            return closed_error() - 1;
+    }
+    else {
+        int admitted = exact_int_key(obj, key); /* 0 outside int64: no key of the map */
+        if (admitted <= 0)
+            return admitted - 1;
+    }
     return find(self, *key, 1, slot);
 }
 
-/* Decode entry e's value, then remove the entry and release its word (pop and popitem). The
- * decoding may run Python code: the entry is removed only if it still holds the same word. */
-PyObject *
-take(MapCore *self, int64_t key, Py_ssize_t e)
+/* lookup(), with *word the entry's word, and the lock held when reading or dropping the word
+ * calls the codec (the look-up is done again if other threads ran while it waited for it). */
+Py_ssize_t
+lookup_entry(MapCore *self, PyObject *obj, int64_t *key, Py_ssize_t *slot, uint64_t *word,
+             int *held)
 {
-    uint64_t word = value_at(self, e);
+    for (;;) {
+        Py_ssize_t e = lookup(self, obj, key, slot, held);
+        if (e < 0)
+            return e;
+        *word = value_at(self, e);
+        if (*held || !word_needs_codec(self, *word))
+            return e;
+        int waited = hold_lock(self, held);
+        if (waited <= 0)
+            return waited < 0 ? -2 : e;
+    }
+}
+
+/* Decode entry e's value (`word`, read by lookup_entry in this turn), then remove the entry and
+ * release its word (pop and popitem). The decoding may run Python code: the entry is removed
+ * only if it still holds the same word. */
+PyObject *
+take(MapCore *self, int64_t key, Py_ssize_t e, uint64_t word)
+{
     PyObject *value = decode_word(self, word);
     if (value == NULL)
         return NULL;
@@ -180,14 +236,15 @@ key_and_default(const char *method, PyObject *const *args, Py_ssize_t nargs, PyO
     return 0;
 }
 
-/* The entry of the key argument of get, pop or setdefault, as lookup() gives it (-2 also for
- * bad arguments); *obj and *default_value (NULL when not given) are the arguments. */
+/* The entry of the key argument of get, pop or setdefault, as lookup_entry() gives it (-2 also
+ * for bad arguments); *obj and *default_value (NULL when not given) are the arguments. */
 Py_ssize_t
 lookup_argument(MapCore *self, const char *method, PyObject *const *args, Py_ssize_t nargs,
-                PyObject *kwnames, PyObject **obj, PyObject **default_value, int64_t *key)
+                PyObject *kwnames, PyObject **obj, PyObject **default_value, int64_t *key,
+                uint64_t *word, int *held)
 {
     Py_ssize_t slot;
     if (key_and_default(method, args, nargs, kwnames, obj, default_value) < 0)
         return -2;
-    return lookup(self, *obj, key, &slot);
+    return lookup_entry(self, *obj, key, &slot, word, held);
 }

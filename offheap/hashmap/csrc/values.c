@@ -38,7 +38,7 @@ int
 lookup_key(PyObject *obj, int64_t *key)
 {
     if (PyLong_CheckExact(obj))
-        return int_key(obj, key);
+        return exact_int_key(obj, key);
     if (PyFloat_CheckExact(obj))
         return float_key(PyFloat_AS_DOUBLE(obj), key);
     PyObject *admitted;
@@ -63,7 +63,7 @@ int
 store_key(PyObject *obj, int64_t *key)
 {
     if (PyLong_CheckExact(obj)) {
-        int in_range = int_key(obj, key);
+        int in_range = exact_int_key(obj, key);
         if (in_range != 0)
             return in_range == 1 ? 0 : -1;
     }
@@ -128,7 +128,7 @@ encode_object(PyObject *value, uint64_t *word)
     }
     if (PyLong_CheckExact(value)) {
         int64_t v;
-        int in_range = int_key(value, &v);
+        int in_range = exact_int_key(value, &v);
         if (in_range <= 0)
             return in_range; /* outside int64: tag 04, the codec's */
         uint64_t zigzag = ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
@@ -162,7 +162,7 @@ encode_inline(const MapCore *self, PyObject *value, uint64_t *bits, int *width)
     case CODEC_INT64:
         if (PyLong_CheckExact(value)) {
             int64_t v = 0;
-            done = int_key(value, &v); /* outside int64: the codec's OverflowError */
+            done = exact_int_key(value, &v); /* outside int64: the codec's OverflowError */
             *bits = (uint64_t)v;
         }
         return done;
