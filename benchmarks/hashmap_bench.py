@@ -2,6 +2,7 @@
 
     python benchmarks/hashmap_bench.py memory --n 10000000   # one fresh process per case
     python benchmarks/hashmap_bench.py speed --n 1000000
+    python benchmarks/hashmap_bench.py bulk --n 1000000 --rounds 5   # bulk calls vs dict loops
 
 Memory: RSS growth of a fresh process while it inserts ``n`` int64 keys with ``""`` values one
 at a time (as the capacity experiment does), and for LongHashMap also ``stats()``.
@@ -15,6 +16,7 @@ import argparse
 import ctypes
 import gc
 import json
+import os
 import subprocess
 import sys
 import time
@@ -120,17 +122,104 @@ def run_speed(n: int) -> dict:
     return out
 
 
+def _cpu_seconds(fn) -> float:
+    """CPU seconds of one call (``time.process_time``: other processes' load does not count)."""
+    start = time.process_time()
+    fn()
+    return time.process_time() - start
+
+
+def run_bulk(n: int, rounds: int, value: str) -> dict:
+    """The bulk rows of the Compiled core goals against their dict loops, as in
+    ``experiments.hashmap_goals``: ``get_many`` vs ``[d[k] for k in keys]``, ``put_many`` into a
+    fresh map vs a ``for`` insert loop into a fresh dict, plus ``contains_many``, ``delete_many``
+    (vs ``k in d`` and ``del d[k]`` loops) and ``put_many`` into a map holding as many other keys.
+    Every round times each pair back to back in CPU time; a figure is the fastest round, and
+    each ratio is dict loop / bulk call of those figures. ``uptime`` goes beside the result."""
+    from offheap import LongHashMap
+
+    rng = np.random.default_rng(5)
+    keys_array = np.unique(rng.integers(-(2**63), 2**63 - 1, 2 * n, dtype=np.int64))
+    keys_array = keys_array[rng.permutation(keys_array.size)]
+    keys_array, others = keys_array[:n], keys_array[n: 2 * n]
+    values_array = keys_array.copy() if value == "int64" else np.full(n, "", object)
+    keys, values = keys_array.tolist(), values_array.tolist()
+    bulk_values = values_array if value == "int64" else values
+    d = dict(zip(keys, values))
+    m = LongHashMap(value=value)
+    m.put_many(keys_array, bulk_values)
+    best: dict[str, float] = {}
+
+    def record(name: str, seconds: float) -> None:
+        best[name] = min(seconds, best.get(name, seconds))
+
+    def dict_insert() -> None:
+        fresh = {}
+        for k, v in zip(keys, values):
+            fresh[k] = v
+
+    def dict_delete() -> None:
+        copy = dict(d)
+        started = time.process_time()
+        for k in keys:
+            del copy[k]
+        record("delete dict loop", time.process_time() - started)
+
+    def map_delete() -> None:
+        copy = LongHashMap(value=value)
+        copy.put_many(keys_array, bulk_values)
+        started = time.process_time()
+        copy.delete_many(keys_array)
+        record("delete_many", time.process_time() - started)
+        copy.close()
+
+    def map_insert(base: np.ndarray | None):
+        def go() -> None:
+            fresh = LongHashMap(value=value)
+            if base is not None:
+                fresh.put_many(base, bulk_values)
+            started = time.process_time()
+            fresh.put_many(keys_array, bulk_values)
+            record("put_many" if base is None else "put_many, half new", time.process_time() - started)
+            fresh.close()
+        return go
+
+    for _ in range(rounds):
+        record("get dict loop", _cpu_seconds(lambda: [d[k] for k in keys]))
+        record("get_many", _cpu_seconds(lambda: m.get_many(keys_array)))
+        record("put dict loop", _cpu_seconds(dict_insert))
+        map_insert(None)()
+        map_insert(others)()
+        record("in dict loop", _cpu_seconds(lambda: [k in d for k in keys]))
+        record("contains_many", _cpu_seconds(lambda: m.contains_many(keys_array)))
+        dict_delete()
+        map_delete()
+    ns = {name: seconds / n * 1e9 for name, seconds in best.items()}
+    return {
+        "n": n, "value": value, "rounds": rounds, "load": os.getloadavg(), "ns_per_key": ns,
+        "get_many_speedup": ns["get dict loop"] / ns["get_many"],
+        "put_many_speedup": ns["put dict loop"] / ns["put_many"],
+        "put_many_half_new_speedup": ns["put dict loop"] / ns["put_many, half new"],
+        "contains_many_speedup": ns["in dict loop"] / ns["contains_many"],
+        "delete_many_speedup": ns["delete dict loop"] / ns["delete_many"],
+    }
+
+
 def main() -> None:
     if sys.argv[1:2] == ["_child"]:
         kind, order, n = sys.argv[2], sys.argv[3], int(sys.argv[4])
         print(json.dumps(memory_case(kind, order, n)))
         return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("what", choices=["memory", "speed"])
+    parser.add_argument("what", choices=["memory", "speed", "bulk"])
     parser.add_argument("--n", type=int, default=1_000_000)
+    parser.add_argument("--rounds", type=int, default=5, help="bulk: interleaved rounds")
+    parser.add_argument("--value", default="int64", help="bulk: the value serializer")
     args = parser.parse_args()
     if args.what == "memory":
         run_memory(args.n)
+    elif args.what == "bulk":
+        print(json.dumps(run_bulk(args.n, args.rounds, args.value), indent=1))
     else:
         print(json.dumps(run_speed(args.n), indent=1))
 

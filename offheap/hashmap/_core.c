@@ -511,6 +511,13 @@ static PyMethodDef MapCore_methods[] = {
      "_put_words(keys, words, done)\n--\n\nStore words[i] under keys[i] in order, calling "
      "_make_room when an insert needs it; done[0] counts the words stored (on an error the "
      "rest are still the caller's)."},
+    {"_find_values", (PyCFunction)(void (*)(void))MapCore_find_values, METH_FASTCALL,
+     "_find_values(keys, out, found)\n--\n\nout[i] = the word (or typed value) stored under "
+     "keys[i] and found[i] = 1, or 0 and 0; returns how many keys are missing."},
+    {"_put_batch", (PyCFunction)(void (*)(void))MapCore_put_batch, METH_FASTCALL,
+     "_put_batch(keys, words, width, done)\n--\n\nReserve room for the batch's new keys "
+     "(the map's _reserve), then store words[i] under keys[i] as _put_words does; a large "
+     "batch is built at once. done[0] counts the words stored."},
     {"_remove_keys", (PyCFunction)(void (*)(void))MapCore_remove_keys, METH_FASTCALL,
      "_remove_keys(keys, removed)\n--\n\nRemove the keys present, in order; removed[j] is "
      "the j-th removed entry's word, not released. Returns how many went."},

@@ -72,14 +72,10 @@ class BulkOperations:
         if len(values) != len(keys):
             raise ValueError(f"{len(keys)} keys but {len(values)} values")
         words = self._slots.encode_many(values)
-        try:
-            self._reserve(self._count_absent(keys), self._slots.width_of_many(words))
-        except BaseException:
-            self._slots.release_many(words)
-            raise
         done = np.zeros(1, np.int64)
         try:
-            self._put_words(keys, np.ascontiguousarray(words), done)  # 8-byte items
+            self._put_batch(np.ascontiguousarray(keys), np.ascontiguousarray(words),  # 8-byte items
+                            self._slots.width_of_many(words), done)
         except BaseException:
             self._slots.release_many(words[int(done[0]):])
             raise
@@ -91,21 +87,24 @@ class BulkOperations:
         KeyError, since None has no int64/float64 form.
         """
         self._check_open()
-        keys = as_key_array(keys)
-        entries = self._find_many(keys)
-        found = entries >= 0
-        values = self._slots.decode_many(self._table().values.take(entries[found]))
-        if self._slots.typed:
-            if found.all():
-                return values
+        keys = np.ascontiguousarray(as_key_array(keys))
+        typed = self._slots.typed
+        words = np.empty(len(keys), self._slots.dtype_for_width(8) if typed else np.uint64)
+        found = np.empty(len(keys), bool)
+        missing = self._find_values(keys, words, found)
+        if typed and not missing:
+            return words  # typed values are the words: a fresh array already
+        if not typed:  # the column's own width, which decode_many reads fastest
+            words = words.astype(self._table().value_dtype, copy=False)
+        values = self._slots.decode_many(words if not missing else words[found])
+        if typed:
             if default is None:
-                missing = int(keys[~found][0])
-                raise KeyError(f"{int((~found).sum())} keys are missing (first: {missing}); "
+                raise KeyError(f"{missing} keys are missing (first: {int(keys[~found][0])}); "
                                f"pass default= to fill them")
             out = np.full(len(keys), default, dtype=values.dtype)
             out[found] = values
             return out
-        if found.all():
+        if not missing:
             return values.tolist()
         fill = np.empty(1, object)
         fill[0] = default  # a one-element object array repeats any default, tuples included
@@ -121,7 +120,7 @@ class BulkOperations:
     def delete_many(self, keys) -> int:
         """Remove the keys that are present (absent ones are ignored); return how many went."""
         self._check_open()
-        keys = as_key_array(keys)
+        keys = np.ascontiguousarray(as_key_array(keys))
         removed = np.empty(len(keys), np.uint64)
         count = self._remove_keys(keys, removed)
         if not self._slots.typed:
@@ -136,6 +135,24 @@ class BulkOperations:
         self._find_entries(np.ascontiguousarray(keys, np.int64), entries)
         return entries
 
+    # Bulk operations of the core that the pure-Python reference composes from its others; the
+    # compiled core, first in the map's bases, has its own (offheap/hashmap/csrc/bulk.c).
+
+    def _put_batch(self, keys: np.ndarray, words: np.ndarray, width: int, done: np.ndarray) -> None:
+        """Reserve room for the batch's new keys (values ``width`` bytes wide), then store
+        ``words[i]`` under ``keys[i]``; ``done[0]`` counts the words stored."""
+        self._reserve(self._count_absent(keys), width)
+        self._put_words(keys, words, done)
+
+    def _find_values(self, keys: np.ndarray, out: np.ndarray, found: np.ndarray) -> int:
+        """``out[i]`` = the word (typed value) stored under ``keys[i]`` and ``found[i]`` True,
+        or 0 and False; returns how many keys are missing."""
+        entries = self._find_many(keys)
+        found[:] = entries >= 0
+        out[:] = 0
+        out[found] = self._table().values.take(entries[found])
+        return int(len(keys) - np.count_nonzero(found))
+
     # The pure-Python core's bulk operations (offheap.hashmap.core): numpy over the whole batch.
 
     def _probe_many(self, keys: np.ndarray) -> np.ndarray:
@@ -147,20 +164,26 @@ class BulkOperations:
 
     def _place_words(self, keys: np.ndarray, words: np.ndarray) -> None:
         """Store the batch's words (room reserved): duplicates reduced to their first place and
-        last value, present keys overwritten, the new ones appended."""
-        keys, words = self._first_place_last_value(keys, words)
+        last value, present keys overwritten, the new ones appended. The words given up are
+        released in the order the key-by-key path releases them, so that the store's free
+        record ids, and later ones handed out, are the same on both cores."""
+        keys, words, first, given_up = self._first_place_last_value(keys, words)
         entries = self._probe_many(keys)
         found = entries >= 0
         if found.any():
             column = self._table().values
             old = column.take(entries[found])
             column.put(entries[found], words[found])
-            self._slots.release_many(old)
+            given_up.append((first[found], old))
         self._append_many(keys[~found], words[~found])
+        times = np.concatenate([t for t, _ in given_up])
+        released = np.concatenate([w.astype(np.uint64) for _, w in given_up])
+        self._slots.release_many(released[np.argsort(times, kind="stable")])
 
     def _remove_present(self, keys: np.ndarray) -> np.ndarray:
-        """Remove the batch's keys that are present; their words (not released), as uint64."""
-        keys = np.unique(keys)
+        """Remove the batch's keys that are present; their words (not released), as uint64, in
+        the order of the keys' first occurrences, as the key-by-key path removes them."""
+        keys = keys[np.sort(np.unique(keys, return_index=True)[1])]
         entries = self._probe_many(keys)
         present = entries >= 0
         keys, entries = keys[present], entries[present]
@@ -175,18 +198,21 @@ class BulkOperations:
         return removed_words if self._slots.typed else removed_words.astype(np.uint64)
 
     def _first_place_last_value(self, keys: np.ndarray, words: np.ndarray):
-        """One entry per distinct key of a batch: at the key's first position with the value of
-        its last (releasing the dropped words)."""
-        unique, first = np.unique(keys, return_index=True)
-        if unique.size == keys.size:
-            return keys, words
-        last = keys.size - 1 - np.unique(keys[::-1], return_index=True)[1]
-        order = np.argsort(first)
-        kept_words = words[last[order]]
-        dropped = np.ones(keys.size, bool)
-        dropped[last] = False
-        self._slots.release_many(words[dropped])
-        return keys[first[order]], kept_words
+        """One entry per distinct key of a batch, in the order of first occurrences: the keys,
+        their last words, their first positions, and the words dropped as ``[(positions,
+        words)]``: each word of an earlier occurrence, with the position of the next
+        occurrence of its key, which replaces it."""
+        order = np.argsort(keys, kind="stable")  # by key, then position
+        grouped = keys[order]
+        same_as_next = grouped[1:] == grouped[:-1]
+        dropped = [(order[1:][same_as_next], words[order[:-1][same_as_next]])]
+        if not same_as_next.any():
+            return keys, words, np.arange(len(keys)), dropped
+        starts = np.flatnonzero(np.concatenate([[True], ~same_as_next]))
+        ends = np.concatenate([starts[1:], [len(keys)]]) - 1
+        by_first = np.argsort(order[starts])
+        first, last = order[starts][by_first], order[ends][by_first]
+        return keys[first], words[last], first, dropped
 
     def _append_many(self, keys: np.ndarray, words: np.ndarray) -> None:
         """Append distinct absent keys as new entries (room reserved by :meth:`_reserve`): a

@@ -1,65 +1,47 @@
 /* The compiled LongHashMap core's bulk operations: the map's put_many, get_many, contains_many
- * and delete_many probe and change the table here, one key after another in the batch's order,
- * as the scalar operations do (the pure-Python reference does the same work with numpy, to the
- * same bytes: offheap.hashmap.core).
+ * and delete_many probe and change the table here (the pure-Python reference does the same work
+ * with numpy, to the same bytes: offheap.hashmap.core and offheap.hashmap.bulk).
+ *
+ * Probes and deletes go one key after another in the batch's order, as the scalar operations
+ * do. A put goes the same way when the batch is small against the map; a large one is planned
+ * and built at once (build.c), which leaves the same bytes.
  *
  * Buffers. Every array argument is a C-contiguous buffer of 8-byte items (int64 keys, int64
- * entry numbers, slot words or raw typed values), exported for the whole call, so the caller's
- * arrays cannot go away under it. A call never releases the GIL: the table must not change
- * under a probe. Only _put_words calls into Python (the map's _make_room, the codec's release of
- * a replaced external word); it re-reads the table after each such call, as put() does. */
+ * entry numbers, slot words or raw typed values; found flags are 1-byte items), exported for the
+ * whole call, so the caller's arrays cannot go away under it. A call never releases the GIL
+ * while it probes: the table must not change under a probe. Only _put_words and _put_batch call
+ * into Python (the map's _reserve, _make_room and _grow_index, the codec's release of a replaced
+ * external word); they re-read the table after each such call, as put() does. */
 
-#include "core.h"
+#include "build.h"
 
-/* An export of `obj` with `n` (or, for n < 0, any number of) 8-byte items; the item count, or
- * -1 with an error and nothing held. */
+/* A batch large against the map is built at once (build.c): at least BULK_MIN keys and at least
+ * 1 / BULK_SHARE of the map's entries. Smaller ones are put key by key. */
+#define BULK_MIN 512
+#define BULK_SHARE 4
+
+/* An export of `obj` with `n` (or, for n < 0, any number of) items of `item_size` bytes; the item
+ * count, or -1 with an error and nothing held. */
 static Py_ssize_t
-export_words(PyObject *obj, Py_buffer *view, int writable, Py_ssize_t n, const char *what)
+export_array(PyObject *obj, Py_buffer *view, Py_ssize_t item_size, int writable, Py_ssize_t n,
+             const char *what)
 {
     if (PyObject_GetBuffer(obj, view, PyBUF_C_CONTIGUOUS | (writable ? PyBUF_WRITABLE : 0)) < 0)
         return -1;
-    Py_ssize_t count = view->itemsize == 8 ? view->len / 8 : -1;
-    if (count < 0 || view->len % 8 != 0 || (n >= 0 && count < n)) {
-        PyErr_Format(PyExc_ValueError, "%s must be a buffer of %s8-byte items", what,
-                     n >= 0 ? "enough " : "");
+    Py_ssize_t count = view->itemsize == item_size ? view->len / item_size : -1;
+    if (count < 0 || view->len % item_size != 0 || (n >= 0 && count < n)) {
+        PyErr_Format(PyExc_ValueError, "%s must be a buffer of %s%zd-byte items", what,
+                     n >= 0 ? "enough " : "", item_size);
         PyBuffer_Release(view);
         return -1;
     }
     return count;
 }
 
-/* Prefetching. A batch of random keys is memory-bound: each probe waits on an index slot, then
- * on an entry's key. The loops below ask for both ahead of time, in two stages: the index slot of
- * the key AHEAD places on, then (the slot having arrived) the entry it names for the key
- * AHEAD / 2 places on, so the probe of the current key finds both in cache. Only addresses
- * inside the attached table are touched; a detached table is skipped. */
-#define AHEAD 16
-
-static inline void
-prefetch_slot(const MapCore *self, int64_t key)
+static Py_ssize_t
+export_words(PyObject *obj, Py_buffer *view, int writable, Py_ssize_t n, const char *what)
 {
-    if (ATTACHED(self))
-        __builtin_prefetch(&self->table.index[home_of(key, self->homes)]);
-}
-
-static inline void
-prefetch_entry(const MapCore *self, int64_t key)
-{
-    if (!ATTACHED(self))
-        return;
-    uint32_t ix = self->table.index[home_of(key, self->homes)];
-    if (ix != 0 && (size_t)ix - 1 < entry_limit(self))
-        __builtin_prefetch(&self->table.chunks[(ix - 1) >> CHUNK_BITS].keys[(ix - 1) & CHUNK_MASK]);
-}
-
-/* Both stages for the keys ahead of keys[i]. */
-static inline void
-prefetch_ahead(const MapCore *self, const int64_t *keys, Py_ssize_t i, Py_ssize_t n)
-{
-    if (i + AHEAD < n)
-        prefetch_slot(self, keys[i + AHEAD]);
-    if (i + AHEAD / 2 < n)
-        prefetch_entry(self, keys[i + AHEAD / 2]);
+    return export_array(obj, view, 8, writable, n, what);
 }
 
 /* The keys argument of every call; ClosedError while detached. */
@@ -90,7 +72,7 @@ MapCore_find_entries(MapCore *self, PyObject *const *args, Py_ssize_t nargs)
     int64_t *out = out_view.buf;
     Py_ssize_t i = 0, slot;
     for (; i < n; i++) {
-        prefetch_ahead(self, keys, i, n);
+        prefetch_ahead(self, keys, i, n, 0);
         Py_ssize_t e = self->n ? find(self, keys[i], 1, &slot) : -1;
         if (e == -2)
             break;
@@ -101,6 +83,48 @@ MapCore_find_entries(MapCore *self, PyObject *const *args, Py_ssize_t nargs)
     if (i < n)
         return NULL;
     Py_RETURN_NONE;
+}
+
+/* _find_values(keys, out, found): out[i] = the stored word (or raw typed value) of keys[i] and
+ * found[i] = 1, or 0 and 0 for a missing key; returns how many are missing. */
+PyObject *
+MapCore_find_values(MapCore *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3)
+        return PyErr_Format(PyExc_TypeError, "_find_values() takes keys, out and found "
+                            "(%zd given)", nargs);
+    Py_buffer keys_view, out_view, found_view;
+    Py_ssize_t n = export_keys(self, args[0], &keys_view);
+    if (n < 0)
+        return NULL;
+    if (export_words(args[1], &out_view, 1, n, "out") < 0) {
+        PyBuffer_Release(&keys_view);
+        return NULL;
+    }
+    if (export_array(args[2], &found_view, 1, 1, n, "found") < 0) {
+        PyBuffer_Release(&keys_view);
+        PyBuffer_Release(&out_view);
+        return NULL;
+    }
+    const int64_t *keys = keys_view.buf;
+    uint64_t *out = out_view.buf;
+    uint8_t *found = found_view.buf;
+    Py_ssize_t i = 0, slot, missing = 0;
+    for (; i < n; i++) {
+        prefetch_ahead(self, keys, i, n, 1);
+        Py_ssize_t e = self->n ? find(self, keys[i], 1, &slot) : -1;
+        if (e == -2)
+            break;
+        out[i] = e >= 0 ? value_at(self, e) : 0;
+        found[i] = e >= 0;
+        missing += e < 0;
+    }
+    PyBuffer_Release(&keys_view);
+    PyBuffer_Release(&out_view);
+    PyBuffer_Release(&found_view);
+    if (i < n)
+        return NULL;
+    return PyLong_FromSsize_t(missing);
 }
 
 /* A set of int64 keys for one call: open addressing over a power-of-two table, slot 0 of
@@ -151,6 +175,26 @@ keyset_free(KeySet *set)
     PyMem_Free(set->taken);
 }
 
+/* How many distinct keys of the batch the map does not hold; -1 with an error. */
+static Py_ssize_t
+count_absent(MapCore *self, const int64_t *keys, Py_ssize_t n)
+{
+    KeySet absent;
+    if (keyset_init(&absent, n) < 0)
+        return -1;
+    Py_ssize_t count = 0, slot, e = -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        prefetch_ahead(self, keys, i, n, 0);
+        e = self->n ? find(self, keys[i], 1, &slot) : -1;
+        if (e == -2)
+            break;
+        if (e == -1)
+            count += keyset_add(&absent, keys[i]);
+    }
+    keyset_free(&absent);
+    return e == -2 ? -1 : count;
+}
+
 /* _count_absent(keys): how many distinct keys of the batch the map does not hold (what a
  * put_many of them adds). */
 PyObject *
@@ -160,24 +204,54 @@ MapCore_count_absent(MapCore *self, PyObject *keys_argument)
     Py_ssize_t n = export_keys(self, keys_argument, &keys_view);
     if (n < 0)
         return NULL;
-    const int64_t *keys = keys_view.buf;
-    KeySet absent;
-    if (keyset_init(&absent, n) < 0) {
-        PyBuffer_Release(&keys_view);
-        return NULL;
-    }
-    Py_ssize_t count = 0, slot, e = -1;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        prefetch_ahead(self, keys, i, n);
-        e = self->n ? find(self, keys[i], 1, &slot) : -1;
-        if (e == -2)
-            break;
-        if (e == -1)
-            count += keyset_add(&absent, keys[i]);
-    }
-    keyset_free(&absent);
+    Py_ssize_t count = count_absent(self, keys_view.buf, n);
     PyBuffer_Release(&keys_view);
-    return e == -2 ? NULL : PyLong_FromSsize_t(count);
+    return count < 0 ? NULL : PyLong_FromSsize_t(count);
+}
+
+/* Store words[i] under keys[i] one after another, done[0] counting the words stored: put()'s
+ * status for the first that failed, else PUT_STORED. */
+static int
+put_each(MapCore *self, const int64_t *keys, const uint64_t *words, Py_ssize_t n, int64_t *done)
+{
+    const int typed = self->value_codec <= CODEC_FLOAT64;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        prefetch_ahead(self, keys, i, n, 0);
+        int status = put(self, keys[i], words[i], typed ? 8 : word_width(words[i]));
+        if (status == PUT_FAILED_AFTER_STORING)
+            done[0] = i + 1;
+        if (status != PUT_STORED)
+            return status;
+        done[0] = i + 1;
+    }
+    return PUT_STORED;
+}
+
+/* The three arrays of _put_words and _put_batch (keys, words, done); the batch size, or -1 with
+ * an error and nothing held. */
+static Py_ssize_t
+export_put_arguments(MapCore *self, PyObject *const *args, Py_buffer views[3])
+{
+    Py_ssize_t n = export_keys(self, args[0], &views[0]);
+    if (n < 0)
+        return -1;
+    if (export_words(args[1], &views[1], 0, n, "words") < 0) {
+        PyBuffer_Release(&views[0]);
+        return -1;
+    }
+    if (export_words(args[2], &views[2], 1, 1, "done") < 0) {
+        PyBuffer_Release(&views[0]);
+        PyBuffer_Release(&views[1]);
+        return -1;
+    }
+    return n;
+}
+
+static void
+release_views(Py_buffer *views, int count)
+{
+    for (int i = 0; i < count; i++)
+        PyBuffer_Release(&views[i]);
 }
 
 /* _put_words(keys, words, done): store words[i] under keys[i] in order (a later key equal to an
@@ -189,37 +263,135 @@ MapCore_put_words(MapCore *self, PyObject *const *args, Py_ssize_t nargs)
     if (nargs != 3)
         return PyErr_Format(PyExc_TypeError, "_put_words() takes keys, words and done "
                             "(%zd given)", nargs);
-    Py_buffer keys_view, words_view, done_view;
-    Py_ssize_t n = export_keys(self, args[0], &keys_view);
+    Py_buffer views[3];
+    Py_ssize_t n = export_put_arguments(self, args, views);
     if (n < 0)
         return NULL;
-    if (export_words(args[1], &words_view, 0, n, "words") < 0) {
-        PyBuffer_Release(&keys_view);
+    int status = put_each(self, views[0].buf, views[1].buf, n, views[2].buf);
+    release_views(views, 3);
+    if (status != PUT_STORED)
         return NULL;
+    Py_RETURN_NONE;
+}
+
+/* self.<method>(a, b) for the map's growth steps (_reserve, _grow_index); -1 with an error. */
+static int
+call_growth(MapCore *self, const char *method, Py_ssize_t a, Py_ssize_t b)
+{
+    PyObject *result = PyObject_CallMethod((PyObject *)self, method, "nn", a, b);
+    Py_XDECREF(result);
+    return result == NULL ? -1 : 0;
+}
+
+/* Whether every word fits the table's value width. */
+static int
+words_fit(const MapCore *self, const uint64_t *words, Py_ssize_t n)
+{
+    if (self->value_codec <= CODEC_FLOAT64)
+        return 1;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (word_width(words[i]) > self->width)
+            return 0;
+    return 1;
+}
+
+/* Release words the table gave up, all of them even when one release fails (the first error is
+ * the one raised); -1 with an error. */
+static int
+release_all(MapCore *self, const uint64_t *words, Py_ssize_t n)
+{
+    PyObject *type = NULL, *value = NULL, *traceback = NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (release_word(self, words[i]) == 0)
+            continue;
+        if (type == NULL)
+            PyErr_Fetch(&type, &value, &traceback);
+        else
+            PyErr_Clear();
     }
-    if (export_words(args[2], &done_view, 1, 1, "done") < 0) {
-        PyBuffer_Release(&keys_view);
-        PyBuffer_Release(&words_view);
+    if (type == NULL)
+        return 0;
+    PyErr_Restore(type, value, traceback);
+    return -1;
+}
+
+/* A large batch through build.c: plan, reserve the room, build (growing the index while the
+ * placement overflows its slack). PUT_STORED, PUT_FAILED (the table unchanged, done[0] 0),
+ * PUT_FAILED_AFTER_STORING (stored, a release failed), or BUILD_NO_ROOM when the room was not
+ * there after the reserve (the table unchanged; the caller puts key by key). */
+static int
+put_built(MapCore *self, const int64_t *keys, const uint64_t *words, Py_ssize_t n,
+          Py_ssize_t width, int64_t *done)
+{
+    BatchPlan plan;
+    if (plan_batch(self, keys, words, n, &plan) < 0)
+        return PUT_FAILED;
+    uint64_t *released = PyMem_Malloc((n ? (size_t)n : 1) * sizeof(uint64_t));
+    if (released == NULL) {
+        free_plan(&plan);
+        PyErr_NoMemory();
+        return PUT_FAILED;
+    }
+    Py_ssize_t n_released = 0, n_new = 0;
+    int status = call_growth(self, "_reserve", plan.n_absent, width) < 0 ? BUILD_FAILED
+                                                                            : BUILD_OVERFLOW;
+    while (status == BUILD_OVERFLOW) {
+        if (!ATTACHED(self))
+            status = closed_error();
+        else if (check_writable(self) < 0 || check_used(self) < 0)
+            status = BUILD_FAILED;
+        else if (!words_fit(self, plan.words, n))
+            status = BUILD_NO_ROOM;
+        else
+            status = build_batch(self, &plan, released, &n_released, &n_new);
+        if (status == BUILD_OVERFLOW
+            && call_growth(self, "_grow_index", self->homes * 2, self->n + n_new) < 0)
+            status = BUILD_FAILED;
+    }
+    free_plan(&plan);
+    int result = status == BUILD_NO_ROOM ? BUILD_NO_ROOM : PUT_FAILED;
+    if (status == BUILD_DONE) {
+        done[0] = n;
+        result = release_all(self, released, n_released) < 0 ? PUT_FAILED_AFTER_STORING
+                                                             : PUT_STORED;
+    }
+    PyMem_Free(released);
+    return result;
+}
+
+/* _put_batch(keys, words, width, done): put_many's whole change. Reserve the room for the
+ * batch's new keys (the map's _reserve, values `width` bytes wide), then store words[i] under
+ * keys[i] as _put_words does: a CapacityError from the reserve leaves the map as it was. done[0]
+ * counts the words stored; on an error the words from done[0] on are still the caller's. */
+PyObject *
+MapCore_put_batch(MapCore *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4)
+        return PyErr_Format(PyExc_TypeError, "_put_batch() takes keys, words, width and done "
+                            "(%zd given)", nargs);
+    Py_ssize_t width = PyLong_AsSsize_t(args[2]);
+    if (width == -1 && PyErr_Occurred())
         return NULL;
+    PyObject *put_args[3] = {args[0], args[1], args[3]};
+    Py_buffer views[3];
+    Py_ssize_t n = export_put_arguments(self, put_args, views);
+    if (n < 0)
+        return NULL;
+    const int64_t *keys = views[0].buf;
+    const uint64_t *words = views[1].buf;
+    int64_t *done = views[2].buf;
+    done[0] = 0;
+    int status = BUILD_NO_ROOM;
+    if (n >= BULK_MIN && n * BULK_SHARE >= self->n)
+        status = put_built(self, keys, words, n, width, done);
+    else {
+        Py_ssize_t count = count_absent(self, keys, n);
+        if (count < 0 || call_growth(self, "_reserve", count, width) < 0)
+            status = PUT_FAILED;
     }
-    const int64_t *keys = keys_view.buf;
-    const uint64_t *words = words_view.buf;
-    int64_t *done = done_view.buf;
-    const int typed = self->value_codec <= CODEC_FLOAT64;
-    int status = PUT_STORED;
-    Py_ssize_t i = 0;
-    for (; i < n; i++) {
-        prefetch_ahead(self, keys, i, n);
-        status = put(self, keys[i], words[i], typed ? 8 : word_width(words[i]));
-        if (status != PUT_STORED)
-            break;
-        done[0] = i + 1;
-    }
-    if (status == PUT_FAILED_AFTER_STORING)
-        done[0] = i + 1;
-    PyBuffer_Release(&keys_view);
-    PyBuffer_Release(&words_view);
-    PyBuffer_Release(&done_view);
+    if (status == BUILD_NO_ROOM)
+        status = put_each(self, keys, words, n, done);
+    release_views(views, 3);
     if (status != PUT_STORED)
         return NULL;
     Py_RETURN_NONE;
@@ -246,7 +418,7 @@ MapCore_remove_keys(MapCore *self, PyObject *const *args, Py_ssize_t nargs)
     Py_ssize_t count = 0, slot, i = 0;
     int failed = 0;
     for (; i < n && self->n; i++) {
-        prefetch_ahead(self, keys, i, n);
+        prefetch_ahead(self, keys, i, n, 0);
         Py_ssize_t e = find(self, keys[i], 1, &slot);
         if (e == -1)
             continue;

@@ -163,6 +163,8 @@ PyObject *MapCore_find_entries(MapCore *self, PyObject *const *args, Py_ssize_t 
 PyObject *MapCore_count_absent(MapCore *self, PyObject *keys);
 PyObject *MapCore_put_words(MapCore *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *MapCore_remove_keys(MapCore *self, PyObject *const *args, Py_ssize_t nargs);
+PyObject *MapCore_put_batch(MapCore *self, PyObject *const *args, Py_ssize_t nargs);
+PyObject *MapCore_find_values(MapCore *self, PyObject *const *args, Py_ssize_t nargs);
 
 
 /* The entries that may be read: min(_used, _capacity), 0 for a negative _used. */
@@ -216,17 +218,23 @@ mix64(uint64_t h)
     return h ^ (h >> 33);
 }
 
-/* mix64(key) * homes >> 64, for homes <= 2**32. */
+/* hash * homes >> 64, for homes <= 2**32: the home of a key whose mix64 is `hash`. */
 static inline Py_ssize_t
-home_of(int64_t key, Py_ssize_t homes)
+home_of_hash(uint64_t h, Py_ssize_t homes)
 {
-    uint64_t h = mix64((uint64_t)key);
 #ifdef __SIZEOF_INT128__
     return (Py_ssize_t)(((unsigned __int128)h * (uint64_t)homes) >> 64);
 #else /* the product from 32-bit halves, exact since homes <= 2**32 */
     uint64_t low = (h & 0xFFFFFFFFu) * (uint64_t)homes;
     return (Py_ssize_t)(((h >> 32) * (uint64_t)homes + (low >> 32)) >> 32);
 #endif
+}
+
+/* mix64(key) * homes >> 64, for homes <= 2**32. */
+static inline Py_ssize_t
+home_of(int64_t key, Py_ssize_t homes)
+{
+    return home_of_hash(mix64((uint64_t)key), homes);
 }
 
 /* Entry e's fields; precondition for all of them: attached and 0 <= e < _capacity. */

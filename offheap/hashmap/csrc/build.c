@@ -1,0 +1,429 @@
+/* The compiled LongHashMap core's bulk build: a batch large against the map is appended and
+ * the whole index placed anew in one sequential pass, leaving the bytes that inserting the
+ * batch's keys one at a time would (offheap.hashmap.layout: entries in first-occurrence order,
+ * each with its last value; the index sorted by home and, within a home, by entry number).
+ *
+ * Two steps, with the map's _reserve between them (bulk.c):
+ *
+ * - plan_batch copies the keys, sorts (hash, position) records by hash (a stable radix sort on
+ *   the hash's top bits, then each group of equal top bits by the whole hash) and reduces equal
+ *   hashes, which are equal keys since mix64 is a bijection, to one BatchKey each; it counts the
+ *   keys the map does not hold, probing it in hash order, which is index order.
+ * - build_batch sorts the map's live entries by hash the same way, merges them with the plan
+ *   (an equal hash: the key is present, its value is overwritten), numbers the new keys by their
+ *   first position (a bitmap of first positions and its prefix counts give each one's rank),
+ *   checks that the placement fits the index (else BUILD_OVERFLOW: the index must grow) and
+ *   that the room was reserved (else BUILD_NO_ROOM), and only then writes: the new entries in
+ *   batch order, the overwritten values, and the index slot by slot. Placement in the merged
+ *   order is Robin Hood order once each run of equal homes is sorted by entry number: entry j
+ *   of the order takes slot max(home, previous slot + 1).
+ *
+ * Example: an empty map of 16 homes and the batch [7, 3, 7] (values a, b, c), where home(7) = 5
+ * and home(3) = 2: the plan is {3: first 1, last 1}, {7: first 0, last 2} in hash order, position
+ * 0 is dropped (its value is replaced); entries 0 = (7, c) and 1 = (3, b); index[2] = 2,
+ * index[5] = 1.
+ *
+ * Cost: O(n + batch) time, sequential but for the radix scatter; scratch memory of about 40
+ * bytes per batch key and 32 per entry of the map, freed before the call returns. Nothing here
+ * calls into Python; build_batch changes the table only once it cannot fail. */
+
+#include "build.h"
+
+#define SMALL_SORT 32  /* records sorted by insertion; larger groups by merging */
+#ifndef RADIX_BITS
+#define RADIX_BITS 11  /* at most 2**RADIX_BITS buckets a radix pass scatters to */
+#endif
+
+static void
+insertion_sort(Record *records, Py_ssize_t n, int by_tag)
+{
+    for (Py_ssize_t i = 1; i < n; i++) {
+        Record item = records[i];
+        Py_ssize_t j = i;
+        for (; j > 0 && (by_tag ? records[j - 1].tag > item.tag : records[j - 1].hash > item.hash);
+             j--)
+            records[j] = records[j - 1];
+        records[j] = item;
+    }
+}
+
+/* Stable sort by hash (by_tag 0) or tag (1), merging runs bottom up through `scratch` (n
+ * records): O(n log n) however the keys are chosen. */
+static void
+merge_sort(Record *records, Record *scratch, Py_ssize_t n, int by_tag)
+{
+    for (Py_ssize_t i = 0; i < n; i += SMALL_SORT)
+        insertion_sort(records + i, n - i < SMALL_SORT ? n - i : SMALL_SORT, by_tag);
+    Record *from = records, *to = scratch;
+    for (Py_ssize_t width = SMALL_SORT; width < n; width *= 2) {
+        for (Py_ssize_t low = 0; low < n; low += 2 * width) {
+            Py_ssize_t middle = low + width < n ? low + width : n;
+            Py_ssize_t high = low + 2 * width < n ? low + 2 * width : n;
+            Py_ssize_t a = low, b = middle, k = low;
+            while (a < middle && b < high) {
+                int take_b = by_tag ? from[b].tag < from[a].tag : from[b].hash < from[a].hash;
+                to[k++] = take_b ? from[b++] : from[a++];
+            }
+            while (a < middle)
+                to[k++] = from[a++];
+            while (b < high)
+                to[k++] = from[b++];
+        }
+        Record *swap = from;
+        from = to;
+        to = swap;
+    }
+    if (from != records)
+        memcpy(records, from, (size_t)n * sizeof(Record));
+}
+
+static void
+sort_small(Record *records, Record *scratch, Py_ssize_t n, int by_tag)
+{
+    if (n <= SMALL_SORT)
+        insertion_sort(records, n, by_tag);
+    else
+        merge_sort(records, scratch, n, by_tag);
+}
+
+/* Sort `n` records stably by hash, `scratch` holding as many: an LSD radix sort in one or two
+ * passes over the hash's top bits (about 2 per record), then each group of equal top bits by
+ * the whole hash. Returns the sorted array (records or scratch), NULL with MemoryError. */
+static Record *
+sort_by_hash(Record *records, Record *scratch, Py_ssize_t n)
+{
+    if (n <= SMALL_SORT) {
+        insertion_sort(records, n, 0);
+        return records;
+    }
+    int bits = 1;
+    while (bits < 32 && ((Py_ssize_t)1 << bits) < n)
+        bits++;
+    int passes = (bits + RADIX_BITS) / RADIX_BITS;  /* bits + 1 spread over the passes */
+    int digit = (bits + passes) / passes;
+    const int top_shift = 64 - digit * passes;
+    const size_t buckets = (size_t)1 << digit, mask = buckets - 1;
+    Py_ssize_t *counts = PyMem_Calloc(buckets * (size_t)passes, sizeof(Py_ssize_t));
+    if (counts == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++)
+        for (int pass = 0; pass < passes; pass++)
+            counts[(size_t)pass * buckets + ((records[i].hash >> (top_shift + pass * digit)) & mask)]++;
+    Record *from = records, *to = scratch;
+    for (int pass = 0; pass < passes; pass++) {
+        Py_ssize_t *offsets = counts + (size_t)pass * buckets, sum = 0;
+        for (size_t b = 0; b < buckets; b++) {
+            Py_ssize_t count = offsets[b];
+            offsets[b] = sum;
+            sum += count;
+        }
+        const int shift = top_shift + pass * digit;
+        for (Py_ssize_t i = 0; i < n; i++)
+            to[offsets[(from[i].hash >> shift) & mask]++] = from[i];
+        Record *swap = from;
+        from = to;
+        to = swap;
+    }
+    PyMem_Free(counts);
+    for (Py_ssize_t i = 0; i < n;) {
+        Py_ssize_t j = i + 1;
+        const uint64_t top = from[i].hash >> top_shift;
+        while (j < n && from[j].hash >> top_shift == top)
+            j++;
+        if (j - i > 1)
+            sort_small(from + i, to + i, j - i, 0);
+        i = j;
+    }
+    return from;
+}
+
+void
+free_plan(BatchPlan *plan)
+{
+    PyMem_Free(plan->keys);
+    PyMem_Free(plan->words);
+    PyMem_Free(plan->distinct);
+    PyMem_Free(plan->dropped);
+    memset(plan, 0, sizeof *plan);
+}
+
+/* Plan a batch of `n` keys and words (see the file's comment); -1 with an error, nothing held.
+ * Precondition: attached. */
+int
+plan_batch(const MapCore *self, const int64_t *keys, const uint64_t *words, Py_ssize_t n,
+           BatchPlan *plan)
+{
+    memset(plan, 0, sizeof *plan);
+    plan->n = n;
+    size_t items = n > 0 ? (size_t)n : 1;
+    Record *records = PyMem_Malloc(items * sizeof(Record));
+    Record *scratch = PyMem_Malloc(items * sizeof(Record));
+    plan->keys = PyMem_Malloc(items * sizeof(int64_t));
+    plan->words = PyMem_Malloc(items * sizeof(uint64_t));
+    Record *sorted = NULL;
+    if (records == NULL || scratch == NULL || plan->keys == NULL || plan->words == NULL) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    memcpy(plan->keys, keys, (size_t)n * sizeof(int64_t));
+    memcpy(plan->words, words, (size_t)n * sizeof(uint64_t));
+    for (Py_ssize_t p = 0; p < n; p++)
+        records[p] = (Record){mix64((uint64_t)plan->keys[p]), p};
+    if ((sorted = sort_by_hash(records, scratch, n)) == NULL)
+        goto fail;
+    Py_ssize_t n_distinct = 0;
+    for (Py_ssize_t i = 0; i < n; i++)
+        n_distinct += i == 0 || sorted[i].hash != sorted[i - 1].hash;
+    if (n > n_distinct
+        && (plan->dropped = PyMem_Malloc((size_t)(n - n_distinct) * sizeof(Record))) == NULL) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    /* One record per distinct key, in place (a group's first record is never behind the write
+     * position); its first position gets its last value. */
+    for (Py_ssize_t i = 0; i < n;) {
+        Py_ssize_t j = i + 1, first = sorted[i].tag;
+        for (; j < n && sorted[j].hash == sorted[i].hash; j++)
+            plan->dropped[plan->n_dropped++] = (Record){(uint64_t)sorted[j].tag,
+                                                        (int64_t)plan->words[sorted[j - 1].tag]};
+        if (j - i > 1)
+            plan->words[first] = plan->words[sorted[j - 1].tag];
+        sorted[plan->n_distinct++] = sorted[i];
+        i = j;
+    }
+    plan->distinct = sorted;
+    PyMem_Free(sorted == records ? scratch : records);
+    records = scratch = NULL;
+    plan->n_absent = plan->n_distinct;
+    if (self->n > 0) {
+        const Record *distinct = plan->distinct;
+        Py_ssize_t slot;
+        for (Py_ssize_t g = 0; g < plan->n_distinct; g++) {
+            if (g + PREFETCH_AHEAD / 2 < plan->n_distinct)
+                prefetch_entry(self, plan->keys[distinct[g + PREFETCH_AHEAD / 2].tag], 0);
+            Py_ssize_t e = find(self, plan->keys[distinct[g].tag], 1, &slot);
+            if (e == -2)
+                goto fail;
+            plan->n_absent -= e >= 0;
+        }
+    }
+    return 0;
+fail:
+    if (plan->distinct == NULL) {
+        PyMem_Free(records);
+        PyMem_Free(scratch);
+    }
+    free_plan(plan);
+    return -1;
+}
+
+/* The map's live entries as (hash, entry) records sorted by hash, into `records` (n records,
+ * `scratch` as many): the sorted array, or NULL with an error (CorruptionError when the live
+ * bits do not count _n). */
+static Record *
+sorted_entries(const MapCore *self, Record *records, Record *scratch)
+{
+    Py_ssize_t count = 0;
+    for (Py_ssize_t e = 0; e < self->used; e++) {
+        if (!is_live_at(self, e))
+            continue;
+        if (count < self->n)
+            records[count] = (Record){mix64((uint64_t)key_at(self, e)), e};
+        count++;
+    }
+    if (count != self->n) {
+        PyErr_Format(CorruptionError, "LongHashMap live bits do not match its %zd entries: the "
+                     "table is damaged", self->n);
+        return NULL;
+    }
+    return sort_by_hash(records, scratch, count);
+}
+
+/* Bits set in a word (without the library call __builtin_popcountll makes on a baseline CPU). */
+static inline Py_ssize_t
+popcount64(uint64_t x)
+{
+    x -= (x >> 1) & 0x5555555555555555ull;
+    x = (x & 0x3333333333333333ull) + ((x >> 2) & 0x3333333333333333ull);
+    x = (x + (x >> 4)) & 0x0F0F0F0F0F0F0F0Full;
+    return (Py_ssize_t)((x * 0x0101010101010101ull) >> 56);
+}
+
+/* How many bits are set before position p (prefix[w]: the bits set in words before w). */
+static inline Py_ssize_t
+rank_of(const uint64_t *bits, const Py_ssize_t *prefix, Py_ssize_t p)
+{
+    return prefix[p >> 6] + popcount64(bits[p >> 6] & (((uint64_t)1 << (p & 63)) - 1));
+}
+
+/* Write the index from `order` (m records whose hash is now the home, in home order): each run
+ * of equal homes sorted by entry, entry j at max(home, previous slot + 1), the rest zero.
+ * Precondition: the placement fits (checked by the caller). */
+static void
+place_index(MapCore *self, Record *order, Record *scratch, Py_ssize_t m)
+{
+    uint32_t *index = self->table.index;
+    Py_ssize_t next = 0, previous = -1;
+    for (Py_ssize_t i = 0; i < m;) {
+        Py_ssize_t j = i + 1;
+        while (j < m && order[j].hash == order[i].hash)
+            j++;
+        if (j - i > 1)
+            sort_small(order + i, scratch, j - i, 1);
+        for (; i < j; i++) {
+            Py_ssize_t home = (Py_ssize_t)order[i].hash;
+            Py_ssize_t slot = home > previous ? home : previous + 1;
+            if (slot > next)
+                memset(index + next, 0, (size_t)(slot - next) * sizeof(uint32_t));
+            index[slot] = (uint32_t)(order[i].tag + 1);
+            previous = slot;
+            next = slot + 1;
+        }
+    }
+    memset(index + next, 0, (size_t)(self->n_slots - next) * sizeof(uint32_t));
+}
+
+/* Whether the entries of `order` (by hash) placed in home order stay inside the index. */
+static int
+placement_fits(const MapCore *self, const Record *order, Py_ssize_t m)
+{
+    Py_ssize_t previous = -1;
+    for (Py_ssize_t k = 0; k < m; k++) {
+        Py_ssize_t home = home_of_hash(order[k].hash, self->homes);
+        previous = home > previous ? home : previous + 1;
+    }
+    return previous < self->n_slots;
+}
+
+/* Apply a plan to the table (see the file's comment): BUILD_DONE, with the words the map no
+ * longer holds (replaced values that own a record, the batch's dropped ones) in released[0 ..
+ * *n_released) for the caller to release (room for plan->n words), the plan used up;
+ * BUILD_OVERFLOW or BUILD_NO_ROOM with the table and the plan unchanged; BUILD_FAILED with an
+ * error, the table unchanged. *n_new is the number of keys the batch adds. Preconditions:
+ * attached and writable, 0 <= _used <= _capacity, every word fits the value width. */
+int
+build_batch(MapCore *self, BatchPlan *plan, uint64_t *released, Py_ssize_t *n_released,
+            Py_ssize_t *n_new)
+{
+    const Py_ssize_t n = self->n, used = self->used, n_distinct = plan->n_distinct;
+    const Py_ssize_t n_words = (plan->n + 63) / 64, m_most = n + n_distinct;
+    const Record *distinct = plan->distinct;
+    int status = BUILD_FAILED;
+    Record *entries = NULL, *entry_scratch = NULL, *existing = NULL, *merged = NULL;
+    Py_ssize_t *present = NULL;
+    uint64_t *firsts = PyMem_Calloc(n_words ? (size_t)n_words : 1, sizeof(uint64_t));
+    Py_ssize_t *prefix = PyMem_Malloc((n_words ? (size_t)n_words : 1) * sizeof(Py_ssize_t));
+    Record *scratch = PyMem_Malloc((m_most ? (size_t)m_most : 1) * sizeof(Record)); /* long runs only */
+    const Py_ssize_t most_released = self->value_codec > CODEC_FLOAT64 ? plan->n : 0;
+    Record *releasing = PyMem_Malloc((most_released ? (size_t)most_released : 1) * sizeof(Record));
+    Record *releasing_scratch = PyMem_Malloc((most_released ? (size_t)most_released : 1) * sizeof(Record));
+    if (n > 0) {
+        entries = PyMem_Malloc((size_t)n * sizeof(Record));
+        entry_scratch = PyMem_Malloc((size_t)n * sizeof(Record));
+        merged = PyMem_Malloc((size_t)m_most * sizeof(Record));
+        present = PyMem_Malloc((n_distinct ? (size_t)n_distinct : 1) * 2 * sizeof(Py_ssize_t));
+    }
+    if (firsts == NULL || prefix == NULL || scratch == NULL || releasing == NULL
+        || releasing_scratch == NULL
+        || (n > 0 && (entries == NULL || entry_scratch == NULL || merged == NULL || present == NULL))) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (n > 0 && (existing = sorted_entries(self, entries, entry_scratch)) == NULL)
+        goto done;
+
+    /* The entries and the batch's keys by hash: an equal hash is a key present. With no
+     * entries, the plan's keys are the order. */
+    Py_ssize_t i = 0, g = 0, m = 0, n_present = 0, added = 0;
+    Record *order = n > 0 ? merged : plan->distinct;
+    while (i < n || g < n_distinct) {
+        if (g == n_distinct || (i < n && existing[i].hash < distinct[g].hash))
+            order[m++] = existing[i++];
+        else if (i == n || distinct[g].hash < existing[i].hash) {
+            Py_ssize_t first = distinct[g].tag;
+            firsts[first >> 6] |= (uint64_t)1 << (first & 63);
+            order[m++] = (Record){distinct[g++].hash, -1 - first};
+            added++;
+        }
+        else {
+            present[2 * n_present] = existing[i].tag;
+            present[2 * n_present++ + 1] = distinct[g++].tag;
+            order[m++] = existing[i++];
+        }
+    }
+    *n_new = added;
+    if (used + added > self->capacity || n + added > self->max_n)
+        status = BUILD_NO_ROOM;
+    else if (!placement_fits(self, order, m))
+        status = BUILD_OVERFLOW;
+    if (status != BUILD_FAILED) {
+        if (n == 0) /* the plan's records are the order: back to (hash, first position) */
+            for (Py_ssize_t k = 0; k < m; k++)
+                plan->distinct[k].tag = -1 - plan->distinct[k].tag;
+        goto done;
+    }
+
+    /* Nothing can fail from here on: the new entries, the overwritten values, the index. */
+    const int all_new = added == plan->n; /* then position p is entry used + p */
+    for (Py_ssize_t w = 0, sum = 0; w < n_words; w++) {
+        prefix[w] = sum;
+        sum += popcount64(firsts[w]);
+    }
+    Py_ssize_t e = used;
+    if (all_new)
+        for (Py_ssize_t p = 0; p < plan->n; p++, e++) {
+            self->table.chunks[e >> CHUNK_BITS].keys[e & CHUNK_MASK] = plan->keys[p];
+            set_value_at(self, e, plan->words[p]);
+            set_live_at(self, e, 1);
+        }
+    else
+        for (Py_ssize_t w = 0; w < n_words; w++)
+            for (uint64_t set = firsts[w]; set; set &= set - 1, e++) {
+                Py_ssize_t p = w * 64 + __builtin_ctzll(set);
+                self->table.chunks[e >> CHUNK_BITS].keys[e & CHUNK_MASK] = plan->keys[p];
+                set_value_at(self, e, plan->words[p]);
+                set_live_at(self, e, 1);
+            }
+    /* The words given up, in the order the key-by-key path releases them: each when the next
+     * occurrence of its key overwrites it (an entry's old word at its key's first position). */
+    Py_ssize_t n_releasing = 0;
+    for (Py_ssize_t k = 0; k < n_present; k++) {
+        uint64_t old = value_at(self, present[2 * k]);
+        set_value_at(self, present[2 * k], plan->words[present[2 * k + 1]]);
+        if (owns_record(self, old))
+            releasing[n_releasing++] = (Record){(uint64_t)present[2 * k + 1], (int64_t)old};
+    }
+    for (Py_ssize_t k = 0; k < plan->n_dropped; k++)
+        if (owns_record(self, (uint64_t)plan->dropped[k].tag))
+            releasing[n_releasing++] = plan->dropped[k];
+    sort_small(releasing, releasing_scratch, n_releasing, 0);
+    for (Py_ssize_t k = 0; k < n_releasing; k++)
+        released[k] = (uint64_t)releasing[k].tag;
+    *n_released = n_releasing;
+    const Py_ssize_t homes = self->homes;
+    for (Py_ssize_t k = 0; k < m; k++) {
+        if (order[k].tag < 0) {
+            Py_ssize_t first = -1 - order[k].tag;
+            order[k].tag = used + (all_new ? first : rank_of(firsts, prefix, first));
+        }
+        order[k].hash = (uint64_t)home_of_hash(order[k].hash, homes);
+    }
+    place_index(self, order, scratch, m);
+    self->used = used + added;
+    self->n = n + added;
+    self->mods++;
+    status = BUILD_DONE;
+done:
+    PyMem_Free(firsts);
+    PyMem_Free(prefix);
+    PyMem_Free(scratch);
+    PyMem_Free(entries);
+    PyMem_Free(entry_scratch);
+    PyMem_Free(merged);
+    PyMem_Free(present);
+    PyMem_Free(releasing);
+    PyMem_Free(releasing_scratch);
+    return status;
+}

@@ -1,0 +1,175 @@
+"""LongHashMap's bulk paths on both cores: against dict, and the bytes a bulk build leaves.
+
+A ``put_many`` large against the map is built at once by the compiled core (sorted by hash,
+appended and placed in one pass) where smaller ones go key by key; the pure-Python reference
+rebuilds the index with numpy. All three must leave the same table: the index, the chunks'
+keys, values and live bits, the shape and the counters. ``incremental_put_many`` drives the
+compiled core key by key, as every put_many did before the build existed, as the oracle.
+
+Without the compiled module the compiled half is skipped (``OFFHEAP_PURE_PYTHON``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from offheap import LongHashMap
+from offheap.errors import CapacityError
+from offheap.hashmap.layout import homes_of
+from offheap.hashmap.longhashmap import ReferenceLongHashMap
+
+COMPILED = LongHashMap(value="int64")._compiled_core
+needs_compiled = pytest.mark.skipif(not COMPILED, reason="the compiled core is not built")
+CORES = [pytest.param(LongHashMap, id="compiled", marks=needs_compiled),
+         pytest.param(ReferenceLongHashMap, id="reference")]
+LONG = "a value too long for a slot word, so it lives in a record of its own"
+
+
+def table_state(m) -> tuple:
+    """Everything of the table that a change can touch: shape, counters and every byte."""
+    r = m._table()
+    chunks = tuple((k.tobytes(), v.tobytes(), live.tobytes())
+                   for k, v, live in zip(r.key_chunks, r.value_chunks, r.live_chunks))
+    return (r.homes, r.width, r.first_capacity, len(r.chunk_offsets), m._n, m._used,
+            r.index.tobytes(), chunks, len(m._store))
+
+
+def incremental_put_many(m, keys, values) -> None:
+    """put_many as the compiled core did it key by key: reserve, then one put per key."""
+    keys = np.asarray(keys, np.int64)
+    words = m._slots.encode_many(values)
+    m._reserve(m._count_absent(keys), m._slots.width_of_many(words))
+    m._put_words(keys, np.ascontiguousarray(words), np.zeros(1, np.int64))
+
+
+def batch(rng, n: int, key_range: int, value: str):
+    keys = rng.integers(-key_range, key_range, n, dtype=np.int64)
+    if value == "int64":
+        return keys, rng.integers(-(2**63), 2**63 - 1, n, dtype=np.int64)
+    return keys, [LONG + str(i) if i % 7 == 0 else i % 5 for i in range(n)]
+
+
+@needs_compiled
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n_base=st.sampled_from([0, 10, 300, 2000, 9000]),
+       n_batch=st.sampled_from([600, 1500, 5000]), key_range=st.sampled_from([800, 10**4, 2**62]),
+       n_deleted=st.integers(0, 200), value=st.sampled_from(["int64", "object"]))
+def test_a_bulk_build_leaves_the_bytes_of_the_incremental_path(seed, n_base, n_batch, key_range,
+                                                               n_deleted, value):
+    rng = np.random.default_rng(seed)
+    base_keys, base_values = batch(rng, n_base, key_range, value)
+    keys, values = batch(rng, n_batch, key_range, value)
+    gone = base_keys[:n_deleted]
+    built, oracle, reference = LongHashMap(value=value), LongHashMap(value=value), \
+        ReferenceLongHashMap(value=value)
+    for m in (built, oracle, reference):
+        put = incremental_put_many if m is oracle else type(m).put_many
+        put(m, base_keys, base_values)
+        m.delete_many(gone)
+        put(m, keys, values)
+        m._check()
+    assert table_state(built) == table_state(oracle) == table_state(reference)
+    expected = dict(zip(base_keys.tolist(), list(base_values)))
+    for k in gone.tolist():
+        expected.pop(k, None)
+    expected.update(zip(keys.tolist(), list(values)))
+    assert list(built.items()) == list(expected.items())
+
+
+@needs_compiled
+def test_a_build_whose_placement_overflows_the_slack_grows_the_index_until_it_fits():
+    rng = np.random.default_rng(3)
+    candidates = rng.integers(-(2**63), 2**63 - 1, 200_000, dtype=np.int64)
+    keys = candidates[homes_of(candidates, 1024) >= 1000][:600]  # 600 keys in the last 24 homes
+    assert len(keys) == 600
+    built, oracle, reference = LongHashMap(value="int64"), LongHashMap(value="int64"), \
+        ReferenceLongHashMap(value="int64")
+    built.put_many(keys, keys)
+    incremental_put_many(oracle, keys, keys)
+    reference.put_many(keys, keys)
+    assert built._table().homes > 1024
+    assert table_state(built) == table_state(oracle) == table_state(reference)
+    built._check()
+
+
+@pytest.mark.parametrize("core", CORES)
+@settings(max_examples=25, deadline=None)
+@given(steps=st.lists(st.tuples(st.sampled_from(["put", "get", "contains", "delete"]),
+                                st.integers(0, 2**32 - 1), st.sampled_from([5, 700, 3000])),
+                      min_size=1, max_size=8),
+       value=st.sampled_from(["int64", "object"]))
+def test_bulk_calls_behave_as_dict(core, steps, value):
+    m, d = core(value=value), {}
+    for op, seed, n in steps:
+        rng = np.random.default_rng(seed)
+        keys, values = batch(rng, n, 2000, value)
+        if op == "put":
+            m.put_many(keys, values)
+            d.update(zip(keys.tolist(), list(values)))
+        elif op == "get":
+            got = m.get_many(keys, default=-1 if value == "int64" else None)
+            assert list(got) == [d.get(k, -1 if value == "int64" else None) for k in keys.tolist()]
+        elif op == "contains":
+            assert m.contains_many(keys).tolist() == [k in d for k in keys.tolist()]
+        else:
+            present = {k for k in keys.tolist() if k in d}
+            assert m.delete_many(keys) == len(present)
+            for k in present:
+                del d[k]
+        m._check()
+        assert list(m.items()) == list(d.items())
+
+
+@pytest.mark.parametrize("core", CORES)
+def test_a_batch_of_one_key_many_times_keeps_its_first_place_and_last_value(core):
+    m = core(value="object")
+    m[5] = "before"
+    keys = np.array([7] * 3000 + [5] * 3000 + [9], np.int64)
+    values = [LONG + str(i) for i in range(len(keys))]
+    m.put_many(keys, values)
+    assert list(m.items()) == [(5, values[5999]), (7, values[2999]), (9, values[6000])]
+    m._check()
+    assert len(m._store) - 2 == 3  # the meta and chunk list records, and one per live value
+
+
+@pytest.mark.parametrize("core", CORES)
+def test_strided_keys_and_a_typed_miss(core):
+    m = core(value="float64")
+    keys = np.arange(4000, dtype=np.int64)[::2]
+    m.put_many(keys, keys * 0.5)
+    assert np.array_equal(m.get_many(keys), keys * 0.5)
+    with pytest.raises(KeyError, match="1 keys are missing"):
+        m.get_many([2, 3])
+    assert list(m.get_many(keys[:3][::-1], default=-1.0)) == [2.0, 1.0, 0.0]
+    assert m.delete_many(keys[::2]) == 1000
+    m._check()
+
+
+@pytest.mark.parametrize("core", CORES)
+def test_capacity_error_in_a_bulk_build_leaves_the_map_unchanged(core):
+    m = core(value="object", limit=4 << 20)
+    m.put_many(np.arange(1000), [LONG] * 1000)
+    before, items = table_state(m), list(m.items())
+    with pytest.raises(CapacityError):
+        m.put_many(np.arange(10**5, 10**6), [LONG] * (10**6 - 10**5))
+    assert table_state(m) == before and list(m.items()) == items
+    m._check()
+    m.put_many(np.arange(1000, 3000), ["small"] * 2000)
+    assert len(m) == 3000
+
+
+@pytest.mark.parametrize("core", CORES)
+@pytest.mark.parametrize("view", ["keys", "items", "values"])
+def test_a_bulk_build_under_a_live_iterator_stops_it(core, view):
+    m = core(value="object")
+    m.put_many(np.arange(100), ["x"] * 100)
+    it = iter(getattr(m, view)())
+    next(it)
+    m.put_many(np.arange(50, 20_000), ["y"] * 19_950)  # overwrites, new keys, growth
+    with pytest.raises(RuntimeError):
+        next(it)
+    m._check()
+    assert len(m) == 20_000
