@@ -7,7 +7,9 @@ is the record rounded up to its *size class*: multiples of 8 bytes up to 4 KiB, 
 Indirection. A record id (recid) indexes two numpy arrays in one arena extent, ``addr`` (u64:
 segment number << 32 | position) and ``size`` (u32), so a record can move when it grows without
 its owner noticing. Recid 0 is never handed out (owners use it as "no record"); a free recid has
-``addr == FREE_ADDR``. Index memory is 12 bytes per recid.
+``addr == FREE_ADDR``. Index memory is 12 bytes per recid; the index grows by a quarter when it
+is full (:data:`INDEX_GROWTH`), so it holds at most 25% unused ids (doubling would leave up to
+100%: 0.3 B/entry of a TreeMap of random keys), still O(1) amortized copying per record.
 
 Fragmentation. A freed chunk goes on the free list of its size class and is reused by the next
 record of that class. A B-tree leaf that grows by a few bytes per insert frees a chunk of class
@@ -57,6 +59,8 @@ EMPTY_ADDR = FREE_ADDR - 1  # the address of every zero-length record: it occupi
 LARGE_RECORD_BYTES = 256 * 1024
 MIN_SEGMENT_BYTES = 64 * 1024
 MAX_SEGMENT_BYTES = 64 * 1024 * 1024
+SEGMENT_SHARE = 64  # a new segment is 1/64 of the arena (within the bounds above): its unused tail
+INDEX_GROWTH = 4  # a full index grows by 1/INDEX_GROWTH of its capacity
 _SMALL_CLASS_LIMIT = 4096
 _CLOSED = "the store is closed"
 _FREED_SEGMENT = "a live record address or the bump position names a freed segment"
@@ -169,7 +173,7 @@ class RecordStore:
         self._check_open()
         size = len(data)
         if not self._free_recids and self._next_recid >= self._index_capacity:
-            self._grow_index(self._index_capacity * 2)
+            self._grow_index(self._index_capacity + max(self._index_capacity // INDEX_GROWTH, 2))
         addr = self._allocate_chunk(size)
         if self._free_recids:
             recid = self._free_recids.pop()
@@ -480,7 +484,7 @@ class RecordStore:
         return None
 
     def _new_bump_segment(self, chunk: int) -> int:
-        wanted = min(max(self.arena.reserved_bytes // 32, MIN_SEGMENT_BYTES, chunk),
+        wanted = min(max(self.arena.reserved_bytes // SEGMENT_SHARE, MIN_SEGMENT_BYTES, chunk),
                      MAX_SEGMENT_BYTES)
         offset = self.arena.allocate(wanted)
         if self._bump_seg >= 0:
@@ -566,7 +570,7 @@ class RecordStore:
         there leaves the last commit, so it needs nothing here.
 
         Called only when the index or the segment table changes: O(log n) index moves, and one
-        segment per ``reserved_bytes / 32`` of records (large records aside). If it fails, the
+        segment per ``reserved_bytes / SEGMENT_SHARE`` of records (large records aside). If it fails, the
         arena notes the failure (the file stays marked open for writing at close) and the old
         extent stays allocated: the store is consistent, only that space is not reused."""
         if self.arena.path is not None and self.arena.durability == "none":
