@@ -417,7 +417,7 @@ class RecordStore:
         times cheaper to read or set than a numpy scalar); they are replaced, never kept,
         whenever the arrays are, so no view outlives the extent it names."""
         self._addr, self._size = addr, size
-        self._addr_at, self._size_at = memoryview(addr), memoryview(size)
+        self._addr_at, self._size_at = addr.data, size.data
 
     def _checked_address(self, recid: int) -> tuple[int | None, int, int]:
         """Segment number (None for an empty record), position and size of record ``recid``,
