@@ -35,6 +35,15 @@ machine's load average before and after::
     python benchmarks/treemap_bench.py random --n 1000000 --repeat 3
     OFFHEAP_PURE_PYTHON=1 python benchmarks/treemap_bench.py random --n 1000000 --repeat 3
 
+``writes`` times the write path against ``SortedDict`` in CPU time (``time.process_time``, so
+a shared machine's load counts less; gc off while timed), TreeMap and SortedDict runs
+interleaved, the fastest of ``--repeat`` each: ``--ops`` random inserts into a map of ``--n``
+random keys (built one by one), ``--ops`` deletes of its keys, ``--n`` sequential inserts into
+an empty map, and the same without the write cache (every insert written through; SortedDict
+is the same peer)::
+
+    python benchmarks/treemap_bench.py writes --n 1000000 --ops 100000 --repeat 3
+
 ``pages`` times one leaf page's encode and decode on the compiled codec and on the reference
 in one process (``--entries`` random int64 keys, the fill of a random-key leaf of node size 32,
 with ``""`` values; then the same with int64 values), min of ``--repeat`` runs.
@@ -229,6 +238,63 @@ def run_random(n: int, repeat: int) -> dict:
                 get_ratio=round(best["treemap_get"] / best["sorteddict_get"], 2))
 
 
+def _cpu_seconds(operation) -> float:
+    """The CPU time of ``operation()``, with the garbage collector off meanwhile."""
+    gc.collect()
+    gc.disable()
+    try:
+        started = time.process_time()
+        operation()
+        return time.process_time() - started
+    finally:
+        gc.enable()
+
+
+def run_writes(n: int, n_ops: int, repeat: int) -> dict:
+    from sortedcontainers import SortedDict
+
+    from offheap.treemap.treemap import TreeMap
+
+    rnd = random.Random(7)
+    base = [rnd.getrandbits(64) - (1 << 63) for _ in range(n)]
+    inserts = [rnd.getrandbits(64) - (1 << 63) for _ in range(n_ops)]
+    deletes = rnd.sample(base, n_ops)
+    best: dict[str, float] = {}
+    load_before = load_average()
+
+    def keep(cell: str, seconds: float, count: int) -> None:
+        best[cell] = min(best.get(cell, float("inf")), seconds / count)
+
+    def insert_all(target, keys):
+        return lambda: [target.__setitem__(k, "") for k in keys]
+
+    def delete_all(target, keys):
+        return lambda: [target.__delitem__(k) for k in keys]
+
+    for _ in range(repeat):
+        for name, make in (("sorteddict", SortedDict), ("treemap", TreeMap),
+                           ("treemap_plain", lambda: TreeMap(write_cache=False))):
+            if name != "treemap_plain":
+                target = make()
+                insert_all(target, base)()
+                keep(f"{name}_random_insert", _cpu_seconds(insert_all(target, inserts)), n_ops)
+                keep(f"{name}_random_delete", _cpu_seconds(delete_all(target, deletes)), n_ops)
+                del target
+            target = make()
+            keep(f"{name}_sequential_insert", _cpu_seconds(insert_all(target, range(n))), n)
+            if name != "sorteddict":
+                target.close()
+            del target
+    peer = {cell: best[cell.replace("treemap_plain", "sorteddict").replace("treemap", "sorteddict")]
+            for cell in best}
+    return dict(n=n, ops=n_ops, repeat=repeat, clock="process_time",
+                page_codec="compiled" if page_codec_compiled() else "reference",
+                load_before=load_before, load_after=load_average(),
+                **{f"{cell}_ns": round(seconds * 1e9) for cell, seconds in best.items()},
+                **{f"{cell}_ratio": round(best[cell] / peer[cell], 2)
+                   for cell in best if not cell.startswith("sorteddict")})
+
+
 def run_pages(entries: int, repeat: int) -> dict:
     import timeit
 
@@ -386,6 +452,10 @@ def main() -> None:
     random_keys = sub.add_parser("random", help="insert and get of random int64 keys against SortedDict")
     random_keys.add_argument("--n", type=int, default=1_000_000)
     random_keys.add_argument("--repeat", type=int, default=3)
+    writes = sub.add_parser("writes", help="random insert and delete, sequential insert, against SortedDict")
+    writes.add_argument("--n", type=int, default=1_000_000)
+    writes.add_argument("--ops", type=int, default=100_000)
+    writes.add_argument("--repeat", type=int, default=3)
     pages = sub.add_parser("pages", help="one leaf's encode and decode, compiled against the reference")
     pages.add_argument("--entries", type=int, default=28)
     pages.add_argument("--repeat", type=int, default=5)
@@ -400,6 +470,9 @@ def main() -> None:
     args = parser.parse_args()
     if args.command == "reads":
         print(json.dumps(run_reads(args.n, args.probes, args.repeat), indent=1))
+        return
+    if args.command == "writes":
+        print(json.dumps(run_writes(args.n, args.ops, args.repeat), indent=1))
         return
     if args.command == "positions":
         print(json.dumps(run_positions(args.n, args.probes, args.repeat), indent=1))

@@ -7,7 +7,9 @@ is the record rounded up to its *size class*: multiples of 8 bytes up to 4 KiB, 
 Indirection. A record id (recid) indexes two numpy arrays in one arena extent, ``addr`` (u64:
 segment number << 32 | position) and ``size`` (u32), so a record can move when it grows without
 its owner noticing. Recid 0 is never handed out (owners use it as "no record"); a free recid has
-``addr == FREE_ADDR``. Index memory is 12 bytes per recid.
+``addr == FREE_ADDR``. Index memory is 12 bytes per recid; the index grows by a quarter when it
+is full (:data:`INDEX_GROWTH`), so it holds at most 25% unused ids (doubling would leave up to
+100%: 0.3 B/entry of a TreeMap of random keys), still O(1) amortized copying per record.
 
 Fragmentation. A freed chunk goes on the free list of its size class and is reused by the next
 record of that class. A B-tree leaf that grows by a few bytes per insert frees a chunk of class
@@ -57,7 +59,10 @@ EMPTY_ADDR = FREE_ADDR - 1  # the address of every zero-length record: it occupi
 LARGE_RECORD_BYTES = 256 * 1024
 MIN_SEGMENT_BYTES = 64 * 1024
 MAX_SEGMENT_BYTES = 64 * 1024 * 1024
+SEGMENT_SHARE = 64  # a new segment is 1/64 of the arena (within the bounds above): its unused tail
+INDEX_GROWTH = 4  # a full index grows by 1/INDEX_GROWTH of its capacity
 _SMALL_CLASS_LIMIT = 4096
+_CLOSED = "the store is closed"
 _FREED_SEGMENT = "a live record address or the bump position names a freed segment"
 _META_MAGIC = b"OHSTORE1"
 _META = struct.Struct("<8sQQQQQ")  # magic, index extent, index capacity, bump seg, bump pos, n segs
@@ -124,8 +129,7 @@ class RecordStore:
         self.root = b""
         self._index_extent = 0
         self._index_capacity = 0
-        self._addr = np.empty(0, np.uint64)
-        self._size = np.empty(0, np.uint32)
+        self._set_index(np.empty(0, np.uint64), np.empty(0, np.uint32))
         self._grow_index(max(index_capacity, 2))
 
     @classmethod
@@ -169,7 +173,7 @@ class RecordStore:
         self._check_open()
         size = len(data)
         if not self._free_recids and self._next_recid >= self._index_capacity:
-            self._grow_index(self._index_capacity * 2)
+            self._grow_index(self._index_capacity + max(self._index_capacity // INDEX_GROWTH, 2))
         addr = self._allocate_chunk(size)
         if self._free_recids:
             recid = self._free_recids.pop()
@@ -177,8 +181,8 @@ class RecordStore:
             recid = self._next_recid
             self._next_recid += 1
         self._write(addr, data)
-        self._addr[recid] = addr
-        self._size[recid] = size
+        self._addr_at[recid] = addr
+        self._size_at[recid] = size
         self._n_records += 1
         self._live_bytes += size
         return recid
@@ -214,28 +218,36 @@ class RecordStore:
 
     def view(self, recid: int) -> memoryview:
         """Zero-copy view of record ``recid``, valid until the next write to this store."""
-        self._check_open()
+        if self.arena.closed:
+            raise ClosedError(_CLOSED)
         addr = self._live_addr(recid)
         if addr == EMPTY_ADDR:
             return memoryview(b"")
         pos = addr & 0xFFFF_FFFF
         segment = self._views[addr >> 32]
         assert segment is not None, _FREED_SEGMENT
-        return segment[pos: pos + int(self._size[recid])]
+        return segment[pos: pos + self._size_at[recid]]
 
     def update(self, recid: int, data) -> None:
         """Replace record ``recid``; it moves to another chunk only if its size class changes."""
-        self._check_open()
+        if self.arena.closed:
+            raise ClosedError(_CLOSED)
         old_addr = self._live_addr(recid)
-        old_size = int(self._size[recid])
+        old_size = self._size_at[recid]
         size = len(data)
-        if chunk_bytes(size) == chunk_bytes(old_size) and size <= LARGE_RECORD_BYTES:
+        if 0 < size <= _SMALL_CLASS_LIMIT and (size + 7) >> 3 == (old_size + 7) >> 3:
+            pos = old_addr & 0xFFFF_FFFF  # the same small size class: rewritten in place
+            segment = self._views[old_addr >> 32]
+            assert segment is not None, _FREED_SEGMENT
+            segment[pos: pos + size] = data
+            self._size_at[recid] = size
+        elif chunk_bytes(size) == chunk_bytes(old_size) and size <= LARGE_RECORD_BYTES:
             self._write(old_addr, data)
-            self._size[recid] = size
+            self._size_at[recid] = size
         else:
             new_addr = self._allocate_chunk(size)
             self._write(new_addr, data)
-            self._addr[recid], self._size[recid] = new_addr, size
+            self._addr_at[recid], self._size_at[recid] = new_addr, size
             self._release_chunk(old_addr, old_size)
         self._live_bytes += size - old_size
 
@@ -245,23 +257,24 @@ class RecordStore:
         them those of existing ids only once every write succeeded."""
         self._check_open()
         self._live_addr(a), self._live_addr(b)  # KeyError for an id that is not live
-        self._addr[a], self._addr[b] = self._addr[b], self._addr[a]
-        self._size[a], self._size[b] = self._size[b], self._size[a]
+        addr_at, size_at = self._addr_at, self._size_at
+        addr_at[a], addr_at[b] = addr_at[b], addr_at[a]
+        size_at[a], size_at[b] = size_at[b], size_at[a]
 
     def delete(self, recid: int) -> None:
         """Free record ``recid``; its chunk and its id are reused."""
         self._check_open()
         addr = self._live_addr(recid)
-        size = int(self._size[recid])
-        self._addr[recid] = FREE_ADDR
-        self._size[recid] = 0
+        size = self._size_at[recid]
+        self._addr_at[recid] = FREE_ADDR
+        self._size_at[recid] = 0
         self._free_recids.append(recid)
         self._n_records -= 1
         self._live_bytes -= size
         self._release_chunk(addr, size)
 
     def __contains__(self, recid: int) -> bool:
-        return 0 < recid < self._index_capacity and int(self._addr[recid]) != FREE_ADDR
+        return 0 < recid < self._index_capacity and self._addr_at[recid] != FREE_ADDR
 
     def __len__(self) -> int:
         return self._n_records
@@ -356,7 +369,7 @@ class RecordStore:
         """Drop every view this store holds into arena memory (before the arena remaps or rolls
         back); :meth:`reload` makes new ones."""
         self._views = []
-        self._addr, self._size = np.empty(0, np.uint64), np.empty(0, np.uint32)
+        self._set_index(np.empty(0, np.uint64), np.empty(0, np.uint32))
         self._index_capacity = 0
 
     def close(self, save: bool = True) -> None:
@@ -396,7 +409,15 @@ class RecordStore:
 
     def _check_open(self) -> None:
         if self.arena.closed:
-            raise ClosedError("the store is closed")
+            raise ClosedError(_CLOSED)
+
+    def _set_index(self, addr: np.ndarray, size: np.ndarray) -> None:
+        """Make ``addr``/``size`` the recid index. ``_addr_at``/``_size_at`` are memoryviews of
+        the same memory for the scalar paths (an item of a memoryview is a Python int, several
+        times cheaper to read or set than a numpy scalar); they are replaced, never kept,
+        whenever the arrays are, so no view outlives the extent it names."""
+        self._addr, self._size = addr, size
+        self._addr_at, self._size_at = addr.data, size.data
 
     def _checked_address(self, recid: int) -> tuple[int | None, int, int]:
         """Segment number (None for an empty record), position and size of record ``recid``,
@@ -418,7 +439,7 @@ class RecordStore:
     def _live_addr(self, recid: int) -> int:
         if not 0 < recid < self._index_capacity:
             raise KeyError(f"record id {recid} does not exist")
-        addr = int(self._addr[recid])
+        addr = self._addr_at[recid]
         if addr == FREE_ADDR:
             raise KeyError(f"record id {recid} does not exist")
         return addr
@@ -463,7 +484,7 @@ class RecordStore:
         return None
 
     def _new_bump_segment(self, chunk: int) -> int:
-        wanted = min(max(self.arena.reserved_bytes // 32, MIN_SEGMENT_BYTES, chunk),
+        wanted = min(max(self.arena.reserved_bytes // SEGMENT_SHARE, MIN_SEGMENT_BYTES, chunk),
                      MAX_SEGMENT_BYTES)
         offset = self.arena.allocate(wanted)
         if self._bump_seg >= 0:
@@ -536,7 +557,7 @@ class RecordStore:
         addr[old:] = FREE_ADDR
         size[:old] = self._size
         old_extent = self._index_extent
-        self._addr, self._size = addr, size
+        self._set_index(addr, size)
         self._index_extent, self._index_capacity = offset, capacity
         if old_extent:
             self._write_meta_unless_transactional()
@@ -549,7 +570,7 @@ class RecordStore:
         there leaves the last commit, so it needs nothing here.
 
         Called only when the index or the segment table changes: O(log n) index moves, and one
-        segment per ``reserved_bytes / 32`` of records (large records aside). If it fails, the
+        segment per ``reserved_bytes / SEGMENT_SHARE`` of records (large records aside). If it fails, the
         arena notes the failure (the file stays marked open for writing at close) and the old
         extent stays allocated: the store is consistent, only that space is not reused."""
         if self.arena.path is not None and self.arena.durability == "none":
@@ -577,8 +598,8 @@ class RecordStore:
         try:
             self._segments = [None if s < 0 else s for s in segments]
             self._views = [None if s is None else arena.view(s) for s in self._segments]
-            self._addr = arena.array(index_extent, np.uint64, capacity)
-            self._size = arena.array(index_extent, np.uint32, capacity, start=capacity * 8)
+            self._set_index(arena.array(index_extent, np.uint64, capacity),
+                            arena.array(index_extent, np.uint32, capacity, start=capacity * 8))
         except (KeyError, ValueError) as exc:
             raise CorruptionError(f"the record store refers to a missing extent: {exc}") from None
         self._large = {i for i in np.flatnonzero(large).tolist()}

@@ -26,6 +26,7 @@ from offheap.treemap.page import (
     decode_inner,
     decode_leaf,
     encode_inner,
+    encode_inner_head,
     encode_leaf,
     is_inner,
     raw_size,
@@ -59,9 +60,16 @@ class Inner:
     """An inner node: ``children[i]`` holds the keys ``k`` with ``keys[i-1] <= k < keys[i]``,
     ``counts[i]`` of them (the entries of its whole subtree, exact whenever the tree's lock is
     free, which is what makes positions O(log n)); ``recid``, ``dirty`` and the byte sizes as in
-    :class:`Leaf`."""
+    :class:`Leaf`.
 
-    __slots__ = ("recid", "keys", "children", "counts", "dirty", "raw_bytes", "stored_bytes")
+    ``encoded_head``: None, or copies of ``keys`` and ``children`` as they were at the last
+    encode and :func:`~offheap.treemap.page.encode_inner_head` of them, which
+    :func:`encode_node` reuses while both lists still equal the copies (an insert below a node
+    changes only its counts, so a write-through tree re-encodes just that column).
+    """
+
+    __slots__ = ("recid", "keys", "children", "counts", "dirty", "raw_bytes", "stored_bytes",
+                 "encoded_head")
     is_leaf = False
 
     def __init__(self, recid: int, keys: list, children: list[int], counts: list[int]) -> None:
@@ -72,6 +80,7 @@ class Inner:
         self.dirty = False
         self.raw_bytes = 0
         self.stored_bytes = 0
+        self.encoded_head: tuple[list, list[int], bytes] | None = None
 
     def __len__(self) -> int:
         return len(self.children)
@@ -114,7 +123,13 @@ def encode_node(node: Node, key_kind: str, serializer, codec) -> bytes:
     """The page of ``node``; cannot fail for values the tree admitted."""
     if isinstance(node, Leaf):
         return encode_leaf(node.keys, node.values, key_kind, serializer, codec)
-    return encode_inner(node.keys, node.children, node.counts, key_kind, codec)
+    cached = node.encoded_head
+    if cached is not None and cached[0] == node.keys and cached[1] == node.children:
+        head = cached[2]
+    else:
+        head = encode_inner_head(node.keys, node.children, key_kind)
+        node.encoded_head = (node.keys.copy(), node.children.copy(), head)
+    return encode_inner(node.keys, node.children, node.counts, key_kind, codec, head)
 
 
 def split_off(node: Node, at: int, recid: int) -> tuple[Node, object]:

@@ -311,11 +311,20 @@ def _unpack_column(body, offset: int, count: int) -> tuple[list[int], int]:
     return (packed.astype(np.int64) + base).tolist(), offset + 1 + (count * width + 7) // 8
 
 
-def encode_inner(separators, children, counts, key_kind: str, codec=None) -> bytes:
+def encode_inner_head(separators, children, key_kind: str) -> bytes:
+    """The start of an inner page's body: the separators' key block and the child record ids
+    (what follows is the counts column, which changes with every insert below the node)."""
+    return encode_keys(separators, key_kind) + _pack_column(children)
+
+
+def encode_inner(separators, children, counts, key_kind: str, codec=None,
+                 head: bytes | None = None) -> bytes:
     """An inner page: ``len(children) == len(counts) == len(separators) + 1``; ``counts[i]`` is
-    the number of entries under ``children[i]``."""
-    body = (encode_keys(separators, key_kind) + _pack_column(children) + _pack_column(counts))
-    return _seal(INNER, len(children), body, codec)
+    the number of entries under ``children[i]``. ``head``, when given, is
+    :func:`encode_inner_head` of these separators and children, encoded earlier."""
+    if head is None:
+        head = encode_inner_head(separators, children, key_kind)
+    return _seal(INNER, len(children), head + _pack_column(counts), codec)
 
 
 def decode_inner(page, key_kind: str, with_counts: bool = True) -> tuple[list, list, list | None]:

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from offheap.kernels.codecs import get_codec
 from offheap.errors import CorruptionError
 from offheap.kernels.bounds import INT64_MAX, INT64_MIN
+from offheap.treemap.node import Inner, encode_node
 from offheap.treemap.page import (
     decode_inner,
     decode_leaf,
@@ -71,6 +72,29 @@ def test_inner_roundtrip(key_kind, data, codec):
                                 max_size=len(children)))
     page = encode_inner(separators, children, counts, key_kind, _codec(codec))
     assert decode_inner(page, key_kind) == (separators, children, counts)
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_inner_node_reencode_after_edits_matches_a_fresh_encode(data):
+    """encode_node keeps an inner node's encoded separators and children across writes; after
+    any edit of its lists (counts, children, separators) it writes what a fresh encode writes."""
+    separators = data.draw(KEY_LISTS["int64"].filter(lambda keys: len(keys) < 60))
+    children = list(range(7, 8 + len(separators)))
+    node = Inner(3, separators, children, [5] * len(children))
+    serializer = get_serializer("object")
+    for _ in range(data.draw(st.integers(1, 6))):
+        edit = data.draw(st.sampled_from(["count", "child", "separator", "none"]))
+        i = data.draw(st.integers(0, len(node.children) - 1))
+        if edit == "count":
+            node.counts[i] += 1
+        elif edit == "child":
+            node.children[i] += 1000
+        elif edit == "separator" and node.keys:
+            node.keys[min(i, len(node.keys) - 1)] ^= 1
+            node.keys.sort()
+        page = encode_node(node, "int64", serializer, None)
+        assert page == encode_inner(node.keys, node.children, node.counts, "int64")
 
 
 @given(a=INT64, b=INT64)
