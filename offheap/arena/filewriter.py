@@ -27,7 +27,7 @@ from abc import abstractmethod
 from typing import ClassVar, Self
 
 from offheap.arena import locks, wal
-from offheap.arena.arenafile import ArenaFile, fsync_directory
+from offheap.arena.arenafile import ArenaFile, file_error, fsync_directory
 from offheap.arena.backing import LimitCheck
 from offheap.arena.checksums import ChecksumTable
 from offheap.arena.creation import (
@@ -213,7 +213,8 @@ class FileWriter(FileBacking):
         """Place the extent (see :func:`~offheap.arena.filebacking.placement`), reserve its
         blocks and those of a grown checksum extent, then register it. A full file system
         raises CapacityError before anything is registered: the file keeps its length and
-        what it holds (a reused range was free and reads as zeros either way)."""
+        what it holds (a reused range was free and reads as zeros either way); any other
+        failing call is a StorageError, with the same outcome."""
         offset, end, table_bytes = placement(self.space, self.end, self.table.capacity, size)
         check_limit(size + (table_bytes - self.table.extent_bytes if table_bytes else 0))
         size_before = self.file.size
@@ -222,7 +223,11 @@ class FileWriter(FileBacking):
         mapping = self.map_extent(extent)
         try:
             if offset is not None:
-                self._zero_reused(extent, mapping)
+                try:
+                    self._zero_reused(extent, mapping)
+                except OSError as exc:
+                    raise file_error(self.path, exc, "a reused range could not be zeroed",
+                                     "nothing was changed") from None
             self.file.reserve(extent.offset, size)
             self.file.reserve(end, table_bytes)
         except BaseException:
