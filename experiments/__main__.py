@@ -7,7 +7,8 @@ Runners: ``capacity`` (the MapDB memory experiment, :mod:`experiments.capacity`)
 :mod:`experiments.parallel_write`).
 Each writes its results into ``--out``: a table on the terminal and in ``<runner>.txt``, all
 figures with the machine, versions and git commit in ``results.json``, and a plot where the
-runner has one.
+runner has one. ``--out`` is checked before any work; a run cut short by Ctrl-C or a failure
+writes what it measured so far, says so under the table, and exits 130 or 1.
 """
 
 from __future__ import annotations
@@ -15,11 +16,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from experiments import report
 from experiments.keys import KEY_ORDERS
 from experiments.machine import memory_bytes
+from experiments.partial import partial_note
 from experiments.sizes import format_bytes, parse_bytes
 
 EXIT_FAILED = 1
@@ -120,7 +123,7 @@ def _run_capacity(args) -> int:
                             max_seconds=args.max_seconds, memray=args.memray, seed=args.seed,
                             rss_guard_bytes=_checked_rss_guard(args.budget, args.rss_guard))
     document = run_capacity(contenders, config, progress=not args.no_progress)
-    _write(args.out, "capacity", document, report.capacity_table(document))
+    _write(args.out, "capacity", document, report.capacity_table)  # notes a partial run itself
     try:
         report.plot_capacity(document, args.out / "capacity.png")
     except ImportError:
@@ -153,8 +156,8 @@ def _run_sparkey_bench(args) -> int:
         raise SystemExit("--max-n must be at least 1000, the smallest store measured")
     document = run_sparkey_bench(args.max_n, args.seconds, max(1, args.repeats),
                                  progress=lambda text: print(text, file=sys.stderr))
-    _write(args.out, "sparkey-bench", document, report.sparkey_tables(document))
-    return 0
+    _write(args.out, "sparkey-bench", document, _with_partial_note(report.sparkey_tables))
+    return _exit_code(document)
 
 
 def _add_maps_bench(subparsers) -> None:
@@ -189,11 +192,15 @@ def _run_maps_bench(args) -> int:
     document = run_maps_bench(args.n, args.keys, args.value, repeat=args.repeat,
                               goals=None if args.no_goals else tuple(args.goals),
                               progress=lambda text: print(text, file=sys.stderr))
+    _write(args.out, "maps-bench", document, _with_partial_note(_maps_tables))
+    return _exit_code(document)
+
+
+def _maps_tables(document: dict) -> str:
     table = report.maps_table(document)
     if "hashmap_goals" in document:
         table += "\n\n" + report.hashmap_goals_table(document["hashmap_goals"])
-    _write(args.out, "maps-bench", document, table)
-    return 0
+    return table
 
 
 def _count(text: str) -> int:
@@ -257,8 +264,8 @@ def _run_parallel_write(args) -> int:
                                   chunk_bytes=int(args.chunk_mib * (1 << 20))
                                   if args.chunk_mib else None,
                                   progress=lambda text: print(text, file=sys.stderr))
-    _write(args.out, "parallel-write", document, parallel_write_tables(document))
-    return 0
+    _write(args.out, "parallel-write", document, _with_partial_note(parallel_write_tables))
+    return _exit_code(document)
 
 
 def _prepare_out(parser: argparse.ArgumentParser, out: Path) -> None:
@@ -277,19 +284,30 @@ def _prepare_out(parser: argparse.ArgumentParser, out: Path) -> None:
         parser.error(f"--out {out} is not writable")
 
 
-def _write(out: Path, runner: str, document: dict, table: str) -> None:
-    """Save results.json and <runner>.txt in ``out`` (made by _prepare_out), and print the table."""
+def _write(out: Path, runner: str, document: dict, tables: Callable[[dict], str]) -> None:
+    """Save results.json in ``out`` (made by _prepare_out), then render the tables, save them
+    as <runner>.txt and print them: a partial document whose tables fail to render still
+    leaves its figures on disk."""
     report.write_json(document, out / "results.json")
+    table = tables(document)
     (out / f"{runner}.txt").write_text(table + "\n")
     print(table)
 
 
+def _with_partial_note(tables: Callable[[dict], str]) -> Callable[[dict], str]:
+    """``tables`` followed by what a partial run left out (:mod:`experiments.partial`)."""
+    return lambda document: tables(document) + partial_note(document)
+
+
 def _exit_code(document: dict) -> int:
+    """130 for a run a Ctrl-C cut short, 1 for one that failed (or a capacity contender's
+    error), else 0."""
     if document.get("interrupted"):
         return EXIT_INTERRUPTED
     if document.get("failed"):
         return EXIT_FAILED
-    if any("error" in record for record in document["results"]):
+    results = document.get("results")
+    if isinstance(results, list) and any("error" in record for record in results):
         return EXIT_FAILED
     return 0
 

@@ -26,6 +26,7 @@ import numpy as np
 from experiments.hashmap_goals import run_goals
 from experiments.keys import KeyStream
 from experiments.machine import describe_machine
+from experiments.partial import keeping_partial
 
 OPERATIONS = ("put", "get", "iterate", "delete", "bulk put", "bulk get", "bulk delete")
 VALUE_TYPES = ("int64", "object")
@@ -190,23 +191,23 @@ def run_maps_bench(n: int, key_order: str, value_type: str, *, repeat: int = 1,
     """Every map kind on the same keys, ``repeat`` times (each cell keeps its fastest run);
     returns the results document. "LongHashMap (pure)" is the map on its pure-Python reference
     core, beside the compiled one, in the same run. ``goals`` (small and large key counts, and
-    the entries of the bytes/entry row or None) adds :mod:`experiments.hashmap_goals`."""
+    the entries of the bytes/entry row or None) adds :mod:`experiments.hashmap_goals`. A Ctrl-C
+    or a failure ends the run with what was measured (:mod:`experiments.partial`)."""
     batch = Batch.make(n, key_order, value_type)
     document = {"experiment": "maps-bench", "machine": describe_machine(),
                 "config": {"n": n, "keys": key_order, "value": value_type, "repeat": repeat},
                 "operations": list(OPERATIONS), "results": {}}
-    started = time.perf_counter()
-    for round_ in range(repeat):
-        for kind in MAP_KINDS:
-            progress(f"{kind.name}: {n:,} {key_order} keys (run {round_ + 1} of {repeat})")
-            cells = bench_map(kind, batch, value_type)
-            best = document["results"].setdefault(kind.name, cells)
-            for operation, cell in cells.items():
-                if cell["seconds"] < best[operation]["seconds"]:
-                    best[operation] = cell
-    if goals is not None:
-        small, large, bytes_n = goals
-        document["hashmap_goals"] = run_goals(small, large, value_type, repeat=repeat,
-                                              bytes_n=bytes_n, progress=progress)
-    document["wall_seconds"] = time.perf_counter() - started
+    with keeping_partial(document, progress) as progress:
+        for round_ in range(repeat):
+            for kind in MAP_KINDS:
+                progress(f"{kind.name}: {n:,} {key_order} keys (run {round_ + 1} of {repeat})")
+                cells = bench_map(kind, batch, value_type)
+                best = document["results"].setdefault(kind.name, cells)
+                for operation, cell in cells.items():
+                    if cell["seconds"] < best[operation]["seconds"]:
+                        best[operation] = cell
+        if goals is not None:
+            small, large, bytes_n = goals
+            document["hashmap_goals"] = run_goals(small, large, value_type, repeat=repeat,
+                                                  bytes_n=bytes_n, progress=progress)
     return document

@@ -39,6 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from experiments.machine import describe_machine, machine_line
+from experiments.partial import keeping_partial
 from experiments.quotes import QuoteKeys, QuoteValues, encode_quote, make_quotes, quote_key
 
 SIZES = (100_000, 200_000, 500_000, 1_000_000)
@@ -430,30 +431,31 @@ def run_parallel_write(sizes, codecs, parallelisms, runs: int, *, treemap: bool 
     """Every table for ``sizes``; returns the results document. ``wait_idle``: seconds each
     run may wait for other processes to leave the CPUs (0: do not wait); ``threshold`` is
     put_many's (None: its default); ``chunk_bytes`` replaces put_many's chunk size for the
-    run (a tuning experiment; None: the default)."""
+    run (a tuning experiment; None: the default). A Ctrl-C or a failure ends the run with
+    what was measured (:mod:`experiments.partial`)."""
     from sparkey.log import bulk
 
     default_chunk = bulk.TARGET_CHUNK_BYTES
     bulk.TARGET_CHUNK_BYTES = chunk_bytes or default_chunk
-    try:
-        return _run(sizes, codecs, parallelisms, runs, treemap, probes, wait_idle, block_size,
-                    threshold, progress)
-    finally:
-        bulk.TARGET_CHUNK_BYTES = default_chunk
-
-
-def _run(sizes, codecs, parallelisms, runs, treemap, probes, wait_idle, block_size, threshold,
-         progress) -> dict:
-    from sparkey.log import bulk
-
-    variants = ["put loop", "p=1", *[f"p={p}" for p in parallelisms]]
     document = {"experiment": "parallel-write", "machine": describe_machine(),
                 "config": {"sizes": list(sizes), "codecs": list(codecs), "runs": runs,
                            "parallelism": list(parallelisms), "block_size": block_size,
                            "cpu_count": os.cpu_count(), "wait_idle_seconds": wait_idle,
                            "threshold": threshold, "chunk_bytes": bulk.TARGET_CHUNK_BYTES},
                 "writes": [], "treemap": [], "seed_ms": SEED_MS}
-    started = time.perf_counter()
+    try:
+        with keeping_partial(document, progress) as progress:
+            _run(document, sizes, codecs, parallelisms, runs, treemap, probes, wait_idle,
+                 block_size, threshold, progress)
+    finally:
+        bulk.TARGET_CHUNK_BYTES = default_chunk
+    return document
+
+
+def _run(document, sizes, codecs, parallelisms, runs, treemap, probes, wait_idle, block_size,
+         threshold, progress) -> None:
+    """Fill ``document`` with every table, in turn."""
+    variants = ["put loop", "p=1", *[f"p={p}" for p in parallelisms]]
     largest = make_quotes(max(sizes))
     with tempfile.TemporaryDirectory(prefix="parallel-write-") as workdir:
         workdir = Path(workdir)
@@ -484,8 +486,6 @@ def _run(sizes, codecs, parallelisms, runs, treemap, probes, wait_idle, block_si
             document["mechanisms"] = bench_mechanisms(largest[:min(sizes)], 2, runs)
             progress("the steps of put_many on two threads")
             document["steps"] = bench_steps(largest[:min(sizes)], runs, wait_idle)
-    document["wall_seconds"] = time.perf_counter() - started
-    return document
 
 
 # -- tables -------------------------------------------------------------------------------------

@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from experiments.machine import describe_machine
+from experiments.partial import keeping_partial
 
 COMPRESSIONS = ("none", "snappy", "zstd")
 INDEX_METHODS = ("memory", "sorting")
@@ -135,43 +136,44 @@ def bench_index_build(base: Path, method: str, repeats: int) -> float:
 
 
 def run_sparkey_bench(max_n: int, min_seconds: float, repeats: int, *, progress=print) -> dict:
-    """All three tables for N up to ``max_n``; returns the results document."""
+    """All three tables for N up to ``max_n``; returns the results document, with what was
+    measured when a Ctrl-C or a failure ends the run (:mod:`experiments.partial`)."""
     sizes = [n for n in SIZES if n <= max_n]
     document = {"experiment": "sparkey-bench", "machine": describe_machine(),
                 "config": {"max_n": max_n, "min_seconds": min_seconds, "repeats": repeats,
                            "block_size": BLOCK_SIZE, "lookup_keys": LOOKUP_KEYS},
                 "lookups": [], "appends": [], "index_builds": []}
-    started = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="sparkey-bench-") as workdir:
-        workdir = Path(workdir)
-        for size in APPEND_ENTRIES:
-            for compression in COMPRESSIONS:
-                progress(f"appends: {size} entries, {compression}")
-                ops = bench_append(workdir / "append.spl", size, compression, min_seconds)
-                document["appends"].append({
-                    "size": size, "compression": compression, "ops_per_second": ops,
-                    "java_ops_per_second": JAVA_APPEND_OPS.get((compression, size))})
-        for n in sizes:
-            for compression in COMPRESSIONS:
-                base = workdir / f"lookup-{compression}-{n}"
-                progress(f"lookups: N={n:,}, {compression}")
-                put_seconds = write_store(base, n, compression, index=compression != "none")
-                if compression == "none":  # the uncompressed log also serves the index builds
-                    for method in INDEX_METHODS:
-                        progress(f"index build: N={n:,}, {method}")
-                        seconds = bench_index_build(base, method, repeats if n < 10_000_000 else 1)
-                        document["index_builds"].append({
-                            "n": n, "method": method, "seconds": seconds,
-                            "java_seconds": JAVA_INDEX_SECONDS.get((method, n))})
-                rates = bench_lookups(base, n, min_seconds)
-                document["lookups"].append({
-                    "n": n, "compression": compression, "put_seconds": put_seconds,
-                    "log_bytes": base.with_suffix(".spl").stat().st_size,
-                    "index_bytes": base.with_suffix(".spi").stat().st_size,
-                    "get_ops_per_second": rates["get_ops"],
-                    "get_many_ops_per_second": rates["get_many_ops"],
-                    "java_ops_per_second": JAVA_LOOKUP_OPS.get((compression, n))})
-                for path in (base.with_suffix(".spl"), base.with_suffix(".spi")):
-                    path.unlink()
-    document["wall_seconds"] = time.perf_counter() - started
+    with keeping_partial(document, progress) as progress:
+        with tempfile.TemporaryDirectory(prefix="sparkey-bench-") as workdir:
+            workdir = Path(workdir)
+            for size in APPEND_ENTRIES:
+                for compression in COMPRESSIONS:
+                    progress(f"appends: {size} entries, {compression}")
+                    ops = bench_append(workdir / "append.spl", size, compression, min_seconds)
+                    document["appends"].append({
+                        "size": size, "compression": compression, "ops_per_second": ops,
+                        "java_ops_per_second": JAVA_APPEND_OPS.get((compression, size))})
+            for n in sizes:
+                for compression in COMPRESSIONS:
+                    base = workdir / f"lookup-{compression}-{n}"
+                    progress(f"lookups: N={n:,}, {compression}")
+                    put_seconds = write_store(base, n, compression, index=compression != "none")
+                    if compression == "none":  # the uncompressed log also serves the index builds
+                        for method in INDEX_METHODS:
+                            progress(f"index build: N={n:,}, {method}")
+                            seconds = bench_index_build(base, method,
+                                                        repeats if n < 10_000_000 else 1)
+                            document["index_builds"].append({
+                                "n": n, "method": method, "seconds": seconds,
+                                "java_seconds": JAVA_INDEX_SECONDS.get((method, n))})
+                    rates = bench_lookups(base, n, min_seconds)
+                    document["lookups"].append({
+                        "n": n, "compression": compression, "put_seconds": put_seconds,
+                        "log_bytes": base.with_suffix(".spl").stat().st_size,
+                        "index_bytes": base.with_suffix(".spi").stat().st_size,
+                        "get_ops_per_second": rates["get_ops"],
+                        "get_many_ops_per_second": rates["get_many_ops"],
+                        "java_ops_per_second": JAVA_LOOKUP_OPS.get((compression, n))})
+                    for path in (base.with_suffix(".spl"), base.with_suffix(".spi")):
+                        path.unlink()
     return document

@@ -12,6 +12,7 @@ from offheap.errors import (
     OffheapError,
     ReadOnlyError,
     RecoveryPendingError,
+    StorageError,
     TransactionError,
     UncommittedChangesWarning,
 )
@@ -44,6 +45,7 @@ __all__ = [
     "ReadOnlyError",
     "RecoveryPendingError",
     "SalvageReport",
+    "StorageError",
     "TransactionError",
     "TreeMap",
     "TreeReader",

@@ -45,6 +45,12 @@ class TransactionError(OffheapError, RuntimeError):
     ``durability="commit"``, or a commit that could not be applied to the file."""
 
 
+class StorageError(OffheapError, OSError):
+    """The file system failed a write, sync or allocation of a map's file (``EIO`` and the
+    like; a full one is a :class:`CapacityError`). ``errno`` is the call's; the message says
+    what failed and the state it left the file and the map in."""
+
+
 class UncommittedChangesWarning(UserWarning):
     """A file DB was garbage collected or still open at interpreter exit with changes it had
     not committed: they were rolled back, as sqlite3 does. Shown by default (a forgotten

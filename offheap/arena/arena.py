@@ -51,7 +51,6 @@ Thread safety: none; the owner of an arena serializes access to it.
 from __future__ import annotations
 
 import contextlib
-import errno
 import functools
 import os
 from collections.abc import Callable, Iterator
@@ -100,15 +99,6 @@ def _limit_argument(limit: ByteLimit) -> int | None:
         raise ValueError(f"limit= must be at least {format_bytes(HEADER_BYTES)} "
                          f"({HEADER_BYTES} bytes), got {limit!r}")
     return limit_bytes
-
-
-def _refuse_to_create_read_only(path: str) -> NoReturn:
-    """The error of a read-only open that would have to create ``path``, saying why."""
-    if not os.path.exists(path):
-        raise FileNotFoundError(errno.ENOENT, "no offheap file to open read-only", path)
-    if os.path.getsize(path) == 0:
-        raise ValueError(f"{path!r} is empty: there is no offheap file to open read-only")
-    raise ValueError(f"cannot create {path!r} read-only: pass create=False (or None) to open it")
 
 
 @dataclass(frozen=True)
@@ -184,7 +174,13 @@ class Arena:
     def file(cls, path: str | os.PathLike[str], *, limit_bytes: ByteLimit = None,
              readonly: bool = False, create: bool | None = None, durability: str = "commit",
              verify: bool = True, recover: bool = False) -> Arena:
-        """Open the arena stored in ``path``, or create it (``create=None``: if it is missing).
+        """Open the arena stored in ``path``, or create it (``create=None``: if it is missing;
+        ``True``: replacing what is there; ``False``: never).
+
+        Whether the file is missing is decided under its writer lock, and a new file appears
+        at the path whole, never empty or half-written (:mod:`offheap.arena.creation`): of two
+        processes creating the same path at once, one creates and the other opens that file.
+        A file of 0 bytes is a :class:`CorruptionError` unless ``create=True``.
 
         ``durability`` is ``"commit"`` (transactions, see :meth:`commit`) or ``"none"`` (see the
         module docstring); ``readonly`` opens a reader that may share the file with a commit-mode
@@ -203,11 +199,9 @@ class Arena:
         path = os.fspath(path)
         if durability not in WRITERS:
             raise ValueError(f"durability must be one of {tuple(WRITERS)}, got {durability!r}")
-        exists = os.path.exists(path) and os.path.getsize(path) > 0
-        if create is None:
-            create = not exists
         if create and readonly:
-            _refuse_to_create_read_only(path)
+            raise ValueError(f"cannot create {path!r} read-only: pass create=False (or None) "
+                             f"to open it")
         limit = _limit_argument(limit_bytes)
         backing: Backing
         if readonly:

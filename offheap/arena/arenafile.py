@@ -18,7 +18,7 @@ import os
 
 from offheap.arena import locks
 from offheap.arena.holes import zero_range
-from offheap.errors import CapacityError
+from offheap.errors import CapacityError, StorageError
 
 _FULL = (errno.ENOSPC, errno.EDQUOT)
 
@@ -55,26 +55,29 @@ class ArenaFile:
         return locks.is_held(self.fd, locks.READERS, exclusive=True)
 
     def grow(self, nbytes: int) -> None:
-        """Make the file at least ``nbytes`` long (the new bytes read as zeros)."""
+        """Make the file at least ``nbytes`` long (the new bytes read as zeros); a failure is
+        CapacityError or StorageError, the file's length unchanged."""
         if nbytes > self.size:
-            os.ftruncate(self.fd, nbytes)
+            try:
+                os.ftruncate(self.fd, nbytes)
+            except OSError as exc:
+                raise file_error(self.path, exc, f"the file could not grow to {nbytes:,} bytes",
+                                 "nothing was changed") from None
             self.size = nbytes
 
     def reserve(self, offset: int, length: int) -> None:
         """Allocate the file system's blocks for ``length`` bytes at ``offset``, inside the
         file (:meth:`grow` it first): holes become zeroed blocks, data stays, so writes through
         a mapping of the range never fault. CapacityError when the file system is full (blocks
-        a failed call took inside the range hold zeros, as the holes read); other OSErrors
-        propagate. One ``fallocate`` call where the file system has it."""
+        a failed call took inside the range hold zeros, as the holes read); other failures
+        are StorageError. One ``fallocate`` call where the file system has it."""
         if length <= 0:
             return
         try:
             os.posix_fallocate(self.fd, offset, length)
         except OSError as exc:
-            if not is_full(exc):
-                raise
-            raise file_system_full(self.path, exc, f"{length:,} bytes could not be reserved",
-                                   "nothing was changed") from None
+            raise file_error(self.path, exc, f"{length:,} bytes could not be reserved",
+                             "nothing was changed") from None
 
     def cut(self, end: int) -> None:
         """Drop the file's bytes past ``end``: truncate, or zero them while readers may map them."""
@@ -112,6 +115,16 @@ def file_system_full(path: str, exc: OSError, what: str, outcome: str) -> Capaci
     return CapacityError(f"the file system holding {path!r} is full: {what} "
                          f"({os.strerror(exc.errno or 0)}); {outcome}: free disk space, or "
                          f"delete entries")
+
+
+def file_error(path: str, exc: OSError, what: str, outcome: str) -> CapacityError | StorageError:
+    """The error of a failed write, sync or allocation on ``path``: CapacityError when the file
+    system is full, else StorageError with the call's errno; ``what`` failed, ``outcome`` is
+    the state it left."""
+    if is_full(exc):
+        return file_system_full(path, exc, what, outcome)
+    return StorageError(exc.errno, f"the file system failed on {path!r}: {what} "
+                                   f"({os.strerror(exc.errno or 0)}); {outcome}")
 
 
 def names_file(path: str, fd: int) -> bool:

@@ -30,9 +30,8 @@ import numpy as np
 from offheap.arena import locks, wal
 from offheap.arena.arenafile import (
     ArenaFile,
-    file_system_full,
+    file_error,
     fsync_directory,
-    is_full,
     names_file,
 )
 from offheap.arena.backing import LimitCheck
@@ -210,18 +209,16 @@ class CommitWriter(FileWriter):
         generation = self.generation + 1
         writes.append((0, self.header_bytes(generation, end, table, open_for_writing=False)))
         zeroed = [(o, min(n, end - o)) for o, n in self.zeroed if o < end]
-        log_fd = self._open_log()
         try:
+            log_fd = self._open_log()
             wal.write_record(log_fd, file_id=self.file_id, base_generation=self.generation,
                              new_generation=generation, end=end, zero_ranges=zeroed,
                              writes=writes)
         except OSError as exc:
-            if not is_full(exc):
-                raise
-            os.ftruncate(log_fd, 0)  # a torn record is never applied; an empty log is clearer
-            raise file_system_full(log_path(self.path), exc, "the commit could not be logged",
-                                   "the file is at its last commit and the changes are still "
-                                   "here to commit again") from None
+            self._empty_log()
+            raise file_error(log_path(self.path), exc, "the commit could not be logged",
+                             "the file is at its last commit and the changes are still here "
+                             "to commit again") from None
         try:
             self._checkpoint(writes, end, free)
             os.ftruncate(log_fd, 0)
@@ -273,6 +270,16 @@ class CommitWriter(FileWriter):
             self._log_fd = os.open(log_path(self.path), os.O_RDWR | os.O_CREAT, 0o644)
             fsync_directory(self.path)
         return self._log_fd
+
+    def _empty_log(self) -> None:
+        """After a record failed to be written or synced: empty the log if that still works.
+        A record that is torn, or whose sync failed, must not be applied, and an empty log
+        is never applied; if even this fails, the record left is torn (its crc fails) or whole
+        but of a commit this writer still holds and will log again."""
+        if self._log_fd is not None:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._log_fd, 0)
+                os.fdatasync(self._log_fd)
 
     def close_log(self) -> None:
         if self._log_fd is not None:

@@ -71,6 +71,14 @@ class FileState:
                    root_offset=0, file_id=file_id)
 
 
+def empty_file_error(path: str) -> CorruptionError:
+    """The error for a file of 0 bytes where an arena was expected: opening it as a new store
+    would overwrite whatever the file was meant to be (offheap never leaves one behind)."""
+    return CorruptionError(f"{path!r} is empty (0 bytes): it holds no offheap store, and it is "
+                           f"not taken for a new one. To start a new store there, remove the "
+                           f"file (or open it with create=True, which replaces it)")
+
+
 def read_file_state(fd: int, path: str, *, verify: bool, recover: bool) -> FileState:
     """Read and check the header and the checksum extent, walk the tags, read the root.
 

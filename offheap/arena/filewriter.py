@@ -20,18 +20,26 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import mmap
 import os
 from abc import abstractmethod
 from typing import ClassVar, Self
 
 from offheap.arena import locks, wal
-from offheap.arena.arenafile import ArenaFile, fsync_directory
+from offheap.arena.arenafile import ArenaFile, file_error, fsync_directory
 from offheap.arena.backing import LimitCheck
 from offheap.arena.checksums import ChecksumTable
+from offheap.arena.creation import (
+    discard_temporary,
+    link_into_place,
+    remove_stale_temporaries,
+    rename_into_place,
+    temporary_file,
+)
 from offheap.arena.extents import Extent
 from offheap.arena.filebacking import FileBacking, placement
-from offheap.arena.filestate import FileState, file_page_crcs, read_file_state
+from offheap.arena.filestate import FileState, empty_file_error, file_page_crcs, read_file_state
 from offheap.arena.format import (
     HEADER_BYTES,
     LIVE,
@@ -44,7 +52,7 @@ from offheap.arena.format import (
 )
 from offheap.arena.holes import zero_range
 from offheap.arena.recovery import apply_pending_commit, log_path
-from offheap.errors import LockedError
+from offheap.errors import CorruptionError, LockedError
 
 _ZERO_PAGE = bytes(PAGE_BYTES)
 
@@ -54,13 +62,17 @@ def _new_file_id() -> int:
     return int.from_bytes(os.urandom(8), "little") or 1
 
 
-def _lock_for_writing(path: str, create: bool) -> ArenaFile:
-    """Open ``path`` and take its writer lock. A file renamed away between the open and the
-    lock (a compaction renamed a new file over the path, then let the old one go) is let go in
-    turn and the path opened again, so the lock taken is always that of the file the path
-    names. Raises LockedError when another writer has it."""
+def _lock_for_writing(path: str) -> ArenaFile | None:
+    """Open the file ``path`` names and take its writer lock; None when the path names nothing.
+    A file renamed away between the open and the lock (a compaction renamed a new file over the
+    path, then let the old one go) is let go in turn and the path opened again, so the lock
+    taken is always that of the file the path names. Raises LockedError when another writer
+    has it."""
     while True:
-        file = ArenaFile.open(path, writable=True, create=create)
+        try:
+            file = ArenaFile.open(path, writable=True)
+        except FileNotFoundError:
+            return None
         try:
             if not locks.try_lock(file.fd, locks.WRITER, exclusive=True):
                 raise LockedError(f"{path!r} is open for writing in another process; a file has "
@@ -74,6 +86,17 @@ def _lock_for_writing(path: str, create: bool) -> ArenaFile:
         file.release()
 
 
+def flag_replaced(fd: int, path: str) -> None:
+    """Flag the header of the file open as ``fd`` "replaced", under the checkpoint lock, so
+    its readers stop at their next read section (another file was renamed over its path)."""
+    locks.lock(fd, locks.CHECKPOINT, exclusive=True)
+    try:
+        header = parse_header(os.pread(fd, HEADER_BYTES, 0), path)
+        wal.pwrite_all(fd, encode_header(dataclasses.replace(header, replaced=True)), 0)
+    finally:
+        locks.unlock(fd, locks.CHECKPOINT)
+
+
 class FileWriter(FileBacking):
     """The writer of an arena file; see the module docstring."""
 
@@ -81,21 +104,40 @@ class FileWriter(FileBacking):
     """The mode's name, as :meth:`Arena.file` takes it and the header records it."""
 
     @classmethod
-    def open(cls, path: str, *, create: bool, verify: bool, recover: bool) -> Self:
+    def open(cls, path: str, *, create: bool | None, verify: bool, recover: bool) -> Self:
         """Open ``path`` for writing, or create it anew; a commit left in its log is applied
-        first. Options as in :meth:`Arena.file`. Raises LockedError when another writer (or a
-        reader this mode cannot share with) has the file."""
-        file = _lock_for_writing(path, create)
-        try:
-            cls.exclude_readers(file, create)
-            if create:
-                writer = cls._create(file)
+        first. ``create``: None creates a missing file and opens an existing one, False only
+        opens (FileNotFoundError when missing), True replaces what the path names with a new
+        empty file. Whether the file exists is decided while holding a writer lock: of the
+        file found at the path, or of the new file as it is linked there
+        (:mod:`offheap.arena.creation`). Other options as in :meth:`Arena.file`. Raises
+        LockedError when another writer (or a reader this mode cannot share with) has the
+        file, CorruptionError for an empty file unless ``create`` is True."""
+        while True:
+            existing = _lock_for_writing(path)
+            if existing is None and create is False:
+                raise FileNotFoundError(errno.ENOENT, "no offheap file to open", path)
+            if existing is None or create:
+                writer = cls._create(path, replacing=existing)
+                if writer is None:  # another process created the file first: open that one
+                    continue
             else:
-                apply_pending_commit(file.fd, path)
-                state = read_file_state(file.fd, path, verify=verify, recover=recover)
-                writer = cls(file, state)
-                if recover and state.damage is not None:
-                    writer.repair(state.damage.lost_ranges)
+                writer = cls._load(existing, verify=verify, recover=recover)
+            return writer
+
+    @classmethod
+    def _load(cls, file: ArenaFile, *, verify: bool, recover: bool) -> Self:
+        """The writer of the existing, locked ``file``: its pending commit applied, its state
+        read, cut to its end."""
+        try:
+            cls.exclude_readers(file, False)
+            if os.fstat(file.fd).st_size == 0:
+                raise empty_file_error(file.path)
+            apply_pending_commit(file.fd, file.path)
+            state = read_file_state(file.fd, file.path, verify=verify, recover=recover)
+            writer = cls(file, state)
+            if recover and state.damage is not None:
+                writer.repair(state.damage.lost_ranges)
             file.cut(writer.end)
             writer.opened()
         except BaseException:
@@ -104,16 +146,47 @@ class FileWriter(FileBacking):
         return writer
 
     @classmethod
-    def _create(cls, file: ArenaFile) -> Self:
-        """Empty the file, write a new header and checksum extent, make both durable."""
-        os.ftruncate(file.fd, 0)
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(log_path(file.path))
-        writer = cls(file, FileState.new(_new_file_id()))
-        file.grow(writer.end)
-        writer.write_table_and_header(open_for_writing=False)
-        os.fsync(file.fd)
-        fsync_directory(file.path)
+    def _create(cls, path: str, replacing: ArenaFile | None) -> Self | None:
+        """A new empty file with a durable header and checksum extent, put at ``path`` in one
+        step: linked where the path names nothing (None when another process's file took it
+        first), or renamed over ``replacing``, the locked file the path names (flagged
+        "replaced" for its readers, then released). A stale ``PATH-wal`` goes."""
+        remove_stale_temporaries(path)
+        file = temporary_file(path)
+        try:
+            if replacing is not None:
+                cls.exclude_readers(replacing, True)
+            cls.exclude_readers(file, True)
+            writer = cls(file, FileState.new(_new_file_id()))
+            file.grow(writer.end)
+            writer.write_table_and_header(open_for_writing=False)
+        except BaseException:
+            discard_temporary(file)
+            if replacing is not None:
+                replacing.release()
+            raise
+        if replacing is None:
+            if not link_into_place(file, path):
+                return None
+        else:
+            try:
+                rename_into_place(file, path)
+            except BaseException:
+                discard_temporary(file)
+                replacing.release()
+                raise
+            try:
+                with contextlib.suppress(CorruptionError):  # what it replaced may be no arena
+                    flag_replaced(replacing.fd, path)
+            finally:
+                replacing.release()
+        try:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(log_path(path))
+            writer.opened()
+        except BaseException:
+            writer.release_file()
+            raise
         return writer
 
     @classmethod
@@ -140,7 +213,8 @@ class FileWriter(FileBacking):
         """Place the extent (see :func:`~offheap.arena.filebacking.placement`), reserve its
         blocks and those of a grown checksum extent, then register it. A full file system
         raises CapacityError before anything is registered: the file keeps its length and
-        what it holds (a reused range was free and reads as zeros either way)."""
+        what it holds (a reused range was free and reads as zeros either way); any other
+        failing call is a StorageError, with the same outcome."""
         offset, end, table_bytes = placement(self.space, self.end, self.table.capacity, size)
         check_limit(size + (table_bytes - self.table.extent_bytes if table_bytes else 0))
         size_before = self.file.size
@@ -149,7 +223,11 @@ class FileWriter(FileBacking):
         mapping = self.map_extent(extent)
         try:
             if offset is not None:
-                self._zero_reused(extent, mapping)
+                try:
+                    self._zero_reused(extent, mapping)
+                except OSError as exc:
+                    raise file_error(self.path, exc, "a reused range could not be zeroed",
+                                     "nothing was changed") from None
             self.file.reserve(extent.offset, size)
             self.file.reserve(end, table_bytes)
         except BaseException:
@@ -244,14 +322,8 @@ class FileWriter(FileBacking):
     def retire(self) -> None:
         """Flag this writer's file "replaced" for its readers, under the checkpoint lock, and
         release it without the work of a clean close."""
-        fd = self.file.fd
         try:
-            locks.lock(fd, locks.CHECKPOINT, exclusive=True)
-            try:
-                header = parse_header(os.pread(fd, HEADER_BYTES, 0), self.path)
-                wal.pwrite_all(fd, encode_header(dataclasses.replace(header, replaced=True)), 0)
-            finally:
-                locks.unlock(fd, locks.CHECKPOINT)
+            flag_replaced(self.file.fd, self.path)
         finally:
             self.extents.unmap_all()
             self.discard()

@@ -15,13 +15,14 @@ the next read section raises ClosedError.
 
 from __future__ import annotations
 
+import errno
 import mmap
 
 from offheap.arena import locks
 from offheap.arena.arenafile import ArenaFile
 from offheap.arena.backing import LimitCheck
 from offheap.arena.filebacking import FileBacking
-from offheap.arena.filestate import FileState, read_file_state
+from offheap.arena.filestate import FileState, empty_file_error, read_file_state
 from offheap.arena.format import (
     FLAG_APPLYING,
     FLAG_REPLACED,
@@ -53,7 +54,11 @@ class FileReader(FileBacking):
     def open(cls, path: str, *, verify: bool, recover: bool) -> FileReader:
         """Open ``path`` read-only, after applying a commit a dead writer left in its log.
         Options as in :meth:`Arena.file`."""
-        file = ArenaFile.open(path, writable=False)
+        try:
+            file = ArenaFile.open(path, writable=False)
+        except FileNotFoundError:
+            raise FileNotFoundError(errno.ENOENT, "no offheap file to open read-only",
+                                    path) from None
         header_map = None
         try:
             if not locks.try_lock(file.fd, locks.READERS, exclusive=False):
@@ -62,6 +67,8 @@ class FileReader(FileBacking):
                                   f"that writer has closed it (or let it use "
                                   f"durability='commit')")
             file.refresh_size()
+            if file.size == 0:
+                raise empty_file_error(path)
             if file.size < HEADER_BYTES:
                 raise CorruptionError(f"{path!r} is not an offheap file (shorter than its "
                                       f"{HEADER_BYTES}-byte header)")

@@ -95,7 +95,9 @@ def write_record(fd: int, *, file_id: int, base_generation: int, new_generation:
     """Replace the log's content with one record and sync it (fdatasync): the commit point.
 
     ``zero_ranges`` are ``(offset, length)``; ``writes`` are ``(offset, buffer)`` of bytes
-    (``len`` is the byte count) and are not copied: memoryviews into mapped pages are fine.
+    (``len`` is the byte count) and are not copied when large: memoryviews into mapped pages
+    are fine. Small pieces are gathered into writes of up to 1 MiB; every write is an
+    ``os.pwrite`` (:func:`pwrite_all`), as every other write of an arena file is.
     """
     pieces: list[Data] = []
     for offset, length in zero_ranges:
@@ -107,15 +109,23 @@ def write_record(fd: int, *, file_id: int, base_generation: int, new_generation:
     head = encode_head(file_id, base_generation, new_generation, end,
                        len(zero_ranges) + len(writes), body_bytes)
     crc = zlib.crc32(head)
+    for piece in pieces:
+        crc = zlib.crc32(piece, crc)
     if os.fstat(fd).st_size:
         os.ftruncate(fd, 0)
-    os.lseek(fd, 0, os.SEEK_SET)
-    with open(fd, "wb", closefd=False, buffering=_CHUNK_BYTES) as log:
-        log.write(head)
-        for piece in pieces:
-            crc = zlib.crc32(piece, crc)
-            log.write(piece)
-        log.write(encode_trailer(crc))
+    position = 0
+    batch = bytearray()
+    for piece in [head, *pieces, encode_trailer(crc)]:
+        if len(batch) + len(piece) > _CHUNK_BYTES and batch:
+            pwrite_all(fd, batch, position)
+            position += len(batch)
+            batch.clear()
+        if len(piece) >= _CHUNK_BYTES:
+            pwrite_all(fd, piece, position)
+            position += len(piece)
+        else:
+            batch += piece
+    pwrite_all(fd, batch, position)
     os.fdatasync(fd)
 
 

@@ -19,7 +19,7 @@ from typing import Protocol, TypeVar
 
 from offheap.collection import lifetime
 from offheap.collection.protocol import StoredCollection
-from offheap.errors import TransactionError
+from offheap.errors import CorruptionError, TransactionError
 from offheap.store.records import RecordStore
 
 _Map = TypeVar("_Map")
@@ -103,6 +103,7 @@ class StandaloneFileMap:
             self._check_open()
             _check_standalone_file(self, "commit")
             self._write_back()
+            check_reopenable(self, self._store)
             if self._store.durable:
                 self._store.commit()
             else:
@@ -128,6 +129,22 @@ class StandaloneFileMap:
             kind = type(self).__name__
             raise TypeError(f"{kind}(..., readonly=True) cannot make a {kind}: open a read-only "
                             f"reader of the file with {kind}.reader(path)")
+
+
+def check_reopenable(collection: StoredCollection, store: RecordStore) -> None:
+    """Refuse to commit ``collection`` in a file ``store`` when what it last wrote into the store
+    would not reopen (its :meth:`~StoredCollection._check_stored`): a CorruptionError saying
+    so, raised before anything is committed, so the file keeps its last commit. The callers run
+    it between writing a collection back and committing; nothing for a store in memory."""
+    if store.arena.path is None:
+        return
+    try:
+        collection._check_stored()
+    except CorruptionError as exc:
+        raise CorruptionError(
+            f"{type(collection).__name__} in {store.arena.path!r} is inconsistent in memory "
+            f"({exc}) and would not reopen: nothing was committed, the file keeps its last "
+            f"commit. Roll back (or close and reopen) to return to it") from None
 
 
 def _check_standalone_file(collection: _FileMapParts, operation: str) -> None:

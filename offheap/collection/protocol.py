@@ -60,6 +60,13 @@ class StoredCollection(Protocol):
         the store alone describes the collection: the DB calls it before every commit."""
         ...
 
+    def _check_stored(self) -> None:
+        """CorruptionError unless the metadata record and what it names, as :meth:`flush`
+        last wrote them, pass the checks a reopen makes: a commit runs it before it publishes
+        the collection (:func:`offheap.collection.filemap.check_reopenable`), so that a
+        commit never writes a state that would not open. Cheap: O(1) to O(table / 8)."""
+        ...
+
     def close(self) -> None:
         """Flush unless the store is read-only, then release the memory; idempotent. A
         standalone map closes its store too, a map in a DB leaves the shared store open."""

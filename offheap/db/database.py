@@ -59,6 +59,7 @@ from offheap.errors import (
 from offheap.arena.arena import Arena, format_bytes
 from offheap.collection import lifetime
 from offheap.collection.display import html_table, setting_rows
+from offheap.collection.filemap import check_reopenable
 from offheap.collection.protocol import CollectionT, StoredCollection
 from offheap.collection.readers import MapReader, ReaderT, ReadSession, refuse_write
 from offheap.db.catalog import Catalog, CatalogEntry, check_same, encode_catalog, parse_catalog
@@ -338,6 +339,7 @@ class DB:
         for collection in self._open.values():
             if not collection.closed:
                 collection.flush()
+                check_reopenable(collection, self._store)
         self._store.root = encode_catalog(self._catalog)
 
     # -- space --------------------------------------------------------------------------------

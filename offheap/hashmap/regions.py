@@ -162,6 +162,22 @@ class Regions:
         bits = self.live_chunks[0] if len(self.live_chunks) == 1 else np.concatenate(self.live_chunks)
         return np.unpackbits(bits[: (used + 7) >> 3], bitorder="little")[:used].astype(bool)
 
+    def count_live(self, used: int) -> tuple[int, int]:
+        """How many of the first ``used`` entries are live, and how many after them: a
+        popcount of the live bits, chunk by chunk, O(capacity / 64) words."""
+        before = after = 0
+        for chunk, bits in enumerate(self.live_chunks):
+            first = chunk << CHUNK_BITS
+            split = min(max(used - first, 0), len(bits) * 8)  # entries of the chunk before used
+            whole = split >> 3
+            before += _popcount(bits[:whole])
+            after += _popcount(bits[whole:])
+            if split & 7:
+                low = int(bits[whole]) & ((1 << (split & 7)) - 1)
+                before += low.bit_count()
+                after -= low.bit_count()
+        return before, after
+
     def set_live(self, mask: np.ndarray) -> None:
         """Make the live bits say ``mask`` for the first ``len(mask)`` entries, 0 after them."""
         for chunk, bits in enumerate(self.live_chunks):
@@ -174,3 +190,11 @@ class Regions:
         return sum(store.arena.payload_bytes(offset)
                    for offset in [self.index_offset, *self.chunk_offsets])
 
+
+def _popcount(bits: np.ndarray) -> int:
+    """Set bits in a uint8 array, eight bytes at a time where it can."""
+    words = len(bits) >> 3
+    count = int(np.bitwise_count(bits[words << 3:]).sum(dtype=np.int64))
+    if words:
+        count += int(np.bitwise_count(bits[: words << 3].view(np.uint64)).sum(dtype=np.int64))
+    return count

@@ -37,7 +37,7 @@ import numpy as np
 
 from offheap.arena.arena import Arena
 from offheap.collection.dictapi import DictAPI
-from offheap.collection.filemap import StandaloneFileMap
+from offheap.collection.filemap import StandaloneFileMap, check_reopenable
 from offheap.collection.readers import open_file_reader
 from offheap.errors import ClosedError, CorruptionError, ReadOnlyError
 from offheap.kernels.bounds import INT64_MAX, INT64_MIN
@@ -550,6 +550,7 @@ class TreeMap(StandaloneFileMap, SortedRangeAPI, DictAPI, MutableMapping):
                 if not self._store.arena.readonly and (
                         not self._owns_store or self._store.arena.path is not None):
                     self._flush_nodes()
+                    check_reopenable(self, self._store)
                 written = True
             finally:
                 self._closed = True
@@ -623,6 +624,23 @@ class TreeMap(StandaloneFileMap, SortedRangeAPI, DictAPI, MutableMapping):
 
     def _write_meta(self) -> None:
         self._store.update(self._meta_recid, self._tree.meta_record())
+
+    def _check_stored(self) -> None:
+        """CorruptionError unless the metadata record, as the last flush wrote it, passes the
+        checks a reopen makes: it parses, names this tree's fixed options and entry count, and
+        its root node record exists. What a commit runs before it publishes the tree; O(1),
+        one record read and parsed."""
+        with self._lock:
+            self._check_open()
+            try:
+                meta = parse_meta(self._store.get(self._meta_recid))
+                meta.check_matches(self._tree.fixed_options)
+                if meta.n_entries != len(self) or meta.shape.root not in self._store:
+                    raise ValueError(f"{meta.n_entries} entries (the tree has {len(self)}), "
+                                     f"root node record {meta.shape.root}")
+            except (KeyError, ValueError) as exc:  # CorruptionError is a ValueError
+                raise CorruptionError(f"TreeMap metadata record {self._meta_recid} does not "
+                                      f"describe the tree: {exc}") from None
 
     def _load_meta(self) -> None:
         """Install the tree the metadata record names; a format 1 tree is converted first

@@ -1,0 +1,90 @@
+"""A commit never publishes a state that would not reopen.
+
+The in-memory state is made inconsistent on purpose, the way a race between threads could
+leave it: the entry count disagrees with the live bits, a live bit is cleared in the mapped
+table, a TreeMap's metadata names a root node that does not exist. ``commit()`` and
+``close()`` then raise CorruptionError instead of writing the state, and the file reopens at
+its last commit.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from offheap import DB, LongHashMap, TreeMap
+from offheap.errors import CorruptionError
+from offheap.treemap.meta import TreeShape
+
+REFUSED = "would not reopen: nothing was committed"
+
+
+def _miscount(hash_map) -> None:
+    hash_map._n += 1
+
+
+def _clear_live_bits(hash_map) -> None:
+    hash_map._table().live_chunks[0][0] = 0  # entries 0..7 no longer live; the count says so
+
+
+def _lose_root(tree) -> None:
+    shape = tree._tree.shape
+    tree._tree.shape = TreeShape(10**9, shape.height, shape.n_leaves, shape.n_inner)
+
+
+def _commit_and_close_are_refused(owner) -> None:
+    for call in (owner.commit, owner.close):
+        with pytest.raises(CorruptionError, match=REFUSED):
+            call()
+
+
+_STANDALONE = {
+    "LongHashMap-miscount": (lambda path: LongHashMap(path=path, value="int64"), _miscount,
+                             lambda path: LongHashMap(path=path)),
+    "LongHashMap-live-bits": (lambda path: LongHashMap(path=path, value="int64"),
+                              _clear_live_bits, lambda path: LongHashMap(path=path)),
+    "TreeMap-missing-root": (lambda path: TreeMap(path=path, key="int64", value="int64"),
+                             _lose_root, lambda path: TreeMap(path=path)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_STANDALONE))
+def test_a_file_map_refuses_to_commit_a_state_that_would_not_reopen(tmp_path, case):
+    make, corrupt, reopen = _STANDALONE[case]
+    path = tmp_path / "map"
+    committed = {i: i * 10 for i in range(100)}
+    with make(path) as mapping:
+        mapping.update(committed)
+        mapping.commit()
+        mapping[1000] = 1
+        corrupt(mapping)
+        _commit_and_close_are_refused(mapping)
+    with reopen(path) as reopened:
+        assert dict(reopened) == committed
+        reopened._check()
+
+
+def test_a_db_refuses_to_commit_when_one_collection_would_not_reopen(tmp_path):
+    path = tmp_path / "db"
+    with DB.file(path) as db:
+        db.tree_map("tree", key="int64", value="int64").update({1: 1, 2: 2})
+        db.hash_map("hash", value="int64").update({3: 3})
+        db.commit()
+        db.tree_map("tree")[5] = 5
+        hash_map = db.hash_map("hash")
+        hash_map[4] = 4
+        _miscount(hash_map)
+        _commit_and_close_are_refused(db)
+    with DB.file(path) as db:
+        assert dict(db.tree_map("tree")) == {1: 1, 2: 2}
+        assert dict(db.hash_map("hash")) == {3: 3}
+
+
+def test_a_consistent_map_commits_and_closes_as_before(tmp_path):
+    path = tmp_path / "map"
+    with LongHashMap(path=path, value="int64") as hash_map:
+        hash_map.update({i: i for i in range(70_000)})  # more than one chunk
+        del hash_map[5]
+        hash_map.commit()
+        hash_map._check_stored()
+    with LongHashMap(path=path) as reopened:
+        assert len(reopened) == 69_999 and 5 not in reopened
