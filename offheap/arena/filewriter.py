@@ -166,7 +166,12 @@ class FileWriter(FileBacking):
                 replacing.release()
             raise
         if replacing is None:
-            if not link_into_place(file, path):
+            try:
+                placed = link_into_place(file, path)
+            except BaseException:
+                discard_temporary(file)
+                raise
+            if not placed:
                 return None
         else:
             try:
