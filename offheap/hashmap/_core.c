@@ -26,8 +26,10 @@
  * one implementation of it. Only external words own a record: inline words and typed values
  * need no release.
  *
- * Thread safety: an operation runs under the GIL, which it gives up only inside those calls into
- * Python; the map serializes access as it does for the reference.
+ * Thread safety: the map's MapLock (csrc/lock.c, offheap.hashmap.locking), whose state every
+ * operation reads. An operation that calls no Python code runs under the GIL alone while the
+ * lock is free; it waits while another thread holds the lock, and holds it itself from before
+ * its first call into Python to its end, reading the table again if it had to wait.
  */
 
 #include "csrc/core.h"

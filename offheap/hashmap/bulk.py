@@ -11,7 +11,8 @@ calls back into the vectorized steps below (``_probe_many``, ``_place_words``,
 Failure atomicity: ``put_many`` reserves the room for every new key before it changes anything,
 so a CapacityError leaves the map as it was; the records of values not stored are released.
 
-Thread safety: that of the map (none; see the map's docstring).
+Thread safety: the map's lock is held for each whole call (the facade wraps these methods;
+see ``offheap.hashmap.locking``).
 """
 
 from __future__ import annotations

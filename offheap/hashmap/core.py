@@ -43,8 +43,8 @@ index: an attach, or a change of ``_mods`` it did not make (the map's bulk steps
 ``_homes_mods`` is the ``_mods`` they match, None when they match nothing. They cost 4 bytes a
 slot (8 past ``2**32 - 1`` slots).
 
-Thread safety: none here; the map serializes access (the compiled core runs each operation
-without releasing the GIL).
+Thread safety: none here; the map runs every operation of this core under its MapLock
+(``offheap.hashmap.locking.LockedReferenceCore``), so no two threads are ever inside it.
 """
 
 from __future__ import annotations
