@@ -89,7 +89,9 @@ def locked_generator(method: Callable[..., Iterator]) -> Callable[..., Iterator]
 
 class LockedReferenceCore(ReferenceCore):
     """The pure-Python core with each operation under the map's lock (see the module
-    docstring): the core a LongHashMap takes when the compiled one is not selected."""
+    docstring): the core a LongHashMap takes when the compiled one is not selected. The
+    core's helpers (``_lookup`` and the rest) run only inside these operations, already under
+    the lock, so they are not wrapped again."""
 
     _lock: threading.RLock
 
@@ -102,7 +104,6 @@ class LockedReferenceCore(ReferenceCore):
         pop = locked(ReferenceCore.pop)
         popitem = locked(ReferenceCore.popitem)
         setdefault = locked(ReferenceCore.setdefault)
-        _lookup = locked(ReferenceCore._lookup)
         __iter__ = locked_generator(ReferenceCore.__iter__)
         _iter_values = locked_generator(ReferenceCore._iter_values)
         _iter_items = locked_generator(ReferenceCore._iter_items)
