@@ -48,7 +48,7 @@ class StoredCollection(Protocol):
     def __contains__(self, key: object) -> bool:
         ...
 
-    def get(self, key: Any, default: Any = None) -> Any:
+    def get(self, key: Any, default: Any = None, /) -> Any:
         ...
 
     def stats(self) -> object:

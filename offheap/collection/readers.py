@@ -163,7 +163,7 @@ class MapReader(Mapping[Any, Any], Generic[CollectionT]):
         with self._session.section():
             return self._map[key]
 
-    def get(self, key, default=None):
+    def get(self, key, default=None, /):
         with self._session.section():
             return self._map.get(key, default)
 

@@ -179,7 +179,7 @@ class MapCore:
     def __contains__(self, key) -> bool:
         return self._lookup(key) >= 0
 
-    def get(self, key, default=None):
+    def get(self, key, default=None, /):
         e = self._lookup(key)
         if e < 0:
             return default
@@ -341,7 +341,7 @@ class MapCore:
         if not self._typed:
             self._codec.release(word)
 
-    def pop(self, key, default=_MISSING):
+    def pop(self, key, default=_MISSING, /):
         slot, e = self._find_admitted(key)
         if e < 0:
             if default is _MISSING:
@@ -378,7 +378,7 @@ class MapCore:
         self._codec.release(word)
         return key, value
 
-    def setdefault(self, key, default=None):
+    def setdefault(self, key, default=None, /):
         e = self._lookup(key)
         if e >= 0:
             return self._value_of(e)

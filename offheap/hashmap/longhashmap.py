@@ -114,7 +114,7 @@ class HashMapFacade(BulkOperations, TableGrowth, StandaloneFileMap, DictAPI, Mut
 
         def _remove(self, key: int) -> None: ...
 
-        def get(self, key: Any, default: Any = None) -> Any: ...
+        def get(self, key: Any, default: Any = None, /) -> Any: ...
 
     _lock: threading.RLock  # the map's (or its DB's) lock: offheap.hashmap.locking
 
@@ -639,6 +639,10 @@ class LongHashMap(MapCore, HashMapFacade):
     naming it). ``verify`` checks the page checksums on open; ``recover=True`` opens a file
     that was not closed cleanly (for :func:`offheap.salvage`).
     """
+
+
+if not TYPE_CHECKING and _compiled is not None:
+    _compiled.bind_methods(LongHashMap)  # dict's call speed for m.get(k) and the like
 
 
 class ReferenceLongHashMap(LockedReferenceCore, HashMapFacade):

@@ -208,7 +208,7 @@ class TreeMap(StandaloneFileMap, SortedRangeAPI, DictAPI, MutableMapping):
             raise KeyError(key)
         return value
 
-    def get(self, key, default=None):
+    def get(self, key, default=None, /):
         return self._lookup(key, default)
 
     def __contains__(self, key) -> bool:
@@ -306,7 +306,7 @@ class TreeMap(StandaloneFileMap, SortedRangeAPI, DictAPI, MutableMapping):
     def __delitem__(self, key) -> None:
         self.pop(key)
 
-    def setdefault(self, key, default=None):
+    def setdefault(self, key, default=None, /):
         """``self[key]`` if present, else store ``default`` and return it: one atomic step."""
         with self._lock:
             value = self._lookup(key, MISSING)

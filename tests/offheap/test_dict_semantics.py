@@ -230,6 +230,18 @@ def test_update_means_what_it_means_for_a_dict(make):
 
 # -- foreign keys ------------------------------------------------------------------------------
 
+def test_get_pop_and_setdefault_take_positional_arguments_only(make):
+    m, d = make({1: "a"}), {1: "a"}
+    for mapping in (m, d):
+        assert mapping.get(1) == "a" and mapping.get(2, "z") == "z"
+        assert mapping.setdefault(3, "c") == "c" and mapping.pop(3) == "c"
+        assert mapping.pop(4, "y") == "y"
+        for call in (lambda: mapping.get(key=1), lambda: mapping.get(1, default=0),
+                     lambda: mapping.setdefault(1, default=0)):
+            with pytest.raises(TypeError):
+                call()
+
+
 @pytest.mark.parametrize("foreign", ["a", None, 2**63, -2**63 - 1, 1.5, b"1", (1,)])
 def test_a_key_no_int64_key_can_equal_is_a_miss(make, foreign):
     m = make({1: "one"})

@@ -616,3 +616,19 @@ def test_per_operation_cost_against_dict(size):
     print(f"{'':16}" + "".join(f"{name:>12}" for name in figures))
     for what in figures["dict"]:
         print(f"{what:16}" + "".join(f"{figures[name][what]:12.1f}" for name in figures))
+
+
+def test_bind_methods_gives_a_subclass_its_own_descriptors_of_the_same_functions():
+    core = importlib.import_module(compiled_base().__module__)
+    if not native.PURE_PYTHON:
+        assert LongHashMap.get.__objclass__ is LongHashMap  # bound when the class is made
+    with pytest.raises(TypeError, match="subclass of MapCore"):
+        core.bind_methods(dict)
+
+    class Defined(compiled_base()):
+        def get(self, key, default=None, /):
+            return "own"
+
+    core.bind_methods(Defined)
+    assert Defined.get(Defined(), 1) == "own"  # a method the class defines is left alone
+    assert Defined.pop.__objclass__ is Defined

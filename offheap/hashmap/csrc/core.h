@@ -156,7 +156,7 @@ Py_ssize_t lookup_entry(MapCore *self, PyObject *obj, int64_t *key, Py_ssize_t *
 PyObject * take(MapCore *self, int64_t key, Py_ssize_t e, uint64_t word);
 Py_ssize_t entry_arg(MapCore *self, PyObject *arg);
 Py_ssize_t lookup_argument(MapCore *self, const char *method, PyObject *const *args,
-                           Py_ssize_t nargs, PyObject *kwnames, PyObject **obj,
+                           Py_ssize_t nargs, PyObject **obj,
                            PyObject **default_value, int64_t *key, uint64_t *word, int *held);
 PyObject * iterate(MapCore *self, int what);
 PyObject *MapCore_find_entries(MapCore *self, PyObject *const *args, Py_ssize_t nargs);

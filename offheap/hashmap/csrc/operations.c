@@ -201,38 +201,17 @@ entry_arg(MapCore *self, PyObject *arg)
     return e;
 }
 
-/* The (key, default) arguments of get, pop and setdefault, by position or by name. */
+/* The (key[, default]) arguments of get, pop and setdefault: positional only, as dict's. */
 static int
-key_and_default(const char *method, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
-                PyObject **obj, PyObject **default_value)
+key_and_default(const char *method, PyObject *const *args, Py_ssize_t nargs, PyObject **obj,
+                PyObject **default_value)
 {
-    PyObject *given[2] = {NULL, NULL};
-    if (nargs > 2) {
-        PyErr_Format(PyExc_TypeError, "%s() takes at most 2 arguments (%zd given)", method, nargs);
+    if (nargs < 1 || nargs > 2) {
+        PyErr_Format(PyExc_TypeError, "%s expected 1 or 2 arguments, got %zd", method, nargs);
         return -1;
     }
-    for (Py_ssize_t i = 0; i < nargs; i++)
-        given[i] = args[i];
-    Py_ssize_t n_keywords = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
-    for (Py_ssize_t i = 0; i < n_keywords; i++) {
-        PyObject *name = PyTuple_GET_ITEM(kwnames, i);
-        int at = PyUnicode_CompareWithASCIIString(name, "key") == 0       ? 0
-                 : PyUnicode_CompareWithASCIIString(name, "default") == 0 ? 1
-                                                                          : -1;
-        if (at < 0 || given[at] != NULL) {
-            PyErr_Format(PyExc_TypeError, at < 0 ? "%s() got an unexpected keyword argument '%U'"
-                                                 : "%s() got multiple values for argument '%U'",
-                         method, name);
-            return -1;
-        }
-        given[at] = args[nargs + i];
-    }
-    if (given[0] == NULL) {
-        PyErr_Format(PyExc_TypeError, "%s() missing required argument 'key'", method);
-        return -1;
-    }
-    *obj = given[0];
-    *default_value = given[1];
+    *obj = args[0];
+    *default_value = nargs == 2 ? args[1] : NULL;
     return 0;
 }
 
@@ -240,11 +219,11 @@ key_and_default(const char *method, PyObject *const *args, Py_ssize_t nargs, PyO
  * for bad arguments); *obj and *default_value (NULL when not given) are the arguments. */
 Py_ssize_t
 lookup_argument(MapCore *self, const char *method, PyObject *const *args, Py_ssize_t nargs,
-                PyObject *kwnames, PyObject **obj, PyObject **default_value, int64_t *key,
+                PyObject **obj, PyObject **default_value, int64_t *key,
                 uint64_t *word, int *held)
 {
     Py_ssize_t slot;
-    if (key_and_default(method, args, nargs, kwnames, obj, default_value) < 0)
+    if (key_and_default(method, args, nargs, obj, default_value) < 0)
         return -2;
     return lookup_entry(self, *obj, key, &slot, word, held);
 }
