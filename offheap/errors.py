@@ -25,6 +25,13 @@ class CodecUnavailableError(OffheapError, ImportError):
     """An optional compression library is not installed."""
 
 
+class PickleNotAllowedError(OffheapError, ValueError):
+    """A value that needs pickle, in a map of a file opened without ``allow_pickle=True``:
+    reading one stored with pickle (unpickling may run any code the file's author chose), or
+    writing one that would be, which the map could not read back. A ValueError, as numpy's
+    ``np.load(allow_pickle=False)`` raises; the message says how to allow it."""
+
+
 class LockedError(OffheapError, BlockingIOError):
     """Another process holds the file in a way that excludes this open (a second writer,
     or readers and a writer without transactions)."""

@@ -20,7 +20,9 @@ take the file's lock away from its writer. Pickle ``m.copy()`` to send the entri
 path and open ``Map.reader(path)`` in the receiving process to follow the file's commits.
 
 Cost: ``copy`` and ``pickle`` read every entry once (O(n), in key or insertion order); values are
-decoded and encoded again, which is what makes the copy independent.
+decoded and encoded again, which is what makes the copy independent. The copy of a file map
+opened without ``allow_pickle=True`` raises :class:`~offheap.errors.PickleNotAllowedError` if a
+value is stored with pickle: the anonymous copy would unpickle it.
 """
 
 from __future__ import annotations

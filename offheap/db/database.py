@@ -27,6 +27,10 @@ Durability (``DB.file(path, durability=...)``; the design is in ``docs/durabilit
 - ``readonly=True``: a reader next to one writer process; collections come back as read-only
   readers (:mod:`offheap.collection.readers`) that pick up each commit of the writer between operations.
 
+Pickle: the collections of a file DB read and write values stored with pickle only when the
+opener passes ``allow_pickle=True`` (a file's author could make unpickling run any code;
+:mod:`offheap.store.pickled`); a memory DB's always may.
+
 Ownership: the DB owns its store and arena; collections it hands out share them and are closed
 by :meth:`DB.close`. A file DB written to and then garbage collected, or still open at
 interpreter exit, without :meth:`DB.close` rolls back what it had not committed, as sqlite3
@@ -114,8 +118,9 @@ class DBStats:
 class DB:
     """Named collections in one store: build with :meth:`memory` or :meth:`file`."""
 
-    def __init__(self, store: RecordStore, *, readonly: bool = False) -> None:
+    def __init__(self, store: RecordStore, *, allow_pickle: bool, readonly: bool = False) -> None:
         self._store = store
+        self._allow_pickle = allow_pickle
         self._catalog: Catalog = {}
         self._open: dict[str, StoredCollection] = {}
         self._open_options: dict[str, dict[str, Any]] = {}  # the options each was given
@@ -133,11 +138,12 @@ class DB:
 
         ``limit`` is an int or a size such as ``"1GiB"``.
         """
-        return cls(RecordStore(Arena.anonymous(limit_bytes=limit)))
+        return cls(RecordStore(Arena.anonymous(limit_bytes=limit)), allow_pickle=True)
 
     @classmethod
     def file(cls, path: str | os.PathLike, limit: ByteLimit = None, durability: str = "commit",
-             readonly: bool = False, verify: bool = True, recover: bool = False) -> DB:
+             readonly: bool = False, verify: bool = True, recover: bool = False,
+             allow_pickle: bool = False) -> DB:
         """The DB in file ``path``, created if missing (not with ``readonly=True``).
 
         ``durability`` is ``"commit"`` or ``"none"`` (see the module docstring); it belongs to
@@ -146,6 +152,8 @@ class DB:
         the project's machine). ``recover=True`` opens a file that was not closed cleanly; copy
         it out with :func:`offheap.salvage`. A second writer process gets
         :class:`~offheap.errors.LockedError`; ``readonly=True`` openers may be many.
+        ``allow_pickle=True`` lets the collections read and write values stored with pickle
+        (else :class:`~offheap.errors.PickleNotAllowedError`); the file never remembers it.
         """
         if durability not in _DURABILITIES:
             raise ValueError(f"durability must be 'commit' or 'none', not {durability!r}")
@@ -155,7 +163,8 @@ class DB:
                                recover=recover)
             try:
                 with arena.read_section():
-                    return cls(RecordStore.open(arena), readonly=True)
+                    return cls(RecordStore.open(arena), readonly=True,
+                               allow_pickle=allow_pickle)
             except BaseException:
                 arena.close()
                 raise
@@ -163,7 +172,7 @@ class DB:
                                  recover=recover)
         try:
             _remove_stale_compaction(path)
-            db = cls(store)
+            db = cls(store, allow_pickle=allow_pickle)
             if not store.root:
                 db.commit()  # a new file is an empty DB from its first moment on disk
             lifetime.track(db)
@@ -214,13 +223,14 @@ class DB:
             return existing
         if entry is None:
             merged = kind.new_options(options)
-            collection = kind.in_store(self._store, merged, None, self.lock)
+            collection = kind.in_store(self._store, merged, None, self.lock, self._allow_pickle)
             self._catalog[name] = {"kind": kind.name, "options": merged,
                                    "meta_recid": collection.meta_recid}
         else:
             check_same(name, entry["options"], options, kind.fixed)
             merged = {**entry["options"], **options}
-            collection = kind.in_store(self._store, merged, entry["meta_recid"], self.lock)
+            collection = kind.in_store(self._store, merged, entry["meta_recid"], self.lock,
+                                       self._allow_pickle)
         self._open[name] = collection
         self._open_options[name] = merged
         return collection
@@ -236,7 +246,7 @@ class DB:
         if isinstance(reader, kind.reader) and not reader.closed:
             return reader
         collection = kind.in_store(self._store, {**entry["options"], **options},
-                                   entry["meta_recid"], self.lock)
+                                   entry["meta_recid"], self.lock, self._allow_pickle)
         self._open[name] = collection
         self._readers[name] = new_reader = kind.reader(collection, session, False)
         return new_reader
@@ -395,7 +405,7 @@ class DB:
             copy = RecordStore.file(path + COMPACT_SUFFIX, limit_bytes=arena.limit_bytes,
                                     durability=durability,
                                     index_capacity=len(self._store) + 16)
-            target = DB(copy)
+            target = DB(copy, allow_pickle=False)  # copies placeholders, never unpickles
             try:
                 for name, entry in sorted(self._catalog.items()):
                     kind, source = self._opened(name)

@@ -41,9 +41,11 @@ class CollectionKind(Generic[CollectionT, ReaderT]):
     reader: type[ReaderT]  # ``reader(collection, session, owns_session)`` wraps one read-only
     defaults: Mapping[str, Any]  # every option, with its default: what the catalog stores
     fixed: tuple[str, ...]  # options a reopen may not change (the format of the stored data)
-    in_store: Callable[[RecordStore, dict[str, Any], int | None, threading.RLock], CollectionT]
-    """``in_store(store, options, meta_recid, lock)``: build a new collection in ``store``
-    (``meta_recid`` None) or reopen one; ``lock`` is the DB's, for kinds that serialize."""
+    in_store: Callable[[RecordStore, dict[str, Any], int | None, threading.RLock, bool],
+                       CollectionT]
+    """``in_store(store, options, meta_recid, lock, allow_pickle)``: build a new collection in
+    ``store`` (``meta_recid`` None) or reopen one; ``lock`` is the DB's, for kinds that
+    serialize; ``allow_pickle`` the DB opener's (:mod:`offheap.store.pickled`)."""
     standalone_meta_recid: Callable[[bytes], int]
     """The metadata record named by the store root of a standalone file of this kind;
     CorruptionError for a root of another kind."""
@@ -73,13 +75,15 @@ class CollectionKind(Generic[CollectionT, ReaderT]):
 
 
 def _tree_in_store(store: RecordStore, options: dict[str, Any], meta_recid: int | None,
-                   lock: threading.RLock) -> TreeMap:
-    return TreeMap.in_store(store, meta_recid=meta_recid, lock=lock, **options)
+                   lock: threading.RLock, allow_pickle: bool) -> TreeMap:
+    return TreeMap.in_store(store, meta_recid=meta_recid, lock=lock, allow_pickle=allow_pickle,
+                            **options)
 
 
 def _copy_tree_in_key_order(source: TreeMap, target: TreeMap) -> None:
-    """Ascending appends leave full leaves behind, each page written once."""
-    for keys, values in source._chunks(None, None, (True, True), False, True):
+    """Ascending appends leave full leaves behind, each page written once; pickled values go
+    across as placeholders, their bytes, never unpickled."""
+    for keys, values in source._stored_chunks(None, None, (True, True), False, True):
         for key, value in zip(keys, values):
             target[key] = value
 
@@ -90,8 +94,9 @@ def _no_region_bytes(tree: TreeMap) -> int:
 
 
 def _hash_in_store(store: RecordStore, options: dict[str, Any], meta_recid: int | None,
-                   lock: threading.RLock) -> LongHashMap:
-    return LongHashMap.in_store(store, options["value"], meta_recid, lock=lock)
+                   lock: threading.RLock, allow_pickle: bool) -> LongHashMap:
+    return LongHashMap.in_store(store, options["value"], meta_recid, lock=lock,
+                                allow_pickle=allow_pickle)
 
 
 TREE_MAP = CollectionKind(

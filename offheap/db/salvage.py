@@ -22,10 +22,14 @@ Nothing is copied wrong; what cannot be shown consistent is skipped and counted:
   (:mod:`offheap.treemap.salvage` has the checks). The keys it copies rise.
 - LongHashMap: the checks of :mod:`offheap.hashmap.salvage` (an entry must be live, pointed at
   from an index slot, its key unique and found by a lookup, its value decodable).
+- Pickled values are copied as their bytes (:mod:`offheap.store.pickled`): salvage never
+  unpickles, so a crafted source runs no code, and reading them from the copy needs
+  ``allow_pickle=True`` as from the source. A pickle that does not load is copied as it is and
+  fails its own read later.
 
 Every record is read through :meth:`RecordStore.get_checked`, and a decoder meeting damaged bytes
-may raise anything (a corrupt pickle can raise any exception type), so one record's failure is
-caught as ``Exception`` around that record alone, counted, and the walk goes on.
+may raise anything, so one record's failure is caught as ``Exception`` around that record alone,
+counted, and the walk goes on.
 
 In a file written with ``durability="none"`` a crash leaves whatever the last flush wrote: changes
 still in a write cache, and metadata newer than the last flush, are gone. Salvage recovers a

@@ -23,8 +23,9 @@
  * bytes whose serialized form fits a word (<= 7 bytes); for "str" and "bytes" exact str and
  * bytes of <= 7 bytes; raw int64 and float64 for the typed codecs. Everything else (external
  * records, pickles, validation errors) goes through the codec object (ValueSlots), so there is
- * one implementation of it. Only external words own a record: inline words and typed values
- * need no release.
+ * one implementation of it: a pickled value is unpickled there, or refused without
+ * allow_pickle (offheap.store.pickled), exactly as on the reference core. Only external words
+ * own a record: inline words and typed values need no release.
  *
  * Thread safety: the map's MapLock (csrc/lock.c, offheap.hashmap.locking), whose state every
  * operation reads. An operation that calls no Python code runs under the GIL alone while the

@@ -61,6 +61,7 @@ from offheap.hashmap.regions import Column
 from offheap.hashmap.valueslots import width_for_word
 from offheap.kernels.bounds import INT64_MAX, INT64_MIN
 from offheap.kernels.mix import MASK64
+from offheap.store.pickled import PickledValue
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -494,13 +495,15 @@ class MapCore:
                     value = self._values[chunk][i]
                     yield value if what == 1 else (key, value)
             else:
-                decode = self._codec.decode
+                decode, hand_out = self._codec.decode, self._codec.hand_out
                 for i, key, word, value in zip(positions, keys, words, values):
                     if self._mods != mods or self._index is None:
                         raise self._iteration_error()
                     now = self._values[chunk][i]
                     if now != word:
                         value = decode(now)
+                    elif type(value) is PickledValue:  # unpickled at its own step
+                        value = hand_out(value)
                     yield value if what == 1 else (key, value)
             start = (chunk << CHUNK_BITS) + stop
 
@@ -512,7 +515,9 @@ class MapCore:
 
     def _run(self, chunk: int, at: int, stop: int, with_values: bool) -> tuple[list, list, list, list]:
         """Positions ``at <= i < stop`` of chunk ``chunk`` that are live, their keys, and with
-        ``with_values`` their words and decoded values (``at`` a multiple of 8), as lists: an
+        ``with_values`` their words and values as stored (``at`` a multiple of 8; pickled ones
+        as placeholders, which the iterator unpickles at their step, as the compiled one
+        decodes each value at its step), as lists: an
         iterator holds no buffer of the table between its steps, so a reshape can free the
         regions. Typed words are their own values: their list is left empty."""
         bits = np.frombuffer(self._live[chunk], np.uint8)[at >> 3: (stop + 7) >> 3]
@@ -523,4 +528,4 @@ class MapCore:
             return positions.tolist(), keys, [], []
         column = self._values[chunk]
         words = np.frombuffer(column.cast("B"), np.dtype(column.format))[positions]
-        return positions.tolist(), keys, words.tolist(), self._codec.decode_many(words).tolist()
+        return positions.tolist(), keys, words.tolist(), self._codec.load_many(words).tolist()

@@ -126,23 +126,25 @@ class HashMapFacade(BulkOperations, TableGrowth, StandaloneFileMap, DictAPI, Mut
 
     def __init__(self, data=(), /, *, value=None, limit: ByteLimit = None, path=None,
                  durability: str = "commit", readonly: bool = False, verify: bool = True,
-                 recover: bool = False) -> None:
+                 recover: bool = False, allow_pickle: bool = False) -> None:
         self._refuse_readonly(readonly)
         if path is None:
             store = RecordStore(Arena.anonymous(limit_bytes=limit))
-            self._setup(store, get_serializer(value or "object"), meta_recid=None, owns_store=True)
+            self._setup(store, get_serializer(value or "object"), meta_recid=None, owns_store=True,
+                        allow_pickle=True)
         else:
             self._open_file(RecordStore.file(path, limit_bytes=limit, durability=durability,
-                                             verify=verify, recover=recover), value)
+                                             verify=verify, recover=recover), value, allow_pickle)
         self.update(data)
 
-    def _open_file(self, store: RecordStore, value) -> None:
+    def _open_file(self, store: RecordStore, value, allow_pickle: bool) -> None:
         """Set up on the store of a map's own file: the map it holds (``value`` None: of the
         value type the file names), or a new empty one."""
         try:
             meta_recid = standalone_meta_recid(store.root) if store.root else None
             serializer = get_serializer(value or stored_value_type(store, meta_recid))
-            self._setup(store, serializer, meta_recid=meta_recid, owns_store=True)
+            self._setup(store, serializer, meta_recid=meta_recid, owns_store=True,
+                        allow_pickle=allow_pickle)
             if meta_recid is None:
                 store.root = struct.pack("<Q", self._meta_recid)
                 self.commit()  # a new file holds an empty map from its first moment on disk
@@ -153,11 +155,12 @@ class HashMapFacade(BulkOperations, TableGrowth, StandaloneFileMap, DictAPI, Mut
 
     @classmethod
     def reader(cls, path: str | os.PathLike[str], value=None, *, limit: ByteLimit = None,
-               verify: bool = True, recover: bool = False) -> HashReader:
+               verify: bool = True, recover: bool = False,
+               allow_pickle: bool = False) -> HashReader:
         """A read-only :class:`~offheap.hashmap.reader.HashReader` of the LongHashMap file at
         ``path``, beside the one writer process (:mod:`offheap.collection.readers`). ``value``
-        is the constructor's (None: the file's); ``limit``, ``verify`` and ``recover`` apply to
-        this open."""
+        is the constructor's (None: the file's); ``limit``, ``verify``, ``recover`` and
+        ``allow_pickle`` apply to this open."""
 
         lock = new_lock()  # the map's and the read session's: one lock order
 
@@ -165,7 +168,8 @@ class HashMapFacade(BulkOperations, TableGrowth, StandaloneFileMap, DictAPI, Mut
             hashmap = cls.__new__(cls)
             meta_recid = standalone_meta_recid(store.root)
             serializer = get_serializer(value or stored_value_type(store, meta_recid))
-            hashmap._setup(store, serializer, meta_recid=meta_recid, owns_store=True, lock=lock)
+            hashmap._setup(store, serializer, meta_recid=meta_recid, owns_store=True, lock=lock,
+                           allow_pickle=allow_pickle)
             return hashmap
 
         return open_file_reader(path, build, HashReader, limit_bytes=limit, verify=verify,
@@ -173,21 +177,22 @@ class HashMapFacade(BulkOperations, TableGrowth, StandaloneFileMap, DictAPI, Mut
 
     @classmethod
     def in_store(cls, store: RecordStore, value="object", meta_recid: int | None = None,
-                 lock: threading.RLock | None = None):
+                 lock: threading.RLock | None = None, *, allow_pickle: bool):
         """A map kept in a shared store (a :class:`~offheap.db.DB`); ``meta_recid`` reopens one.
         ``lock`` (from :func:`~offheap.hashmap.locking.new_lock`) is the store owner's, which
-        every collection writing to the store holds; None gives the map its own."""
+        every collection writing to the store holds; None gives the map its own.
+        ``allow_pickle`` is the opener's (:class:`LongHashMap`): a file DB passes its own."""
         hashmap = cls.__new__(cls)
         hashmap._setup(store, get_serializer(value), meta_recid=meta_recid, owns_store=False,
-                       lock=lock)
+                       lock=lock, allow_pickle=allow_pickle)
         return hashmap
 
     def _setup(self, store: RecordStore, serializer, *, meta_recid, owns_store: bool,
-               lock: threading.RLock | None = None) -> None:
+               allow_pickle: bool, lock: threading.RLock | None = None) -> None:
         self._lock = new_lock() if lock is None else lock
         self._store = store
         self._owns_store = owns_store
-        self._slots = ValueSlots(serializer, store)
+        self._slots = ValueSlots(serializer, store, allow_pickle)
         self._closed = False
         self._regions = None
         self._n = self._used = self._mods = 0
@@ -637,7 +642,10 @@ class LongHashMap(MapCore, HashMapFacade):
     :meth:`reader` opens a read-only :class:`~offheap.hashmap.reader.HashReader` of the file,
     which follows the commits of the one writer process (``readonly=True`` here is a TypeError
     naming it). ``verify`` checks the page checksums on open; ``recover=True`` opens a file
-    that was not closed cleanly (for :func:`offheap.salvage`).
+    that was not closed cleanly (for :func:`offheap.salvage`). ``allow_pickle=True`` lets this
+    open read and write ``"object"`` values stored with pickle, which a file's author could make
+    run any code: without it they raise :class:`~offheap.errors.PickleNotAllowedError`
+    (:mod:`offheap.store.pickled`); an anonymous map always allows them.
     """
 
 

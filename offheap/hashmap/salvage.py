@@ -8,7 +8,8 @@ reports. An entry is kept when all of this holds, and counted as skipped otherwi
   other slot points at the same entry and no other such entry holds the same key;
 - a lookup of its key finds it (probing past the slots the rules above do not trust, which
   match no key);
-- its value decodes (an external value's record must be readable and deserialize).
+- its value decodes (an external value's record must be readable and deserialize; a pickled
+  value becomes its placeholder, :mod:`offheap.store.pickled`, and is never unpickled).
 
 Index slots, keys, values and live bits on pages that failed their checksum are not read; the
 entries they hold are counted apart (``damaged_entries``). Entries come out in entry order, so

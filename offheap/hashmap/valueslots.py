@@ -19,12 +19,18 @@ whose values repeat (flags, small ints, the empty string) decodes each distinct 
 immutable values (:data:`_CACHEABLE_TYPES`) are cached or shared between entries: a mutable value
 (``[]``, ``{}``, a tuple holding a list) is decoded anew for every read, so that changing what a
 read returned never changes the map or another read.
+
+Pickled values are decoded into placeholders (:class:`~offheap.store.pickled.PickledValue`)
+and unpickled only by :meth:`ValueSlots.decode`, what the map hands out, and only with
+``allow_pickle`` (:mod:`offheap.store.pickled`); :meth:`ValueSlots.encode` refuses a value
+that needs pickle without it.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from offheap.store.pickled import PickledValue, check_storable, unpickled
 from offheap.store.serializers import Serializer
 from offheap.store.records import RecordStore
 
@@ -45,11 +51,13 @@ def width_for_word(word: int) -> int:
 
 
 class ValueSlots:
-    """Encodes values into slot words and back, and owns the external records they point to."""
+    """Encodes values into slot words and back, and owns the external records they point to.
+    ``allow_pickle``: whether values stored with pickle may be handed out and stored."""
 
-    def __init__(self, serializer: Serializer, store: RecordStore) -> None:
+    def __init__(self, serializer: Serializer, store: RecordStore, allow_pickle: bool) -> None:
         self.serializer = serializer
         self.store = store
+        self.allow_pickle = allow_pickle
         self.typed = serializer.dtype is not None
         self._encoded: dict[type, dict] = {}  # per type, so 1, 1.0 and True never share a word
         self._decoded: dict[int, object] = {}
@@ -79,6 +87,7 @@ class ValueSlots:
         """The slot word for ``value``; stores it as a record first if it does not fit inline.
 
         The caller owns the returned word: it must :meth:`release` it if it is not kept.
+        PickleNotAllowedError for a value that needs pickle without ``allow_pickle``.
         """
         if self.typed:
             return self.serializer.validate(value)
@@ -87,6 +96,7 @@ class ValueSlots:
             word = cache.get(value)
             if word is not None:
                 return word
+        check_storable(value, self.allow_pickle)
         data = self.serializer.dumps(self.serializer.validate(value))
         if len(data) > _INLINE_MAX:
             word = EXTERNAL | self.store.put(data) << 8
@@ -102,7 +112,17 @@ class ValueSlots:
         return word
 
     def decode(self, word):
-        """The value a slot word stands for."""
+        """The value a slot word stands for, as the map hands it out: a pickled one unpickled
+        (PickleNotAllowedError without ``allow_pickle``)."""
+        value = self.load(word)
+        return unpickled(value, self.allow_pickle) if type(value) is PickledValue else value
+
+    def hand_out(self, value):
+        """What :meth:`decode` makes of a value :meth:`load` gave."""
+        return unpickled(value, self.allow_pickle)
+
+    def load(self, word):
+        """The value a slot word stands for as stored: a pickled one as its placeholder."""
         if self.typed:
             return word
         value = self._decoded.get(word, self)
@@ -174,9 +194,16 @@ class ValueSlots:
             raise
 
     def decode_many(self, words: np.ndarray):
-        """Values for an array of slot words: an ndarray for typed values, else an object
+        """:meth:`decode` of an array of slot words: an ndarray for typed values, else an object
         ndarray. Each distinct word is decoded once, except that every entry of a mutable value
         gets an object of its own."""
+        return self._decode_many(words, self.decode)
+
+    def load_many(self, words: np.ndarray):
+        """:meth:`load` of an array of slot words, as :meth:`decode_many` decodes them."""
+        return self._decode_many(words, self.load)
+
+    def _decode_many(self, words: np.ndarray, decode):
         if self.typed:
             return words.astype(self.serializer.dtype, copy=True)
         if words.dtype == np.uint16:  # a table of all 2**16 words beats sorting for uniqueness
@@ -184,17 +211,17 @@ class ValueSlots:
             seen[words] = True
             unique = np.flatnonzero(seen)
             table = np.empty(1 << 16, object)
-            table[unique] = values = [self.decode(w) for w in unique.tolist()]
+            table[unique] = values = [decode(w) for w in unique.tolist()]
             out = table[words]
         else:
             unique, inverse = np.unique(words.astype(np.uint64), return_inverse=True)
             decoded = np.empty(len(unique), object)
-            decoded[:] = values = [self.decode(w) for w in unique.tolist()]
+            decoded[:] = values = [decode(w) for w in unique.tolist()]
             out = decoded[inverse.reshape(-1)]
         mutable = [w for w, v in zip(unique.tolist(), values) if type(v) not in _CACHEABLE_TYPES]
         if mutable:
             for at in np.flatnonzero(np.isin(words, mutable)).tolist():
-                out[at] = self.decode(int(words[at]))
+                out[at] = decode(int(words[at]))
         return out
 
     def release_many(self, words: np.ndarray) -> None:

@@ -22,7 +22,12 @@ object    anything           one tag byte, then a payload (below)
     06 str                   UTF-8 with surrogatepass              "" -> 06
     07 bytes                 the bytes                             b"" -> 07
     08 anything else         pickle protocol 5 (types are exact: a bool, an int subclass or a
-                             numpy scalar is never taken for an int; only unpickle trusted data)
+                             numpy scalar is never taken for an int)
+
+Decoding a tag-08 value never unpickles it: ``loads`` and ``unpack_column`` return a
+:class:`~offheap.store.pickled.PickledValue` holding the payload, which ``dumps`` writes back as
+the same bytes; the maps unpickle it only where they hand it to a user, and only when allowed
+(:mod:`offheap.store.pickled`).
 
 Columns (``pack_column``) hold ``count`` values; the count itself is the caller's to keep. An
 empty column is zero bytes for every serializer. Layouts, with the kernels of
@@ -60,12 +65,12 @@ float64 (never a view of the caller's buffer) and a new list otherwise.
 from __future__ import annotations
 
 import abc
-import pickle
 import struct
 
 import numpy as np
 
 from offheap.errors import CorruptionError
+from offheap.store.pickled import PickledValue
 from offheap.kernels.bounds import INT64_MAX, INT64_MIN
 from offheap.kernels.packing import (
     FRAME_WIDTH_FLAG,
@@ -85,7 +90,6 @@ __all__ = ["BYTES", "FLOAT64", "INT64", "OBJECT", "SERIALIZER_NAMES", "STR", "Se
            "get_serializer"]
 
 _FLOAT64 = struct.Struct("<d")
-_PICKLE_PROTOCOL = 5
 
 
 # -- column building blocks ----------------------------------------------------------------------
@@ -386,7 +390,8 @@ _NONE, _FALSE, _TRUE, _INT, _BIG_INT, _FLOAT, _TEXT, _BYTES, _PICKLE = range(9)
 _TAG = [bytes((tag,)) for tag in range(9)]
 _SINGLETONS = {_NONE: None, _FALSE: False, _TRUE: True}
 _FORM_CONSTANT, _FORM_INT, _FORM_FLOAT, _FORM_STR, _FORM_BYTES, _FORM_MIXED = range(6)
-_IMMUTABLE = (type(None), bool, int, float, str, bytes)  # a constant column may share one object
+_IMMUTABLE = (type(None), bool, int, float, str, bytes, PickledValue)  # a constant column may
+# share one object
 
 
 def _dump_int(value: int) -> bytes:
@@ -403,6 +408,7 @@ _DUMPERS = {
     float: lambda value: _TAG[_FLOAT] + _FLOAT64.pack(value),
     str: lambda value: _TAG[_TEXT] + value.encode("utf-8", "surrogatepass"),
     bytes: lambda value: _TAG[_BYTES] + value,
+    PickledValue: lambda value: _TAG[_PICKLE] + value.payload,
 }
 
 
@@ -425,21 +431,13 @@ def _load_float(payload) -> float:
     return _FLOAT64.unpack(payload)[0]
 
 
-def _load_pickle(payload):
-    try:
-        return pickle.loads(payload)
-    except Exception as exc:  # unpickling damaged bytes can raise almost any exception type
-        raise CorruptionError(f"object pickle does not load ({type(exc).__name__}: {exc}): "
-                              f"the data is corrupt") from None
-
-
 _LOADERS = {
     _INT: _load_varint_int,
     _BIG_INT: _load_big_int,
     _FLOAT: _load_float,
     _TEXT: lambda payload: _decode_text(payload, "object str"),
     _BYTES: bytes,
-    _PICKLE: _load_pickle,
+    _PICKLE: lambda payload: PickledValue(bytes(payload)),
 }
 
 
@@ -453,11 +451,7 @@ class _ObjectSerializer(Serializer):
         dumper = _DUMPERS.get(type(value))
         if dumper is not None:
             return dumper(value)
-        try:
-            return _TAG[_PICKLE] + pickle.dumps(value, protocol=_PICKLE_PROTOCOL)
-        except Exception as exc:  # pickling raises PicklingError, TypeError, AttributeError, ...
-            raise TypeError(f"cannot store a {type(value).__name__} as an 'object' value: it does "
-                            f"not pickle ({exc})") from exc
+        return _TAG[_PICKLE] + PickledValue.of(value).payload
 
     def loads(self, data):
         if not len(data):

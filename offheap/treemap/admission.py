@@ -5,10 +5,12 @@ becomes an ``int``, a ``bytearray`` becomes ``bytes``, ...); a wrong type raises
 int outside int64 OverflowError, as before anything changes. A lookup is a dict's: a key that no
 key of the tree can equal (``'a'`` or ``2**63`` for int64 keys, ``1.5``, None) is a miss, and
 ``1.0`` finds key 1. Values are stored by value: an ``object`` value that is not a plain scalar
-is kept as a private copy (what a serialized map would return), so later changes to the caller's
-object do not leak in, and every read hands out a copy of its own (:meth:`Admission.fresh`), so
-changing what a read returned never changes the map. Other values are validated by the value
-serializer now, so that encoding a page later cannot fail. A batch becomes sorted unique keys
+is pickled at once and kept as its :class:`~offheap.store.pickled.PickledValue` (what a
+decoded page holds too), so later changes to the caller's object do not leak in, and every read
+unpickles a copy of its own (:meth:`Admission.fresh`), so changing what a read returned never
+changes the map. Without ``allow_pickle`` (a file opened without it) such a value is refused
+and a pickled one is not handed out (:mod:`offheap.store.pickled`). Other values are validated
+by the value serializer now, so that encoding a page later cannot fail. A batch becomes sorted unique keys
 with their accepted values, the last value winning for a key given twice: from ``update``'s
 arguments (a mapping or ``(key, value)`` pairs, as ``dict.update``) or from ``put_many``'s two
 columns. :meth:`Admission.held_bytes` estimates what an entry takes in a decoded leaf, for the
@@ -26,9 +28,11 @@ from typing import Any
 import numpy as np
 
 from offheap.kernels.bounds import INT64_MAX, as_int64, lookup_key
+from offheap.store.pickled import NATIVE_TYPES, PickledValue, check_storable, unpickled
 
-SCALAR_TYPES = frozenset((type(None), bool, int, float, complex, str, bytes))
-"""Types whose values are immutable and kept as they are by an ``object`` tree."""
+SCALAR_TYPES = NATIVE_TYPES
+"""Types whose values are immutable, stored without pickle and kept as they are by an
+``object`` tree."""
 
 
 def _int64_key(key) -> int:
@@ -55,6 +59,8 @@ def _held_bytes(item) -> int:
     kind = type(item)
     if kind is str or kind is bytes:
         return len(item)
+    if kind is PickledValue:
+        return len(item.payload)
     if kind in SCALAR_TYPES:
         return 8
     return sys.getsizeof(item)
@@ -82,27 +88,28 @@ class Admission:
     ``key(k)`` is the checked, normalized key to store; ``lookup(k)`` the normalized key to
     search for, or None when no key of the tree can equal ``k``; ``key_type`` the type a
     normalized key has, so a hot path may skip the call when ``type(k) is key_type`` (for int64
-    keys it must still check the range). ``copies_values``: values are ``object`` values, copied
-    on the way in and out unless their type is in :data:`SCALAR_TYPES`.
+    keys it must still check the range). ``copies_values``: values are ``object`` values, kept
+    pickled unless their type is in :data:`SCALAR_TYPES`. ``allow_pickle``: whether pickled
+    values may be handed out and stored (:mod:`offheap.store.pickled`).
     """
 
-    __slots__ = ("key_kind", "key_type", "key", "lookup", "copies_values", "_serializer")
+    __slots__ = ("key_kind", "key_type", "key", "lookup", "copies_values", "allow_pickle",
+                 "_serializer")
 
-    def __init__(self, key_kind: str, serializer) -> None:
+    def __init__(self, key_kind: str, serializer, allow_pickle: bool) -> None:
         self.key_kind = key_kind
         self.key_type: type[Any] = _KEY_TYPES[key_kind]
         self.key: Callable = _KEY_CHECKS[key_kind]
         self.lookup: Callable = _KEY_LOOKUPS[key_kind]
         self.copies_values = serializer.name == "object"
+        self.allow_pickle = allow_pickle
         self._serializer = serializer
 
     def fresh(self, value):
         """A value to hand out: ``value`` itself when it is immutable (its type is in
-        :data:`SCALAR_TYPES`, as every value of a typed tree is), else a copy of its own."""
-        if type(value) in SCALAR_TYPES:
-            return value
-        serializer = self._serializer
-        return serializer.loads(serializer.dumps(value))
+        :data:`SCALAR_TYPES`, as every value of a typed tree is), else a placeholder unpickled
+        into a copy of its own; PickleNotAllowedError without ``allow_pickle``."""
+        return unpickled(value, self.allow_pickle)
 
     def fresh_many(self, values: list) -> list:
         """:meth:`fresh` of each value: the list itself when every value is immutable."""
@@ -111,10 +118,25 @@ class Admission:
         return [self.fresh(v) for v in values]
 
     def value(self, value):
-        """The value to keep in a decoded leaf: validated, or a private copy (module docstring)."""
-        if self.copies_values:
-            return self.fresh(value)
-        return self._serializer.validate(value)
+        """The value to keep in a decoded leaf: validated, or pickled into a placeholder (module
+        docstring; PickleNotAllowedError for a value that needs pickle without
+        ``allow_pickle``). A placeholder, as compaction and salvage copy, is kept as it is."""
+        if not self.copies_values:
+            return self._serializer.validate(value)
+        kind = type(value)
+        if kind in SCALAR_TYPES or kind is PickledValue:
+            return value
+        check_storable(value, self.allow_pickle)
+        return PickledValue.of(value)
+
+    def exported(self, values: list) -> list:
+        """``values`` of a whole-map export for a copy (placeholders stay placeholders, copied as
+        bytes): PickleNotAllowedError if one is a placeholder and pickled values may not be
+        handed out, since the copy, anonymous, would unpickle it."""
+        if not self.allow_pickle and self.copies_values:
+            for value in values:
+                unpickled(value, False)
+        return values
 
     @staticmethod
     def held_bytes(key, value) -> int:

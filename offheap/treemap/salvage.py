@@ -3,7 +3,8 @@
 
 The tree is walked from the root its metadata names (:func:`tree_meta`), depth first in key
 order, so the keys it yields rise. An inner node must decode and its separators must rise
-strictly inside the bounds its parent gives it; a leaf must decode, keys and every value, and its
+strictly inside the bounds its parent gives it; a leaf must decode, keys and every value (a
+pickled one stays its placeholder, :mod:`offheap.store.pickled`, never unpickled), and its
 keys must rise strictly inside its bounds ``[lo, hi)``. A node that fails is skipped with
 everything below it; a node reached twice (a cycle, a shared child) is skipped the second time,
 and so is a node deeper than the metadata's height (at most 64 levels), so no damage makes the
@@ -12,8 +13,8 @@ that failed its checksum.
 
 Records are read as the caller says (:class:`RecordReading`): by default
 :meth:`RecordStore.get_checked`, which checks that a record lies inside the store. A decoder
-meeting damaged bytes may raise anything (a corrupt pickle can raise any exception type), so one
-record's failure is caught as ``Exception`` around that record alone.
+meeting damaged bytes may raise anything, so one record's failure is caught as ``Exception``
+around that record alone.
 """
 
 from __future__ import annotations

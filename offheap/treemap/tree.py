@@ -27,6 +27,7 @@ returns; a call that raises leaves them, and the tree, as they were (module docs
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
+from collections.abc import Callable
 
 import numpy as np
 
@@ -191,13 +192,13 @@ class Tree:
         leaf, i = self.hint.descend_to_position(self.shape, index)
         return leaf.keys[i], leaf.values[i]
 
-    def pop_at(self, index: int) -> tuple:
-        """Remove and return the ``(key, value)`` at position ``index``, ``0 <= index <
-        n_entries``."""
+    def pop_at(self, index: int, take: Callable) -> tuple:
+        """Remove the entry at position ``index``, ``0 <= index < n_entries``, and return its
+        ``(key, take(value))``; ``take`` runs first, so if it raises nothing is removed."""
         if self.cache.over_capacity:
             self.trim(strict=False)
         leaf, i = self.hint.descend_to_position(self.shape, index)
-        item = leaf.keys[i], leaf.values[i]
+        item = leaf.keys[i], take(leaf.values[i])
         self._remove(leaf, i, i + 1)
         return item
 
@@ -247,15 +248,17 @@ class Tree:
         self.mods += 1
         return True
 
-    def pop(self, key):
-        """Remove ``key`` and return its value, or :data:`MISSING` if it is absent."""
+    def pop(self, key, take: Callable | None = None):
+        """Remove ``key`` and return ``take(value)`` (the value itself without ``take``), or
+        :data:`MISSING` if it is absent; ``take`` runs first, so if it raises nothing is
+        removed."""
         if self.cache.over_capacity:
             self.trim(strict=False)
         leaf = self.hint.descend(self.shape, key)
         i = bisect_left(leaf.keys, key)
         if i == len(leaf.keys) or leaf.keys[i] != key:
             return MISSING
-        value = leaf.values[i]
+        value = leaf.values[i] if take is None else take(leaf.values[i])
         self._remove(leaf, i, i + 1)
         return value
 

@@ -89,7 +89,10 @@ class TreeMap(StandaloneFileMap, SortedRangeAPI, DictAPI, MutableMapping):
     :meth:`reader` opens a read-only :class:`~offheap.treemap.reader.TreeReader` of the file,
     which follows the commits of the one writer process (``readonly=True`` here is a TypeError
     naming it). ``verify`` checks the page checksums on open; ``recover=True`` opens a file
-    that was not closed cleanly (for :func:`offheap.salvage`).
+    that was not closed cleanly (for :func:`offheap.salvage`). ``allow_pickle=True`` lets this
+    open read and write values stored with pickle, which a file's author could make run any
+    code: without it they raise :class:`~offheap.errors.PickleNotAllowedError`
+    (:mod:`offheap.store.pickled`); an anonymous map always allows them.
     """
 
     # Always an RLock, which the hot paths acquire and release without a with-block
@@ -100,23 +103,25 @@ class TreeMap(StandaloneFileMap, SortedRangeAPI, DictAPI, MutableMapping):
                  compression=None, write_cache: bool = True, flush_delay: float | None = None,
                  cache_size: int = 2048, limit: ByteLimit = None, path=None,
                  durability: str = "commit", readonly: bool = False, verify: bool = True,
-                 recover: bool = False, **entries) -> None:
+                 recover: bool = False, allow_pickle: bool = False, **entries) -> None:
         self._refuse_readonly(readonly)
         options = dict(key=key, value=value, node_size=node_size, compression=compression,
                        write_cache=write_cache, flush_delay=flush_delay, cache_size=cache_size)
         if path is None:
             store = RecordStore(Arena.anonymous(limit_bytes=limit))
-            self._setup(store, owns_store=True, meta_recid=None, **with_stored_options(options))
+            self._setup(store, owns_store=True, meta_recid=None, allow_pickle=True,
+                        **with_stored_options(options))
         else:
             self._open_file(RecordStore.file(path, limit_bytes=limit, durability=durability,
-                                             verify=verify, recover=recover), options)
+                                             verify=verify, recover=recover), options,
+                            allow_pickle)
         self.update(data, **entries)
 
-    def _open_file(self, store: RecordStore, options: dict) -> None:
+    def _open_file(self, store: RecordStore, options: dict, allow_pickle: bool) -> None:
         """Set up on the store of a map's own file: the map it holds, or a new empty one."""
         try:
             meta_recid = standalone_meta_recid(store.root) if store.root else None
-            self._setup(store, owns_store=True, meta_recid=meta_recid,
+            self._setup(store, owns_store=True, meta_recid=meta_recid, allow_pickle=allow_pickle,
                         **with_stored_options(options, store, meta_recid))
             if meta_recid is None:
                 store.root = standalone_root(self._meta_recid)
@@ -129,11 +134,11 @@ class TreeMap(StandaloneFileMap, SortedRangeAPI, DictAPI, MutableMapping):
     @classmethod
     def reader(cls, path: str | os.PathLike[str], key=None, value=None, *,
                limit: ByteLimit = None, verify: bool = True, recover: bool = False,
-               **options) -> TreeReader:
+               allow_pickle: bool = False, **options) -> TreeReader:
         """A read-only :class:`~offheap.treemap.reader.TreeReader` of the TreeMap file at
         ``path``, beside the one writer process (:mod:`offheap.collection.readers`). ``key``,
-        ``value`` and the other options are the constructor's; ``limit``, ``verify`` and
-        ``recover`` apply to this open."""
+        ``value`` and the other options are the constructor's; ``limit``, ``verify``,
+        ``recover`` and ``allow_pickle`` apply to this open."""
         lock = threading.RLock()
 
         def build(store: RecordStore) -> TreeMap:
@@ -141,7 +146,8 @@ class TreeMap(StandaloneFileMap, SortedRangeAPI, DictAPI, MutableMapping):
             meta_recid = standalone_meta_recid(store.root)
             given = dict(key=key, value=value, node_size=options.pop("node_size", None))
             tree._setup(store, owns_store=True, meta_recid=meta_recid, lock=lock,
-                        **with_stored_options(given, store, meta_recid), **options)
+                        allow_pickle=allow_pickle, **with_stored_options(given, store, meta_recid),
+                        **options)
             return tree
 
         reader = open_file_reader(path, build, TreeReader, limit_bytes=limit, verify=verify,
@@ -151,8 +157,10 @@ class TreeMap(StandaloneFileMap, SortedRangeAPI, DictAPI, MutableMapping):
 
     @classmethod
     def in_store(cls, store: RecordStore, key="int64", value="object",
-                 meta_recid: int | None = None, *, lock=None, **options) -> TreeMap:
+                 meta_recid: int | None = None, *, allow_pickle: bool, lock=None,
+                 **options) -> TreeMap:
         """A map kept in a shared store (a :class:`~offheap.db.DB`); ``meta_recid`` reopens one.
+        ``allow_pickle`` is the opener's (:class:`TreeMap`): a file DB passes its own.
 
         Its metadata (format, root, height, counts) is the record :attr:`meta_recid`, written by
         :meth:`flush` and :meth:`close`; the store itself stays open when the map closes.
@@ -161,12 +169,13 @@ class TreeMap(StandaloneFileMap, SortedRangeAPI, DictAPI, MutableMapping):
         """
         tree = cls.__new__(cls)
         tree._setup(store, owns_store=False, meta_recid=meta_recid, key=key, value=value,
-                    lock=lock, **options)
+                    lock=lock, allow_pickle=allow_pickle, **options)
         return tree
 
     def _setup(self, store: RecordStore, *, owns_store: bool, meta_recid: int | None, key, value,
-               node_size: int = 32, compression=None, write_cache: bool = True,
-               flush_delay: float | None = None, cache_size: int = 2048, lock=None) -> None:
+               allow_pickle: bool, node_size: int = 32, compression=None,
+               write_cache: bool = True, flush_delay: float | None = None,
+               cache_size: int = 2048, lock=None) -> None:
         check_fixed_options(key, node_size)
         if flush_delay is not None and not flush_delay > 0:
             raise ValueError(f"flush_delay is in milliseconds and must be > 0, got {flush_delay!r}")
@@ -175,7 +184,7 @@ class TreeMap(StandaloneFileMap, SortedRangeAPI, DictAPI, MutableMapping):
         self._owns_store = owns_store
         serializer = get_serializer(value)
         codec = None if compression in (None, "none") else get_codec(compression)
-        self._admit = Admission(key, serializer)
+        self._admit = Admission(key, serializer, allow_pickle)
         self._flush_delay = flush_delay
         self._lock = threading.RLock() if lock is None else lock
         self._tree = Tree(NodeStore(store, key, serializer, codec), node_size, cache_size,
@@ -212,10 +221,11 @@ class TreeMap(StandaloneFileMap, SortedRangeAPI, DictAPI, MutableMapping):
         return self._lookup(key, default)
 
     def __contains__(self, key) -> bool:
-        return self._lookup(key, MISSING) is not MISSING
+        return self._lookup(key, MISSING, True) is not MISSING  # a pickled value stays unread
 
-    def _lookup(self, key, default):
-        """The value of ``key`` (a fresh object, :meth:`Admission.fresh`), or ``default``: the
+    def _lookup(self, key, default, stored: bool = False):
+        """The value of ``key`` (a fresh object, :meth:`Admission.fresh`; with ``stored``, as
+        the leaf holds it, which only a membership test may use), or ``default``: the
         hot read path, by the compiled descent when there is one, else through the leaf of the
         tree's hint when it holds ``key`` (a closed map's hint holds nothing), else the leaf a
         descent finds. A key that no key of the tree can equal is a miss."""
@@ -239,7 +249,7 @@ class TreeMap(StandaloneFileMap, SortedRangeAPI, DictAPI, MutableMapping):
                 value = descent.get(shape.root, shape.height, key, MISSING)
                 if value is MISSING:
                     return default
-                return value if type(value) in SCALAR_TYPES else admit.fresh(value)
+                return value if stored or type(value) in SCALAR_TYPES else admit.fresh(value)
             hint = self._hint
             leaf = hint.leaf
             if (leaf is None or (hint.lo is not None and key < hint.lo)
@@ -250,7 +260,7 @@ class TreeMap(StandaloneFileMap, SortedRangeAPI, DictAPI, MutableMapping):
             i = bisect_left(keys, key)
             if i < len(keys) and keys[i] == key:
                 value = leaf.values[i]
-                return value if type(value) in SCALAR_TYPES else admit.fresh(value)
+                return value if stored or type(value) in SCALAR_TYPES else admit.fresh(value)
             return default
         finally:
             lock.release()
@@ -293,7 +303,7 @@ class TreeMap(StandaloneFileMap, SortedRangeAPI, DictAPI, MutableMapping):
                     admit.key_type is int and not INT64_MIN <= key <= INT64_MAX):
                 key = admit.key(key)
             if not (admit.copies_values and type(value) in SCALAR_TYPES):
-                value = admit.value(value)
+                value = admit.value(value)  # PickleNotAllowedError before anything changes
             if self._closed:
                 raise ClosedError(_CLOSED)
             if self._budgeted:
@@ -304,7 +314,8 @@ class TreeMap(StandaloneFileMap, SortedRangeAPI, DictAPI, MutableMapping):
             lock.release()
 
     def __delitem__(self, key) -> None:
-        self.pop(key)
+        if self._pop(key, None) is MISSING:  # the value is not read: a pickled one goes too
+            raise KeyError(key)
 
     def setdefault(self, key, default=None, /):
         """``self[key]`` if present, else store ``default`` and return it: one atomic step."""
@@ -315,16 +326,23 @@ class TreeMap(StandaloneFileMap, SortedRangeAPI, DictAPI, MutableMapping):
             return value
 
     def pop(self, key, *default):
+        value = self._pop(key, self._admit.fresh)
+        if value is MISSING:
+            if default:
+                return default[0]
+            raise KeyError(key)
+        return value
+
+    def _pop(self, key, take):
+        """Remove ``key`` and return ``take(value)`` (the value itself if ``take`` is None),
+        or MISSING; nothing is removed if ``take`` raises."""
         with self._lock:
             self._check_open()
             found = self._admit.lookup(key)
-            value = MISSING if found is None else self._tree.pop(found)
-            if value is MISSING:
-                if default:
-                    return default[0]
-                raise KeyError(key)
-            self._arm_timer()
-            return self._admit.fresh(value)
+            value = MISSING if found is None else self._tree.pop(found, take)
+            if value is not MISSING:
+                self._arm_timer()
+            return value
 
     def popitem(self, index: int = -1, *, last: bool | None = None):
         """Remove and return the ``(key, value)`` at position ``index`` (negative: from the end),
@@ -341,9 +359,9 @@ class TreeMap(StandaloneFileMap, SortedRangeAPI, DictAPI, MutableMapping):
             n = self._tree.n_entries
             if not n:
                 raise KeyError("popitem(): TreeMap is empty")
-            key, value = self._tree.pop_at(position_in(index, n))
+            item = self._tree.pop_at(position_in(index, n), self._admit.fresh)
             self._arm_timer()
-            return key, self._admit.fresh(value)
+            return item
 
     def clear(self) -> None:
         """Remove every entry; the tree's records are freed and an empty root leaf remains."""
@@ -443,11 +461,18 @@ class TreeMap(StandaloneFileMap, SortedRangeAPI, DictAPI, MutableMapping):
 
     def _chunks(self, lo, hi, inclusive, reverse: bool, with_values: bool) -> Iterator:
         """Yield ``(keys, values)`` list slices leaf by leaf over a range (``values`` None
-        unless ``with_values``).
+        unless ``with_values``), the values as handed out (:meth:`Admission.fresh`).
 
         Leaves not already cached are decoded without entering the cache, so a long scan does
         not evict the working set. RuntimeError if the size of the map changes meanwhile.
         """
+        fresh_many = self._admit.fresh_many
+        for keys, values in self._stored_chunks(lo, hi, inclusive, reverse, with_values):
+            yield keys, (None if values is None else fresh_many(values))
+
+    def _stored_chunks(self, lo, hi, inclusive, reverse: bool, with_values: bool) -> Iterator:
+        """:meth:`_chunks` with the values as the leaves hold them, pickled ones as
+        placeholders: what compaction copies, as bytes."""
         tree = self._tree
         with self._lock:
             self._check_open()
@@ -459,8 +484,6 @@ class TreeMap(StandaloneFileMap, SortedRangeAPI, DictAPI, MutableMapping):
                 if tree.mods != mods:
                     raise RuntimeError("TreeMap changed size during iteration")
                 keys, values = scan.next_chunk(tree.shape, with_values)
-                if values is not None:
-                    values = self._admit.fresh_many(values)
             if keys:
                 yield keys, values
         with self._lock:
@@ -590,9 +613,11 @@ class TreeMap(StandaloneFileMap, SortedRangeAPI, DictAPI, MutableMapping):
         return get_serializer(self._admit.key_kind), nodes.serializer
 
     def _export(self) -> tuple[list | np.ndarray, list]:
-        """All keys and values in key order (:meth:`Tree.export`)."""
+        """All keys and values in key order (:meth:`Tree.export`), for a copy: pickled values
+        as placeholders, refused without ``allow_pickle`` (:meth:`Admission.exported`)."""
         with self._lock:
-            return self._tree.export()
+            keys, values = self._tree.export()
+        return keys, self._admit.exported(values)
 
     def _release(self) -> None:
         """Drop every decoded node, dirty ones included, and stop the flush timer: before the

@@ -56,12 +56,12 @@ def _build(workdir: str) -> list[tuple[str, object]]:
     sources = []
     for durability in ("commit", "none"):
         path = os.path.join(workdir, f"source-db-{durability}")
-        with DB.file(path, durability=durability) as db:
+        with DB.file(path, durability=durability, allow_pickle=True) as db:
             _fill_db(db, rng)
-        with DB.file(path, readonly=True) as db:
+        with DB.file(path, readonly=True, allow_pickle=True) as db:
             sources.append(("db", describe_source(path, db_content(db))))
     path = os.path.join(workdir, "source-tree")
-    with TreeMap(path=path, **TREE_OPTIONS["objects"]) as tree:
+    with TreeMap(path=path, allow_pickle=True, **TREE_OPTIONS["objects"]) as tree:
         tree.update({i * 7: ("t", i) for i in range(N_ENTRIES)})
     sources.append(("tree", describe_source(path, list(tree_items(path)))))
     path = os.path.join(workdir, "source-hash")
@@ -73,7 +73,8 @@ def _build(workdir: str) -> list[tuple[str, object]]:
 
 def tree_items(path: str, readonly: bool = True) -> list:
     options = TREE_OPTIONS["objects"]
-    with TreeMap.reader(path, **options) if readonly else TreeMap(path=path, **options) as tree:
+    with TreeMap.reader(path, allow_pickle=True, **options) if readonly else \
+            TreeMap(path=path, allow_pickle=True, **options) as tree:
         items = list(tree.items())
         if not readonly:
             tree._check()
@@ -95,7 +96,7 @@ def _read(kind: str, path: str, readonly: bool):
         return tree_items(path, readonly)
     if kind == "hash":
         return hash_items(path, readonly)
-    with DB.file(path, readonly=readonly) as db:
+    with DB.file(path, readonly=readonly, allow_pickle=True) as db:
         content = db_content(db)
         if not readonly and db.durability == "commit":
             db.rollback()

@@ -52,7 +52,7 @@ def _salvaged(kind: str, path: str, report) -> dict[str, dict]:
         return {kind: dict(tree_items(path))}
     if kind == "hash":
         return {kind: dict(hash_items(path))}
-    with DB.file(path, readonly=True) as db:
+    with DB.file(path, readonly=True, allow_pickle=True) as db:
         return {name: dict((db.tree_map if name in TREE_OPTIONS else db.hash_map)(name).items())
                 for name in db.names()}
 

@@ -92,7 +92,7 @@ class Table:
 
     def __init__(self, value: str = "object", slack: int = SLACK, pause=None) -> None:
         self.records = MemoryRecords()
-        self.codec = ValueSlots(get_serializer(value), self.records)
+        self.codec = ValueSlots(get_serializer(value), self.records, allow_pickle=True)
         self.slack = slack
         self.pause = pause  # called at the start of _make_room (threads switch there)
         width = self.codec.initial_width

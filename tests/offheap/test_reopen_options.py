@@ -46,6 +46,6 @@ def test_a_hash_map_file_reopens_with_its_path_alone(tmp_path):
     reader.close()
     with pytest.raises(ValueError, match="open it with value='int64'"):
         LongHashMap(path=path, value="str")
-    with LongHashMap(path=tmp_path / "new.offheap") as m:
+    with LongHashMap(path=tmp_path / "new.offheap", allow_pickle=True) as m:
         m[1] = ["any", "object"]
         assert m[1] == ["any", "object"]

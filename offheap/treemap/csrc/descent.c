@@ -16,6 +16,11 @@
  * code does not read (compressed, or an object column of the constant or mixed forms) is
  * handed to cache.read_leaf(recid), whose Leaf is then used the same way.
  *
+ * Pickled values. The columns read here hold no pickles (those are the mixed and constant forms,
+ * read through the cache), and a value taken from a Leaf is returned as the Leaf holds it: a
+ * pickled one as its placeholder (offheap.store.pickled), which the TreeMap facade unpickles
+ * or refuses, as it does for the Python descent. So no path here ever unpickles.
+ *
  * Lifetime and damage. Store buffers are held only while a page is copied (no Python code runs
  * then); every recid, position and size is checked against the index and the segment, and the
  * copy is decoded with the checks of the page codec, so a damaged page raises CorruptionError,
