@@ -4,6 +4,8 @@ Each class also inherits the built-in exception a caller would catch for the sam
 so ``except MemoryError`` still sees a :class:`CapacityError`.
 """
 
+import errno
+
 
 class OffheapError(Exception):
     """Base class of every error raised by offheap on purpose."""
@@ -23,6 +25,18 @@ class CorruptionError(OffheapError, ValueError):
 
 class CodecUnavailableError(OffheapError, ImportError):
     """An optional compression library is not installed."""
+
+
+class MissingFileError(OffheapError, FileNotFoundError):
+    """The path names no file and this open may not make one: a read-only open, a reader, or
+    an opener given ``create=False``. ``errno`` is ENOENT and ``filename`` the path;
+    ``remedy`` says what to do instead."""
+
+    def __init__(self, path: str, remedy: str) -> None:
+        super().__init__(errno.ENOENT, f"does not exist: {remedy}", path)
+
+    def __str__(self) -> str:
+        return f"{self.filename!r} {self.strerror}"
 
 
 class LockedError(OffheapError, BlockingIOError):

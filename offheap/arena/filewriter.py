@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import errno
 import mmap
 import os
 from abc import abstractmethod
@@ -52,7 +51,7 @@ from offheap.arena.format import (
 )
 from offheap.arena.holes import zero_range
 from offheap.arena.recovery import apply_pending_commit, log_path
-from offheap.errors import CorruptionError, LockedError
+from offheap.errors import CorruptionError, LockedError, MissingFileError
 
 _ZERO_PAGE = bytes(PAGE_BYTES)
 
@@ -104,20 +103,22 @@ class FileWriter(FileBacking):
     """The mode's name, as :meth:`Arena.file` takes it and the header records it."""
 
     @classmethod
-    def open(cls, path: str, *, create: bool | None, verify: bool, recover: bool) -> Self:
+    def open(cls, path: str, *, create: bool, replace: bool, verify: bool,
+             recover: bool) -> Self:
         """Open ``path`` for writing, or create it anew; a commit left in its log is applied
-        first. ``create``: None creates a missing file and opens an existing one, False only
-        opens (FileNotFoundError when missing), True replaces what the path names with a new
-        empty file. Whether the file exists is decided while holding a writer lock: of the
+        first. ``create`` makes a new file where the path names nothing (else MissingFileError
+        when it is missing); ``replace`` puts a new empty file in place of what the path names.
+        Whether the file exists is decided while holding a writer lock: of the
         file found at the path, or of the new file as it is linked there
         (:mod:`offheap.arena.creation`). Other options as in :meth:`Arena.file`. Raises
         LockedError when another writer (or a reader this mode cannot share with) has the
-        file, CorruptionError for an empty file unless ``create`` is True."""
+        file, CorruptionError for an empty file unless ``replace``."""
         while True:
             existing = _lock_for_writing(path)
-            if existing is None and create is False:
-                raise FileNotFoundError(errno.ENOENT, "no offheap file to open", path)
-            if existing is None or create:
+            if existing is None and not create:
+                raise MissingFileError(path, "create=False opens an existing file only; "
+                                       "create=True makes a new one")
+            if existing is None or replace:
                 writer = cls._create(path, replacing=existing)
                 if writer is None:  # another process created the file first: open that one
                     continue

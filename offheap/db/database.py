@@ -137,8 +137,10 @@ class DB:
 
     @classmethod
     def file(cls, path: str | os.PathLike, limit: ByteLimit = None, durability: str = "commit",
-             readonly: bool = False, verify: bool = True, recover: bool = False) -> DB:
-        """The DB in file ``path``, created if missing (not with ``readonly=True``).
+             readonly: bool = False, verify: bool = True, recover: bool = False, *,
+             create: bool = True) -> DB:
+        """The DB in file ``path``, created if missing (``create=False``: a
+        :class:`~offheap.errors.MissingFileError` instead; never with ``readonly=True``).
 
         ``durability`` is ``"commit"`` or ``"none"`` (see the module docstring); it belongs to
         the writer's open, not to the file, so a file may be written in either mode at different
@@ -160,7 +162,7 @@ class DB:
                 arena.close()
                 raise
         store = RecordStore.file(path, limit_bytes=limit, durability=durability, verify=verify,
-                                 recover=recover)
+                                 recover=recover, create=create)
         try:
             _remove_stale_compaction(path)
             db = cls(store)

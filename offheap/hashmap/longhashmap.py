@@ -126,14 +126,15 @@ class HashMapFacade(BulkOperations, TableGrowth, StandaloneFileMap, DictAPI, Mut
 
     def __init__(self, data=(), /, *, value=None, limit: ByteLimit = None, path=None,
                  durability: str = "commit", readonly: bool = False, verify: bool = True,
-                 recover: bool = False) -> None:
+                 recover: bool = False, create: bool = True) -> None:
         self._refuse_readonly(readonly)
         if path is None:
             store = RecordStore(Arena.anonymous(limit_bytes=limit))
             self._setup(store, get_serializer(value or "object"), meta_recid=None, owns_store=True)
         else:
-            self._open_file(RecordStore.file(path, limit_bytes=limit, durability=durability,
-                                             verify=verify, recover=recover), value)
+            store = RecordStore.file(path, limit_bytes=limit, durability=durability,
+                                     verify=verify, recover=recover, create=create)
+            self._open_file(store, value)
         self.update(data)
 
     def _open_file(self, store: RecordStore, value) -> None:
@@ -637,7 +638,8 @@ class LongHashMap(MapCore, HashMapFacade):
     :meth:`reader` opens a read-only :class:`~offheap.hashmap.reader.HashReader` of the file,
     which follows the commits of the one writer process (``readonly=True`` here is a TypeError
     naming it). ``verify`` checks the page checksums on open; ``recover=True`` opens a file
-    that was not closed cleanly (for :func:`offheap.salvage`).
+    that was not closed cleanly (for :func:`offheap.salvage`); ``create=False`` opens an
+    existing file only (:class:`~offheap.errors.MissingFileError` when the path names nothing).
     """
 
 

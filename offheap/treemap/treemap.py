@@ -89,7 +89,8 @@ class TreeMap(StandaloneFileMap, SortedRangeAPI, DictAPI, MutableMapping):
     :meth:`reader` opens a read-only :class:`~offheap.treemap.reader.TreeReader` of the file,
     which follows the commits of the one writer process (``readonly=True`` here is a TypeError
     naming it). ``verify`` checks the page checksums on open; ``recover=True`` opens a file
-    that was not closed cleanly (for :func:`offheap.salvage`).
+    that was not closed cleanly (for :func:`offheap.salvage`); ``create=False`` opens an
+    existing file only (:class:`~offheap.errors.MissingFileError` when the path names nothing).
     """
 
     # Always an RLock, which the hot paths acquire and release without a with-block
@@ -100,7 +101,7 @@ class TreeMap(StandaloneFileMap, SortedRangeAPI, DictAPI, MutableMapping):
                  compression=None, write_cache: bool = True, flush_delay: float | None = None,
                  cache_size: int = 2048, limit: ByteLimit = None, path=None,
                  durability: str = "commit", readonly: bool = False, verify: bool = True,
-                 recover: bool = False, **entries) -> None:
+                 recover: bool = False, create: bool = True, **entries) -> None:
         self._refuse_readonly(readonly)
         options = dict(key=key, value=value, node_size=node_size, compression=compression,
                        write_cache=write_cache, flush_delay=flush_delay, cache_size=cache_size)
@@ -108,8 +109,9 @@ class TreeMap(StandaloneFileMap, SortedRangeAPI, DictAPI, MutableMapping):
             store = RecordStore(Arena.anonymous(limit_bytes=limit))
             self._setup(store, owns_store=True, meta_recid=None, **with_stored_options(options))
         else:
-            self._open_file(RecordStore.file(path, limit_bytes=limit, durability=durability,
-                                             verify=verify, recover=recover), options)
+            store = RecordStore.file(path, limit_bytes=limit, durability=durability,
+                                     verify=verify, recover=recover, create=create)
+            self._open_file(store, options)
         self.update(data, **entries)
 
     def _open_file(self, store: RecordStore, options: dict) -> None:
