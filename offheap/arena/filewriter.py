@@ -290,11 +290,48 @@ class FileWriter(FileBacking):
     def header_bytes(self, generation: int, end: int, table: ChecksumTable, *,
                      open_for_writing: bool) -> bytes:
         """The header page naming ``generation``, ``end`` and ``table`` with this writer's
-        root, checksum extent offset and file id."""
+        root, checksum extent offset and file id, read back before anything writes it
+        (:meth:`check_reopens`), so that no commit, flush or close publishes a header that
+        would not reopen. O(1): the crc of one page, twice."""
         inline = b"" if self.root_offset else self.root
-        return encode_header(Header(generation, end, self.table_offset, table.crc(),
-                                    self.durability, open_for_writing, self.root_offset,
-                                    len(self.root), inline, self.file_id))
+        header = Header(generation, end, self.table_offset, table.crc(), self.durability,
+                        open_for_writing, self.root_offset, len(self.root), inline, self.file_id)
+        page = encode_header(header)
+        self.check_reopens(page, header, table)
+        return page
+
+    def check_reopens(self, page: bytes, header: Header, table: ChecksumTable) -> None:
+        """CorruptionError unless the header ``page``, made from ``header`` for the extents
+        this writer holds and ``table``, reopens as it: :func:`parse_header` (the parser an
+        open runs) accepts it and returns ``header`` field for field, the checksum extent
+        covers the file end, and the root extent it names is live and holds the root. Raised
+        before the page is written or logged, so the file keeps its previous header."""
+        try:
+            parsed: Header | str = parse_header(page, self.path)
+        except CorruptionError as exc:
+            parsed = str(exc)
+        if isinstance(parsed, str):
+            problem = parsed
+        elif parsed != header:
+            problem = f"it reads back as {parsed}, not {header}"
+        elif table.capacity * PAGE_BYTES < header.end:
+            problem = (f"the checksum extent covers {table.capacity} pages, the file has "
+                       f"{header.end // PAGE_BYTES}")
+        elif header.root_offset and (header.root_length + TAG_BYTES
+                                     > self._live_extent_bytes(header.root_offset)):
+            problem = f"root extent at offset {header.root_offset} is missing or too small"
+        else:
+            return
+        raise CorruptionError(f"{self.path!r}: the header of generation {header.generation} "
+                              f"would not reopen ({problem}); it was not written, and the "
+                              f"file keeps its previous header")
+
+    def _live_extent_bytes(self, offset: int) -> int:
+        """The size of the live extent at ``offset``, 0 when there is none."""
+        try:
+            return self.extents.get(offset).size
+        except KeyError:
+            return 0
 
     def write_header(self, *, open_for_writing: bool) -> None:
         wal.pwrite_all(self.file.fd, self.header_bytes(self.generation, self.end, self.table,

@@ -59,7 +59,7 @@ from offheap.errors import (
 from offheap.arena.arena import Arena, format_bytes
 from offheap.collection import lifetime
 from offheap.collection.display import html_table, setting_rows
-from offheap.collection.filemap import check_reopenable
+from offheap.collection.filemap import check_reopenable, check_stored_reopens
 from offheap.collection.protocol import CollectionT, StoredCollection
 from offheap.collection.readers import MapReader, ReaderT, ReadSession, refuse_write
 from offheap.db.catalog import Catalog, CatalogEntry, check_same, encode_catalog, parse_catalog
@@ -299,6 +299,13 @@ class DB:
                 self._store.commit()
             else:
                 self._store.flush()
+            self._forget_closed()
+
+    def _forget_closed(self) -> None:
+        """Drop the collections closed before a commit that published them: the next commit
+        has nothing of theirs to check."""
+        for name in [name for name, collection in self._open.items() if collection.closed]:
+            del self._open[name]
 
     def rollback(self) -> None:
         """Drop every change since the last commit (``durability="commit"`` only).
@@ -338,11 +345,30 @@ class DB:
                 self._store.flush()
 
     def _write_collections(self) -> None:
-        for collection in self._open.values():
-            if not collection.closed:
+        """Write every open collection into the store and check that it would reopen; check
+        too that every collection closed since the last commit, whose last state this commit
+        publishes as well, would reopen (:meth:`_check_closed`). Then the catalog."""
+        for name, collection in self._open.items():
+            if collection.closed:
+                self._check_closed(name)
+            else:
                 collection.flush()
                 check_reopenable(collection, self._store)
         self._store.root = encode_catalog(self._catalog)
+
+    def _check_closed(self, name: str) -> None:
+        """CorruptionError (nothing committed) unless the closed collection ``name`` reopens
+        from what the store holds now: it is opened again from its catalog entry, with every
+        check an open makes, then let go without writing. Costs what reopening it costs (for
+        a LongHashMap O(chunks + capacity / 64) words, for a TreeMap one record)."""
+        entry = self._catalog[name]
+        kind = kind_named(entry["kind"])
+
+        def reopen() -> None:
+            kind.in_store(self._store, dict(entry["options"]), entry["meta_recid"],
+                          self.lock)._invalidate()
+
+        check_stored_reopens(kind.class_name, self._store, reopen)
 
     # -- space --------------------------------------------------------------------------------
 
