@@ -68,20 +68,28 @@ def test_a_file_map_refuses_to_commit_a_state_that_would_not_reopen(tmp_path, ca
         reopened._check()
 
 
-def test_a_db_refuses_to_commit_when_one_collection_would_not_reopen(tmp_path):
-    path = tmp_path / "db"
+def _a_db_refuses_to_commit(path, spoil) -> None:
+    """Commit a tree and a hash map, ``spoil(db)`` them, check that the DB refuses to commit
+    and close, and that the file reopens at the commit."""
     with DB.file(path) as db:
         db.tree_map("tree", key="int64", value="int64").update({1: 1, 2: 2})
         db.hash_map("hash", value="int64").update({3: 3})
         db.commit()
-        db.tree_map("tree")[5] = 5
-        hash_map = db.hash_map("hash")
-        hash_map[4] = 4
-        _miscount(hash_map)
+        spoil(db)
         _commit_and_close_are_refused(db)
     with DB.file(path) as db:
         assert dict(db.tree_map("tree")) == {1: 1, 2: 2}
         assert dict(db.hash_map("hash")) == {3: 3}
+
+
+def test_a_db_refuses_to_commit_when_one_collection_would_not_reopen(tmp_path):
+    def miscount_one(db) -> None:
+        db.tree_map("tree")[5] = 5
+        hash_map = db.hash_map("hash")
+        hash_map[4] = 4
+        _miscount(hash_map)
+
+    _a_db_refuses_to_commit(tmp_path / "db", miscount_one)
 
 
 def test_a_consistent_map_commits_and_closes_as_before(tmp_path):
@@ -106,19 +114,14 @@ _DAMAGE_CLOSED = {
 def test_a_db_refuses_to_commit_a_collection_closed_before_it_that_would_not_reopen(tmp_path,
                                                                                    case):
     name, damage = _DAMAGE_CLOSED[case]
-    path = tmp_path / "db"
-    with DB.file(path) as db:
-        db.tree_map("tree", key="int64", value="int64").update({1: 1, 2: 2})
-        db.hash_map("hash", value="int64").update({3: 3})
-        db.commit()
+
+    def close_and_damage(db) -> None:
         closed = db.tree_map("tree") if name == "tree" else db.hash_map("hash")
         closed[5] = 5
         closed.close()
         damage(db._store, closed.meta_recid)
-        _commit_and_close_are_refused(db)
-    with DB.file(path) as db:
-        assert dict(db.tree_map("tree")) == {1: 1, 2: 2}
-        assert dict(db.hash_map("hash")) == {3: 3}
+
+    _a_db_refuses_to_commit(tmp_path / "db", close_and_damage)
 
 
 def test_a_collection_closed_before_a_commit_is_published_and_checked_once(tmp_path):
