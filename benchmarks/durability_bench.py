@@ -4,6 +4,7 @@
     python benchmarks/durability_bench.py compact --n 1000000
     python benchmarks/durability_bench.py readers --n 1000000
     python benchmarks/durability_bench.py open --n 10000000
+    python benchmarks/durability_bench.py recheck --repeats 40
 
 commit: the latency of ``db.commit()`` for a small transaction (10 entries, half in a TreeMap,
 half in a LongHashMap) and for a 100,000-entry one, on a DB already holding 1M entries; the time
@@ -19,6 +20,11 @@ rows, file bytes before and after ``VACUUM``.
 readers: ``n`` entries in each map (int64 -> int64); random scalar gets through the writer's own
 maps (the peer), through a read-only reader (each get in its own read section), and through the
 reader inside one ``snapshot()``; then a full iteration of each.
+
+recheck: what a commit's re-checks cost, the header read back by the arena's parser and the
+reopen of a collection closed before the commit, against the same commit with them replaced by
+no-ops, alternating round by round in one process: one changed entry in a DB of 1M + 1M entries,
+first with both maps open, then with the LongHashMap closed before each commit.
 
 open: a DB of ``n`` entries in each map, opened with ``verify=True`` (every page checksummed)
 against ``verify=False``, file bytes and seconds.
@@ -236,9 +242,65 @@ def run_open(n: int, directory: str) -> None:
     os.remove(path)
 
 
+def _commit_seconds(db: DB, change) -> float:
+    change()
+    start = time.perf_counter()
+    db.commit()
+    return time.perf_counter() - start
+
+
+def run_recheck(repeats: int, directory: str) -> None:
+    from offheap.arena.filewriter import FileWriter
+
+    check_seconds: list[float] = []
+
+    def timed(check):
+        def run(*args) -> None:
+            start = time.perf_counter()
+            check(*args)
+            check_seconds.append(time.perf_counter() - start)
+        return run
+
+    originals = FileWriter.check_reopens, DB._check_closed
+    checks = {"checked": (timed(originals[0]), timed(originals[1])),
+              "unchecked": (lambda *args: None, lambda *args: None)}
+    path = os.path.join(directory, "recheck.offheap")
+    rng = np.random.default_rng(5)
+    print(f"commit of one changed entry, DB of {BASE_ENTRIES:,} + {BASE_ENTRIES:,} entries, "
+          f"median of {repeats} each, the two alternating")
+    with DB.file(path) as db:
+        keys = np.arange(BASE_ENTRIES, dtype=np.int64)
+        db.tree_map("t", value="int64").put_many(keys, keys)
+        db.hash_map("h", value="int64").put_many(keys, keys)
+        db.commit()
+
+        def change_open() -> None:
+            db.hash_map("h")[int(rng.integers(BASE_ENTRIES))] = 1
+
+        def change_then_close() -> None:
+            table = db.hash_map("h")
+            table[int(rng.integers(BASE_ENTRIES))] = 1
+            table.close()
+
+        for label, change in (("both maps open", change_open),
+                              ("LongHashMap closed before it", change_then_close)):
+            samples: dict[str, list[float]] = {name: [] for name in checks}
+            check_seconds.clear()
+            for _ in range(repeats):
+                for name, (header_check, closed_check) in checks.items():
+                    FileWriter.check_reopens, DB._check_closed = header_check, closed_check
+                    samples[name].append(_commit_seconds(db, change))
+            FileWriter.check_reopens, DB._check_closed = originals
+            ratio = statistics.median(samples["checked"]) / statistics.median(samples["unchecked"])
+            print(f"  {label:30} checked {_median_ms(samples['checked'])}   unchecked "
+                  f"{_median_ms(samples['unchecked'])}   ratio {ratio:.3f}; the new checks "
+                  f"themselves {sum(check_seconds) / repeats * 1e3:.3f} ms per commit")
+    os.remove(path)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("what", choices=("commit", "compact", "readers", "open"))
+    parser.add_argument("what", choices=("commit", "compact", "readers", "open", "recheck"))
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--n", type=int, default=1_000_000)
     parser.add_argument("--dir", help="directory for the files (default: a temporary one)")
@@ -247,7 +309,8 @@ def main(argv=None) -> int:
         {"commit": lambda: run_commit(args.repeats, directory),
          "compact": lambda: run_compact(args.n, directory),
          "readers": lambda: run_readers(args.n, directory),
-         "open": lambda: run_open(args.n, directory)}[args.what]()
+         "open": lambda: run_open(args.n, directory),
+         "recheck": lambda: run_recheck(args.repeats, directory)}[args.what]()
     return 0
 
 

@@ -4,6 +4,8 @@ Each class also inherits the built-in exception a caller would catch for the sam
 so ``except MemoryError`` still sees a :class:`CapacityError`.
 """
 
+import errno
+
 
 class OffheapError(Exception):
     """Base class of every error raised by offheap on purpose."""
@@ -30,6 +32,18 @@ class PickleNotAllowedError(OffheapError, ValueError):
     reading one stored with pickle (unpickling may run any code the file's author chose), or
     writing one that would be, which the map could not read back. A ValueError, as numpy's
     ``np.load(allow_pickle=False)`` raises; the message says how to allow it."""
+
+
+class MissingFileError(OffheapError, FileNotFoundError):
+    """The path names no file and this open may not make one: a read-only open, a reader, or
+    an opener given ``create=False``. ``errno`` is ENOENT and ``filename`` the path;
+    ``remedy`` says what to do instead."""
+
+    def __init__(self, path: str, remedy: str) -> None:
+        super().__init__(errno.ENOENT, f"does not exist: {remedy}", path)
+
+    def __str__(self) -> str:
+        return f"{self.filename!r} {self.strerror}"
 
 
 class LockedError(OffheapError, BlockingIOError):

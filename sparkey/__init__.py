@@ -10,15 +10,17 @@ A store is a log ``<base>.spl`` of PUT/DELETE entries plus a hash index ``<base>
 Modules, bottom up: ``errors``; the pure layer ``format`` (byte layouts), ``murmur``, ``codec``,
 ``table``, ``robinhood``, ``canonical``, ``native`` (which of the compiled core and the
 Python reference runs); the file layer, the only code that opens Sparkey files:
-the ``log`` and ``index`` packages; the API ``reader`` and ``writer``; the command line ``cli``.
+the ``log`` and ``index`` packages and ``checksums`` (the optional checksum sidecar); the API ``reader`` and ``writer``; the command line ``cli``.
 ``sparkey.compiled`` says whether the compiled core ``sparkey._native`` runs (False: the Python
 reference, chosen by ``OFFHEAP_PURE_PYTHON=1`` or because the extension was not built).
 """
 
 from sparkey.errors import (
-    ClosedError, EntrySizeError, EntryTypeError, FileIdentifierMismatch, IndexFormatError,
-    LogFormatError, SparkeyError, StoreExistsError)
+    ChecksumError, ClosedError, EntrySizeError, EntryTypeError, FileIdentifierMismatch,
+    IndexFormatError, LogFormatError, MissingChecksumsError, SparkeyError, StaleChecksumsError,
+    StoreExistsError)
 from sparkey.format import Compression, EntryKind, IndexHeader, LogHeader
+from sparkey.checksums import verify_checksums, write_checksums
 from sparkey.index import HashIndex, write_index
 from sparkey.log import LogEntry, LogReader, LogWriter
 from sparkey.native import compiled
@@ -27,9 +29,9 @@ from sparkey.sharded import open_sharded
 from sparkey.writer import Writer
 
 __all__ = [
-    "ClosedError", "Compression", "EntryKind", "EntrySizeError", "EntryTypeError",
-    "FileIdentifierMismatch", "HashIndex", "IndexFormatError", "IndexHeader", "LogEntry",
-    "LogFormatError", "LogHeader", "LogReader", "LogWriter", "Reader", "SparkeyError",
-    "StoreExistsError", "Writer",
-    "compiled", "open", "open_sharded", "write_index",
+    "ChecksumError", "ClosedError", "Compression", "EntryKind", "EntrySizeError",
+    "EntryTypeError", "FileIdentifierMismatch", "HashIndex", "IndexFormatError", "IndexHeader",
+    "LogEntry", "LogFormatError", "LogHeader", "LogReader", "LogWriter", "MissingChecksumsError",
+    "Reader", "SparkeyError", "StaleChecksumsError", "StoreExistsError", "Writer",
+    "compiled", "open", "open_sharded", "verify_checksums", "write_checksums", "write_index",
 ]

@@ -1,8 +1,11 @@
-"""Command line (API layer): ``python -m sparkey info|get|dump|create|append|write-index|rewrite``.
+"""Command line (API layer): ``python -m sparkey
+info|get|dump|create|append|write-index|rewrite|verify``.
 
 Exit status: 0 on success, 1 on an error (message on stderr), 2 when ``get`` finds no such key
 (as libsparkey's tool does; a line on stderr says so; argparse also uses 2 for usage errors).
 ``create`` and ``rewrite`` refuse an existing target store unless given ``--force``.
+``create``, ``write-index`` and ``rewrite`` write the checksum sidecar with ``--checksums``;
+``verify`` checks a store against it (exit 1 naming the damaged range, or saying it is stale).
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import argparse
 import sys
 from typing import IO, Any
 
+from sparkey.checksums import checksum_path, verify_checksums
 from sparkey.errors import IndexFormatError, LogFormatError, SparkeyError, StoreExistsError
 from sparkey.format import Compression, IndexHeader, LogHeader, file_pair
 from sparkey.index import METHODS, read_index_header, write_index
@@ -67,6 +71,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_log_options(create)
     create.add_argument("log", metavar="FILE.spl")
     _add_force_option(create)
+    _add_checksums_option(create)
     create.set_defaults(command=_create)
 
     append = commands.add_parser(
@@ -79,6 +84,7 @@ def _parser() -> argparse.ArgumentParser:
     index = commands.add_parser("write-index", help="build the .spi index of a log")
     index.add_argument("log", metavar="FILE.spl")
     _add_index_options(index)
+    _add_checksums_option(index)
     index.set_defaults(command=_write_index)
 
     rewrite = commands.add_parser(
@@ -89,7 +95,13 @@ def _parser() -> argparse.ArgumentParser:
     rewrite.add_argument("target", help="store to create")
     _add_index_options(rewrite)
     _add_force_option(rewrite)
+    _add_checksums_option(rewrite)
     rewrite.set_defaults(command=_rewrite)
+
+    verify = commands.add_parser(
+        "verify", help="check the log and index against their checksum sidecar (.spc)")
+    verify.add_argument("store", help="base name, .spl or .spi file")
+    verify.set_defaults(command=_verify)
     return parser
 
 
@@ -103,6 +115,11 @@ def _add_log_options(parser: argparse.ArgumentParser) -> None:
 def _add_force_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-f", "--force", action="store_true",
                         help="replace an existing store (refused otherwise)")
+
+
+def _add_checksums_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--checksums", action="store_true",
+                        help="also write the checksum sidecar (.spc) that verify checks")
 
 
 def _write_mode(args: argparse.Namespace) -> str:
@@ -177,7 +194,8 @@ def _line(fields: list[bytes], as_hex: bool, raw_first: bool = False) -> bytes:
 
 
 def _create(args: argparse.Namespace, stdin: IO[bytes], stdout: IO[bytes]) -> None:
-    Writer(args.log, args.compression, args.block_size, mode=_write_mode(args)).close()
+    Writer(args.log, args.compression, args.block_size, mode=_write_mode(args),
+           checksums=args.checksums).close()
 
 
 def _append(args: argparse.Namespace, stdin: IO[bytes], stdout: IO[bytes]) -> None:
@@ -196,12 +214,22 @@ def _append(args: argparse.Namespace, stdin: IO[bytes], stdout: IO[bytes]) -> No
 
 def _write_index(args: argparse.Namespace, stdin: IO[bytes], stdout: IO[bytes]) -> None:
     log_path, index_path = file_pair(args.log)
-    write_index(index_path, log_path, **_index_options(args))
+    write_index(index_path, log_path, checksums=args.checksums, **_index_options(args))
 
 
 def _rewrite(args: argparse.Namespace, stdin: IO[bytes], stdout: IO[bytes]) -> None:
     with Reader(args.source) as reader, Writer(args.target, args.compression, args.block_size,
                                                mode=_write_mode(args),
+                                               checksums=args.checksums,
                                                **_index_options(args)) as writer:
         for key, value in reader.items():
             writer.put(key, value)
+
+
+def _verify(args: argparse.Namespace, stdin: IO[bytes], stdout: IO[bytes]) -> None:
+    log_path, index_path = file_pair(args.store)
+    sidecar = verify_checksums(log_path, index_path)
+    chunks = len(sidecar.log_crcs) + len(sidecar.index_crcs)
+    stdout.write(f"{log_path} ({sidecar.log.file_bytes} bytes) and {index_path} "
+                 f"({sidecar.index.file_bytes} bytes): {chunks} chunks of {sidecar.chunk_bytes} "
+                 f"bytes match {checksum_path(index_path)}\n".encode())

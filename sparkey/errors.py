@@ -8,6 +8,8 @@ is not a single header field, e.g. a truncated entry in the log body).
 
 from __future__ import annotations
 
+import errno
+
 
 class SparkeyError(Exception):
     """Base class of every error raised by sparkey on purpose."""
@@ -31,6 +33,37 @@ class IndexFormatError(_FieldError):
 
 class FileIdentifierMismatch(SparkeyError, ValueError):
     """The index was built from another log: the two headers carry different file identifiers."""
+
+
+class ChecksumError(SparkeyError, ValueError):
+    """A byte range of a store's log or index does not match the crc32 its checksum sidecar
+    recorded (the file is damaged there), or the sidecar itself is damaged. ``filename`` is
+    the damaged file, ``start`` and ``stop`` the byte range."""
+
+    def __init__(self, message: str, filename: str, start: int, stop: int) -> None:
+        super().__init__(message)
+        self.filename, self.start, self.stop = filename, start, stop
+
+
+class StaleChecksumsError(SparkeyError, ValueError):
+    """The checksum sidecar describes another version of the log or index than the one beside
+    it (rewritten or appended to after the checksums were written): not damage, but nothing
+    was verified. ``filename`` is the sidecar."""
+
+    def __init__(self, message: str, filename: str) -> None:
+        super().__init__(message)
+        self.filename = filename
+
+
+class MissingChecksumsError(SparkeyError, FileNotFoundError):
+    """Verification was asked for a store that has no checksum sidecar; ``errno`` is ENOENT and
+    ``filename`` the sidecar's path."""
+
+    def __init__(self, message: str, filename: str) -> None:
+        super().__init__(errno.ENOENT, message, filename)
+
+    def __str__(self) -> str:
+        return str(self.strerror)
 
 
 class ClosedError(SparkeyError, ValueError):

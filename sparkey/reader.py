@@ -11,6 +11,7 @@ from typing import cast
 
 import numpy as np
 
+from sparkey.checksums import verify_checksums
 from sparkey.errors import ClosedError, IndexFormatError
 from sparkey.format import (
     REBUILD_INDEX_HINT, BytesOrStr, EntryKind, IndexHeader, LogHeader, file_pair)
@@ -33,9 +34,15 @@ class Reader(LookupMapping):
     call raises ClosedError. Entries appended to the log after opening are not visible.
     """
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        """Open the pair named by ``path``: a base name, or the ``.spl`` or ``.spi`` file."""
+    def __init__(self, path: str | os.PathLike[str], *, verify: bool = False) -> None:
+        """Open the pair named by ``path``: a base name, or the ``.spl`` or ``.spi`` file.
+        ``verify=True`` first checks both files against their checksum sidecar
+        (``sparkey.checksums.verify_checksums``: O(store bytes), ChecksumError naming the
+        damaged range, StaleChecksumsError for a store rewritten since, MissingChecksumsError
+        without one)."""
         log_path, index_path = file_pair(path)
+        if verify:
+            verify_checksums(log_path, index_path)
         self._log = LogReader(log_path)
         try:
             self._index = HashIndex(index_path, self._log)
@@ -183,6 +190,7 @@ def _filter_live(batch: list[LogEntry], live: np.ndarray, bits: int) -> list[Log
     return [entry for entry, keep in zip(batch, is_live.tolist()) if keep]
 
 
-def open(path: str | os.PathLike[str]) -> Reader:
-    """Open a Sparkey store for reading: ``sparkey.open("data")`` reads data.spl + data.spi."""
-    return Reader(path)
+def open(path: str | os.PathLike[str], *, verify: bool = False) -> Reader:
+    """Open a Sparkey store for reading: ``sparkey.open("data")`` reads data.spl + data.spi;
+    ``verify=True`` checks them against their checksum sidecar first (see ``Reader``)."""
+    return Reader(path, verify=verify)

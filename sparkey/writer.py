@@ -35,19 +35,22 @@ class Writer:
     ``rules``, ``sparsity``, ``method``, ``max_memory_bytes``) and are checked here, before
     anything is written. Used as a context manager, the index is built on a normal exit only:
     if the block raises, the log is flushed and closed (it stays a valid log that mode ``"a"``
-    can continue) but no index is written. One writer per store and thread.
+    can continue) but no index is written. ``checksums=True`` writes the checksum sidecar
+    ``<base>.spc`` after the index (see ``sparkey.write_index``). One writer per store and
+    thread.
     """
 
     def __init__(self, path: str | os.PathLike[str], compression: str | int | None = None,
                  block_size: int | None = None, *, mode: str = "x",
                  file_identifier: int | None = None, fsync: bool = False,
-                 **index_options: Any) -> None:
+                 checksums: bool = False, **index_options: Any) -> None:
         """Open the store at ``path`` (base name or either file) for writing in ``mode``."""
         if mode not in WRITE_MODES:
             raise ValueError(f"mode must be one of {', '.join(map(repr, WRITE_MODES))}, "
                              f"not {mode!r}")
         log_path, self._index_path = file_pair(path)
         self._index_options = check_index_options(**index_options)
+        self._checksums = checksums
         if mode == "a" and os.path.exists(log_path):
             _check_matches_log(read_log_header(log_path), compression, block_size,
                                file_identifier)
@@ -100,7 +103,8 @@ class Writer:
         if self._log.closed:
             return
         self._log.close()
-        write_index(self._index_path, self._log.path, **self._index_options)
+        write_index(self._index_path, self._log.path, checksums=self._checksums,
+                    **self._index_options)
 
     @property
     def closed(self) -> bool:

@@ -55,7 +55,7 @@ import functools
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Concatenate, NoReturn, ParamSpec, TypeVar
+from typing import Concatenate, ParamSpec, TypeVar
 
 import numpy as np
 from numpy.typing import DTypeLike
@@ -172,15 +172,16 @@ class Arena:
 
     @classmethod
     def file(cls, path: str | os.PathLike[str], *, limit_bytes: ByteLimit = None,
-             readonly: bool = False, create: bool | None = None, durability: str = "commit",
-             verify: bool = True, recover: bool = False) -> Arena:
-        """Open the arena stored in ``path``, or create it (``create=None``: if it is missing;
-        ``True``: replacing what is there; ``False``: never).
+             readonly: bool = False, create: bool = True, replace: bool = False,
+             durability: str = "commit", verify: bool = True, recover: bool = False) -> Arena:
+        """Open the arena stored in ``path``, or create it: ``create`` makes a new file where
+        the path names nothing (``False``: :class:`MissingFileError` instead), ``replace`` puts
+        a new empty file in place of what is there. A read-only open never creates.
 
         Whether the file is missing is decided under its writer lock, and a new file appears
         at the path whole, never empty or half-written (:mod:`offheap.arena.creation`): of two
         processes creating the same path at once, one creates and the other opens that file.
-        A file of 0 bytes is a :class:`CorruptionError` unless ``create=True``.
+        A file of 0 bytes is a :class:`CorruptionError` unless ``replace=True``.
 
         ``durability`` is ``"commit"`` (transactions, see :meth:`commit`) or ``"none"`` (see the
         module docstring); ``readonly`` opens a reader that may share the file with a commit-mode
@@ -199,16 +200,16 @@ class Arena:
         path = os.fspath(path)
         if durability not in WRITERS:
             raise ValueError(f"durability must be one of {tuple(WRITERS)}, got {durability!r}")
-        if create and readonly:
-            raise ValueError(f"cannot create {path!r} read-only: pass create=False (or None) "
-                             f"to open it")
+        if replace and readonly:
+            raise ValueError(f"cannot replace {path!r} read-only: pass replace=False to open "
+                             f"it")
         limit = _limit_argument(limit_bytes)
         backing: Backing
         if readonly:
             backing = FileReader.open(path, verify=verify, recover=recover)
         else:
-            backing = WRITERS[durability].open(path, create=create, verify=verify,
-                                               recover=recover)
+            backing = WRITERS[durability].open(path, create=create, replace=replace,
+                                               verify=verify, recover=recover)
         return cls(backing, limit_bytes=limit, readonly=readonly, durability=durability)
 
     @property

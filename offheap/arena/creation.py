@@ -9,7 +9,7 @@ Once its header and checksum extent are durable it is put in place in one step:
   opens that one instead of truncating it. The decision to create is the link itself, taken
   while holding the new file's writer lock, so no other opener can get in between;
 - :func:`rename_into_place` over an existing file whose writer lock the caller holds
-  (``create=True``): ``rename()`` replaces it atomically.
+  (``replace=True``): ``rename()`` replaces it atomically.
 
 Either way the path names the old file, nothing, or the new file whole: a crash during creation
 leaves at most a temporary file beside the path, never an empty or half-written file at it.

@@ -76,7 +76,7 @@ def empty_file_error(path: str) -> CorruptionError:
     would overwrite whatever the file was meant to be (offheap never leaves one behind)."""
     return CorruptionError(f"{path!r} is empty (0 bytes): it holds no offheap store, and it is "
                            f"not taken for a new one. To start a new store there, remove the "
-                           f"file (or open it with create=True, which replaces it)")
+                           f"file (or open it with replace=True, which replaces it)")
 
 
 def read_file_state(fd: int, path: str, *, verify: bool, recover: bool) -> FileState:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import errno
 import mmap
 import os
 from abc import abstractmethod
@@ -52,7 +51,7 @@ from offheap.arena.format import (
 )
 from offheap.arena.holes import zero_range
 from offheap.arena.recovery import apply_pending_commit, log_path
-from offheap.errors import CorruptionError, LockedError
+from offheap.errors import CorruptionError, LockedError, MissingFileError
 
 _ZERO_PAGE = bytes(PAGE_BYTES)
 
@@ -104,20 +103,22 @@ class FileWriter(FileBacking):
     """The mode's name, as :meth:`Arena.file` takes it and the header records it."""
 
     @classmethod
-    def open(cls, path: str, *, create: bool | None, verify: bool, recover: bool) -> Self:
+    def open(cls, path: str, *, create: bool, replace: bool, verify: bool,
+             recover: bool) -> Self:
         """Open ``path`` for writing, or create it anew; a commit left in its log is applied
-        first. ``create``: None creates a missing file and opens an existing one, False only
-        opens (FileNotFoundError when missing), True replaces what the path names with a new
-        empty file. Whether the file exists is decided while holding a writer lock: of the
+        first. ``create`` makes a new file where the path names nothing (else MissingFileError
+        when it is missing); ``replace`` puts a new empty file in place of what the path names.
+        Whether the file exists is decided while holding a writer lock: of the
         file found at the path, or of the new file as it is linked there
         (:mod:`offheap.arena.creation`). Other options as in :meth:`Arena.file`. Raises
         LockedError when another writer (or a reader this mode cannot share with) has the
-        file, CorruptionError for an empty file unless ``create`` is True."""
+        file, CorruptionError for an empty file unless ``replace``."""
         while True:
             existing = _lock_for_writing(path)
-            if existing is None and create is False:
-                raise FileNotFoundError(errno.ENOENT, "no offheap file to open", path)
-            if existing is None or create:
+            if existing is None and not create:
+                raise MissingFileError(path, "create=False opens an existing file only; "
+                                       "create=True makes a new one")
+            if existing is None or replace:
                 writer = cls._create(path, replacing=existing)
                 if writer is None:  # another process created the file first: open that one
                     continue
@@ -289,11 +290,48 @@ class FileWriter(FileBacking):
     def header_bytes(self, generation: int, end: int, table: ChecksumTable, *,
                      open_for_writing: bool) -> bytes:
         """The header page naming ``generation``, ``end`` and ``table`` with this writer's
-        root, checksum extent offset and file id."""
+        root, checksum extent offset and file id, read back before anything writes it
+        (:meth:`check_reopens`), so that no commit, flush or close publishes a header that
+        would not reopen. O(1): the crc of one page, twice."""
         inline = b"" if self.root_offset else self.root
-        return encode_header(Header(generation, end, self.table_offset, table.crc(),
-                                    self.durability, open_for_writing, self.root_offset,
-                                    len(self.root), inline, self.file_id))
+        header = Header(generation, end, self.table_offset, table.crc(), self.durability,
+                        open_for_writing, self.root_offset, len(self.root), inline, self.file_id)
+        page = encode_header(header)
+        self.check_reopens(page, header, table)
+        return page
+
+    def check_reopens(self, page: bytes, header: Header, table: ChecksumTable) -> None:
+        """CorruptionError unless the header ``page``, made from ``header`` for the extents
+        this writer holds and ``table``, reopens as it: :func:`parse_header` (the parser an
+        open runs) accepts it and returns ``header`` field for field, the checksum extent
+        covers the file end, and the root extent it names is live and holds the root. Raised
+        before the page is written or logged, so the file keeps its previous header."""
+        try:
+            parsed: Header | str = parse_header(page, self.path)
+        except CorruptionError as exc:
+            parsed = str(exc)
+        if isinstance(parsed, str):
+            problem = parsed
+        elif parsed != header:
+            problem = f"it reads back as {parsed}, not {header}"
+        elif table.capacity * PAGE_BYTES < header.end:
+            problem = (f"the checksum extent covers {table.capacity} pages, the file has "
+                       f"{header.end // PAGE_BYTES}")
+        elif header.root_offset and (header.root_length + TAG_BYTES
+                                     > self._live_extent_bytes(header.root_offset)):
+            problem = f"root extent at offset {header.root_offset} is missing or too small"
+        else:
+            return
+        raise CorruptionError(f"{self.path!r}: the header of generation {header.generation} "
+                              f"would not reopen ({problem}); it was not written, and the "
+                              f"file keeps its previous header")
+
+    def _live_extent_bytes(self, offset: int) -> int:
+        """The size of the live extent at ``offset``, 0 when there is none."""
+        try:
+            return self.extents.get(offset).size
+        except KeyError:
+            return 0
 
     def write_header(self, *, open_for_writing: bool) -> None:
         wal.pwrite_all(self.file.fd, self.header_bytes(self.generation, self.end, self.table,

@@ -15,7 +15,6 @@ the next read section raises ClosedError.
 
 from __future__ import annotations
 
-import errno
 import mmap
 
 from offheap.arena import locks
@@ -30,7 +29,13 @@ from offheap.arena.format import (
     peek_generation_and_flags,
 )
 from offheap.arena.recovery import apply_for_reader, commit_left_pending, half_applied_error
-from offheap.errors import ClosedError, CorruptionError, LockedError, ReadOnlyError
+from offheap.errors import (
+    ClosedError,
+    CorruptionError,
+    LockedError,
+    MissingFileError,
+    ReadOnlyError,
+)
 
 
 class FileReader(FileBacking):
@@ -57,8 +62,8 @@ class FileReader(FileBacking):
         try:
             file = ArenaFile.open(path, writable=False)
         except FileNotFoundError:
-            raise FileNotFoundError(errno.ENOENT, "no offheap file to open read-only",
-                                    path) from None
+            raise MissingFileError(path, "a read-only open never creates a file; open it "
+                                   "for writing to make a new one") from None
         header_map = None
         try:
             if not locks.try_lock(file.fd, locks.READERS, exclusive=False):

@@ -13,6 +13,7 @@ A standalone file map that is garbage collected or still open at interpreter exi
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from types import TracebackType
 from typing import Protocol, TypeVar
@@ -136,15 +137,22 @@ def check_reopenable(collection: StoredCollection, store: RecordStore) -> None:
     would not reopen (its :meth:`~StoredCollection._check_stored`): a CorruptionError saying
     so, raised before anything is committed, so the file keeps its last commit. The callers run
     it between writing a collection back and committing; nothing for a store in memory."""
+    check_stored_reopens(type(collection).__name__, store, collection._check_stored)
+
+
+def check_stored_reopens(kind: str, store: RecordStore, check: Callable[[], object]) -> None:
+    """Run ``check``, which raises CorruptionError when what a collection of class ``kind``
+    last wrote into the file ``store`` would not reopen, and refuse the commit as
+    :func:`check_reopenable` does; nothing for a store in memory."""
     if store.arena.path is None:
         return
     try:
-        collection._check_stored()
+        check()
     except CorruptionError as exc:
         raise CorruptionError(
-            f"{type(collection).__name__} in {store.arena.path!r} is inconsistent in memory "
-            f"({exc}) and would not reopen: nothing was committed, the file keeps its last "
-            f"commit. Roll back (or close and reopen) to return to it") from None
+            f"{kind} in {store.arena.path!r} is inconsistent in memory ({exc}) and would not "
+            f"reopen: nothing was committed, the file keeps its last commit. Roll back (or "
+            f"close and reopen) to return to it") from None
 
 
 def _check_standalone_file(collection: _FileMapParts, operation: str) -> None:

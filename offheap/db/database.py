@@ -63,7 +63,7 @@ from offheap.errors import (
 from offheap.arena.arena import Arena, format_bytes
 from offheap.collection import lifetime
 from offheap.collection.display import html_table, setting_rows
-from offheap.collection.filemap import check_reopenable
+from offheap.collection.filemap import check_reopenable, check_stored_reopens
 from offheap.collection.protocol import CollectionT, StoredCollection
 from offheap.collection.readers import MapReader, ReaderT, ReadSession, refuse_write
 from offheap.db.catalog import Catalog, CatalogEntry, check_same, encode_catalog, parse_catalog
@@ -142,9 +142,10 @@ class DB:
 
     @classmethod
     def file(cls, path: str | os.PathLike, limit: ByteLimit = None, durability: str = "commit",
-             readonly: bool = False, verify: bool = True, recover: bool = False,
-             allow_pickle: bool = False) -> DB:
-        """The DB in file ``path``, created if missing (not with ``readonly=True``).
+             readonly: bool = False, verify: bool = True, recover: bool = False, *,
+             create: bool = True, allow_pickle: bool = False) -> DB:
+        """The DB in file ``path``, created if missing (``create=False``: a
+        :class:`~offheap.errors.MissingFileError` instead; never with ``readonly=True``).
 
         ``durability`` is ``"commit"`` or ``"none"`` (see the module docstring); it belongs to
         the writer's open, not to the file, so a file may be written in either mode at different
@@ -169,7 +170,7 @@ class DB:
                 arena.close()
                 raise
         store = RecordStore.file(path, limit_bytes=limit, durability=durability, verify=verify,
-                                 recover=recover)
+                                 recover=recover, create=create)
         try:
             _remove_stale_compaction(path)
             db = cls(store, allow_pickle=allow_pickle)
@@ -307,6 +308,13 @@ class DB:
                 self._store.commit()
             else:
                 self._store.flush()
+            self._forget_closed()
+
+    def _forget_closed(self) -> None:
+        """Drop the collections closed before a commit that published them: the next commit
+        has nothing of theirs to check."""
+        for name in [name for name, collection in self._open.items() if collection.closed]:
+            del self._open[name]
 
     def rollback(self) -> None:
         """Drop every change since the last commit (``durability="commit"`` only).
@@ -346,11 +354,30 @@ class DB:
                 self._store.flush()
 
     def _write_collections(self) -> None:
-        for collection in self._open.values():
-            if not collection.closed:
+        """Write every open collection into the store and check that it would reopen; check
+        too that every collection closed since the last commit, whose last state this commit
+        publishes as well, would reopen (:meth:`_check_closed`). Then the catalog."""
+        for name, collection in self._open.items():
+            if collection.closed:
+                self._check_closed(name)
+            else:
                 collection.flush()
                 check_reopenable(collection, self._store)
         self._store.root = encode_catalog(self._catalog)
+
+    def _check_closed(self, name: str) -> None:
+        """CorruptionError (nothing committed) unless the closed collection ``name`` reopens
+        from what the store holds now: it is opened again from its catalog entry, with every
+        check an open makes, then let go without writing. Costs what reopening it costs (for
+        a LongHashMap O(chunks + capacity / 64) words, for a TreeMap one record)."""
+        entry = self._catalog[name]
+        kind = kind_named(entry["kind"])
+
+        def reopen() -> None:
+            kind.in_store(self._store, dict(entry["options"]), entry["meta_recid"],
+                          self.lock)._invalidate()
+
+        check_stored_reopens(kind.class_name, self._store, reopen)
 
     # -- space --------------------------------------------------------------------------------
 

@@ -126,15 +126,17 @@ class HashMapFacade(BulkOperations, TableGrowth, StandaloneFileMap, DictAPI, Mut
 
     def __init__(self, data=(), /, *, value=None, limit: ByteLimit = None, path=None,
                  durability: str = "commit", readonly: bool = False, verify: bool = True,
-                 recover: bool = False, allow_pickle: bool = False) -> None:
+                 recover: bool = False, create: bool = True,
+                 allow_pickle: bool = False) -> None:
         self._refuse_readonly(readonly)
         if path is None:
             store = RecordStore(Arena.anonymous(limit_bytes=limit))
             self._setup(store, get_serializer(value or "object"), meta_recid=None, owns_store=True,
                         allow_pickle=True)
         else:
-            self._open_file(RecordStore.file(path, limit_bytes=limit, durability=durability,
-                                             verify=verify, recover=recover), value, allow_pickle)
+            store = RecordStore.file(path, limit_bytes=limit, durability=durability,
+                                     verify=verify, recover=recover, create=create)
+            self._open_file(store, value, allow_pickle)
         self.update(data)
 
     def _open_file(self, store: RecordStore, value, allow_pickle: bool) -> None:
@@ -642,10 +644,12 @@ class LongHashMap(MapCore, HashMapFacade):
     :meth:`reader` opens a read-only :class:`~offheap.hashmap.reader.HashReader` of the file,
     which follows the commits of the one writer process (``readonly=True`` here is a TypeError
     naming it). ``verify`` checks the page checksums on open; ``recover=True`` opens a file
-    that was not closed cleanly (for :func:`offheap.salvage`). ``allow_pickle=True`` lets this
-    open read and write ``"object"`` values stored with pickle, which a file's author could make
-    run any code: without it they raise :class:`~offheap.errors.PickleNotAllowedError`
-    (:mod:`offheap.store.pickled`); an anonymous map always allows them.
+    that was not closed cleanly (for :func:`offheap.salvage`); ``create=False`` opens an
+    existing file only (:class:`~offheap.errors.MissingFileError` when the path names nothing).
+    ``allow_pickle=True`` lets this open read and write ``"object"`` values stored with pickle,
+    which a file's author could make run any code: without it they raise
+    :class:`~offheap.errors.PickleNotAllowedError` (:mod:`offheap.store.pickled`); an anonymous
+    map always allows them.
     """
 
 

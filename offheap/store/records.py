@@ -142,14 +142,14 @@ class RecordStore:
 
     @classmethod
     def file(cls, path, *, limit_bytes: ByteLimit = None, durability: str = "commit",
-             verify: bool = True, recover: bool = False,
+             verify: bool = True, recover: bool = False, create: bool = True,
              index_capacity: int = 1024) -> RecordStore:
         """The writer's store in file ``path``: the one it holds, or a new empty one (whose
         ``root`` is ``b""``, with room for ``index_capacity`` records) when the file is new.
         Options as in :meth:`Arena.file`; the owner sets its root and commits (or flushes) a
         new store before handing it out."""
         arena = Arena.file(path, limit_bytes=limit_bytes, durability=durability, verify=verify,
-                           recover=recover)
+                           recover=recover, create=create)
         try:
             return cls.open(arena) if arena.root else cls(arena, index_capacity)
         except BaseException:

@@ -89,10 +89,12 @@ class TreeMap(StandaloneFileMap, SortedRangeAPI, DictAPI, MutableMapping):
     :meth:`reader` opens a read-only :class:`~offheap.treemap.reader.TreeReader` of the file,
     which follows the commits of the one writer process (``readonly=True`` here is a TypeError
     naming it). ``verify`` checks the page checksums on open; ``recover=True`` opens a file
-    that was not closed cleanly (for :func:`offheap.salvage`). ``allow_pickle=True`` lets this
-    open read and write values stored with pickle, which a file's author could make run any
-    code: without it they raise :class:`~offheap.errors.PickleNotAllowedError`
-    (:mod:`offheap.store.pickled`); an anonymous map always allows them.
+    that was not closed cleanly (for :func:`offheap.salvage`); ``create=False`` opens an
+    existing file only (:class:`~offheap.errors.MissingFileError` when the path names nothing).
+    ``allow_pickle=True`` lets this open read and write values stored with pickle, which a
+    file's author could make run any code: without it they raise
+    :class:`~offheap.errors.PickleNotAllowedError` (:mod:`offheap.store.pickled`); an anonymous
+    map always allows them.
     """
 
     # Always an RLock, which the hot paths acquire and release without a with-block
@@ -103,7 +105,8 @@ class TreeMap(StandaloneFileMap, SortedRangeAPI, DictAPI, MutableMapping):
                  compression=None, write_cache: bool = True, flush_delay: float | None = None,
                  cache_size: int = 2048, limit: ByteLimit = None, path=None,
                  durability: str = "commit", readonly: bool = False, verify: bool = True,
-                 recover: bool = False, allow_pickle: bool = False, **entries) -> None:
+                 recover: bool = False, create: bool = True, allow_pickle: bool = False,
+                 **entries) -> None:
         self._refuse_readonly(readonly)
         options = dict(key=key, value=value, node_size=node_size, compression=compression,
                        write_cache=write_cache, flush_delay=flush_delay, cache_size=cache_size)
@@ -112,9 +115,9 @@ class TreeMap(StandaloneFileMap, SortedRangeAPI, DictAPI, MutableMapping):
             self._setup(store, owns_store=True, meta_recid=None, allow_pickle=True,
                         **with_stored_options(options))
         else:
-            self._open_file(RecordStore.file(path, limit_bytes=limit, durability=durability,
-                                             verify=verify, recover=recover), options,
-                            allow_pickle)
+            store = RecordStore.file(path, limit_bytes=limit, durability=durability,
+                                     verify=verify, recover=recover, create=create)
+            self._open_file(store, options, allow_pickle)
         self.update(data, **entries)
 
     def _open_file(self, store: RecordStore, options: dict, allow_pickle: bool) -> None:

@@ -34,6 +34,7 @@ from typing import IO, Any, Optional, Protocol
 import numpy as np
 
 from sparkey import canonical, native, robinhood
+from sparkey.checksums import write_checksums
 from sparkey.errors import LogFormatError
 from sparkey.format import INDEX_HEADER_SIZE, EntryKind, IndexHeader, decode_address
 from sparkey.log import SCAN_CHUNK_ENTRIES, EntryTable, LogReader, random_u32
@@ -55,7 +56,8 @@ _RECORD = np.dtype([("hash", "<u8"), ("address", "<u8"), ("size", "<u8"), ("kind
 def write_index(index_path: str | os.PathLike[str], log_path: str | os.PathLike[str], *,
                 hash_size: int | None = None, hash_seed: int | None = None,
                 rules: str = "canonical", sparsity: float = MIN_SPARSITY, method: str = "memory",
-                max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES) -> IndexHeader:
+                max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES,
+                checksums: bool = False) -> IndexHeader:
     """Build the index ``index_path`` for the log ``log_path``; return its IndexHeader.
 
     ``rules="c"`` or ``"java"`` replay the log with that implementation's Robin Hood rules, so
@@ -68,6 +70,8 @@ def write_index(index_path: str | os.PathLike[str], log_path: str | os.PathLike[
 
     The file is written under a temporary name and renamed over ``index_path``, so readers
     holding the old index keep a consistent file and a failed build leaves no partial index.
+    ``checksums=True`` then writes the checksum sidecar of the log and the new index
+    (:func:`sparkey.checksums.write_checksums`), which ``sparkey.open(..., verify=True)`` checks.
     """
     check_index_options(hash_size=hash_size, hash_seed=hash_seed, rules=rules,
                         sparsity=sparsity, method=method, max_memory_bytes=max_memory_bytes)
@@ -110,6 +114,8 @@ def write_index(index_path: str | os.PathLike[str], log_path: str | os.PathLike[
                 os.close(fd)
             os.unlink(temp_path)
             raise
+    if checksums:
+        write_checksums(log_path, index_path)
     return header
 
 

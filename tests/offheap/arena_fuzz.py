@@ -69,7 +69,7 @@ def build_sources(workdir: str) -> list[SourceFile]:
     sources = []
     for number, (durability, n_extents, root_bytes, grow) in enumerate(shapes):
         path = os.path.join(workdir, f"source-{number}")
-        with Arena.file(path, create=True, durability=durability) as arena:
+        with Arena.file(path, replace=True, durability=durability) as arena:
             offsets = []
             for i in range(n_extents):
                 nbytes = int(rng.integers(1, 3 * PAGE_BYTES))

@@ -370,7 +370,7 @@ def test_reader_that_may_not_write_reports_the_pending_commit(tmp_path, monkeypa
 def test_creating_a_file_anew_removes_its_log(tmp_path, monkeypatch):
     path = tmp_path / "a"
     _pending_commit(path, monkeypatch)
-    with Arena.file(path, create=True) as arena:
+    with Arena.file(path, replace=True) as arena:
         assert arena.root == b"" and arena.generation == 0
     assert not os.path.exists(f"{path}-wal")
 

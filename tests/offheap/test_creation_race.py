@@ -91,10 +91,10 @@ def test_an_empty_file_is_corruption_and_stays_as_it_is(tmp_path, open_for_writi
     assert os.listdir(tmp_path) == ["empty"]
 
 
-def test_create_true_replaces_an_empty_file(tmp_path):
+def test_replace_true_replaces_an_empty_file(tmp_path):
     path = tmp_path / "empty"
     path.write_bytes(b"")
-    with Arena.file(path, create=True) as arena:
+    with Arena.file(path, replace=True) as arena:
         arena.set_root(b"new")
         arena.commit()
     with Arena.file(path) as arena:
@@ -102,12 +102,12 @@ def test_create_true_replaces_an_empty_file(tmp_path):
     assert os.listdir(tmp_path) == ["empty"]
 
 
-def test_create_true_replaces_a_file_and_stops_its_readers(tmp_path):
+def test_replace_true_replaces_a_file_and_stops_its_readers(tmp_path):
     path = tmp_path / "a"
     with Arena.file(path) as arena:
         arena.set_root(b"old")
         arena.commit()
-    with Arena.file(path, create=True) as arena:
+    with Arena.file(path, replace=True) as arena:
         assert arena.root == b"" and arena.generation == 0
         arena.set_root(b"new")
         arena.commit()
@@ -115,7 +115,7 @@ def test_create_true_replaces_a_file_and_stops_its_readers(tmp_path):
         assert arena.root == b"new"
 
 
-def test_create_false_does_not_create(tmp_path):
+def test_create_false_does_not_create_a_missing_file(tmp_path):
     with pytest.raises(FileNotFoundError):
         Arena.file(tmp_path / "missing", create=False)
     assert os.listdir(tmp_path) == []

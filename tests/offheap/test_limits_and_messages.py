@@ -1,12 +1,14 @@
 """``limit=`` as a size string, and the messages of user mistakes: each says what to do."""
 
+import errno
+import os
 import subprocess
 import sys
 
 import numpy as np
 import pytest
 
-from offheap import DB, LongHashMap, TreeMap
+from offheap import DB, LongHashMap, MissingFileError, OffheapError, TreeMap
 from offheap.kernels.sizes import byte_limit, parse_bytes
 
 MAKERS = {
@@ -59,14 +61,31 @@ def test_byte_limit():
     lambda path: DB.file(path, readonly=True)], ids=["TreeMap", "LongHashMap", "DB"])
 def test_a_missing_file_opened_read_only_is_file_not_found(tmp_path, open_missing):
     path = tmp_path / "missing.db"
-    with pytest.raises(FileNotFoundError, match="no offheap file to open read-only"):
+    with pytest.raises(FileNotFoundError, match="does not exist: a read-only open never creates"):
         open_missing(path)
     assert not path.exists()
 
 
+@pytest.mark.parametrize("durability", ["commit", "none"])
+@pytest.mark.parametrize("open_file", [
+    lambda path, **options: TreeMap(path=path, **options),
+    lambda path, **options: LongHashMap(path=path, **options),
+    lambda path, **options: DB.file(path, **options)], ids=["TreeMap", "LongHashMap", "DB"])
+def test_create_false_opens_an_existing_file_only(tmp_path, open_file, durability):
+    path = tmp_path / "missing.db"
+    with pytest.raises(MissingFileError, match="missing.db' does not exist: create=False opens "
+                       "an existing file only; create=True makes a new one") as raised:
+        open_file(path, create=False, durability=durability)
+    assert isinstance(raised.value, FileNotFoundError) and isinstance(raised.value, OffheapError)
+    assert raised.value.errno == errno.ENOENT and raised.value.filename == str(path)
+    assert os.listdir(tmp_path) == []
+    open_file(path, durability=durability).close()
+    open_file(path, create=False, durability=durability).close()
+
+
 def test_salvaging_a_missing_file_is_file_not_found(tmp_path):
     from offheap import salvage
-    with pytest.raises(FileNotFoundError, match="no offheap file to open read-only"):
+    with pytest.raises(FileNotFoundError, match="does not exist: a read-only open never creates"):
         salvage(tmp_path / "missing.db", tmp_path / "copy.db")
 
 

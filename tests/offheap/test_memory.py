@@ -247,10 +247,10 @@ def test_readonly_arena_refuses_writes(tmp_path):
                      lambda: arena.free(HEADER_BYTES)):
             with pytest.raises(ReadOnlyError, match="read-only"):
                 call()
-    with pytest.raises(FileNotFoundError, match="no offheap file to open read-only"):
+    with pytest.raises(FileNotFoundError, match="does not exist: a read-only open never creates"):
         Arena.file(tmp_path / "missing", readonly=True)
-    with pytest.raises(ValueError, match="cannot create .* read-only: pass create=False"):
-        Arena.file(path, readonly=True, create=True)
+    with pytest.raises(ValueError, match="cannot replace .* read-only: pass replace=False"):
+        Arena.file(path, readonly=True, replace=True)
 
 
 def test_stats_of_a_file_arena(tmp_path):

@@ -45,7 +45,7 @@ GOLDEN_FILE_ID = 0x0123456789ABCDEF
 def build_golden_arena(path, monkeypatch) -> None:
     """The operations that made ``golden/arena_v3.offheap``; its file id is fixed."""
     monkeypatch.setattr(filewriter, "_new_file_id", lambda: GOLDEN_FILE_ID)
-    with Arena.file(path, create=True) as arena:
+    with Arena.file(path, replace=True) as arena:
         first = arena.allocate(100)
         arena.array(first, np.uint8, 100)[:] = np.arange(100, dtype=np.uint8)
         second = arena.allocate(2 * PAGE_BYTES)
