@@ -375,7 +375,7 @@ class DB:
 
         def reopen() -> None:
             kind.in_store(self._store, dict(entry["options"]), entry["meta_recid"],
-                          self.lock)._invalidate()
+                          self.lock, self._allow_pickle)._invalidate()
 
         check_stored_reopens(kind.class_name, self._store, reopen)
 
