@@ -1,5 +1,7 @@
-"""Command line (API layer): ``python -m sparkey
-info|get|dump|create|append|write-index|rewrite|verify``.
+"""Command line (API layer): ``python -m sparkey COMMAND``, one function per command.
+
+Commands: ``info``, ``get``, ``dump``, ``create``, ``append``, ``write-index``, ``rewrite``,
+``verify``.
 
 Exit status: 0 on success, 1 on an error (message on stderr), 2 when ``get`` finds no such key
 (as libsparkey's tool does; a line on stderr says so; argparse also uses 2 for usage errors).
