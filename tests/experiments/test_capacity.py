@@ -114,8 +114,8 @@ def test_memray_reports_the_heap_peak_beside_rss(tmp_path):
     assert "memray heap" in (tmp_path / "capacity.txt").read_text()
 
 
-def _wait_for_child(parent_pid: int, timeout_seconds: float = 60) -> None:
-    """Return once ``parent_pid`` has started its first ``experiments.child`` process."""
+def _wait_for_child(parent_pid: int, timeout_seconds: float = 60) -> int:
+    """The pid of ``parent_pid``'s first ``experiments.child`` process, once it has started."""
     deadline = time.monotonic() + timeout_seconds
     while time.monotonic() < deadline:
         for entry in Path("/proc").iterdir():
@@ -125,9 +125,23 @@ def _wait_for_child(parent_pid: int, timeout_seconds: float = 60) -> None:
             except (OSError, ValueError, IndexError):
                 continue
             if ppid == parent_pid and b"experiments.child" in cmdline:
-                return
+                return int(entry.name)
         time.sleep(0.1)
     pytest.fail("the runner started no child")
+
+
+def _wait_for_filling(pid: int, resident_bytes: int = 200 << 20,
+                      timeout_seconds: float = 60) -> None:
+    """Return once process ``pid`` holds ``resident_bytes``: far more than its imports, so its
+    map is filling (on a loaded machine the imports alone can take seconds)."""
+    deadline = time.monotonic() + timeout_seconds
+    while time.monotonic() < deadline:
+        status = Path(f"/proc/{pid}/status").read_text()
+        kib = int(next(line for line in status.splitlines() if line.startswith("VmRSS")).split()[1])
+        if kib * 1024 >= resident_bytes:
+            return
+        time.sleep(0.05)
+    pytest.fail(f"the child holds {kib} KiB after {timeout_seconds} s: it is not filling")
 
 
 def test_ctrl_c_stops_cleanly_and_keeps_finished_results(tmp_path):
@@ -139,8 +153,7 @@ def test_ctrl_c_stops_cleanly_and_keeps_finished_results(tmp_path):
     parent = subprocess.Popen(command, cwd=REPOSITORY, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True,
                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    _wait_for_child(parent.pid)  # a loaded machine may take seconds just to start the runner
-    time.sleep(1)
+    _wait_for_filling(_wait_for_child(parent.pid))
     parent.send_signal(signal.SIGINT)
     stdout, stderr = parent.communicate(timeout=60)
     assert parent.returncode == 130, stderr
