@@ -12,6 +12,7 @@ the reference one (and the whole module again under ``OFFHEAP_PURE_PYTHON=1``, `
 
 from __future__ import annotations
 
+import pickle
 import sys
 
 import pytest
@@ -294,6 +295,8 @@ def test_anonymous_maps_store_and_unpickle_any_value(make):
     assert first == [1, (2, 3)] and m[k] is not first  # a fresh object for every read
     first.append("changed")
     assert m[k] == [1, (2, 3)]
+    assert m.copy()[k] == [1, (2, 3)]
+    assert pickle.loads(pickle.dumps(m))[k] == [1, (2, 3)]
     m[k] = Payload()
     assert m[k] == "ran payload" and RAN == ["payload"]
 
