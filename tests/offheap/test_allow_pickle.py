@@ -112,11 +112,12 @@ def test_a_tree_file_without_permission_reads_everything_but_the_pickle(tmp_path
         assert tree.get_many([_key(kind, 1), _key(kind, 2)]) == ["one", 2]
         for read in (lambda: tree[bad], lambda: tree.get(bad), lambda: tree.pop(bad),
                      lambda: tree.floor_item(bad), lambda: tree.peekitem(3),
+                     lambda: tree.popitem(3),
                      lambda: tree.get_many([bad]), lambda: list(tree.values()),
                      lambda: tree.setdefault(bad), tree.copy):
             with pytest.raises(PickleNotAllowedError, match="allow_pickle=True"):
                 read()
-        assert bad in tree and len(tree) == len(PLAIN) + 1  # the failed pop removed nothing
+        assert bad in tree and len(tree) == len(PLAIN) + 1  # the failed pops removed nothing
         tree._check()  # placeholders compare by their bytes
         del tree[bad]
         assert bad not in tree
@@ -173,9 +174,11 @@ def test_a_hash_file_without_permission_reads_everything_but_the_pickle(tmp_path
             for value in table.values():  # every value before it, then the error at its step
                 seen.append(value)
         assert seen == list(PLAIN.values())
-        assert BAD in table and len(table) == len(PLAIN) + 2
-        del table[BAD]
         assert table.popitem() == (8, "after")
+        with pytest.raises(PickleNotAllowedError):
+            table.popitem()  # the last entry now: refused, and left in place
+        assert BAD in table and len(table) == len(PLAIN) + 1
+        del table[BAD]
         table._check()
     assert RAN == []
     _write_table(tmp_path / "u.offheap")
@@ -316,3 +319,17 @@ def test_a_value_whose_class_is_missing_fails_only_its_own_read(tmp_path, make, 
             m[BAD]
         assert all(m[k] == v for k, v in PLAIN.items())
         assert BAD in m and list(m) == ([*PLAIN, BAD] if make == "table" else sorted([*PLAIN, BAD]))
+
+
+def test_a_damaged_pickle_fails_only_its_own_read(tmp_path, hash_class):
+    path = tmp_path / "h.offheap"
+    _write_table(path)
+    with LongHashMap(path=path, allow_pickle=True) as table:
+        word = int(table._live_words()[list(table).index(BAD)])
+        assert word & 0xFF == 0xFF  # the payload's pickle is an external record
+        table._store.update(word >> 8, b"\x08" + b"no pickle at all")
+    with hash_class(path=path, allow_pickle=True) as table:
+        with pytest.raises(CorruptionError, match="does not load"):
+            table[BAD]
+        assert all(table[k] == v for k, v in PLAIN.items()) and table[8] == "after"
+    assert RAN == []
