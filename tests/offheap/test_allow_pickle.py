@@ -15,6 +15,7 @@ from __future__ import annotations
 import pickle
 import sys
 
+import numpy as np
 import pytest
 
 from offheap import DB, LongHashMap, TreeMap, salvage
@@ -279,6 +280,8 @@ def test_a_file_map_without_permission_refuses_to_store_what_needs_pickle(tmp_pa
     with pytest.raises(PickleNotAllowedError):
         m.put_many([k], [(1,)])
     assert k not in m and len(m) == 0
+    with pytest.raises(PickleNotAllowedError, match=r"numpy scalar .* array\.tolist\(\)"):
+        m[k] = np.int64(1)  # an object value keeps a numpy scalar's type, by pickle
     m[k] = "plain values go in"
     assert m[k] == "plain values go in"
     assert RAN == []
