@@ -95,7 +95,11 @@ def check_storable(value, allow_pickle: bool) -> None:
     """PickleNotAllowedError unless ``value`` may go into a map with this permission: without
     it, only values stored without pickle (:data:`NATIVE_TYPES`) or placeholders copied from
     another map (their bytes, never unpickled)."""
-    if not allow_pickle and type(value) not in NATIVE_TYPES and type(value) is not PickledValue:
+    kind = type(value)
+    if not allow_pickle and kind not in NATIVE_TYPES and kind is not PickledValue:
+        numpy_hint = (" (a numpy scalar keeps its type only by pickle: pass array.tolist(), or "
+                      "use value='int64' or 'float64')" if kind.__module__ == "numpy" else "")
         raise PickleNotAllowedError(
-            f"values of type {type(value).__name__} are stored with pickle; open the file with "
-            f"allow_pickle=True if you trust it, or store str/bytes/int/float/None/bool")
+            f"values of type {kind.__name__} are stored with pickle; open the file with "
+            f"allow_pickle=True if you trust it, or store str/bytes/int/float/None/bool"
+            f"{numpy_hint}")

@@ -390,8 +390,8 @@ _NONE, _FALSE, _TRUE, _INT, _BIG_INT, _FLOAT, _TEXT, _BYTES, _PICKLE = range(9)
 _TAG = [bytes((tag,)) for tag in range(9)]
 _SINGLETONS = {_NONE: None, _FALSE: False, _TRUE: True}
 _FORM_CONSTANT, _FORM_INT, _FORM_FLOAT, _FORM_STR, _FORM_BYTES, _FORM_MIXED = range(6)
-_IMMUTABLE = (type(None), bool, int, float, str, bytes, PickledValue)  # a constant column may
-# share one object
+# A constant column of these may share one object (a placeholder is never handed out itself)
+_IMMUTABLE = (type(None), bool, int, float, str, bytes, PickledValue)
 
 
 def _dump_int(value: int) -> bytes:

@@ -12,8 +12,10 @@ the reference one (and the whole module again under ``OFFHEAP_PURE_PYTHON=1``, `
 
 from __future__ import annotations
 
+import pickle
 import sys
 
+import numpy as np
 import pytest
 
 from offheap import DB, LongHashMap, TreeMap, salvage
@@ -111,11 +113,12 @@ def test_a_tree_file_without_permission_reads_everything_but_the_pickle(tmp_path
         assert tree.get_many([_key(kind, 1), _key(kind, 2)]) == ["one", 2]
         for read in (lambda: tree[bad], lambda: tree.get(bad), lambda: tree.pop(bad),
                      lambda: tree.floor_item(bad), lambda: tree.peekitem(3),
+                     lambda: tree.popitem(3),
                      lambda: tree.get_many([bad]), lambda: list(tree.values()),
                      lambda: tree.setdefault(bad), tree.copy):
             with pytest.raises(PickleNotAllowedError, match="allow_pickle=True"):
                 read()
-        assert bad in tree and len(tree) == len(PLAIN) + 1  # the failed pop removed nothing
+        assert bad in tree and len(tree) == len(PLAIN) + 1  # the failed pops removed nothing
         tree._check()  # placeholders compare by their bytes
         del tree[bad]
         assert bad not in tree
@@ -172,9 +175,11 @@ def test_a_hash_file_without_permission_reads_everything_but_the_pickle(tmp_path
             for value in table.values():  # every value before it, then the error at its step
                 seen.append(value)
         assert seen == list(PLAIN.values())
-        assert BAD in table and len(table) == len(PLAIN) + 2
-        del table[BAD]
         assert table.popitem() == (8, "after")
+        with pytest.raises(PickleNotAllowedError):
+            table.popitem()  # the last entry now: refused, and left in place
+        assert BAD in table and len(table) == len(PLAIN) + 1
+        del table[BAD]
         table._check()
     assert RAN == []
     _write_table(tmp_path / "u.offheap")
@@ -275,6 +280,8 @@ def test_a_file_map_without_permission_refuses_to_store_what_needs_pickle(tmp_pa
     with pytest.raises(PickleNotAllowedError):
         m.put_many([k], [(1,)])
     assert k not in m and len(m) == 0
+    with pytest.raises(PickleNotAllowedError, match=r"numpy scalar .* array\.tolist\(\)"):
+        m[k] = np.int64(1)  # an object value keeps a numpy scalar's type, by pickle
     m[k] = "plain values go in"
     assert m[k] == "plain values go in"
     assert RAN == []
@@ -294,6 +301,8 @@ def test_anonymous_maps_store_and_unpickle_any_value(make):
     assert first == [1, (2, 3)] and m[k] is not first  # a fresh object for every read
     first.append("changed")
     assert m[k] == [1, (2, 3)]
+    assert m.copy()[k] == [1, (2, 3)]
+    assert pickle.loads(pickle.dumps(m))[k] == [1, (2, 3)]
     m[k] = Payload()
     assert m[k] == "ran payload" and RAN == ["payload"]
 
@@ -313,3 +322,17 @@ def test_a_value_whose_class_is_missing_fails_only_its_own_read(tmp_path, make, 
             m[BAD]
         assert all(m[k] == v for k, v in PLAIN.items())
         assert BAD in m and list(m) == ([*PLAIN, BAD] if make == "table" else sorted([*PLAIN, BAD]))
+
+
+def test_a_damaged_pickle_fails_only_its_own_read(tmp_path, hash_class):
+    path = tmp_path / "h.offheap"
+    _write_table(path)
+    with LongHashMap(path=path, allow_pickle=True) as table:
+        word = int(table._live_words()[list(table).index(BAD)])
+        assert word & 0xFF == 0xFF  # the payload's pickle is an external record
+        table._store.update(word >> 8, b"\x08" + b"no pickle at all")
+    with hash_class(path=path, allow_pickle=True) as table:
+        with pytest.raises(CorruptionError, match="does not load"):
+            table[BAD]
+        assert all(table[k] == v for k, v in PLAIN.items()) and table[8] == "after"
+    assert RAN == []
