@@ -495,9 +495,10 @@ class Tree:
             assert not any(node.dirty for node in self.cache), "dirty node without write cache"
         if self.descent is not None:
             for recid, node, separators, children in self.descent.forms():
-                assert recid in self.cache and self.cache.read(recid) is node, \
+                inner = self.cache.read(recid) if recid in self.cache else None
+                assert isinstance(inner, Inner) and inner is node, \
                     f"the compact form of inner node {recid} outlived its cached node"
-                assert separators == node.keys and children == node.children, \
+                assert separators == inner.keys and children == inner.children, \
                     f"the compact form of inner node {recid} is stale"
         return recids
 

@@ -5,9 +5,13 @@
  * key and the entry at a position. It is the twin of offheap.treemap.cursor's descents plus the
  * bisect the tree's facade runs on the leaf, and gives the same answers.
  *
- * Nodes. Inner nodes are the NodeCache's Inner objects: a cached one is read in place (its
- * LRU place does not move), an uncached one is decoded and cached by cache.inner(recid), as a
- * Python descent does. A leaf is the cached Leaf when there is one (dirty leaves live only
+ * Nodes. An inner node is read through its compact form (forms.c: its separators and child
+ * record ids as C arrays, kept in this Descent's table by record id), made from the NodeCache's
+ * Inner at the first read of it: a cached Inner is read in place (its LRU place does not move),
+ * an uncached one is decoded and cached by cache.inner(recid), as a Python descent does. The
+ * node cache drops a form when its Inner leaves the cache or a structural change edits it
+ * (forget, forget_all), and the entry counts are read from the live Inner, so a form is never
+ * stale. A leaf is the cached Leaf when there is one (dirty leaves live only
  * there, so the cache is always consulted first); else its page is copied out of the record
  * store (the store's _addr/_size index arrays and segment views, as RecordStore.view reads
  * them) and searched here: int64 keys are decoded into a C array and bisected, str/bytes keys
@@ -20,7 +24,8 @@
  * then); every recid, position and size is checked against the index and the segment, and the
  * copy is decoded with the checks of the page codec, so a damaged page raises CorruptionError,
  * never reads out of bounds. Lists of cached nodes are held by strong references and indexed
- * with their size re-read, so a node changing under a call cannot make it read freed memory.
+ * with their size re-read, and each level holds a reference to its form, so a node changing
+ * under a call cannot make it read freed memory.
  *
  * Thread safety: none of its own; the tree's lock covers every call (the GIL is held).
  */

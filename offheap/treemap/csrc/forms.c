@@ -33,7 +33,7 @@
 
 #define TABLE_MIN_SLOTS 16
 
-enum { FORM_KEY_INT64 = 0 };  /* key kinds as _pages numbers them; 1 str, 2 bytes */
+enum { FORM_KEY_INT64 = 0, FORM_KEY_STR = 1 };  /* key kinds as _pages numbers them; 2 bytes */
 
 /* -- forms ----------------------------------------------------------------------------------- */
 
@@ -109,7 +109,7 @@ form_fill_separators(InnerForm *form, PyObject *keys, int key_kind)
             form->words[i] = (uint64_t)value;
             continue;
         }
-        int text = key_kind == FORM_KEY_INT64 + 1;
+        int text = key_kind == FORM_KEY_STR;
         if (text ? !PyUnicode_CheckExact(item) : !PyBytes_CheckExact(item))
             return page_corrupt("a %s TreeMap node holds a %.100s key", text ? "str" : "bytes",
                                 Py_TYPE(item)->tp_name);
