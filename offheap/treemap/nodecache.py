@@ -28,8 +28,9 @@ reports the nodes whose separators or children it edited in place (:meth:`change
 the commit of every such change). Entry counts are not in the forms, so the count changes of
 inserts and deletes need no report. Their memory, outside the store's ``limit``: at most one
 form per cached inner node, 72 bytes plus 16 per child (24 with str or bytes keys), and the
-table's 8 bytes a slot for at most 8 slots a form: about 0.6 MiB for the default ``capacity``
-of 2,048 at ``node_size`` 32 (1.1 MiB with str keys), beside the decoded nodes themselves.
+table's 8 bytes a slot for at most 8 slots a form: about 1.2 MiB for the default ``capacity``
+of 2,048 full inner nodes at ``node_size`` 32 (1.7 MiB with str keys), beside the decoded nodes
+themselves; more only while the cache itself holds more inner nodes than ``capacity``.
 
 Thread safety: none; the tree's lock covers every call.
 """
