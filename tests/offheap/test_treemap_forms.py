@@ -3,8 +3,8 @@
 A form copies an inner node's separators and children, so every change of the tree must drop the
 forms it makes stale. These tests interleave reads, which make forms, with the changes that must
 drop them (inserts that split and grow the root, deletes that merge and shrink it, overwrites,
-``clear``, bulk loads, a DB's rollback, a reopen, eviction from a small cache), and hold every
-read against a ``SortedDict`` and against the Python path; ``_check`` asserts after each step
+``clear``, bulk loads, a DB's rollback, a reopen, eviction from a small cache, the undo of
+writes a full store refused), and hold every read against a ``SortedDict`` and against the Python path; ``_check`` asserts after each step
 that every form is that of a cached inner node as it stands. Also: the prefix order of str and
 bytes separators, the memory bound, and a closed map.
 """
@@ -16,7 +16,7 @@ from hypothesis import given, settings, strategies as st
 from sortedcontainers import SortedDict
 
 from offheap import DB, TreeMap
-from offheap.errors import ClosedError
+from offheap.errors import CapacityError, ClosedError
 from offheap.treemap import page
 
 pytestmark = pytest.mark.skipif(not page.COMPILED, reason="the compiled page codec is not loaded")
@@ -218,3 +218,32 @@ def test_forget_is_safe_for_any_record_id():
     assert tree[5] == "" and tree.peekitem(999) == (999, "")
     with pytest.raises(OverflowError):
         descent.forget(1 << 64)
+
+
+@pytest.mark.parametrize("write_cache", [False, True])
+def test_a_full_store_undoes_changes_and_their_forms(write_cache):
+    tree = TreeMap(value="bytes", limit=1 << 18, node_size=4, cache_size=8,
+                   write_cache=write_cache)
+    oracle = SortedDict()
+    failures = 0
+    for key in range(0, 140_000, 7):
+        try:
+            tree[key] = b"v" * 60
+            oracle[key] = b"v" * 60
+        except CapacityError:
+            failures += 1
+            if failures > 3:
+                break
+        # reads between the writes, so that the undone nodes had forms
+        assert tree.get(key) == oracle.get(key)
+        assert tree.floor_key(key) == oracle.keys()[oracle.bisect_right(key) - 1]
+    assert failures
+    for key in list(oracle)[::5]:  # deletes of a full store: merges that may fail too
+        try:
+            del tree[key]
+            del oracle[key]
+        except CapacityError:
+            pass
+        assert tree.ceiling_key(key) == (oracle.keys()[oracle.bisect_left(key)]
+                                         if oracle.bisect_left(key) < len(oracle) else None)
+    _check_reads(tree, oracle, list(range(-7, 3000, 61)))
