@@ -4,9 +4,10 @@ A form copies an inner node's separators and children, so every change of the tr
 forms it makes stale. These tests interleave reads, which make forms, with the changes that must
 drop them (inserts that split and grow the root, deletes that merge and shrink it, overwrites,
 ``clear``, bulk loads, a DB's rollback, a reopen, eviction from a small cache, the undo of
-writes a full store refused), and hold every read against a ``SortedDict`` and against the Python path; ``_check`` asserts after each step
-that every form is that of a cached inner node as it stands. Also: the prefix order of str and
-bytes separators, the memory bound, and a closed map.
+writes a full store refused), and hold every read against a ``SortedDict`` and against the
+Python path; ``_check`` asserts after each step that every form is that of a cached inner node
+as it stands. Also: the prefix order of str and bytes separators, the memory bound, and a closed
+map.
 """
 
 from __future__ import annotations
