@@ -28,7 +28,9 @@ queries and the positional reads in C, reading cached nodes in place and searchi
 leaves in their page bytes without caching them or evicting anything. It answers as the
 descents here and a ``bisect`` of the leaf do (differential tests hold them equal), reads
 inner nodes only through :meth:`NodeCache.inner` (a cached one keeps its LRU place) and leaves
-through the cache's dict or :meth:`NodeCache.read_leaf`, and records no path and no hint.
+through the cache's dict or :meth:`NodeCache.read_leaf`, and records no path and no hint. It
+bisects compact C forms of the inner nodes it has read, which the cache drops whenever their
+nodes leave it or change (``forms`` in :mod:`offheap.treemap.nodecache`).
 
 Interface. A compiled cursor provides the same class: ``Cursor(cache)``, the attributes ``leaf``,
 ``lo``, ``hi`` and ``path``, and the methods below, reading nodes only through

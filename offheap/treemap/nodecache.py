@@ -19,6 +19,19 @@ Interface. A descent asks for the kind of node it expects (:meth:`NodeCache.inne
 :meth:`NodeCache.leaf`, and :meth:`NodeCache.read_inner`, :meth:`NodeCache.read_leaf` for reads
 that leave the cache as it is); a page of the other kind there is a :class:`CorruptionError`. A
 compiled descent keeps to these calls, or to a cache of its own with the same eviction rules.
+
+Forms. The compiled descent keeps a compact form of each cached inner node it reads (its
+separators and child record ids as C arrays: ``offheap/treemap/csrc/forms.c``), registered as
+``forms``. The cache keeps them true: it drops the form of every inner node that leaves it
+(eviction, :meth:`discard`, :meth:`clear`, an :meth:`add` in its place), and a structural change
+reports the nodes whose separators or children it edited in place (:meth:`changed`, called by
+the commit of every such change). Entry counts are not in the forms, so the count changes of
+inserts and deletes need no report. Their memory, outside the store's ``limit``: at most one
+form per cached inner node, 72 bytes plus 16 per child (24 with str or bytes keys), and the
+table's 8 bytes a slot for at most 8 slots a form: about 1.2 MiB for the default ``capacity``
+of 2,048 full inner nodes at ``node_size`` 32 (1.7 MiB with str keys), beside the decoded nodes
+themselves; more only while the cache itself holds more inner nodes than ``capacity``.
+
 Thread safety: none; the tree's lock covers every call.
 """
 
@@ -26,8 +39,8 @@ from __future__ import annotations
 
 import itertools
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
-from typing import TypeVar
+from collections.abc import Callable, Iterable, Iterator
+from typing import Protocol, TypeVar
 
 from offheap.errors import CapacityError, CorruptionError
 from offheap.treemap.node import Inner, Leaf, Node
@@ -35,6 +48,14 @@ from offheap.treemap.node import Inner, Leaf, Node
 AnyNode = TypeVar("AnyNode", Leaf, Inner)
 
 MIN_UNWRITTEN_BUDGET_BYTES = 1 << 20
+
+
+class Forms(Protocol):
+    """What a compiled descent derives from cached inner nodes, dropped by record id."""
+
+    def forget(self, recid: int) -> None: ...
+
+    def forget_all(self) -> None: ...
 
 
 def unwritten_budget(limit_bytes: int | None) -> int | None:
@@ -70,6 +91,7 @@ class NodeCache:
         self._inner: OrderedDict[int, Inner] = OrderedDict()
         self._load = load
         self._write = write
+        self.forms: Forms | None = None  # the compiled descent's, registered by the tree
 
     def inner(self, recid: int) -> Inner:
         """The inner node ``recid``, decoded from the store if it is not cached; now most recent."""
@@ -116,14 +138,26 @@ class NodeCache:
             self._leaves[node.recid] = node
             size = len(self._leaves)
         else:
+            if self.forms is not None:
+                self.forms.forget(node.recid)
             self._inner[node.recid] = node
             size = len(self._inner)
         if size > self.capacity:
             self.over_capacity = True
 
     def discard(self, recid: int) -> None:
-        if self._leaves.pop(recid, None) is None:
-            self._inner.pop(recid, None)
+        if self._leaves.pop(recid, None) is None and self._inner.pop(recid, None) is not None:
+            if self.forms is not None:
+                self.forms.forget(recid)
+
+    def changed(self, nodes: Iterable[Node]) -> None:
+        """Report cached nodes whose separators or children were edited in place (a split,
+        merge or redistribution): what the forms derived from them is dropped. Every structural
+        change reports its nodes before the tree's lock is released."""
+        if self.forms is not None:
+            for node in nodes:
+                if not node.is_leaf:
+                    self.forms.forget(node.recid)
 
     def __len__(self) -> int:
         return len(self._leaves) + len(self._inner)
@@ -174,6 +208,7 @@ class NodeCache:
 
     def _evict(self, nodes: OrderedDict[int, AnyNode], strict: bool) -> bool:
         """Trim one kind; False if a write failed (``strict=False``) and trimming stops."""
+        forms = self.forms if nodes is self._inner else None
         while len(nodes) > self.capacity:
             recid, node = next(iter(nodes.items()))
             if node.dirty:
@@ -184,6 +219,8 @@ class NodeCache:
                         raise
                     return False
             del nodes[recid]
+            if forms is not None:
+                forms.forget(recid)
         return True
 
     def n_dirty(self) -> int:
@@ -198,6 +235,8 @@ class NodeCache:
     def clear(self) -> None:
         self._leaves.clear()
         self._inner.clear()
+        if self.forms is not None:
+            self.forms.forget_all()
         self.over_capacity = False
         self.unwritten_bytes = 0
 

@@ -77,6 +77,7 @@ class Tree:
             nodes.store.arena.limit_bytes) if write_cache else None)
         self.hint = Cursor(self.cache)
         self.descent = compiled_descent(self.cache, nodes)  # None: the Python reads below
+        self.cache.forms = self.descent  # its compact inner forms, kept true by the cache
         self.writer = NodeWriter(self.cache, nodes, self.hint, write_cache)
         self.rebalancer = Rebalancer(self.cache, nodes, self.writer, node_size)
         self.shape = TreeShape.single_leaf(0)  # until create() or install()
@@ -447,8 +448,10 @@ class Tree:
 
     def check(self) -> list[int]:
         """Assert the tree's invariants: key order, separator bounds, node fill, equal depth,
-        counts (the tree's and every inner node's entries under each child), and that every clean cached node equals its stored page. Returns the record ids
-        of the tree's nodes."""
+        counts (the tree's and every inner node's entries under each child), that every clean
+        cached node equals its stored page, and that every compact form of the compiled descent
+        is that of a cached inner node as it stands. Returns the record ids of the tree's
+        nodes."""
         counts = {"entries": 0, "leaves": 0, "inner": 0}
         recids: list[int] = []
         shape, node_size = self.shape, self.node_size
@@ -493,6 +496,13 @@ class Tree:
                 _assert_same_node(cached, self.nodes.load(cached.recid))
         if not self.write_cache:
             assert not any(node.dirty for node in self.cache), "dirty node without write cache"
+        if self.descent is not None:
+            for recid, node, separators, children in self.descent.forms():
+                inner = self.cache.read(recid) if recid in self.cache else None
+                assert isinstance(inner, Inner) and inner is node, \
+                    f"the compact form of inner node {recid} outlived its cached node"
+                assert separators == inner.keys and children == inner.children, \
+                    f"the compact form of inner node {recid} is stale"
         return recids
 
 

@@ -62,7 +62,9 @@ class NodeWriter:
         """Make a structural change stick: ``changed`` nodes edited in place, ``created`` ones
         new (in records from :meth:`NodeStore.reserve`), ``removed`` ones gone from the tree,
         whose records are freed once the rest is committed. A failed write-through undoes it
-        all before the error propagates."""
+        all before the error propagates. The cache hears of the ``changed`` nodes first
+        (:meth:`NodeCache.changed`), so no form of their old separators outlives the call."""
+        self._cache.changed(changed)
         for node in created:
             self._cache.add(node)
         if self.write_cache:

@@ -5,9 +5,13 @@
  * key and the entry at a position. It is the twin of offheap.treemap.cursor's descents plus the
  * bisect the tree's facade runs on the leaf, and gives the same answers.
  *
- * Nodes. Inner nodes are the NodeCache's Inner objects: a cached one is read in place (its
- * LRU place does not move), an uncached one is decoded and cached by cache.inner(recid), as a
- * Python descent does. A leaf is the cached Leaf when there is one (dirty leaves live only
+ * Nodes. An inner node is read through its compact form (forms.c: its separators and child
+ * record ids as C arrays, kept in this Descent's table by record id), made from the NodeCache's
+ * Inner at the first read of it: a cached Inner is read in place (its LRU place does not move),
+ * an uncached one is decoded and cached by cache.inner(recid), as a Python descent does. The
+ * node cache drops a form when its Inner leaves the cache or a structural change edits it
+ * (forget, forget_all), and the entry counts are read from the live Inner, so a form is never
+ * stale. A leaf is the cached Leaf when there is one (dirty leaves live only
  * there, so the cache is always consulted first); else its page is copied out of the record
  * store (the store's _addr/_size index arrays and segment views, as RecordStore.view reads
  * them) and searched here: int64 keys are decoded into a C array and bisected, str/bytes keys
@@ -25,7 +29,8 @@
  * then); every recid, position and size is checked against the index and the segment, and the
  * copy is decoded with the checks of the page codec, so a damaged page raises CorruptionError,
  * never reads out of bounds. Lists of cached nodes are held by strong references and indexed
- * with their size re-read, so a node changing under a call cannot make it read freed memory.
+ * with their size re-read, and each level holds a reference to its form, so a node changing
+ * under a call cannot make it read freed memory.
  *
  * Thread safety: none of its own; the tree's lock covers every call (the GIL is held).
  */
@@ -47,27 +52,24 @@ typedef struct {
     PyObject *store;        /* the RecordStore holding the pages */
     int key_kind;
     int value_kind;
+    FormTable forms;        /* compact forms of cached inner nodes (forms.c) */
 } Descent;
 
-static PyObject *str_keys, *str_values, *str_children, *str_counts, *str_addr, *str_size,
-    *str_views;
+static PyObject *str_keys, *str_values, *str_counts, *str_addr, *str_size, *str_views;
 
 /* -- inner nodes ----------------------------------------------------------------------------- */
 
-/* One level of a descent: an inner node's lists (strong references) and the child taken. */
+/* One level of a descent: the form of an inner node (a reference held) and the child taken. */
 typedef struct {
-    PyObject *keys;
-    PyObject *children;
-    PyObject *counts;
+    InnerForm *form;
     Py_ssize_t child;
 } Level;
 
 static void
 level_clear(Level *level)
 {
-    Py_CLEAR(level->keys);
-    Py_CLEAR(level->children);
-    Py_CLEAR(level->counts);
+    form_release(level->form);
+    level->form = NULL;
 }
 
 static PyObject *
@@ -82,52 +84,66 @@ list_attribute(PyObject *node, PyObject *name)
     return list;
 }
 
-/* The lists of inner node `recid` into `level` (child unset; counts only `with_counts`). */
+/* The form of inner node `recid` into `level` (child unset): the table's, or one made from the
+ * cached Inner (decoded and cached by cache.inner if need be) and kept in the table. */
 static int
-inner_open(Descent *self, PyObject *recid, Level *level, int with_counts)
+inner_open(Descent *self, int64_t recid, Level *level)
 {
-    PyObject *node = PyDict_GetItemWithError(self->inner_nodes, recid);
-    if (node != NULL)
-        Py_INCREF(node);
-    else if (PyErr_Occurred() || (node = PyObject_CallOneArg(self->load_inner, recid)) == NULL)
-        return -1;
-    level->keys = list_attribute(node, str_keys);
-    level->children = level->keys ? list_attribute(node, str_children) : NULL;
-    level->counts = level->children && with_counts ? list_attribute(node, str_counts) : NULL;
-    Py_DECREF(node);
-    if (level->children == NULL || (with_counts && level->counts == NULL)) {
-        level_clear(level);
-        return -1;
+    InnerForm *form = form_table_find(&self->forms, recid);
+    if (form == NULL) {
+        PyObject *key = PyLong_FromLongLong(recid), *node = NULL;
+        if (key == NULL)
+            return -1;
+        node = PyDict_GetItemWithError(self->inner_nodes, key);
+        if (node != NULL)
+            Py_INCREF(node);
+        else if (!PyErr_Occurred())
+            node = PyObject_CallOneArg(self->load_inner, key);
+        Py_DECREF(key);
+        if (node == NULL)
+            return -1;
+        form = form_make(recid, node, self->key_kind);
+        Py_DECREF(node);
+        if (form == NULL)
+            return -1;
+        if (form_table_insert(&self->forms, form) < 0) {
+            form_release(form);
+            return -1;
+        }
     }
-    Py_ssize_t n = PyList_GET_SIZE(level->children);
-    if (n < 1 || PyList_GET_SIZE(level->keys) != n - 1
-            || (with_counts && PyList_GET_SIZE(level->counts) != n)) {
-        level_clear(level);
-        return page_corrupt("TreeMap inner node %S has %zd children and %zd separators, or "
-                            "entry counts of another number", recid, n,
-                            PyList_GET_SIZE(level->keys));
-    }
+    form->refs++;
+    level->form = form;
     return 0;
 }
 
-/* The child `level->child` of a level (a borrowed recid, valid while the level holds its list),
- * NULL with CorruptionError if the list no longer has it. */
-static PyObject *
-level_child(Level *level)
+/* The child `level->child` (< the form's n) of a level. */
+static int64_t
+level_child(const Level *level)
 {
-    if (level->child < 0 || level->child >= PyList_GET_SIZE(level->children)) {
-        page_corrupt("a TreeMap inner node changed during a read");
-        return NULL;
+    return level->form->children[level->child];
+}
+
+/* The live entry counts of a level's Inner (a new reference), one per child of its form. */
+static PyObject *
+level_counts(const Level *level)
+{
+    PyObject *counts = list_attribute(level->form->node, str_counts);
+    if (counts != NULL && PyList_GET_SIZE(counts) != level->form->n) {
+        page_corrupt("TreeMap inner node %lld has %zd children and %zd entry counts",
+                     (long long)level->form->recid, level->form->n, PyList_GET_SIZE(counts));
+        Py_CLEAR(counts);
     }
-    return PyList_GET_ITEM(level->children, level->child);
+    return counts;
 }
 
 /* -- keys ------------------------------------------------------------------------------------ */
 
-/* The key of a call: the object, and its int64 value for int64 trees. */
+/* The key of a call: the object, and its int64 value (int64 trees) or its 8-byte prefix (str,
+ * bytes: forms.c). */
 typedef struct {
     PyObject *object;
     int64_t word;
+    uint64_t prefix;
 } Key;
 
 /* 0: `object` is a key of the tree's kind; 1: an int outside int64, which no key equals; -1:
@@ -145,8 +161,15 @@ key_of(Descent *self, PyObject *object, Key *key)
             return 1;
         return key->word == -1 && PyErr_Occurred() ? -1 : 0;
     }
-    if (self->key_kind == KEY_STR ? PyUnicode_CheckExact(object) : PyBytes_CheckExact(object))
+    if (self->key_kind == KEY_STR && PyUnicode_CheckExact(object)) {
+        key->prefix = str_prefix(object);
         return 0;
+    }
+    if (self->key_kind == KEY_BYTES && PyBytes_CheckExact(object)) {
+        key->prefix = bytes_prefix((const unsigned char *)PyBytes_AS_STRING(object),
+                                   PyBytes_GET_SIZE(object));
+        return 0;
+    }
 wrong_type:
     PyErr_Format(PyExc_TypeError, "a Descent key must be an exact %s, not %.100s",
                  self->key_kind == KEY_INT64 ? "int" : self->key_kind == KEY_STR ? "str" : "bytes",
@@ -201,6 +224,38 @@ bisect_list(Descent *self, PyObject *items, const Key *key, int right)
         if (below < 0)
             return -1;
         if (right ? below : !below)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return lo;
+}
+
+/* bisect_right of `key` in the separators of an inner node's form; -1 on error. Words decide
+ * alone for int64 keys, and for str/bytes keys whose prefixes differ. */
+static Py_ssize_t
+form_bisect(Descent *self, const InnerForm *form, const Key *key)
+{
+    const uint64_t *words = form->words;
+    Py_ssize_t lo = 0, hi = form->n - 1;
+    if (self->key_kind == KEY_INT64) {
+        while (lo < hi) {
+            Py_ssize_t mid = lo + (hi - lo) / 2;
+            if (key->word < (int64_t)words[mid])
+                hi = mid;
+            else
+                lo = mid + 1;
+        }
+        return lo;
+    }
+    while (lo < hi) {
+        Py_ssize_t mid = lo + (hi - lo) / 2;
+        int below = key->prefix < words[mid];  /* key < separator */
+        if (key->prefix == words[mid]
+                && (below = PyObject_RichCompareBool(key->object, form->separators[mid],
+                                                     Py_LT)) < 0)
+            return -1;
+        if (below)
             hi = mid;
         else
             lo = mid + 1;
@@ -396,13 +451,14 @@ read_page_keys(Descent *self, Leaf *leaf, Py_ssize_t size)
     return 0;
 }
 
-/* Open leaf `recid` (a borrowed reference) for reading. */
+/* Open leaf `recid` for reading. */
 static int
-leaf_open(Descent *self, PyObject *recid, Leaf *leaf)
+leaf_open(Descent *self, int64_t recid, Leaf *leaf)
 {
     leaf_init(leaf);
-    leaf->recid = Py_NewRef(recid);
-    PyObject *node = PyDict_GetItemWithError(self->leaves, recid);
+    if ((leaf->recid = PyLong_FromLongLong(recid)) == NULL)
+        return -1;
+    PyObject *node = PyDict_GetItemWithError(self->leaves, leaf->recid);
     if (node != NULL)
         return leaf_take_node(leaf, Py_NewRef(node));
     if (PyErr_Occurred())
@@ -481,12 +537,11 @@ leaf_value(Descent *self, Leaf *leaf, Py_ssize_t i)
 
 /* -- descents -------------------------------------------------------------------------------- */
 
-/* A path from the root: `n` levels (height - 1), then the leaf's recid (borrowed from the last
- * level's children, or the root). */
+/* A path from the root: `n` levels (height - 1), then the leaf: the last level's child, or the
+ * root. */
 typedef struct {
     Level levels[MAX_HEIGHT];
     int n;
-    int with_counts;  /* the levels hold the entry counts of their nodes */
 } Path;
 
 static void
@@ -506,8 +561,8 @@ check_shape(Py_ssize_t height)
 }
 
 /* The recid the path ends at: its last level's child, or `root` for a leaf root. */
-static PyObject *
-path_end(Path *path, PyObject *root)
+static int64_t
+path_end(const Path *path, int64_t root)
 {
     return path->n ? level_child(&path->levels[path->n - 1]) : root;
 }
@@ -517,23 +572,21 @@ path_end(Path *path, PyObject *root)
 enum { BY_KEY, FIRST_CHILD, LAST_CHILD };
 
 static int
-descend_from(Descent *self, Path *path, PyObject *recid, Py_ssize_t height, int choose,
+descend_from(Descent *self, Path *path, int64_t recid, Py_ssize_t height, int choose,
              const Key *key)
 {
     while (path->n < height - 1) {
         Level *level = &path->levels[path->n];
-        if (inner_open(self, recid, level, path->with_counts) < 0)
+        if (inner_open(self, recid, level) < 0)
             return -1;
         path->n++;
-        Py_ssize_t n = PyList_GET_SIZE(level->children);
         if (choose == BY_KEY) {
-            if ((level->child = bisect_list(self, level->keys, key, 1)) < 0)
+            if ((level->child = form_bisect(self, level->form, key)) < 0)
                 return -1;
         }
         else
-            level->child = choose == FIRST_CHILD ? 0 : n - 1;
-        if ((recid = level_child(level)) == NULL)
-            return -1;
+            level->child = choose == FIRST_CHILD ? 0 : level->form->n - 1;
+        recid = level_child(level);
     }
     return 0;
 }
@@ -546,7 +599,7 @@ step_leaf(Descent *self, Path *path, Py_ssize_t height, int forward)
     while (depth >= 0) {
         Level *level = &path->levels[depth];
         Py_ssize_t next = level->child + (forward ? 1 : -1);
-        if (next >= 0 && next < PyList_GET_SIZE(level->children)) {
+        if (next >= 0 && next < level->form->n) {
             level->child = next;
             break;
         }
@@ -556,18 +609,19 @@ step_leaf(Descent *self, Path *path, Py_ssize_t height, int forward)
         return 1;
     while (path->n > depth + 1)
         level_clear(&path->levels[--path->n]);
-    PyObject *recid = level_child(&path->levels[depth]);
-    if (recid == NULL)
-        return -1;
-    return descend_from(self, path, recid, height, forward ? FIRST_CHILD : LAST_CHILD, NULL);
+    return descend_from(self, path, level_child(&path->levels[depth]), height,
+                        forward ? FIRST_CHILD : LAST_CHILD, NULL);
 }
 
 /* -- methods --------------------------------------------------------------------------------- */
 
 static int
-parse_shape(PyObject *const *args, PyObject **root, Py_ssize_t *height)
+parse_shape(PyObject *const *args, int64_t *root, Py_ssize_t *height)
 {
-    *root = args[0];
+    long long recid = PyLong_AsLongLong(args[0]);
+    if (recid == -1 && PyErr_Occurred())
+        return -1;
+    *root = recid;
     *height = PyLong_AsSsize_t(args[1]);
     if (*height == -1 && PyErr_Occurred())
         return -1;
@@ -591,12 +645,13 @@ PyDoc_STRVAR(get_doc,
 static PyObject *
 descent_get(Descent *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    PyObject *root, *result = NULL;
+    PyObject *result = NULL;
+    int64_t root;
     Py_ssize_t height;
     Key key;
     Path path;
     Leaf leaf;
-    path.n = path.with_counts = 0;
+    path.n = 0;
     leaf_init(&leaf);
     int admitted;
     if (check_nargs("get", nargs, 4) < 0 || parse_shape(args, &root, &height) < 0
@@ -604,18 +659,16 @@ descent_get(Descent *self, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     if (admitted > 0)
         return Py_NewRef(args[3]);
-    if (descend_from(self, &path, root, height, BY_KEY, &key) == 0) {
-        PyObject *recid = path_end(&path, root);
-        if (recid != NULL && leaf_open(self, recid, &leaf) == 0) {
-            Py_ssize_t i = leaf_bisect(self, &leaf, &key, 0);
-            int holds = i < 0 ? -1 : leaf_holds(&leaf, i, &key);
-            if (holds > 0)
-                result = leaf_value(self, &leaf, i);
-            else if (holds == 0)
-                result = Py_NewRef(args[3]);
-        }
-        leaf_close(&leaf);
+    if (descend_from(self, &path, root, height, BY_KEY, &key) == 0
+            && leaf_open(self, path_end(&path, root), &leaf) == 0) {
+        Py_ssize_t i = leaf_bisect(self, &leaf, &key, 0);
+        int holds = i < 0 ? -1 : leaf_holds(&leaf, i, &key);
+        if (holds > 0)
+            result = leaf_value(self, &leaf, i);
+        else if (holds == 0)
+            result = Py_NewRef(args[3]);
     }
+    leaf_close(&leaf);
     path_clear(&path);
     return result;
 }
@@ -646,12 +699,13 @@ PyDoc_STRVAR(neighbour_doc,
 static PyObject *
 descent_neighbour(Descent *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    PyObject *root, *result = NULL;
+    PyObject *result = NULL;
+    int64_t root;
     Py_ssize_t height;
     Key key;
     Path path;
     Leaf leaf;
-    path.n = path.with_counts = 0;
+    path.n = 0;
     leaf_init(&leaf);
     int above, inclusive, with_value;
     if (check_nargs("neighbour", nargs, 6) < 0 || parse_shape(args, &root, &height) < 0
@@ -662,8 +716,7 @@ descent_neighbour(Descent *self, PyObject *const *args, Py_ssize_t nargs)
     if (descend_from(self, &path, root, height, BY_KEY, &key) < 0)
         goto done;
     /* ceiling/lower: keys from bisect_left on; higher/floor: from bisect_right on */
-    PyObject *recid = path_end(&path, root);
-    if (recid == NULL || leaf_open(self, recid, &leaf) < 0)
+    if (leaf_open(self, path_end(&path, root), &leaf) < 0)
         goto done;
     Py_ssize_t i = leaf_bisect(self, &leaf, &key, above != inclusive);
     if (i < 0)
@@ -682,7 +735,7 @@ descent_neighbour(Descent *self, PyObject *const *args, Py_ssize_t nargs)
             goto done;
         }
         leaf_close(&leaf);
-        if ((recid = path_end(&path, root)) == NULL || leaf_open(self, recid, &leaf) < 0)
+        if (leaf_open(self, path_end(&path, root), &leaf) < 0)
             goto done;
         i = above ? 0 : leaf.count;
     }
@@ -694,17 +747,23 @@ done:
 
 /* The sum of the entry counts left of the path's children. */
 static int
-counts_left(Path *path, Py_ssize_t *out)
+counts_left(const Path *path, Py_ssize_t *out)
 {
     Py_ssize_t total = 0;
     for (int d = 0; d < path->n; d++) {
-        Level *level = &path->levels[d];
-        for (Py_ssize_t c = 0; c < level->child && c < PyList_GET_SIZE(level->counts); c++) {
-            Py_ssize_t count = PyLong_AsSsize_t(PyList_GET_ITEM(level->counts, c));
-            if (count == -1 && PyErr_Occurred())
+        const Level *level = &path->levels[d];
+        PyObject *counts = level_counts(level);
+        if (counts == NULL)
+            return -1;
+        for (Py_ssize_t c = 0; c < level->child; c++) {
+            Py_ssize_t count = PyLong_AsSsize_t(PyList_GET_ITEM(counts, c));
+            if (count == -1 && PyErr_Occurred()) {
+                Py_DECREF(counts);
                 return -1;
+            }
             total += count;
         }
+        Py_DECREF(counts);
     }
     *out = total;
     return 0;
@@ -717,28 +776,53 @@ PyDoc_STRVAR(position_doc,
 static PyObject *
 descent_position(Descent *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    PyObject *root, *result = NULL;
+    PyObject *result = NULL;
+    int64_t root;
     Py_ssize_t height, before, i;
     Key key;
     Path path;
     Leaf leaf;
     path.n = 0;
-    path.with_counts = 1;
     leaf_init(&leaf);
     int right;
     if (check_nargs("position", nargs, 4) < 0 || parse_shape(args, &root, &height) < 0
             || checked_key(self, args[2], &key) < 0 || (right = PyObject_IsTrue(args[3])) < 0)
         return NULL;
     if (descend_from(self, &path, root, height, BY_KEY, &key) == 0
-            && counts_left(&path, &before) == 0) {
-        PyObject *recid = path_end(&path, root);
-        if (recid != NULL && leaf_open(self, recid, &leaf) == 0
-                && (i = leaf_bisect(self, &leaf, &key, right)) >= 0)
-            result = PyLong_FromSsize_t(before + i);
-        leaf_close(&leaf);
-    }
+            && counts_left(&path, &before) == 0
+            && leaf_open(self, path_end(&path, root), &leaf) == 0
+            && (i = leaf_bisect(self, &leaf, &key, right)) >= 0)
+        result = PyLong_FromSsize_t(before + i);
+    leaf_close(&leaf);
     path_clear(&path);
     return result;
+}
+
+/* The child of a level that holds the entry at `*index` of its subtree, found by the live
+ * counts; `*index` becomes the entry's index in that child. */
+static int
+child_at(const Level *level, Py_ssize_t *index, Py_ssize_t *child)
+{
+    PyObject *counts = level_counts(level);
+    if (counts == NULL)
+        return -1;
+    Py_ssize_t n = PyList_GET_SIZE(counts), c = 0;
+    for (; c < n; c++) {
+        Py_ssize_t count = PyLong_AsSsize_t(PyList_GET_ITEM(counts, c));
+        if (count == -1 && PyErr_Occurred()) {
+            Py_DECREF(counts);
+            return -1;
+        }
+        if (*index < count)
+            break;
+        *index -= count;
+    }
+    Py_DECREF(counts);
+    if (c == n)
+        return page_corrupt("the entry counts of TreeMap node %lld do not reach the position "
+                            "asked", (long long)level->form->recid);
+    *child = c;
+    return 0;
 }
 
 PyDoc_STRVAR(item_at_doc,
@@ -749,51 +833,116 @@ PyDoc_STRVAR(item_at_doc,
 static PyObject *
 descent_item_at(Descent *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    PyObject *root, *result = NULL, *recid;
+    PyObject *result = NULL;
+    int64_t recid;
     Py_ssize_t height, index;
     Path path;
     Leaf leaf;
-    path.n = path.with_counts = 0;
+    path.n = 0;
     leaf_init(&leaf);
-    if (check_nargs("item_at", nargs, 3) < 0 || parse_shape(args, &root, &height) < 0)
+    if (check_nargs("item_at", nargs, 3) < 0 || parse_shape(args, &recid, &height) < 0)
         return NULL;
     if ((index = PyLong_AsSsize_t(args[2])) == -1 && PyErr_Occurred())
         return NULL;
-    recid = root;
     while (path.n < height - 1) {
         Level *level = &path.levels[path.n];
-        if (inner_open(self, recid, level, 1) < 0)
+        if (inner_open(self, recid, level) < 0)
             goto done;
         path.n++;
-        Py_ssize_t n = PyList_GET_SIZE(level->counts), c = 0;
-        for (; c < n; c++) {
-            Py_ssize_t count = PyLong_AsSsize_t(PyList_GET_ITEM(level->counts, c));
-            if (count == -1 && PyErr_Occurred())
-                goto done;
-            if (index < count)
-                break;
-            index -= count;
-        }
-        if (c == n) {
-            page_corrupt("the entry counts of TreeMap node %S do not reach the position asked",
-                         recid);
+        if (child_at(level, &index, &level->child) < 0)
             goto done;
-        }
-        level->child = c;
-        if ((recid = level_child(level)) == NULL)
-            goto done;
+        recid = level_child(level);
     }
     if (leaf_open(self, recid, &leaf) < 0)
         goto done;
     if (index < 0 || index >= leaf.count)
-        page_corrupt("the entry counts above TreeMap leaf %S exceed its %zd entries", recid,
-                     leaf.count);
+        page_corrupt("the entry counts above TreeMap leaf %lld exceed its %zd entries",
+                     (long long)recid, leaf.count);
     else
         result = entry(self, &leaf, index, 1);
 done:
     leaf_close(&leaf);
     path_clear(&path);
     return result;
+}
+
+PyDoc_STRVAR(forget_doc,
+"forget(recid)\n\n"
+"Drop the compact form of inner node recid, if there is one: the node left the cache, or its\n"
+"separators or children changed.");
+
+static PyObject *
+descent_forget(Descent *self, PyObject *recid)
+{
+    long long value = PyLong_AsLongLong(recid);
+    if (value == -1 && PyErr_Occurred())
+        return NULL;
+    form_table_forget(&self->forms, value);
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(forget_all_doc,
+"forget_all()\n\n"
+"Drop every compact form (the cache was cleared).");
+
+static PyObject *
+descent_forget_all(Descent *self, PyObject *Py_UNUSED(ignored))
+{
+    form_table_clear(&self->forms);
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(forms_doc,
+"forms() -> list of (recid, node, separators, children)\n\n"
+"The compact forms held, as the cached Inner each was made from and its separators and\n"
+"children read back from the form (for checks of the invariant, O(forms)).");
+
+static PyObject *
+form_as_tuple(Descent *self, const InnerForm *form)
+{
+    PyObject *separators = PyList_New(form->n - 1), *children = PyList_New(form->n);
+    for (Py_ssize_t i = 0; separators != NULL && children != NULL && i < form->n; i++) {
+        PyObject *item;
+        if ((item = PyLong_FromLongLong(form->children[i])) == NULL)
+            goto failed;
+        PyList_SET_ITEM(children, i, item);
+        if (i == form->n - 1)
+            break;
+        item = self->key_kind == KEY_INT64 ? PyLong_FromLongLong((int64_t)form->words[i])
+                                           : Py_NewRef(form->separators[i]);
+        if (item == NULL)
+            goto failed;
+        PyList_SET_ITEM(separators, i, item);
+    }
+    if (separators != NULL && children != NULL)
+        return Py_BuildValue("LONN", (long long)form->recid, form->node, separators, children);
+failed:
+    Py_XDECREF(separators);
+    Py_XDECREF(children);
+    return NULL;
+}
+
+static PyObject *
+descent_forms(Descent *self, PyObject *Py_UNUSED(ignored))
+{
+    PyObject *list = PyList_New(0);
+    for (Py_ssize_t i = 0; list != NULL && i < self->forms.capacity; i++) {
+        InnerForm *form = self->forms.slots[i];
+        if (form == NULL)
+            continue;
+        PyObject *item = form_as_tuple(self, form);
+        if (item == NULL || PyList_Append(list, item) < 0)
+            Py_CLEAR(list);
+        Py_XDECREF(item);
+    }
+    return list;
+}
+
+static PyObject *
+descent_form_bytes(Descent *self, void *Py_UNUSED(closure))
+{
+    return PyLong_FromSsize_t(self->forms.form_bytes
+                              + self->forms.capacity * (Py_ssize_t)sizeof(InnerForm *));
 }
 
 /* -- the type -------------------------------------------------------------------------------- */
@@ -821,6 +970,7 @@ descent_init(Descent *self, PyObject *args, PyObject *kwargs)
     Py_XSETREF(self->store, Py_NewRef(store));
     self->key_kind = key_kind;
     self->value_kind = value_kind;
+    form_table_clear(&self->forms);
     return 0;
 }
 
@@ -832,7 +982,7 @@ descent_traverse(Descent *self, visitproc visit, void *arg)
     Py_VISIT(self->load_inner);
     Py_VISIT(self->read_leaf);
     Py_VISIT(self->store);
-    return 0;
+    return form_table_traverse(&self->forms, visit, arg);
 }
 
 static int
@@ -843,6 +993,7 @@ descent_clear(Descent *self)
     Py_CLEAR(self->load_inner);
     Py_CLEAR(self->read_leaf);
     Py_CLEAR(self->store);
+    form_table_clear(&self->forms);
     return 0;
 }
 
@@ -876,7 +1027,16 @@ static PyMethodDef descent_methods[] = {
     {"neighbour", (PyCFunction)(void (*)(void))guarded_neighbour, METH_FASTCALL, neighbour_doc},
     {"position", (PyCFunction)(void (*)(void))guarded_position, METH_FASTCALL, position_doc},
     {"item_at", (PyCFunction)(void (*)(void))guarded_item_at, METH_FASTCALL, item_at_doc},
+    {"forget", (PyCFunction)descent_forget, METH_O, forget_doc},
+    {"forget_all", (PyCFunction)descent_forget_all, METH_NOARGS, forget_all_doc},
+    {"forms", (PyCFunction)descent_forms, METH_NOARGS, forms_doc},
     {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef descent_getset[] = {
+    {"form_bytes", (getter)descent_form_bytes, NULL,
+     "Heap bytes held by the compact forms of inner nodes and their table.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
 };
 
 PyDoc_STRVAR(descent_doc,
@@ -898,15 +1058,15 @@ static PyTypeObject descent_type = {
     .tp_clear = (inquiry)descent_clear,
     .tp_dealloc = (destructor)descent_dealloc,
     .tp_methods = descent_methods,
+    .tp_getset = descent_getset,
 };
 
 int
 add_descent_type(PyObject *module)
 {
-    static const char *names[] = {"keys", "values", "children", "counts", "_addr", "_size",
-                                  "_views"};
-    PyObject **slots[] = {&str_keys, &str_values, &str_children, &str_counts, &str_addr,
-                          &str_size, &str_views};
+    static const char *names[] = {"keys", "values", "counts", "_addr", "_size", "_views"};
+    PyObject **slots[] = {&str_keys, &str_values, &str_counts, &str_addr, &str_size,
+                          &str_views};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (*slots[i] == NULL && (*slots[i] = PyUnicode_InternFromString(names[i])) == NULL)
             return -1;

@@ -5,6 +5,7 @@
  * strings.c    front coding and the str/bytes column of offheap.store.serializers
  * _pages.c     int64 key blocks, the value columns, and the module (encode/decode of leaf bodies)
  * descent.c    the compiled read path of the B+tree (type Descent) over the node cache and store
+ * forms.c      compact forms of cached inner nodes, which the descent bisects, and their table
  *
  * The byte layouts are those of offheap.kernels.packing, offheap.store.serializers and
  * offheap.treemap.page, which specify them; this code follows them byte for byte.
@@ -109,6 +110,48 @@ int read_int64_key_words(PageReader *reader, Py_ssize_t count, uint64_t *out);
 PyObject *read_values(PageReader *reader, Py_ssize_t count, int value_kind, uint64_t *scratch);
 PyObject *read_value_at(PageReader *reader, Py_ssize_t count, int value_kind, Py_ssize_t index,
                         uint64_t *scratch);
+
+/* Compact forms of inner nodes (forms.c, whose header comment states their invariant). A form
+ * holds an Inner's `n` child record ids and its n - 1 separators as words (int64 values, or the
+ * 8-byte big-endian prefixes of str/bytes keys, with the key objects themselves), and a strong
+ * reference to the Inner for its live entry counts. */
+typedef struct {
+    Py_ssize_t refs;              /* the table's reference and those of the reads using it */
+    int64_t recid;
+    PyObject *node;               /* strong: the cached Inner it was made from */
+    Py_ssize_t n;                 /* children */
+    Py_ssize_t bytes;             /* the block's size */
+    Py_ssize_t n_separators_held; /* separators[:n_separators_held] are strong references */
+    int64_t *children;            /* n record ids */
+    uint64_t *words;              /* n - 1 separator words */
+    PyObject **separators;        /* str/bytes trees: n - 1 separators; NULL for int64 */
+    int64_t data[];               /* children, then words, then separators */
+} InnerForm;
+
+/* Forms by record id; zeroed memory is an empty table. */
+typedef struct {
+    InnerForm **slots;
+    Py_ssize_t capacity;          /* slots, a power of two (0 before the first form) */
+    Py_ssize_t count;
+    Py_ssize_t form_bytes;        /* the bytes of the forms held */
+} FormTable;
+
+/* The 8-byte big-endian, zero-padded prefix of a bytes key, and of a str key's UTF-8. */
+uint64_t bytes_prefix(const unsigned char *bytes, Py_ssize_t size);
+uint64_t str_prefix(PyObject *text);
+/* The form of Inner `node` of record `recid` (refs 1), NULL with CorruptionError if its lists are
+ * not those of an inner node of the key kind. */
+InnerForm *form_make(int64_t recid, PyObject *node, int key_kind);
+size_t form_bytes(Py_ssize_t n, int key_kind);
+/* Drop one reference (NULL: nothing); the last frees the form. */
+void form_release(InnerForm *form);
+/* A borrowed form, or NULL. */
+InnerForm *form_table_find(const FormTable *table, int64_t recid);
+/* Take over the table's reference to `form`, replacing any form of its recid; -1 on no memory. */
+int form_table_insert(FormTable *table, InnerForm *form);
+void form_table_forget(FormTable *table, int64_t recid);
+void form_table_clear(FormTable *table);
+int form_table_traverse(const FormTable *table, visitproc visit, void *arg);
 
 /* The compiled descent (descent.c): adds the type Descent to the module; 0, or -1 with an
  * exception set. */
