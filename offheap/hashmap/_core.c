@@ -37,7 +37,7 @@
 /* Imported once at module init. */
 PyObject *ClosedError, *CorruptionError;
 PyObject *as_key_function, *lookup_key_function; /* offheap.hashmap.layout */
-PyObject *INT64, *FLOAT64, *OBJECT, *STR, *BYTES; /* the serializer singletons */
+PyObject *INT64, *FLOAT64, *EMPTY, *OBJECT, *STR, *BYTES; /* the serializer singletons */
 double max_load;                                  /* layout.MAX_LOAD */
 PyObject *s_encode, *s_decode, *s_release, *s_width_of, *s_make_room, *s_typed,
     *s_serializer;
@@ -59,7 +59,8 @@ MapCore_attach(MapCore *self, PyObject *args, PyObject *kwargs)
     ValueCodec value_codec;
     if (value_codec_of(codec, &value_codec) < 0)
         return NULL;
-    int typed = value_codec <= CODEC_FLOAT64;
+    int typed = TYPED_CODEC(value_codec);
+    int item_size = value_codec == CODEC_EMPTY ? 0 : typed ? 8 : (int)width;
     if (!typed && width != 2 && width != 4 && width != 8)
         return PyErr_Format(PyExc_ValueError, "slot words are 2, 4 or 8 bytes wide, not %zd",
                             width);
@@ -70,7 +71,7 @@ MapCore_attach(MapCore *self, PyObject *args, PyObject *kwargs)
     for (int i = 0; i < 3; i++)
         if ((chunks[i] = PySequence_Tuple(chunk_lists[i])) == NULL)
             goto fail;
-    if (export_table(index, chunks[0], chunks[1], chunks[2], typed ? 8 : width, &table,
+    if (export_table(index, chunks[0], chunks[1], chunks[2], item_size, &table,
                      &n_slots, &capacity) < 0)
         goto fail;
     if (n_slots < homes) {
@@ -84,7 +85,7 @@ MapCore_attach(MapCore *self, PyObject *args, PyObject *kwargs)
     self->table = table;
     self->codec = Py_NewRef(codec);
     self->value_codec = value_codec;
-    self->item_size = typed ? 8 : (int)width;
+    self->item_size = item_size;
     self->homes = homes;
     self->n_slots = n_slots;
     self->width = width;
@@ -606,6 +607,7 @@ import_names(void)
         {"offheap.hashmap.layout", "lookup_key", &lookup_key_function},
         {"offheap.store.serializers", "INT64", &INT64},
         {"offheap.store.serializers", "FLOAT64", &FLOAT64},
+        {"offheap.store.serializers", "EMPTY", &EMPTY},
         {"offheap.store.serializers", "OBJECT", &OBJECT},
         {"offheap.store.serializers", "STR", &STR},
         {"offheap.store.serializers", "BYTES", &BYTES},

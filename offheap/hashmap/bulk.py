@@ -177,6 +177,8 @@ class BulkOperations:
             column.put(entries[found], words[found])
             given_up.append((first[found], old))
         self._append_many(keys[~found], words[~found])
+        if self._slots.typed:
+            return  # typed words hold no records (nor, for a set's, any bytes to convert)
         times = np.concatenate([t for t, _ in given_up])
         released = np.concatenate([w.astype(np.uint64) for _, w in given_up])
         self._slots.release_many(released[np.argsort(times, kind="stable")])
@@ -190,7 +192,9 @@ class BulkOperations:
         keys, entries = keys[present], entries[present]
         if not entries.size:
             return np.empty(0, np.uint64)
-        removed_words = self._table().values.take(entries)
+        r = self._table()
+        # a set's table has no words: the compiled core reports 0 for each
+        removed_words = r.values.take(entries) if r.width else np.zeros(entries.size, np.uint64)
         if entries.size * _BULK_FRACTION >= self._n:
             self._remove_entries(entries)
         else:

@@ -78,6 +78,23 @@ _VALUE_FORMATS: dict[str, Literal["q", "d", "H", "I", "Q"]] = {
 """The memoryview format of each dtype a value column has (typed values, then slot words)."""
 
 
+class _NoValueColumn:
+    """The value column of a table of width 0 (a set's): every read gives None, a write is
+    dropped, as the compiled core's accessors do for its values of 0 bytes."""
+
+    def __getitem__(self, at: int) -> None:
+        return None
+
+    def __setitem__(self, at: int, word: object) -> None:
+        pass
+
+    def release(self) -> None:
+        pass
+
+
+_NO_VALUES: memoryview = _NoValueColumn()  # type: ignore[assignment]  # a memoryview's part of its interface
+
+
 class MapCore:
     """Probe, insert, delete and iterate one table (pure-Python reference)."""
 
@@ -116,8 +133,11 @@ class MapCore:
         self._encode: Callable = codec.serializer.validate if codec.typed else codec.encode
         self._index = index.data.cast("B").cast("I")
         self._keys = [chunk.data.cast("B").cast("q") for chunk in key_chunks]
-        fmt = _VALUE_FORMATS[codec.dtype_for_width(width).name]
-        self._values = [chunk.data.cast("B").cast(fmt) for chunk in value_chunks]
+        if width:
+            fmt = _VALUE_FORMATS[codec.dtype_for_width(width).name]
+            self._values = [chunk.data.cast("B").cast(fmt) for chunk in value_chunks]
+        else:  # a set's table: no values region
+            self._values = [_NO_VALUES] * len(value_chunks)
         self._live = [chunk.data.cast("B") for chunk in live_chunks]
         self._homes = homes
         self._n_slots = len(self._index)
@@ -133,7 +153,7 @@ class MapCore:
         if self._index is None:
             return
         for view in (self._index, *self._keys, *self._values, *self._live):
-            view.release()
+            view.release()  # _NO_VALUES too: releasing it does nothing
         self._index = None
         self._keys, self._values, self._live = [], [], []
 

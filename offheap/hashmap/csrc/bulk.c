@@ -214,10 +214,10 @@ MapCore_count_absent(MapCore *self, PyObject *keys_argument)
 static int
 put_each(MapCore *self, const int64_t *keys, const uint64_t *words, Py_ssize_t n, int64_t *done)
 {
-    const int typed = self->value_codec <= CODEC_FLOAT64;
+    const int typed = TYPED_CODEC(self->value_codec);
     for (Py_ssize_t i = 0; i < n; i++) {
         prefetch_ahead(self, keys, i, n, 0);
-        int status = put(self, keys[i], words[i], typed ? 8 : word_width(words[i]));
+        int status = put(self, keys[i], words[i], typed ? (int)self->width : word_width(words[i]));
         if (status == PUT_FAILED_AFTER_STORING)
             done[0] = i + 1;
         if (status != PUT_STORED)
@@ -287,7 +287,7 @@ call_growth(MapCore *self, const char *method, Py_ssize_t a, Py_ssize_t b)
 static int
 words_fit(const MapCore *self, const uint64_t *words, Py_ssize_t n)
 {
-    if (self->value_codec <= CODEC_FLOAT64)
+    if (TYPED_CODEC(self->value_codec))
         return 1;
     for (Py_ssize_t i = 0; i < n; i++)
         if (word_width(words[i]) > self->width)
