@@ -24,7 +24,7 @@ from offheap.collection.protocol import CollectionT
 from offheap.collection.readers import ReaderT
 from offheap.errors import CorruptionError
 from offheap.hashmap.longhashmap import LongHashMap
-from offheap.hashmap.longhashmap import standalone_meta_recid as hash_meta_recid
+from offheap.hashmap.table import standalone_meta_recid as hash_meta_recid
 from offheap.hashmap.reader import HashReader
 from offheap.store.records import RecordStore
 from offheap.treemap.reader import TreeReader

@@ -171,7 +171,7 @@ MapCore_ass_subscript(MapCore *self, PyObject *obj, PyObject *value)
     if (begin_turn(self, &held) < 0)
         return -1;
     if (!ATTACHED(self))
-        closed_error();
+        closed_error(self);
     else if (store_key(obj, &key) == 0)
         status = store(self, key, value, &held);
     end_turn(self, held);
@@ -265,7 +265,7 @@ last_entry(MapCore *self, int64_t *key, uint64_t *word, int *held)
         if (begin_turn(self, held) < 0)
             return -1;
         if (!ATTACHED(self))
-            return closed_error();
+            return closed_error(self);
         if (self->n == 0) {
             PyErr_SetString(PyExc_KeyError, "popitem(): LongHashMap is empty");
             return -1;
@@ -364,7 +364,7 @@ static PyObject *
 MapCore_find(MapCore *self, PyObject *obj)
 {
     if (!ATTACHED(self)) {
-        closed_error();
+        closed_error(self);
         return NULL;
     }
     if (!PyLong_Check(obj))
@@ -386,7 +386,7 @@ MapCore_put(MapCore *self, PyObject *const *args, Py_ssize_t nargs)
     if (nargs != 2)
         return PyErr_Format(PyExc_TypeError, "_put() takes a key and a word (%zd given)", nargs);
     if (!ATTACHED(self)) {
-        closed_error();
+        closed_error(self);
         return NULL;
     }
     long long key = PyLong_AsLongLong(args[0]);
@@ -403,7 +403,7 @@ static PyObject *
 MapCore_remove(MapCore *self, PyObject *obj)
 {
     if (!ATTACHED(self)) {
-        closed_error();
+        closed_error(self);
         return NULL;
     }
     long long key = PyLong_AsLongLong(obj);

@@ -98,6 +98,7 @@ _NO_VALUES: memoryview = _NoValueColumn()  # type: ignore[assignment]  # a memor
 class MapCore:
     """Probe, insert, delete and iterate one table (pure-Python reference)."""
 
+    _kind = "LongHashMap"  # the class errors name (the compiled core: the type's name)
     _n: int  # the counters (see the module docstring): the map class sets them too
     _used: int
     _mods: int
@@ -158,7 +159,7 @@ class MapCore:
         self._keys, self._values, self._live = [], [], []
 
     def _closed_error(self) -> ClosedError:
-        return ClosedError("the LongHashMap is closed")
+        return ClosedError(f"the {self._kind} is closed")
 
     def _attached_index(self) -> memoryview:
         """The index of the attached table; ClosedError while detached (which every operation
@@ -528,7 +529,7 @@ class MapCore:
         """Why an iterator cannot go on: the map was closed, or its entries changed."""
         if self._index is None:
             return self._closed_error()
-        return RuntimeError("LongHashMap changed size during iteration")
+        return RuntimeError(f"{self._kind} changed size during iteration")
 
     def _run(self, chunk: int, at: int, stop: int, with_values: bool) -> tuple[list, list, list, list]:
         """Positions ``at <= i < stop`` of chunk ``chunk`` that are live, their keys, and with

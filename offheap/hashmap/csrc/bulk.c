@@ -49,7 +49,7 @@ static Py_ssize_t
 export_keys(MapCore *self, PyObject *keys, Py_buffer *view)
 {
     if (!ATTACHED(self))
-        return closed_error();
+        return closed_error(self);
     return export_words(keys, view, 0, -1, "keys");
 }
 
@@ -337,7 +337,7 @@ put_built(MapCore *self, const int64_t *keys, const uint64_t *words, Py_ssize_t 
                                                                             : BUILD_OVERFLOW;
     while (status == BUILD_OVERFLOW) {
         if (!ATTACHED(self))
-            status = closed_error();
+            status = closed_error(self);
         else if (check_writable(self) < 0 || check_used(self) < 0)
             status = BUILD_FAILED;
         else if (!words_fit(self, plan.words, n))

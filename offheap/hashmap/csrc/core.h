@@ -128,7 +128,8 @@ begin_turn(MapCore *self, int *held)
 }
 
 /* table.c, values.c, operations.c, iterator.c, bulk.c (the last four: methods) */
-int closed_error(void);
+int closed_error(const MapCore *self);
+PyObject *kind_name(const MapCore *self);
 void set_key_error(PyObject *key);
 int check_used(const MapCore *self);
 int check_writable(const MapCore *self);

@@ -2,10 +2,29 @@
 
 #include "core.h"
 
-int
-closed_error(void)
+/* The name errors give the table's class: its _kind ("LongHashMap", "LongHashSet"), as the
+ * reference core's; "LongHashMap" for a core without one. A new reference, never NULL unless
+ * out of memory. */
+PyObject *
+kind_name(const MapCore *self)
 {
-    PyErr_SetString(ClosedError, "the LongHashMap is closed");
+    PyObject *kind = PyObject_GetAttrString((PyObject *)Py_TYPE(self), "_kind");
+    if (kind != NULL && PyUnicode_Check(kind))
+        return kind;
+    Py_XDECREF(kind);
+    PyErr_Clear();
+    return PyUnicode_FromString("LongHashMap");
+}
+
+/* ClosedError naming the table's class (kind_name); returns -1. */
+int
+closed_error(const MapCore *self)
+{
+    PyObject *kind = kind_name(self);
+    if (kind != NULL) {
+        PyErr_Format(ClosedError, "the %U is closed", kind);
+        Py_DECREF(kind);
+    }
     return -1;
 }
 

@@ -283,7 +283,7 @@ codec_call(MapCore *self, PyObject *method, PyObject *arg)
 {
     PyObject *codec = self->codec;
     if (codec == NULL) {
-        closed_error();
+        closed_error(self);
         return NULL;
     }
     Py_INCREF(codec); /* the call may attach another codec */
