@@ -45,7 +45,13 @@ from offheap.collection.readers import open_file_reader
 from offheap.hashmap.bulk import BulkOperations
 from offheap.hashmap.locking import LockedReferenceCore, locked, new_lock
 from offheap.hashmap.reader import HashReader
-from offheap.hashmap.table import MapCore, TableFacade, standalone_meta_recid, stored_value_type
+from offheap.hashmap.table import (
+    MapCore,
+    TableFacade,
+    standalone_meta_recid,
+    stored_value_type,
+    table_serializer,
+)
 from offheap.kernels.sizes import ByteLimit
 from offheap.store.records import RecordStore
 from offheap.store.serializers import INT64, get_serializer
@@ -111,7 +117,8 @@ class HashMapFacade(TableFacade, DictAPI, MutableMapping):
         def build(store: RecordStore) -> HashMapFacade:
             hashmap = cls.__new__(cls)
             meta_recid = standalone_meta_recid(store.root)
-            serializer = get_serializer(value or stored_value_type(store, meta_recid))
+            serializer = get_serializer(value or table_serializer(
+                stored_value_type(store, meta_recid)))
             hashmap._setup(store, serializer, meta_recid=meta_recid, owns_store=True, lock=lock)
             return hashmap
 

@@ -50,7 +50,7 @@ from offheap.hashmap.regions import Regions
 from offheap.hashmap.valueslots import EXTERNAL, ValueSlots
 from offheap.kernels import native
 from offheap.store.records import RecordStore
-from offheap.store.serializers import get_serializer
+from offheap.store.serializers import EMPTY, Serializer, get_serializer
 
 if TYPE_CHECKING:
     MapCore = ReferenceCore  # the compiled type mirrors the reference's interface
@@ -89,7 +89,8 @@ class TableFacade(BulkOperations, TableGrowth, StandaloneFileMap):
         value type the file names), or a new empty one."""
         try:
             meta_recid = standalone_meta_recid(store.root) if store.root else None
-            serializer = get_serializer(value or stored_value_type(store, meta_recid))
+            serializer = get_serializer(value or table_serializer(
+                stored_value_type(store, meta_recid)))
             self._setup(store, serializer, meta_recid=meta_recid, owns_store=True)
             if meta_recid is None:
                 store.root = struct.pack("<Q", self._meta_recid)
@@ -414,7 +415,7 @@ class TableFacade(BulkOperations, TableGrowth, StandaloneFileMap):
         """The format-2 table a metadata record names (no views made yet), checked: the
         record and its chunk list in range, the value type ``serializer``'s."""
         meta = parse_meta(record)
-        _check_value_type(meta.value, serializer)
+        _check_value_type(meta.value, serializer, self._kind)
         try:
             chunk_list = self._store.get(meta.chunk_list_recid)
         except KeyError:
@@ -428,7 +429,7 @@ class TableFacade(BulkOperations, TableGrowth, StandaloneFileMap):
         """Rebuild a format-1 table as format 2 (entries numbered in slot order) and free the
         old arrays; a reader cannot, and says what to do."""
         meta = parse_meta_v1(record)
-        _check_value_type(meta.value, serializer)
+        _check_value_type(meta.value, serializer, self._kind)
         if self._store.arena.readonly:
             raise CorruptionError(
                 "this LongHashMap was written in table format 1 by an older offheap; this "
@@ -461,15 +462,15 @@ def _check_live_count(regions: Regions, meta: TableMeta) -> None:
                                                      f"used)" if past_used else ""))
 
 
-def _check_value_type(stored: str, serializer) -> None:
-    """ValueError unless the stored table's value type is ``serializer``'s: a set's table
-    (:data:`~offheap.hashmap.layout.SET_VALUE_TYPE`) opens only as a set, a map's only as a map."""
+def _check_value_type(stored: str, serializer, kind: str) -> None:
+    """ValueError unless the stored table's value type is ``serializer``'s and fits ``kind``
+    (the opener's class name): a set's table (:data:`~offheap.hashmap.layout.SET_VALUE_TYPE`)
+    opens only as a LongHashSet, a map's only as a LongHashMap."""
+    held = "LongHashSet" if stored == SET_VALUE_TYPE else "LongHashMap"
+    if held != kind:
+        raise ValueError(f"the stored table is a {held}, not a {kind}; open it as a {held}")
     if stored == serializer.name:
         return
-    if SET_VALUE_TYPE in (stored, serializer.name):
-        held, asked = (("a LongHashSet", "a LongHashMap") if stored == SET_VALUE_TYPE
-                       else ("a LongHashMap", "a LongHashSet"))
-        raise ValueError(f"the stored table is {held}, not {asked}; open it as {held}")
     raise ValueError(f"the stored map holds {stored!r} values, not {serializer.name!r}; "
                      f"open it with value={stored!r}")
 
@@ -493,3 +494,10 @@ def stored_value_type(store: RecordStore, meta_recid: int | None) -> str:
     except (KeyError, ValueError, struct.error):
         return "object"  # the metadata load that follows raises with the file's story
     return meta.value
+
+
+def table_serializer(name: str) -> Serializer:
+    """The value serializer a stored table's value type names: :data:`EMPTY` for a set's
+    (:data:`~offheap.hashmap.layout.SET_VALUE_TYPE`), else the one :func:`get_serializer`
+    knows (ValueError for an unknown name)."""
+    return EMPTY if name == SET_VALUE_TYPE else get_serializer(name)
