@@ -268,7 +268,7 @@ class SetReader(CollectionReader[CollectionT], Set[Any]):
 
     def contains_many(self, elements):
         with self._session.section():
-            return self._map.contains_many(elements)  # type: ignore[attr-defined]
+            return self._map.contains_many(elements)
 
 
 class ChunkItemsView(ItemsView):

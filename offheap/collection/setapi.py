@@ -33,8 +33,8 @@ an algebra method reads a consistent column of each side, not a snapshot of both
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Set
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Iterable, Iterator, Set
+from typing import TYPE_CHECKING, Any, TypeGuard, TypeVar
 
 import numpy as np
 
@@ -49,27 +49,32 @@ class SetAPI:
     """The mixin (module docstring); the set class provides what the declarations name."""
 
     if TYPE_CHECKING:
-        _store: RecordStore
+        @property
+        def _store(self) -> RecordStore: ...
 
         def __len__(self) -> int: ...
+
+        def __iter__(self) -> Iterator[Any]: ...
+
+        def clear(self) -> None: ...
 
         def __contains__(self, element: object) -> bool: ...
 
         def _check_open(self) -> None: ...
 
-        def add_many(self, elements: Any) -> None:
+        def add_many(self, elements: Any, /) -> None:
             """Add a column of elements, all or nothing."""
 
-        def discard_many(self, elements: Any) -> int:
+        def discard_many(self, elements: Any, /) -> int:
             """Remove the elements of a column that are present; how many went."""
 
-        def contains_many(self, elements: Any) -> np.ndarray:
+        def contains_many(self, elements: Any, /) -> np.ndarray:
             """A bool array: which elements of a column are in the set."""
 
         def _elements(self) -> Any:
             """Every element, in the set's order: a numpy array, or a list for str/bytes."""
 
-        def _column(self, elements: Iterable[Any]) -> Any:
+        def _column(self, elements: Iterable[Any], /) -> Any:
             """Elements as a column ``add_many`` takes (TypeError/OverflowError for one that
             cannot be an element)."""
 
@@ -80,7 +85,7 @@ class SetAPI:
 
     # -- columns and membership ---------------------------------------------------------------
 
-    def _same_elements(self, other: object) -> bool:
+    def _same_elements(self, other: object) -> TypeGuard[SetAPI]:
         """Whether ``other`` is one of our sets whose elements are of this one's type: its bulk
         paths then take this set's columns as they are."""
         return isinstance(other, SetAPI) and \

@@ -93,7 +93,7 @@ class SetOperations(_CoreBase):
         super().__delitem__(element)
 
     @locked
-    def pop(self) -> int:
+    def pop(self) -> int:  # type: ignore[override]  # set's pop replaces the mapping's
         """Remove and return the last element added (the table's order); KeyError when empty."""
         self._check_open()
         if not len(self):
@@ -179,8 +179,6 @@ class HashSetFacade(TableFacade, SetAPI, MutableSet):
     def _elements(self) -> np.ndarray:
         self._check_open()
         return self._live_entries()[0]
-
-    _export = _elements
 
     def _twin_options(self) -> dict:
         return dict(limit=self._store.arena.limit_bytes)

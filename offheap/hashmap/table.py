@@ -70,7 +70,7 @@ class TableFacade(BulkOperations, TableGrowth, StandaloneFileMap):
 
     if TYPE_CHECKING:
         # The core's (offheap.hashmap.core), beyond what TableGrowth names, and the map's or
-        # set's export of its entries.
+        # set's interface that the collection protocol names.
         def _attach(self, codec: ValueSlots, index: np.ndarray, key_chunks: list[np.ndarray],
                     value_chunks: list[np.ndarray], live_chunks: list[np.ndarray], homes: int,
                     width: int) -> None: ...
@@ -79,7 +79,13 @@ class TableFacade(BulkOperations, TableGrowth, StandaloneFileMap):
 
         def _remove(self, key: int) -> None: ...
 
-        def _export(self) -> tuple[np.ndarray, object]: ...
+        def __len__(self) -> int: ...
+
+        def __contains__(self, key: object) -> bool: ...
+
+        def stats(self) -> object: ...
+
+        def _repr_html_(self) -> str: ...
 
     _lock: threading.RLock  # the table's (or its DB's) lock: offheap.hashmap.locking
     _kind: str  # the class name that errors give: "LongHashMap", "LongHashSet"
