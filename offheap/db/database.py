@@ -192,10 +192,11 @@ class DB:
         DB: a :class:`~offheap.treemap.treeset.TreeSetReader` of an existing one)."""
         return self._collection(name, TREE_SET, options)
 
-    def hash_set(self, name: str) -> LongHashSet | HashSetReader:
+    def hash_set(self, name: str, **options: Any) -> LongHashSet | HashSetReader:
         """The :class:`LongHashSet` called ``name``, created if it does not exist (in a
-        read-only DB: a :class:`~offheap.hashmap.reader.HashSetReader` of an existing one)."""
-        return self._collection(name, HASH_SET, {})
+        read-only DB: a :class:`~offheap.hashmap.reader.HashSetReader` of an existing one). A
+        set has no options: any given is a TypeError naming it."""
+        return self._collection(name, HASH_SET, options)
 
     def _collection(self, name: str, kind: CollectionKind[CollectionT, ReaderT],
                     options: dict[str, Any]) -> CollectionT | ReaderT:

@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from offheap.collection.filemap import StandaloneFileMap
 from offheap.collection.readers import SetReader
 from offheap.collection.setapi import SetAPI
 from offheap.kernels.sizes import ByteLimit
@@ -60,6 +61,7 @@ class TreeSet(SetAPI, MutableSet):
                  cache_size: int = 2048, limit: ByteLimit = None, path=None,
                  durability: str = "commit", readonly: bool = False, verify: bool = True,
                  recover: bool = False) -> None:
+        StandaloneFileMap._refuse_readonly(self, readonly)  # type: ignore[arg-type]  # its name only
         self._tree = TreeMap(key=key, value=TREE_SET_VALUE, node_size=node_size,
                              compression=compression, write_cache=write_cache,
                              flush_delay=flush_delay, cache_size=cache_size, limit=limit,
@@ -93,8 +95,8 @@ class TreeSet(SetAPI, MutableSet):
     def __len__(self) -> int:
         return len(self._tree)
 
-    def __contains__(self, element) -> bool:
-        return self._tree.get(element, _ABSENT) is not _ABSENT
+    def __contains__(self, key) -> bool:  # the protocol's name for an element
+        return self._tree.get(key, _ABSENT) is not _ABSENT
 
     def __iter__(self) -> Iterator:
         return self._tree.irange()
