@@ -62,6 +62,8 @@ class BulkOperations:
 
         def _grow_index(self, homes: int, needed: int) -> None: ...
 
+        def _outgrow_index(self, needed: int) -> None: ...
+
     def put_many(self, keys, values) -> None:
         """Insert or overwrite many entries. As with ``dict.update``, a key given twice takes
         its place in the order from its first occurrence and its value from its last.
@@ -245,7 +247,7 @@ class BulkOperations:
         index = np.zeros(r.n_slots, np.uint32)
         if not placement.place(index, r.homes, [(entries, r.keys.take(entries))]):
             r.keys.put(new_entries, np.zeros(len(keys), np.int64))  # undo, grow, append again
-            self._grow_index(r.homes * 2, self._n + len(keys))
+            self._outgrow_index(self._n + len(keys))
             return self._append_many(keys, words)
         r.values.put(new_entries, words)
         r.index[:] = index

@@ -116,6 +116,8 @@ class HashSetFacade(TableFacade, SetAPI, MutableSet):
     """Everything of a LongHashSet above its core (see the module docstring); a concrete set
     class puts :class:`SetOperations` and a core first in its bases."""
 
+    index_growth = 1.25  # offheap.hashmap.growth: the index is a third of a set's memory
+
     def __init__(self, elements: Iterable[Any] = (), /, *, limit: ByteLimit = None, path=None,
                  durability: str = "commit", readonly: bool = False, verify: bool = True,
                  recover: bool = False) -> None:

@@ -7,6 +7,7 @@ call them. Shared by the compiled and the pure-Python code paths, so both build 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from itertools import chain
 
 import numpy as np
 
@@ -82,22 +83,41 @@ def place(index: np.ndarray, homes: int, chunks: Iterable[tuple[np.ndarray, np.n
     """Fill an empty index from ``(entry numbers, keys)`` chunks; False when an entry would land
     past the slack (the index must be larger).
 
-    The chunks' homes must not decrease from one chunk to the next (inside a chunk any order).
-    Robin Hood placement without wrap-around: with entries sorted by home, entry ``j`` takes
-    slot ``max(home[j], slot[j-1] + 1)``, i.e. ``j + max(carry, cummax(home - j))``.
+    The chunks' homes must not decrease from one chunk to the next (inside a chunk any order);
+    a home may run on into the next chunk. Robin Hood placement without wrap-around: with the
+    entries sorted by home and, within a home, by entry number (the layout's order), entry ``j``
+    takes slot ``max(home[j], slot[j-1] + 1)``, i.e. ``j + max(carry, cummax(home - j))``. The
+    entries of a chunk's last home wait for the next chunk, which may hold more of that home
+    (an index grown by a factor other than 2 can split one new home between two chunks of the
+    old index's slots).
     """
     carry = 0  # the first slot the next chunk may use
-    for entries, keys in chunks:
-        if not len(keys):
-            continue
-        home = homes_of(keys, homes)
-        order = np.argsort(home, kind="stable")  # within a home, keep the chunk's order
-        home = home[order]
-        j = np.arange(len(keys), dtype=np.int64)
+    held_entries = np.zeros(0, np.int64)  # the last home's entries so far, not placed yet
+    held_homes = np.zeros(0, np.int64)
+    for entries, keys in chain(chunks, [(None, None)]):
+        if entries is None:  # the end: the held entries are the last home's, complete
+            if not len(held_entries):
+                return True
+            entries, home, last = held_entries, held_homes, True
+        else:
+            if not len(keys):
+                continue
+            entries = np.concatenate([held_entries, entries])
+            home = np.concatenate([held_homes, homes_of(keys, homes)])
+            last = False
+        order = np.argsort(home.astype(np.uint64) << np.uint64(32) | entries.astype(np.uint64))
+        home, entries = home[order], entries[order]
+        if not last:
+            cut = int(np.searchsorted(home, home[-1]))  # the last home's first entry
+            held_entries, held_homes = entries[cut:], home[cut:]
+            entries, home = entries[:cut], home[:cut]
+            if not len(home):
+                continue
+        j = np.arange(len(home), dtype=np.int64)
         slots = j + np.maximum(np.maximum.accumulate(home - j), carry)
         if slots[-1] >= len(index):
             return False
-        index[slots] = (entries[order] + 1).astype(np.uint32)
+        index[slots] = (entries + 1).astype(np.uint32)
         carry = int(slots[-1]) + 1
     return True
 

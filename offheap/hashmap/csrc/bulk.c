@@ -344,9 +344,13 @@ put_built(MapCore *self, const int64_t *keys, const uint64_t *words, Py_ssize_t 
             status = BUILD_NO_ROOM;
         else
             status = build_batch(self, &plan, released, &n_released, &n_new);
-        if (status == BUILD_OVERFLOW
-            && call_growth(self, "_grow_index", self->homes * 2, self->n + n_new) < 0)
-            status = BUILD_FAILED;
+        if (status == BUILD_OVERFLOW) { /* the map's _outgrow_index(needed) */
+            PyObject *grown = PyObject_CallMethod((PyObject *)self, "_outgrow_index", "n",
+                                                  self->n + n_new);
+            if (grown == NULL)
+                status = BUILD_FAILED;
+            Py_XDECREF(grown);
+        }
     }
     free_plan(&plan);
     int result = status == BUILD_NO_ROOM ? BUILD_NO_ROOM : PUT_FAILED;
