@@ -174,6 +174,19 @@ class HashSetFacade(TableFacade, SetAPI, MutableSet):
         keys = np.ascontiguousarray(as_key_array(elements))
         return self._remove_keys(keys, np.empty(len(keys), np.uint64))
 
+    def copy(self):
+        """A new anonymous set with the same elements in the same order and the same options:
+        the table's index and chunks copied as they are (memory copies, no probing), since a
+        set's table holds no value records."""
+        self._check_open()
+        twin = type(self)(**self._twin_options())
+        with self._lock:
+            self._check_open()
+            twin._copy_regions_of(self)
+        return twin
+
+    __copy__ = copy
+
     def _column(self, elements) -> np.ndarray:
         return as_key_array(elements if isinstance(elements, np.ndarray) else list(elements))
 

@@ -105,7 +105,9 @@ def place(index: np.ndarray, homes: int, chunks: Iterable[tuple[np.ndarray, np.n
             entries = np.concatenate([held_entries, entries])
             home = np.concatenate([held_homes, homes_of(keys, homes)])
             last = False
-        order = np.argsort(home.astype(np.uint64) << np.uint64(32) | entries.astype(np.uint64))
+        # stable: timsort, fast on keys that come (as from an old index) nearly in home order
+        order = np.argsort(home.astype(np.uint64) << np.uint64(32) | entries.astype(np.uint64),
+                           kind="stable")
         home, entries = home[order], entries[order]
         if not last:
             cut = int(np.searchsorted(home, home[-1]))  # the last home's first entry

@@ -283,6 +283,33 @@ class TableFacade(BulkOperations, TableGrowth, StandaloneFileMap):
         other._append_many(keys, words.astype(other._table().value_dtype))
 
     @locked
+    def _copy_regions_of(self, source: TableFacade) -> None:
+        """Make this table, an empty one of the same value type in another store, a copy of
+        ``source``'s, byte for byte: an index and chunks of the same shape, filled by memory
+        copies, and the counters. For tables of typed values only (a set's): the words of
+        serialized values would name records of the other store. All or nothing: a
+        CapacityError leaves this table as it was."""
+        self._check_open()
+        r = source._table()
+        assert self._slots.typed and self._n == 0, "a copy of typed values into an empty table"
+        new = Regions.allocate(self._store, r.homes, r.width, r.value_dtype, r.first_capacity)
+        try:
+            new.chunk_offsets += self._new_chunks([CHUNK_ENTRIES] * (len(r.chunk_offsets) - 1),
+                                                  r.value_dtype)
+        except BaseException:
+            new.free(self._store)
+            raise
+        new.map_views(self._store)
+        new.index[:] = r.index
+        for parts, copies in ((r.key_chunks, new.key_chunks), (r.value_chunks, new.value_chunks),
+                              (r.live_chunks, new.live_chunks)):
+            for part, copied in zip(parts, copies):
+                copied[:] = part
+        self._replace_table(new)
+        self._n, self._used = source._n, source._used
+        self._mods += 1
+
+    @locked
     def _table_bytes(self) -> int:
         """Bytes of the table's regions."""
         return self._table().region_bytes(self._store)
