@@ -20,7 +20,8 @@ the others' new ones in theirs; a TreeSet's order is its sort order anyway.
 Cost. Every operation works on *columns*: the elements of one side as a numpy array (or a list
 for str/bytes elements) from ``_elements()``, asked of the other side at once. Between two of
 our sets of the same element type, membership is the other's ``contains_many`` (its compiled
-bulk probe); against a numpy array it is ``numpy.isin``; against a Python ``set`` or
+bulk probe); against a numpy array, that of a set built from the array (one bulk add: faster
+than ``numpy.isin``, which sorts both sides); against a Python ``set`` or
 ``frozenset`` one C-level ``map`` of its ``__contains__``; any other iterable is read once into
 a ``set`` first. Changes are ``add_many`` / ``discard_many``, each one bulk operation, so a
 CapacityError or a foreign element (TypeError, OverflowError) in an update leaves the set as it
@@ -104,8 +105,8 @@ class SetAPI:
                 theirs = self._column(other.reshape(-1))
             except (TypeError, OverflowError, ValueError):
                 theirs = None  # not of our element type: compared one by one below
-            if theirs is not None:
-                return np.isin(column, theirs)
+            if theirs is not None:  # a set of them answers faster than numpy.isin's sorts
+                return self._with_column(theirs).contains_many(column)
             other = set(other.reshape(-1).tolist())
         elif not isinstance(other, (set, frozenset, dict, SetAPI)):
             other = set(other)
