@@ -113,17 +113,23 @@ class SetAPI:
         items = column.tolist() if isinstance(column, np.ndarray) else column
         return np.fromiter(map(other.__contains__, items), bool, n)
 
-    def _distinct_column(self, other) -> Any:
-        """The distinct elements of ``other`` as a column, in their first order (TypeError or
-        OverflowError for one that cannot be an element)."""
+    def _column_of(self, other) -> Any:
+        """The elements of ``other`` as a column, repeats kept, in their order (TypeError or
+        OverflowError for one that cannot be an element): what ``add_many`` takes as it is."""
         if self._same_elements(other):
             return other._elements()
         if isinstance(other, np.ndarray):
-            column = self._column(other.reshape(-1))
-            if isinstance(column, np.ndarray):
-                return column[np.sort(np.unique(column, return_index=True)[1])]
-            return self._column(list(dict.fromkeys(column)))
-        return self._column(list(dict.fromkeys(other)))
+            return self._column(other.reshape(-1))
+        return self._column(list(other))
+
+    def _distinct_column(self, other) -> Any:
+        """:meth:`_column_of` with each element once, at its first place."""
+        if self._same_elements(other):
+            return other._elements()
+        column = self._column_of(other)
+        if isinstance(column, np.ndarray):
+            return column[np.sort(np.unique(column, return_index=True)[1])]
+        return list(dict.fromkeys(column))
 
     def _with_column(self: _Set, column) -> _Set:
         """A new anonymous set like this one holding ``column``."""
@@ -159,7 +165,7 @@ class SetAPI:
     def update(self, *others: Iterable[Any]) -> None:
         """Add the elements of every iterable; each iterable is one bulk add, all or nothing."""
         for other in others:
-            column = self._distinct_column(other)
+            column = self._column_of(other)  # add_many keeps an element's first place
             if len(column):
                 self.add_many(column)
 
