@@ -21,7 +21,9 @@
  * Values. The common values are encoded and decoded here, byte for byte as the serializers of
  * offheap.store.serializers do: for "object" None, False, True, ints of int64 and exact str and
  * bytes whose serialized form fits a word (<= 7 bytes); for "str" and "bytes" exact str and
- * bytes of <= 7 bytes; raw int64 and float64 for the typed codecs. Everything else (external
+ * bytes of <= 7 bytes; raw int64 and float64 for the typed codecs; nothing at all for the empty
+ * codec of a set's table (item size 0: no values region is exported, every value reads as 0
+ * and decodes to None, a write is dropped). Everything else (external
  * records, pickles, validation errors) goes through the codec object (ValueSlots), so there is
  * one implementation of it. Only external words own a record: inline words and typed values
  * need no release.

@@ -9,7 +9,8 @@ format is specified in :mod:`offheap.hashmap.layout`.
 The contract between the core and the map built on it:
 
 - The map *attaches* the table with :meth:`MapCore._attach` (the value codec, then writable
-  buffers: the index, and per chunk its keys, values and live bits) and *detaches* it with
+  buffers: the index, and per chunk its keys, values and live bits; a set's table, of width 0,
+  has no values: every value reads as None and a write is dropped) and *detaches* it with
   :meth:`MapCore._detach` before any of those buffers' regions is freed or remapped. While
   detached every operation raises ClosedError. The compiled core holds the buffers (the buffer
   protocol's exports) while attached, so an extent cannot be unmapped under it.
