@@ -180,6 +180,13 @@ MapCore_ass_subscript(MapCore *self, PyObject *obj, PyObject *value)
     return status;
 }
 
+/* _add_key(key): self[key] = None, a set's add (one call, no frame of Python code). */
+static PyObject *
+MapCore_add_key(MapCore *self, PyObject *obj)
+{
+    return MapCore_ass_subscript(self, obj, Py_None) < 0 ? NULL : Py_NewRef(Py_None);
+}
+
 static PyObject *
 MapCore_iter(MapCore *self)
 {
@@ -486,6 +493,8 @@ static PyMethodDef MapCore_methods[] = {
     {"_detach", (PyCFunction)MapCore_detach, METH_NOARGS,
      "Release the table's buffers (idempotent); operations raise ClosedError until the next "
      "attach."},
+    {"_add_key", (PyCFunction)MapCore_add_key, METH_O,
+     "_add_key(key)\n--\n\nself[key] = None: the add of a set, whose values are all None."},
     {"get", (PyCFunction)(void (*)(void))MapCore_get, METH_FASTCALL | METH_KEYWORDS,
      "get(key, default=None)\n--\n\nThe value of key, or default."},
     {"pop", (PyCFunction)(void (*)(void))MapCore_pop, METH_FASTCALL | METH_KEYWORDS,

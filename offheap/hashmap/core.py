@@ -354,6 +354,11 @@ class MapCore:
         self._mods += 1
         self._homes_mods = self._mods
 
+    def _add_key(self, key) -> None:
+        """``self[key] = None``: the add of a set, whose values are all None (this core's
+        ``__setitem__``, not the set's, which refuses item assignment)."""
+        MapCore.__setitem__(self, key, None)
+
     def __delitem__(self, key) -> None:
         slot, e = self._find_admitted(key)
         if e < 0:

@@ -81,10 +81,6 @@ class SetOperations(_CoreBase):
     if TYPE_CHECKING:
         def _check_open(self) -> None: ...
 
-    def add(self, element) -> None:
-        """Add an int64 element (TypeError/OverflowError for anything else)."""
-        super().__setitem__(element, None)
-
     def discard(self, element) -> None:
         super().pop(element, None)
 
@@ -251,8 +247,12 @@ class LongHashSet(SetOperations, MapCore, HashSetFacade):
     probe.
     """
 
+    add = MapCore._add_key  # the core's method itself: ``s.add(x)`` runs no Python frame
+
 
 class ReferenceLongHashSet(SetOperations, LockedReferenceCore, HashSetFacade):
     """A LongHashSet on the pure-Python reference core whatever :mod:`offheap.kernels.native`
     selected: what the differential tests hold the compiled core to. Its files are the same
     bytes."""
+
+    add = LockedReferenceCore._add_key
