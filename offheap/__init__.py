@@ -20,10 +20,12 @@ from offheap.errors import (
 )
 from offheap.db.database import DB, CollectionStats, DBStats
 from offheap.hashmap.longhashmap import HashMapStats, LongHashMap
-from offheap.hashmap.reader import HashReader
+from offheap.hashmap.longhashset import HashSetStats, LongHashSet
+from offheap.hashmap.reader import HashReader, HashSetReader
 from offheap.treemap.reader import TreeReader
 from offheap.db.salvage import SalvageReport, salvage
 from offheap.treemap.treemap import TreeMap, TreeStats
+from offheap.treemap.treeset import TreeSet, TreeSetReader
 from offheap.kernels import native as _native
 
 compiled: bool = _native.compiled()
@@ -41,8 +43,11 @@ __all__ = [
     "DBStats",
     "HashMapStats",
     "HashReader",
+    "HashSetReader",
+    "HashSetStats",
     "LockedError",
     "LongHashMap",
+    "LongHashSet",
     "MissingFileError",
     "OffheapError",
     "PickleNotAllowedError",
@@ -53,6 +58,8 @@ __all__ = [
     "TransactionError",
     "TreeMap",
     "TreeReader",
+    "TreeSet",
+    "TreeSetReader",
     "TreeStats",
     "UncommittedChangesWarning",
     "compiled",

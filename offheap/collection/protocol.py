@@ -1,6 +1,7 @@
 """The collection protocol (layer 6): what a DB, a reader, compaction and salvage ask of a map.
 
-A collection (a :class:`~offheap.TreeMap`, a :class:`~offheap.LongHashMap`) keeps its entries
+A collection (a :class:`~offheap.TreeMap`, a :class:`~offheap.LongHashMap`, their sets
+:class:`~offheap.TreeSet` and :class:`~offheap.LongHashSet`) keeps its entries
 in a record store that it owns (a standalone map) or shares with the other collections of a DB.
 The code that holds collections without knowing their insides reaches them only through
 :class:`StoredCollection`: the DB (layer 7: its catalog, commit, rollback, statistics,
@@ -41,14 +42,7 @@ class StoredCollection(Protocol):
         """The number of entries, in O(1)."""
         ...
 
-    def __getitem__(self, key: Any) -> Any:
-        """The value stored under ``key`` (a fresh object), or KeyError."""
-        ...
-
     def __contains__(self, key: object) -> bool:
-        ...
-
-    def get(self, key: Any, default: Any = None, /) -> Any:
         ...
 
     def stats(self) -> object:
@@ -106,5 +100,21 @@ class StoredCollection(Protocol):
         ...
 
 
+@runtime_checkable
+class StoredMap(StoredCollection, Protocol):
+    """A stored collection that maps keys to values (the maps; the sets are collections of
+    elements alone): what a :class:`~offheap.collection.readers.MapReader` reads."""
+
+    def __getitem__(self, key: Any) -> Any:
+        """The value stored under ``key`` (a fresh object), or KeyError."""
+        ...
+
+    def get(self, key: Any, default: Any = None, /) -> Any:
+        ...
+
+
 CollectionT = TypeVar("CollectionT", bound=StoredCollection)
 """A concrete collection class: what a reader wraps and a DB kind builds."""
+
+StoredMapT = TypeVar("StoredMapT", bound=StoredMap)
+"""A concrete map class: what a map reader wraps."""

@@ -25,16 +25,16 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, ItemsView, Iterator, Mapping, ValuesView
+from collections.abc import Callable, ItemsView, Iterator, Mapping, Set, ValuesView
 from typing import Any, Generic, TypeVar
 
 from offheap.errors import ClosedError, ReadOnlyError
 from offheap.arena.arena import Arena
-from offheap.collection.protocol import CollectionT
+from offheap.collection.protocol import CollectionT, StoredMapT
 from offheap.kernels.sizes import ByteLimit
 from offheap.store.records import RecordStore
 
-ReaderT = TypeVar("ReaderT", bound="MapReader[Any]")
+ReaderT = TypeVar("ReaderT", bound="CollectionReader[Any]")
 """A reader class of one kind (:class:`~offheap.treemap.reader.TreeReader`, ...)."""
 
 
@@ -143,10 +143,11 @@ def refuse_write(path: str | None) -> ReadOnlyError:
                            f"it (one writer process at a time)")
 
 
-class MapReader(Mapping[Any, Any], Generic[CollectionT]):
-    """A read-only ``Mapping`` over a collection, every operation inside a read section.
+class CollectionReader(Generic[CollectionT]):
+    """A read-only collection, every operation inside a read section: what the map and set
+    readers share.
 
-    ``owns_session``: closing this reader closes the session (a standalone file map); readers
+    ``owns_session``: closing this reader closes the session (a standalone file); readers
     handed out by a DB share the DB's session and are closed with it. The collection is only
     reached through :class:`~offheap.collection.protocol.StoredCollection` here; a subclass
     adds the reads of its own kind.
@@ -158,14 +159,6 @@ class MapReader(Mapping[Any, Any], Generic[CollectionT]):
         self._owns_session = owns_session
 
     # -- reads --------------------------------------------------------------------------------
-
-    def __getitem__(self, key):
-        with self._session.section():
-            return self._map[key]
-
-    def get(self, key, default=None, /):
-        with self._session.section():
-            return self._map.get(key, default)
 
     def __contains__(self, key) -> bool:
         with self._session.section():
@@ -217,8 +210,7 @@ class MapReader(Mapping[Any, Any], Generic[CollectionT]):
     def _refuse(self, *args, **kwargs):
         raise refuse_write(self._session.arena.path)
 
-    __setitem__ = __delitem__ = update = pop = popitem = clear = setdefault = _refuse
-    flush = commit = rollback = _refuse
+    update = pop = clear = flush = commit = rollback = _refuse
 
     # -- lifetime -----------------------------------------------------------------------------
 
@@ -246,6 +238,37 @@ class MapReader(Mapping[Any, Any], Generic[CollectionT]):
     def _repr_html_(self) -> str:
         with self._session.section():
             return self._map._repr_html_()
+
+
+class MapReader(CollectionReader[StoredMapT], Mapping[Any, Any]):
+    """A read-only ``Mapping`` over a map (:class:`CollectionReader`)."""
+
+    def __getitem__(self, key):
+        with self._session.section():
+            return self._map[key]
+
+    def get(self, key, default=None, /):
+        with self._session.section():
+            return self._map.get(key, default)
+
+    __setitem__ = __delitem__ = popitem = setdefault = CollectionReader._refuse
+
+
+class SetReader(CollectionReader[CollectionT], Set[Any]):
+    """A read-only ``Set`` over a set (:class:`CollectionReader`); its algebra (``r & s``)
+    gives Python sets. A subclass gives the iteration of its kind."""
+
+    @classmethod
+    def _from_iterable(cls, elements):
+        return set(elements)
+
+    add = discard = remove = add_many = discard_many = CollectionReader._refuse
+    update = intersection_update = difference_update = CollectionReader._refuse
+    symmetric_difference_update = CollectionReader._refuse
+
+    def contains_many(self, elements):
+        with self._session.section():
+            return self._map.contains_many(elements)
 
 
 class ChunkItemsView(ItemsView):

@@ -65,16 +65,18 @@ from offheap.collection import lifetime
 from offheap.collection.display import html_table, setting_rows
 from offheap.collection.filemap import check_reopenable, check_stored_reopens
 from offheap.collection.protocol import CollectionT, StoredCollection
-from offheap.collection.readers import MapReader, ReaderT, ReadSession, refuse_write
+from offheap.collection.readers import CollectionReader, ReaderT, ReadSession, refuse_write
 from offheap.db.catalog import Catalog, CatalogEntry, check_same, encode_catalog, parse_catalog
-from offheap.db.kinds import HASH_MAP, TREE_MAP, CollectionKind, kind_named
+from offheap.db.kinds import HASH_MAP, HASH_SET, TREE_MAP, TREE_SET, CollectionKind, kind_named
 from offheap.hashmap.locking import new_lock
 from offheap.hashmap.longhashmap import LongHashMap
-from offheap.hashmap.reader import HashReader
+from offheap.hashmap.longhashset import LongHashSet
+from offheap.hashmap.reader import HashReader, HashSetReader
 from offheap.kernels.sizes import ByteLimit
 from offheap.store.records import RecordStore
 from offheap.treemap.reader import TreeReader
 from offheap.treemap.treemap import TreeMap
+from offheap.treemap.treeset import TreeSet, TreeSetReader
 
 _DURABILITIES = ("commit", "none")
 COMPACT_SUFFIX = ".compact"
@@ -84,7 +86,7 @@ COMPACT_SUFFIX = ".compact"
 class CollectionStats:
     """One collection's share of a DB."""
 
-    kind: str  # the catalog's name of its kind: "tree_map" or "hash_map"
+    kind: str  # the catalog's name of its kind: "tree_map", "hash_map", "tree_set", "hash_set"
     n_entries: int
     live_bytes: int  # pages (TreeMap, as last written) or table arrays and value records
 
@@ -124,7 +126,7 @@ class DB:
         self._catalog: Catalog = {}
         self._open: dict[str, StoredCollection] = {}
         self._open_options: dict[str, dict[str, Any]] = {}  # the options each was given
-        self._readers: dict[str, MapReader[Any]] = {}
+        self._readers: dict[str, CollectionReader[Any]] = {}
         self._closed = False
         self.lock = new_lock()
         self._session = ReadSession(store.arena, self._reload_all, self.close,
@@ -193,6 +195,18 @@ class DB:
         """The :class:`LongHashMap` called ``name``, created with ``options`` if it does not exist
         (in a read-only DB: a :class:`~offheap.hashmap.reader.HashReader` of an existing one)."""
         return self._collection(name, HASH_MAP, options)
+
+    def tree_set(self, name: str, **options: Any) -> TreeSet | TreeSetReader:
+        """The :class:`TreeSet` called ``name``, created with ``options`` (``key``, and the
+        tree options of :meth:`tree_map` but ``value``) if it does not exist (in a read-only
+        DB: a :class:`~offheap.treemap.treeset.TreeSetReader` of an existing one)."""
+        return self._collection(name, TREE_SET, options)
+
+    def hash_set(self, name: str, **options: Any) -> LongHashSet | HashSetReader:
+        """The :class:`LongHashSet` called ``name``, created if it does not exist (in a
+        read-only DB: a :class:`~offheap.hashmap.reader.HashSetReader` of an existing one). A
+        set has no options: any given is a TypeError naming it."""
+        return self._collection(name, HASH_SET, options)
 
     def _collection(self, name: str, kind: CollectionKind[CollectionT, ReaderT],
                     options: dict[str, Any]) -> CollectionT | ReaderT:

@@ -24,11 +24,13 @@ from offheap.collection.protocol import CollectionT
 from offheap.collection.readers import ReaderT
 from offheap.errors import CorruptionError
 from offheap.hashmap.longhashmap import LongHashMap
-from offheap.hashmap.longhashmap import standalone_meta_recid as hash_meta_recid
-from offheap.hashmap.reader import HashReader
+from offheap.hashmap.table import standalone_meta_recid as hash_meta_recid
+from offheap.hashmap.longhashset import LongHashSet
+from offheap.hashmap.reader import HashReader, HashSetReader
 from offheap.store.records import RecordStore
 from offheap.treemap.reader import TreeReader
 from offheap.treemap.treemap import TreeMap
+from offheap.treemap.treeset import TreeSet, TreeSetReader
 from offheap.treemap.meta import standalone_meta_recid as tree_meta_recid
 
 
@@ -69,7 +71,7 @@ class CollectionKind(Generic[CollectionT, ReaderT]):
         """The catalog options of a new collection: every default, overridden by ``options``,
         with a serializer given as an object kept by its name."""
         merged = {**self.defaults, **options}
-        if not isinstance(merged["value"], str):
+        if "value" in merged and not isinstance(merged["value"], str):
             merged["value"] = merged["value"].name
         return merged
 
@@ -113,9 +115,42 @@ HASH_MAP = CollectionKind(
     standalone_meta_recid=hash_meta_recid, copy_compacted=LongHashMap._copy_to,
     region_bytes=LongHashMap._table_bytes)  # the hash table's three arrays
 
+def _tree_set_in_store(store: RecordStore, options: dict[str, Any], meta_recid: int | None,
+                       lock: threading.RLock, allow_pickle: bool) -> TreeSet:
+    """A set's values are ``b""``: nothing of it is ever pickled, whatever the DB allows."""
+    return TreeSet.in_store(store, meta_recid, lock=lock, **options)
+
+
+def _hash_set_in_store(store: RecordStore, options: dict[str, Any], meta_recid: int | None,
+                       lock: threading.RLock, allow_pickle: bool) -> LongHashSet:
+    """A set has no values: nothing of it is ever pickled, whatever the DB allows."""
+    return LongHashSet.in_store(store, meta_recid, lock=lock)
+
+
+def _tree_set_region_bytes(treeset: TreeSet) -> int:
+    """A tree set keeps every node in a store record, as a tree does."""
+    return 0
+
+
+TREE_SET = CollectionKind(
+    name="tree_set", collection=TreeSet, reader=TreeSetReader,
+    defaults=MappingProxyType(dict(key="int64", node_size=32, compression=None,
+                                   write_cache=True, flush_delay=None, cache_size=2048)),
+    fixed=("key", "node_size"), in_store=_tree_set_in_store,
+    standalone_meta_recid=tree_meta_recid, copy_compacted=TreeSet._copy_compacted,
+    region_bytes=_tree_set_region_bytes)
+
+HASH_SET = CollectionKind(
+    name="hash_set", collection=LongHashSet, reader=HashSetReader,
+    defaults=MappingProxyType({}), fixed=(), in_store=_hash_set_in_store,
+    standalone_meta_recid=hash_meta_recid, copy_compacted=LongHashSet._copy_to,
+    region_bytes=LongHashSet._table_bytes)
+
 KINDS: Mapping[str, CollectionKind[Any, Any]] = MappingProxyType(
-    {kind.name: kind for kind in (TREE_MAP, HASH_MAP)})
-"""Every kind by its catalog name; salvage tries a standalone file's root on each in this order."""
+    {kind.name: kind for kind in (TREE_MAP, HASH_MAP, TREE_SET, HASH_SET)})
+"""Every kind by its catalog name; salvage tries a standalone file's root on each in this order
+(a standalone set's root is its map's: salvage tells them apart by the metadata,
+:func:`offheap.db.salvage._standalone_kind`)."""
 
 
 def kind_named(name: str) -> CollectionKind[Any, Any]:

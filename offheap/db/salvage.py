@@ -51,14 +51,15 @@ from typing import Any
 
 from offheap.db.catalog import CatalogEntry, parse_catalog
 from offheap.db.database import DB
-from offheap.db.kinds import HASH_MAP, KINDS, TREE_MAP, CollectionKind
+from offheap.db.kinds import HASH_MAP, HASH_SET, KINDS, TREE_MAP, TREE_SET, CollectionKind
 from offheap.errors import CorruptionError
 from offheap.hashmap import salvage as hash_salvage
-from offheap.hashmap.layout import meta_version, parse_meta as parse_table_meta, parse_meta_v1
+from offheap.hashmap.layout import SET_VALUE_TYPE, meta_version, parse_meta as parse_table_meta
+from offheap.hashmap.layout import parse_meta_v1
+from offheap.hashmap.table import table_serializer
 from offheap.arena.damage import FileDamage
 from offheap.arena.arena import Arena
 from offheap.arena.recovery import log_path
-from offheap.store.serializers import get_serializer
 from offheap.store.records import RecordStore, Span
 from offheap.treemap.salvage import RecordReading, copy_tree, tree_meta
 
@@ -70,7 +71,7 @@ class CollectionReport:
     """What salvage did with one collection."""
 
     name: str
-    kind: str  # "tree_map" or "hash_map"
+    kind: str  # "tree_map", "hash_map", "tree_set" or "hash_set"
     expected_entries: int | None = None  # what the metadata claimed (None: unreadable)
     recovered_entries: int = 0
     skipped_entries: int = 0  # read but rejected: misplaced, duplicated, out of order, bad value
@@ -93,7 +94,7 @@ class SalvageReport:
 
     source: str
     destination: str
-    kind: str  # "db", "tree_map" or "hash_map"
+    kind: str  # "db" or a collection kind ("tree_map", "hash_map", "tree_set", "hash_set")
     checksums: str = "verified"  # else what failed, or why the pages were read without them
     failed_pages: int = 0  # live pages whose checksum failed (what touches them was skipped)
     lost_bytes: int = 0  # file bytes no intact extent tag covers (the extents there are lost)
@@ -273,6 +274,7 @@ def _salvage_store(store: RecordStore, dst: str, report: SalvageReport) -> None:
             meta_recid = kind.standalone_meta_recid(root)
         except CorruptionError:
             continue
+        kind = _standalone_kind(store, kind, meta_recid)
         report.kind = kind.name
         _copy_standalone(store, kind, meta_recid, dst, report)
         return
@@ -281,6 +283,22 @@ def _salvage_store(store: RecordStore, dst: str, report: SalvageReport) -> None:
 
 
 # -- DB and standalone files ------------------------------------------------------------------
+
+def _standalone_kind(store: RecordStore, kind: CollectionKind[Any, Any],
+                     meta_recid: int) -> CollectionKind[Any, Any]:
+    """The kind of a standalone file whose root ``kind`` reads: a LongHashSet's root is a
+    LongHashMap's, told apart by its table's value type. (A TreeSet's file is a TreeMap of
+    ``b""`` values and is salvaged as one, which ``TreeSet(path=...)`` opens.)"""
+    if kind is not HASH_MAP:
+        return kind
+    try:
+        record = _read_record(store, meta_recid)
+        if meta_version(record) == 2 and parse_table_meta(record).value == SET_VALUE_TYPE:
+            return HASH_SET
+    except Exception:  # a damaged record: the map's walker reports it
+        pass
+    return kind
+
 
 @dataclass(frozen=True)
 class _KindSalvage:
@@ -333,7 +351,7 @@ def _table_meta(store: RecordStore, meta_recid: int, report: CollectionReport):
     try:
         record = _read_record(store, meta_recid)
         meta = parse_meta_v1(record) if meta_version(record) == 1 else parse_table_meta(record)
-        get_serializer(meta.value)
+        table_serializer(meta.value)
     except Exception as exc:  # a damaged record may fail in any decoder
         report.error = f"metadata record {meta_recid} is unreadable: {exc}"
         return None
@@ -347,7 +365,10 @@ def _copy_table(store: RecordStore, meta, table, report: CollectionReport, commi
                                                 lambda recid: _read_record(store, recid),
                                                 _DamagedRecord):
         if len(keys):
-            table.put_many(keys, values)
+            if meta.value == SET_VALUE_TYPE:
+                table.add_many(keys)
+            else:
+                table.put_many(keys, values)
         report.recovered_entries += len(keys)
         copied_since_commit += len(keys)
         if copied_since_commit >= _COMMIT_EVERY:
@@ -362,4 +383,10 @@ _SALVAGE: dict[str, _KindSalvage] = {  # the walkers of every kind in KINDS, by 
         lambda store, meta, tree, report, commit: copy_tree(
             store, meta, tree, report, commit, _COMMIT_EVERY, _TREE_READING)),
     HASH_MAP.name: _KindSalvage(_table_meta, lambda meta: {"value": meta.value}, _copy_table),
+    TREE_SET.name: _KindSalvage(
+        lambda store, recid, report: tree_meta(store, recid, report, _TREE_READING),
+        lambda meta: {k: v for k, v in meta.fixed_options.items() if k != "value"},
+        lambda store, meta, treeset, report, commit: copy_tree(
+            store, meta, treeset._tree, report, commit, _COMMIT_EVERY, _TREE_READING)),
+    HASH_SET.name: _KindSalvage(_table_meta, lambda meta: {}, _copy_table),
 }

@@ -21,7 +21,9 @@
  * Values. The common values are encoded and decoded here, byte for byte as the serializers of
  * offheap.store.serializers do: for "object" None, False, True, ints of int64 and exact str and
  * bytes whose serialized form fits a word (<= 7 bytes); for "str" and "bytes" exact str and
- * bytes of <= 7 bytes; raw int64 and float64 for the typed codecs. Everything else (external
+ * bytes of <= 7 bytes; raw int64 and float64 for the typed codecs; nothing at all for the empty
+ * codec of a set's table (item size 0: no values region is exported, every value reads as 0
+ * and decodes to None, a write is dropped). Everything else (external
  * records, pickles, validation errors) goes through the codec object (ValueSlots), so there is
  * one implementation of it: a pickled value is unpickled there, or refused without
  * allow_pickle (offheap.store.pickled), exactly as on the reference core. Only external words
@@ -38,7 +40,7 @@
 /* Imported once at module init. */
 PyObject *ClosedError, *CorruptionError;
 PyObject *as_key_function, *lookup_key_function; /* offheap.hashmap.layout */
-PyObject *INT64, *FLOAT64, *OBJECT, *STR, *BYTES; /* the serializer singletons */
+PyObject *INT64, *FLOAT64, *EMPTY, *OBJECT, *STR, *BYTES; /* the serializer singletons */
 double max_load;                                  /* layout.MAX_LOAD */
 PyObject *s_encode, *s_decode, *s_release, *s_width_of, *s_make_room, *s_typed,
     *s_serializer;
@@ -60,7 +62,8 @@ MapCore_attach(MapCore *self, PyObject *args, PyObject *kwargs)
     ValueCodec value_codec;
     if (value_codec_of(codec, &value_codec) < 0)
         return NULL;
-    int typed = value_codec <= CODEC_FLOAT64;
+    int typed = TYPED_CODEC(value_codec);
+    int item_size = value_codec == CODEC_EMPTY ? 0 : typed ? 8 : (int)width;
     if (!typed && width != 2 && width != 4 && width != 8)
         return PyErr_Format(PyExc_ValueError, "slot words are 2, 4 or 8 bytes wide, not %zd",
                             width);
@@ -71,7 +74,7 @@ MapCore_attach(MapCore *self, PyObject *args, PyObject *kwargs)
     for (int i = 0; i < 3; i++)
         if ((chunks[i] = PySequence_Tuple(chunk_lists[i])) == NULL)
             goto fail;
-    if (export_table(index, chunks[0], chunks[1], chunks[2], typed ? 8 : width, &table,
+    if (export_table(index, chunks[0], chunks[1], chunks[2], item_size, &table,
                      &n_slots, &capacity) < 0)
         goto fail;
     if (n_slots < homes) {
@@ -85,7 +88,7 @@ MapCore_attach(MapCore *self, PyObject *args, PyObject *kwargs)
     self->table = table;
     self->codec = Py_NewRef(codec);
     self->value_codec = value_codec;
-    self->item_size = typed ? 8 : (int)width;
+    self->item_size = item_size;
     self->homes = homes;
     self->n_slots = n_slots;
     self->width = width;
@@ -171,11 +174,18 @@ MapCore_ass_subscript(MapCore *self, PyObject *obj, PyObject *value)
     if (begin_turn(self, &held) < 0)
         return -1;
     if (!ATTACHED(self))
-        closed_error();
+        closed_error(self);
     else if (store_key(obj, &key) == 0)
         status = store(self, key, value, &held);
     end_turn(self, held);
     return status;
+}
+
+/* _add_key(key): self[key] = None, a set's add (one call, no frame of Python code). */
+static PyObject *
+MapCore_add_key(MapCore *self, PyObject *obj)
+{
+    return MapCore_ass_subscript(self, obj, Py_None) < 0 ? NULL : Py_NewRef(Py_None);
 }
 
 static PyObject *
@@ -265,7 +275,7 @@ last_entry(MapCore *self, int64_t *key, uint64_t *word, int *held)
         if (begin_turn(self, held) < 0)
             return -1;
         if (!ATTACHED(self))
-            return closed_error();
+            return closed_error(self);
         if (self->n == 0) {
             PyErr_SetString(PyExc_KeyError, "popitem(): LongHashMap is empty");
             return -1;
@@ -364,7 +374,7 @@ static PyObject *
 MapCore_find(MapCore *self, PyObject *obj)
 {
     if (!ATTACHED(self)) {
-        closed_error();
+        closed_error(self);
         return NULL;
     }
     if (!PyLong_Check(obj))
@@ -386,7 +396,7 @@ MapCore_put(MapCore *self, PyObject *const *args, Py_ssize_t nargs)
     if (nargs != 2)
         return PyErr_Format(PyExc_TypeError, "_put() takes a key and a word (%zd given)", nargs);
     if (!ATTACHED(self)) {
-        closed_error();
+        closed_error(self);
         return NULL;
     }
     long long key = PyLong_AsLongLong(args[0]);
@@ -403,7 +413,7 @@ static PyObject *
 MapCore_remove(MapCore *self, PyObject *obj)
 {
     if (!ATTACHED(self)) {
-        closed_error();
+        closed_error(self);
         return NULL;
     }
     long long key = PyLong_AsLongLong(obj);
@@ -484,6 +494,8 @@ static PyMethodDef MapCore_methods[] = {
     {"_detach", (PyCFunction)MapCore_detach, METH_NOARGS,
      "Release the table's buffers (idempotent); operations raise ClosedError until the next "
      "attach."},
+    {"_add_key", (PyCFunction)MapCore_add_key, METH_O,
+     "_add_key(key)\n--\n\nself[key] = None: the add of a set, whose values are all None."},
     {"get", (PyCFunction)(void (*)(void))MapCore_get, METH_FASTCALL,
      "get($self, key, default=None, /)\n--\n\nThe value of key, or default."},
     {"pop", (PyCFunction)(void (*)(void))MapCore_pop, METH_FASTCALL,
@@ -607,6 +619,7 @@ import_names(void)
         {"offheap.hashmap.layout", "lookup_key", &lookup_key_function},
         {"offheap.store.serializers", "INT64", &INT64},
         {"offheap.store.serializers", "FLOAT64", &FLOAT64},
+        {"offheap.store.serializers", "EMPTY", &EMPTY},
         {"offheap.store.serializers", "OBJECT", &OBJECT},
         {"offheap.store.serializers", "STR", &STR},
         {"offheap.store.serializers", "BYTES", &BYTES},

@@ -62,6 +62,8 @@ class BulkOperations:
 
         def _grow_index(self, homes: int, needed: int) -> None: ...
 
+        def _outgrow_index(self, needed: int) -> None: ...
+
     def put_many(self, keys, values) -> None:
         """Insert or overwrite many entries. As with ``dict.update``, a key given twice takes
         its place in the order from its first occurrence and its value from its last.
@@ -177,6 +179,8 @@ class BulkOperations:
             column.put(entries[found], words[found])
             given_up.append((first[found], old))
         self._append_many(keys[~found], words[~found])
+        if self._slots.typed:
+            return  # typed words hold no records (nor, for a set's, any bytes to convert)
         times = np.concatenate([t for t, _ in given_up])
         released = np.concatenate([w.astype(np.uint64) for _, w in given_up])
         self._slots.release_many(released[np.argsort(times, kind="stable")])
@@ -190,7 +194,9 @@ class BulkOperations:
         keys, entries = keys[present], entries[present]
         if not entries.size:
             return np.empty(0, np.uint64)
-        removed_words = self._table().values.take(entries)
+        r = self._table()
+        # a set's table has no words: the compiled core reports 0 for each
+        removed_words = r.values.take(entries) if r.width else np.zeros(entries.size, np.uint64)
         if entries.size * _BULK_FRACTION >= self._n:
             self._remove_entries(entries)
         else:
@@ -241,7 +247,7 @@ class BulkOperations:
         index = np.zeros(r.n_slots, np.uint32)
         if not placement.place(index, r.homes, [(entries, r.keys.take(entries))]):
             r.keys.put(new_entries, np.zeros(len(keys), np.int64))  # undo, grow, append again
-            self._grow_index(r.homes * 2, self._n + len(keys))
+            self._outgrow_index(self._n + len(keys))
             return self._append_many(keys, words)
         r.values.put(new_entries, words)
         r.index[:] = index

@@ -9,7 +9,8 @@ format is specified in :mod:`offheap.hashmap.layout`.
 The contract between the core and the map built on it:
 
 - The map *attaches* the table with :meth:`MapCore._attach` (the value codec, then writable
-  buffers: the index, and per chunk its keys, values and live bits) and *detaches* it with
+  buffers: the index, and per chunk its keys, values and live bits; a set's table, of width 0,
+  has no values: every value reads as None and a write is dropped) and *detaches* it with
   :meth:`MapCore._detach` before any of those buffers' regions is freed or remapped. While
   detached every operation raises ClosedError. The compiled core holds the buffers (the buffer
   protocol's exports) while attached, so an extent cannot be unmapped under it.
@@ -79,9 +80,27 @@ _VALUE_FORMATS: dict[str, Literal["q", "d", "H", "I", "Q"]] = {
 """The memoryview format of each dtype a value column has (typed values, then slot words)."""
 
 
+class _NoValueColumn:
+    """The value column of a table of width 0 (a set's): every read gives None, a write is
+    dropped, as the compiled core's accessors do for its values of 0 bytes."""
+
+    def __getitem__(self, at: int) -> None:
+        return None
+
+    def __setitem__(self, at: int, word: object) -> None:
+        pass
+
+    def release(self) -> None:
+        pass
+
+
+_NO_VALUES: memoryview = _NoValueColumn()  # type: ignore[assignment]  # a memoryview's part of its interface
+
+
 class MapCore:
     """Probe, insert, delete and iterate one table (pure-Python reference)."""
 
+    _kind = "LongHashMap"  # the class errors name (the compiled core: the type's name)
     _n: int  # the counters (see the module docstring): the map class sets them too
     _used: int
     _mods: int
@@ -117,8 +136,11 @@ class MapCore:
         self._encode: Callable = codec.serializer.validate if codec.typed else codec.encode
         self._index = index.data.cast("B").cast("I")
         self._keys = [chunk.data.cast("B").cast("q") for chunk in key_chunks]
-        fmt = _VALUE_FORMATS[codec.dtype_for_width(width).name]
-        self._values = [chunk.data.cast("B").cast(fmt) for chunk in value_chunks]
+        if width:
+            fmt = _VALUE_FORMATS[codec.dtype_for_width(width).name]
+            self._values = [chunk.data.cast("B").cast(fmt) for chunk in value_chunks]
+        else:  # a set's table: no values region
+            self._values = [_NO_VALUES] * len(value_chunks)
         self._live = [chunk.data.cast("B") for chunk in live_chunks]
         self._homes = homes
         self._n_slots = len(self._index)
@@ -134,12 +156,12 @@ class MapCore:
         if self._index is None:
             return
         for view in (self._index, *self._keys, *self._values, *self._live):
-            view.release()
+            view.release()  # _NO_VALUES too: releasing it does nothing
         self._index = None
         self._keys, self._values, self._live = [], [], []
 
     def _closed_error(self) -> ClosedError:
-        return ClosedError("the LongHashMap is closed")
+        return ClosedError(f"the {self._kind} is closed")
 
     def _attached_index(self) -> memoryview:
         """The index of the attached table; ClosedError while detached (which every operation
@@ -333,6 +355,11 @@ class MapCore:
         self._mods += 1
         self._homes_mods = self._mods
 
+    def _add_key(self, key) -> None:
+        """``self[key] = None``: the add of a set, whose values are all None (this core's
+        ``__setitem__``, not the set's, which refuses item assignment)."""
+        MapCore.__setitem__(self, key, None)
+
     def __delitem__(self, key) -> None:
         slot, e = self._find_admitted(key)
         if e < 0:
@@ -511,7 +538,7 @@ class MapCore:
         """Why an iterator cannot go on: the map was closed, or its entries changed."""
         if self._index is None:
             return self._closed_error()
-        return RuntimeError("LongHashMap changed size during iteration")
+        return RuntimeError(f"{self._kind} changed size during iteration")
 
     def _run(self, chunk: int, at: int, stop: int, with_values: bool) -> tuple[list, list, list, list]:
         """Positions ``at <= i < stop`` of chunk ``chunk`` that are live, their keys, and with

@@ -5,8 +5,9 @@ linear probing in the index:
 
     index     uint32[homes + SLACK]   0 = empty, else 1 + the number of the entry it points to
     entries   in chunks               per entry: its int64 key, its value (a typed value or a
-                                      2/4/8-byte slot word, :mod:`offheap.hashmap.valueslots`)
-                                      and a live bit (0 = the entry was deleted: a hole)
+                                      2/4/8-byte slot word, :mod:`offheap.hashmap.valueslots`;
+                                      nothing for a set) and a live bit (0 = the entry was
+                                      deleted: a hole)
 
 Entries are numbered in insertion order: a new key is appended as entry ``used`` (``used`` counts
 the holes too), so iterating the entries in number order, skipping holes, gives dict's order, and
@@ -17,7 +18,17 @@ match, when the entries are full and at least a quarter of them are holes.
 
 Entry ``e`` lives in chunk ``e >> CHUNK_BITS`` at position ``e & CHUNK_MASK``. A chunk is one
 arena region of ``capacity`` entries: ``capacity`` int64 keys, then ``capacity`` values, then
-``capacity / 8`` bytes of live bits (bit ``i % 8`` of byte ``i // 8`` for position ``i``). Every
+``capacity / 8`` bytes of live bits (bit ``i % 8`` of byte ``i // 8`` for position ``i``).
+
+A set (:class:`~offheap.hashmap.longhashset.LongHashSet`) is this table with a value width of 0:
+the value type ``"empty"`` (:data:`~offheap.store.serializers.EMPTY`, every value None) and no
+values region, so a chunk is ``capacity`` int64 keys then the live bits, ``capacity * 8 +
+capacity / 8`` bytes. Width 0 goes with the value type ``"empty"`` and no other; nothing else of
+the format changes (index, order, probing, growth, the chunk list). Example, a set holding 5
+then 7 in a 16-entry chunk 0: bytes 0..7 of the chunk are ``05 00 .. 00``, bytes 8..15
+``07 00 .. 00``, bytes 16..127 zero, byte 128 (the live bits) ``03``, byte 129 ``00``.
+
+Every
 chunk holds ``CHUNK_ENTRIES`` entries except chunk 0 while it is the only one: it starts at
 ``MIN_CAPACITY`` entries and is copied to twice its size when full, up to ``CHUNK_ENTRIES``;
 later chunks are added whole and never move. So a small map costs little, and a large one grows
@@ -77,7 +88,8 @@ CHUNK_ENTRIES = 1 << CHUNK_BITS
 CHUNK_MASK = CHUNK_ENTRIES - 1
 MIN_CAPACITY = 16
 MAX_ENTRIES = (1 << 32) - 2  # entry numbers + 1 fit an index word
-VALUE_WIDTHS = (2, 4, 8)
+VALUE_WIDTHS = (0, 2, 4, 8)  # 0: a set's table, of the value type "empty" alone
+SET_VALUE_TYPE = "empty"
 
 _MAGIC = b"OHLHMAP2"
 _MAGIC_V1 = b"OHLHMAP1"
@@ -130,7 +142,8 @@ def parse_meta(meta: bytes) -> TableMeta:
     if meta_version(meta) != 2:
         raise CorruptionError("LongHashMap metadata is of format 1, not 2")
     _, name, homes, width, n, used, first, index_region, chunk_list = _META.unpack(meta)
-    if not (MIN_HOMES <= homes <= MAX_HOMES and width in VALUE_WIDTHS and n <= used
+    if not (MIN_HOMES <= homes <= MAX_HOMES and width in VALUE_WIDTHS
+            and (width == 0) == (_name(name) == SET_VALUE_TYPE) and n <= used
             and n <= homes and used <= MAX_ENTRIES and MIN_CAPACITY <= first <= CHUNK_ENTRIES
             and first & (first - 1) == 0 and (used <= first or first == CHUNK_ENTRIES)):
         raise CorruptionError(f"LongHashMap metadata is out of range (homes={homes}, width={width}, "
@@ -143,7 +156,7 @@ def parse_meta_v1(meta: bytes) -> TableMetaV1:
     if meta_version(meta) != 1:
         raise CorruptionError("LongHashMap metadata is of format 2, not 1")
     _, name, homes, width, n, keys_off, dist_off, vals_off = _META_V1.unpack(meta)
-    if not MIN_HOMES <= homes <= MAX_HOMES or width not in VALUE_WIDTHS or n > homes:
+    if not MIN_HOMES <= homes <= MAX_HOMES or width not in VALUE_WIDTHS or not width or n > homes:
         raise CorruptionError(f"LongHashMap metadata is out of range (homes={homes}, "
                               f"width={width}, n={n})")
     return TableMetaV1(_name(name), homes, width, n, (keys_off, dist_off, vals_off))
@@ -174,7 +187,7 @@ def capacity_of(n_chunks: int, first_capacity: int) -> int:
 
 
 def chunk_bytes(capacity: int, value_itemsize: int) -> int:
-    """The region size of a chunk: keys, values, live bits."""
+    """The region size of a chunk: keys, values (none for a set: itemsize 0), live bits."""
     return capacity * (8 + value_itemsize) + (capacity >> 3)
 
 

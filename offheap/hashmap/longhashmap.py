@@ -1,13 +1,16 @@
 """LongHashMap: an int64-keyed hash map whose entries live in an arena (layer 6).
 
 The table format (an insertion-ordered entry array under a Robin Hood index) is
-:mod:`offheap.hashmap.layout`. The class is built from three parts:
+:mod:`offheap.hashmap.layout`. The class is built from four parts:
 
 - the *core* (:mod:`offheap.hashmap.core`, or its compiled twin ``offheap.hashmap._core``, chosen
   by :mod:`offheap.kernels.native`): the scalar dict operations, reached through the type's slots;
 - the *regions* (:mod:`offheap.hashmap.regions`): one table shape's arena memory;
-- this facade: construction and files, metadata, stats, and what a DB, a reader, compaction and
-  salvage need; with the bulk numpy paths (:mod:`offheap.hashmap.bulk`) and growth as mixins.
+- the *table facade* (:mod:`offheap.hashmap.table`, shared with
+  :class:`~offheap.LongHashSet`): construction and files, metadata, and what a DB, a reader,
+  compaction and salvage need; with the bulk numpy paths (:mod:`offheap.hashmap.bulk`) and
+  growth as mixins;
+- this module: the dict interface beyond the core, stats and reprs.
 
 Growth is :mod:`offheap.hashmap.growth`: a larger index, another chunk of entries, a wider value
 column or the compaction of holes, each one step that allocates before it changes anything.
@@ -28,7 +31,6 @@ size, as a dict's does.
 from __future__ import annotations
 
 import os
-import struct
 import threading
 from collections.abc import ItemsView, Iterator, KeysView, Mapping, MutableMapping, ValuesView
 from dataclasses import dataclass
@@ -39,48 +41,20 @@ import numpy as np
 from offheap.arena.arena import Arena, format_bytes
 from offheap.collection.dictapi import DictAPI
 from offheap.collection.display import html_table, setting_rows, settings_text
-from offheap.collection.filemap import StandaloneFileMap, check_reopenable
 from offheap.collection.readers import open_file_reader
-from offheap.errors import ClosedError, CorruptionError
-from offheap.hashmap.core import MapCore as ReferenceCore
-from offheap.hashmap.layout import (
-    CHUNK_BITS,
-    CHUNK_ENTRIES,
-    CHUNK_MASK,
-    MAX_LOAD,
-    MIN_CAPACITY,
-    MIN_HOMES,
-    SLACK,
-    TableMeta,
-    homes_of,
-    meta_version,
-    pack_chunk_list,
-    pack_meta,
-    parse_chunk_list,
-    parse_meta,
-    parse_meta_v1,
-)
 from offheap.hashmap.bulk import BulkOperations
+from offheap.hashmap.locking import LockedReferenceCore, locked, new_lock
 from offheap.hashmap.reader import HashReader
-from offheap.hashmap.growth import TableGrowth
-from offheap.hashmap.locking import LockedReferenceCore, locked, locked_generator, new_lock
-from offheap.hashmap.regions import Regions
-from offheap.hashmap.valueslots import EXTERNAL, ValueSlots
-from offheap.kernels import native
+from offheap.hashmap.table import (
+    MapCore,
+    TableFacade,
+    standalone_meta_recid,
+    stored_value_type,
+    table_serializer,
+)
 from offheap.kernels.sizes import ByteLimit
 from offheap.store.records import RecordStore
 from offheap.store.serializers import INT64, get_serializer
-
-if TYPE_CHECKING:
-    MapCore = ReferenceCore  # the compiled type mirrors the reference's interface
-else:
-    _compiled = native.compiled_module("offheap.hashmap._core")
-    MapCore = LockedReferenceCore if _compiled is None else _compiled.MapCore
-"""The core the map is built on: compiled when available (:mod:`offheap.kernels.native`), else
-the pure-Python one under the map's lock."""
-
-_ITER_CHUNK = 1 << 16
-
 
 @dataclass(frozen=True)
 class HashMapStats:
@@ -99,22 +73,14 @@ class HashMapStats:
         return self.reserved_bytes / self.n_entries if self.n_entries else float("nan")
 
 
-class HashMapFacade(BulkOperations, TableGrowth, StandaloneFileMap, DictAPI, MutableMapping):
+class HashMapFacade(TableFacade, DictAPI, MutableMapping):
     """Everything of a LongHashMap above its core (see the module docstring); a concrete map
     class puts a core first in its bases."""
 
     if TYPE_CHECKING:
-        # The core's (offheap.hashmap.core), beyond what TableGrowth names; its get, unlike
-        # Mapping's, also takes ``default`` by keyword.
-        def _attach(self, codec: ValueSlots, index: np.ndarray, key_chunks: list[np.ndarray],
-                    value_chunks: list[np.ndarray], live_chunks: list[np.ndarray], homes: int,
-                    width: int) -> None: ...
-
-        def _put(self, key: int, word: int | float) -> None: ...
-
-        def _remove(self, key: int) -> None: ...
-
         def get(self, key: Any, default: Any = None, /) -> Any: ...
+
+    _kind = "LongHashMap"
 
     _lock: threading.RLock  # the map's (or its DB's) lock: offheap.hashmap.locking
 
@@ -139,22 +105,6 @@ class HashMapFacade(BulkOperations, TableGrowth, StandaloneFileMap, DictAPI, Mut
             self._open_file(store, value, allow_pickle)
         self.update(data)
 
-    def _open_file(self, store: RecordStore, value, allow_pickle: bool) -> None:
-        """Set up on the store of a map's own file: the map it holds (``value`` None: of the
-        value type the file names), or a new empty one."""
-        try:
-            meta_recid = standalone_meta_recid(store.root) if store.root else None
-            serializer = get_serializer(value or stored_value_type(store, meta_recid))
-            self._setup(store, serializer, meta_recid=meta_recid, owns_store=True,
-                        allow_pickle=allow_pickle)
-            if meta_recid is None:
-                store.root = struct.pack("<Q", self._meta_recid)
-                self.commit()  # a new file holds an empty map from its first moment on disk
-        except BaseException:
-            store.arena.close()
-            raise
-        self._track_file()
-
     @classmethod
     def reader(cls, path: str | os.PathLike[str], value=None, *, limit: ByteLimit = None,
                verify: bool = True, recover: bool = False,
@@ -169,7 +119,8 @@ class HashMapFacade(BulkOperations, TableGrowth, StandaloneFileMap, DictAPI, Mut
         def build(store: RecordStore) -> HashMapFacade:
             hashmap = cls.__new__(cls)
             meta_recid = standalone_meta_recid(store.root)
-            serializer = get_serializer(value or stored_value_type(store, meta_recid))
+            serializer = get_serializer(value or table_serializer(
+                stored_value_type(store, meta_recid)))
             hashmap._setup(store, serializer, meta_recid=meta_recid, owns_store=True, lock=lock,
                            allow_pickle=allow_pickle)
             return hashmap
@@ -189,24 +140,6 @@ class HashMapFacade(BulkOperations, TableGrowth, StandaloneFileMap, DictAPI, Mut
                        lock=lock, allow_pickle=allow_pickle)
         return hashmap
 
-    def _setup(self, store: RecordStore, serializer, *, meta_recid, owns_store: bool,
-               allow_pickle: bool, lock: threading.RLock | None = None) -> None:
-        self._lock = new_lock() if lock is None else lock
-        self._store = store
-        self._owns_store = owns_store
-        self._slots = ValueSlots(serializer, store, allow_pickle)
-        self._closed = False
-        self._regions = None
-        self._n = self._used = self._mods = 0
-        if meta_recid is None:
-            self._meta_recid = store.put(b"")
-            self._chunk_list_recid = store.put(b"")
-            self._replace_table(self._new_table())
-            self._write_meta()
-        else:
-            self._meta_recid = meta_recid
-            self._load_meta(serializer)
-
     # -- the dict interface beyond the core ---------------------------------------------------
 
     def keys(self) -> KeysView:
@@ -221,16 +154,6 @@ class HashMapFacade(BulkOperations, TableGrowth, StandaloneFileMap, DictAPI, Mut
 
     def items(self) -> ItemsView:
         return _CoreItemsView(self)
-
-    @locked
-    def clear(self) -> None:
-        """Remove every entry and shrink the table back to its initial size."""
-        self._check_open()
-        old_words = self._live_words()
-        self._replace_table(self._new_table())
-        self._n = self._used = 0
-        self._mods += 1
-        self._slots.release_many(old_words)
 
     @locked
     def update(self, other=(), /, **kwargs) -> None:
@@ -298,243 +221,6 @@ class HashMapFacade(BulkOperations, TableGrowth, StandaloneFileMap, DictAPI, Mut
                 *setting_rows(self._store.arena)]
         return html_table("LongHashMap", rows)
 
-    @property
-    def _compiled_core(self) -> bool:
-        return not isinstance(self, ReferenceCore)
-
-    @locked
-    def flush(self) -> None:
-        """Write the map's metadata into the store; a file map without transactions also pushes
-        its pages to the file (with ``durability="commit"`` nothing is durable before
-        :meth:`commit`)."""
-        self._check_open()
-        self._write_meta()
-        if self._owns_store:
-            self._store.flush()
-
-    @locked
-    def close(self) -> None:
-        """Release the memory (a file map is committed first, or flushed with
-        ``durability="none"``); later use raises ClosedError. Idempotent."""
-        if self._closed:
-            return
-        written = False
-        try:
-            if not self._store.arena.readonly and (
-                    not self._owns_store or self._store.arena.path is not None):
-                self._write_meta()
-                check_reopenable(self, self._store)
-            written = True
-        finally:
-            self._drop_views()
-            self._closed = True
-            if self._owns_store:
-                self._store.close(save=written)
-
-    def _write_back(self) -> None:
-        self._write_meta()
-
-    def _discard(self) -> None:
-        self._drop_views()
-
-    @property
-    def closed(self) -> bool:
-        return self._closed
-
-    @property
-    def meta_recid(self) -> int:
-        """The store record holding this map's metadata: what reopens it with :meth:`in_store`."""
-        return self._meta_recid
-
-    @locked
-    def _check(self) -> None:
-        """Assert the table's invariants (used by the stateful tests after every step)."""
-        self._check_open()
-        r = self._table()
-        assert self._used <= r.capacity and len(r.chunk_offsets) >= 1
-        live = r.live_mask(r.capacity)
-        assert int(live.sum()) == self._n, (int(live.sum()), self._n)
-        assert not live[self._used:].any(), "live bits past used"
-        assert self._used == 0 or live[self._used - 1], "the last entry is a hole"
-        occupied = np.flatnonzero(r.index)
-        assert occupied.size == self._n, (occupied.size, self._n)
-        entries = r.index[occupied].astype(np.int64) - 1
-        assert np.array_equal(np.sort(entries), np.flatnonzero(live)), "index and live bits differ"
-        keys = r.keys.take(entries)
-        home = homes_of(keys, r.homes)
-        assert np.all(home <= occupied), "an entry sits before its home"
-        assert np.all(home[1:] >= home[:-1]), "Robin Hood order broken"
-        gaps = np.flatnonzero(np.diff(occupied) > 1)
-        assert np.all(home[gaps + 1] >= occupied[gaps] + 1), "an entry is cut off from its home"
-        assert np.unique(keys).size == keys.size, "duplicate keys"
-        assert self._n <= MAX_LOAD * r.homes
-        if not self._slots.typed:
-            words = r.values.take(entries).astype(np.uint64)
-            assert self._slots.width_of_many(words) <= r.width
-            for word in words[(words & np.uint64(0xFF)) == EXTERNAL].tolist():
-                assert (word >> 8) in self._store, f"external value {word >> 8} is missing"
-            counted = self._slots.external_count
-            assert counted is None or counted == self._scan_external(), "external count drifted"
-        self._store._check()
-
-    def _attach_regions(self) -> None:
-        r = self._table()
-        self._attach(self._slots, r.index, r.key_chunks, r.value_chunks, r.live_chunks, r.homes,
-                     r.width)
-
-    def _new_table(self) -> Regions:
-        width = self._slots.initial_width
-        return Regions.allocate(self._store, MIN_HOMES, width, self._slots.dtype_for_width(width),
-                                MIN_CAPACITY)
-
-    def _replace_table(self, new: Regions) -> None:
-        """Detach the core, free the current table, attach ``new``."""
-        old = self._regions
-        self._detach()
-        if old is not None:
-            old.free(self._store)
-        self._regions = new
-        self._attach_regions()
-
-    def _drop_views(self) -> None:
-        self._detach()
-        if self._regions is not None:
-            self._regions.drop_views()
-
-    # -- what DB, readers, compaction and salvage use ------------------------------------------
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise ClosedError("the LongHashMap is closed")
-
-    @locked
-    def _release(self) -> None:
-        """Drop the table views before the store rolls back or remaps (see :meth:`_reload`)."""
-        self._drop_views()
-
-    @locked
-    def _reload(self, meta_recid: int | None = None) -> None:
-        """Re-read the table from the metadata record (``meta_recid`` when it moved, as in a
-        compacted file), dropping the old views: after a rollback, or when a reader's arena
-        picked up another process's commit. Iterators in progress raise RuntimeError on their
-        next step."""
-        self._drop_views()
-        self._regions = None
-        self._mods += 1
-        if meta_recid is not None:
-            self._meta_recid = meta_recid
-        self._slots.external_count = None
-        self._load_meta(self._slots.serializer)
-
-    @locked
-    def _copy_to(self, other: HashMapFacade) -> None:
-        """Make ``other``, an empty map of the same value type in another store, hold this
-        map's entries in the same order: the value words are copied as arrays (external values
-        record by record) and placed at the smallest index that holds them, so compaction
-        neither decodes values nor grows the table step by step."""
-        self._check_open()
-        keys, words = self._live_entries()
-        if not self._slots.typed:
-            words = words.astype(np.uint64)
-            for i in np.flatnonzero((words & np.uint64(0xFF)) == EXTERNAL).tolist():
-                data = self._store.view(int(words[i]) >> 8)
-                words[i] = EXTERNAL | other._store.put(data) << 8
-            other._slots.external_count = None  # records put around the slots: count anew
-        other._reserve(len(keys), self._table().width)
-        other._append_many(keys, words.astype(other._table().value_dtype))
-
-    @locked
-    def _table_bytes(self) -> int:
-        """Bytes of the table's regions."""
-        return self._table().region_bytes(self._store)
-
-    @locked
-    def _live_bytes(self) -> int:
-        """Bytes this map holds in its store: the table regions and the external value records."""
-        self._check_open()
-        if self._slots.typed:
-            return self._table_bytes()
-        words = self._live_words().astype(np.uint64)
-        external = (words[(words & np.uint64(0xFF)) == EXTERNAL] >> np.uint64(8)).astype(np.int64)
-        return self._table_bytes() + self._store.record_bytes(external)
-
-    @locked
-    def _invalidate(self) -> None:
-        """Close without writing anything: the store no longer holds this map (a rollback
-        dropped it, having been created after the last commit)."""
-        self._drop_views()
-        self._closed = True
-
-    @locked
-    def _count_external(self) -> int:
-        """External value records: counted by one scan of the table, then kept by the slots."""
-        if self._slots.typed:
-            return 0
-        if self._slots.external_count is None:
-            self._slots.external_count = self._scan_external()
-        return self._slots.external_count
-
-    def _scan_external(self) -> int:
-        words = self._live_words().astype(np.uint64)
-        return int(np.count_nonzero((words & np.uint64(0xFF)) == EXTERNAL))
-
-    def _live_words(self) -> np.ndarray:
-        r = self._table()
-        return r.values.take(np.flatnonzero(r.live_mask(self._used)))
-
-    def _live_entries(self) -> tuple[np.ndarray, np.ndarray]:
-        r = self._table()
-        live = np.flatnonzero(r.live_mask(self._used))
-        return r.keys.take(live), r.values.take(live)
-
-    @locked_generator
-    def _chunks(self, with_values: bool, chunk_entries: int = _ITER_CHUNK):
-        """Yield (keys, values) lists of ``chunk_entries`` entries at a time (a power of two
-        dividing a table chunk) in entry order; RuntimeError if the map changes meanwhile. A
-        step costs O(chunk_entries), whatever the map's size."""
-        if chunk_entries & (chunk_entries - 1) or not 8 <= chunk_entries <= CHUNK_ENTRIES:
-            raise ValueError(f"chunk_entries is a power of two in [8, {CHUNK_ENTRIES}], "
-                             f"not {chunk_entries}")
-        self._check_open()
-        mods = self._mods
-        start = 0
-        while True:
-            if self._mods != mods:
-                raise RuntimeError("LongHashMap changed size during iteration")
-            self._check_open()
-            if start >= self._used:
-                return
-            r = self._table()
-            chunk, at = start >> CHUNK_BITS, start & CHUNK_MASK
-            stop = min(at + chunk_entries, self._used - (chunk << CHUNK_BITS))
-            bits = r.live_chunks[chunk][at >> 3: (stop + 7) >> 3]
-            live = np.flatnonzero(np.unpackbits(bits, bitorder="little")[: stop - at]) + at
-            keys = r.key_chunks[chunk].take(live).tolist()
-            values = self._slots.decode_many(r.value_chunks[chunk].take(live)).tolist() \
-                if with_values else None
-            yield keys, values
-            start = (chunk << CHUNK_BITS) + stop
-
-    @locked_generator
-    def _reversed_entries(self, what: int) -> Iterator:
-        """Keys (0), values (1) or items (2) in reverse entry order, decoded a chunk at a time;
-        RuntimeError at the step after a change of the entries, as the core's iterators."""
-        self._check_open()
-        mods = self._mods
-        stop = self._used
-        while stop:
-            start = max(0, stop - _ITER_CHUNK)
-            r = self._table()
-            live = (np.flatnonzero(r.live_mask(stop)[start:]) + start)[::-1]
-            keys = r.keys.take(live).tolist()
-            values = self._slots.decode_many(r.values.take(live)).tolist() if what else keys
-            for key, value in zip(keys, values):
-                if self._mods != mods:
-                    raise RuntimeError("LongHashMap changed size during iteration")
-                yield key if what == 0 else value if what == 1 else (key, value)
-            stop = start
-        if self._mods != mods:
-            raise RuntimeError("LongHashMap changed size during iteration")
 
     @locked
     def _export(self) -> tuple[np.ndarray, object]:
@@ -544,88 +230,6 @@ class HashMapFacade(BulkOperations, TableGrowth, StandaloneFileMap, DictAPI, Mut
         values = self._slots.decode_many(words)
         return keys, values if self._slots.typed else values.tolist()
 
-    # -- persistence --------------------------------------------------------------------------
-
-    def _write_meta(self) -> None:
-        r = self._table()
-        meta = TableMeta(self._slots.serializer.name, r.homes, r.width, self._n, self._used,
-                         r.first_capacity, r.index_offset, self._chunk_list_recid)
-        self._store.update(self._chunk_list_recid, pack_chunk_list(r.chunk_offsets))
-        self._store.update(self._meta_recid, pack_meta(meta))
-
-    def _load_meta(self, serializer) -> None:
-        record = self._meta_record()
-        if meta_version(record) == 1:
-            self._convert_v1(record, serializer)
-            return
-        meta, regions = self._stored_table(record, serializer)
-        regions.checked_views(self._store)
-        _check_live_count(regions, meta)
-        self._chunk_list_recid = meta.chunk_list_recid
-        self._replace_table(regions)
-        self._n, self._used = meta.n_entries, meta.used
-
-    def _check_stored(self) -> None:
-        """CorruptionError unless the metadata record passes the checks a reopen makes and
-        names the table this map holds: what a commit runs before it publishes the table, so
-        that a commit never writes a map that would not open. Two small records read, the
-        geometry compared, the live bits counted: O(chunks + capacity / 64) words, about 0.2 ms
-        per million entries."""
-        self._check_open()
-        meta, stored = self._stored_table(self._meta_record(), self._slots.serializer)
-        r = self._table()
-        if (stored.homes, stored.width, stored.first_capacity, stored.index_offset,
-                stored.chunk_offsets) != (r.homes, r.width, r.first_capacity, r.index_offset,
-                                          r.chunk_offsets):
-            raise CorruptionError("LongHashMap metadata does not name the table the map holds")
-        _check_live_count(r, meta)
-
-    def _meta_record(self) -> bytes:
-        try:
-            return self._store.get(self._meta_recid)
-        except KeyError:
-            raise CorruptionError(f"LongHashMap metadata record {self._meta_recid} is missing") from None
-
-    def _stored_table(self, record: bytes, serializer) -> tuple[TableMeta, Regions]:
-        """The format-2 table a metadata record names (no views made yet), checked: the
-        record and its chunk list in range, the value type ``serializer``'s."""
-        meta = parse_meta(record)
-        _check_value_type(meta.value, serializer)
-        try:
-            chunk_list = self._store.get(meta.chunk_list_recid)
-        except KeyError:
-            raise CorruptionError(f"LongHashMap chunk list record {meta.chunk_list_recid} is "
-                                  f"missing") from None
-        chunks = parse_chunk_list(chunk_list, meta.used, meta.first_capacity)
-        return meta, Regions(meta.homes, meta.width, self._slots.dtype_for_width(meta.width),
-                             meta.first_capacity, meta.index_region, chunks)
-
-    def _convert_v1(self, record: bytes, serializer) -> None:
-        """Rebuild a format-1 table as format 2 (entries numbered in slot order) and free the
-        old arrays; a reader cannot, and says what to do."""
-        meta = parse_meta_v1(record)
-        _check_value_type(meta.value, serializer)
-        if self._store.arena.readonly:
-            raise CorruptionError(
-                "this LongHashMap was written in table format 1 by an older offheap; this "
-                "version reads format 2. Open it once for writing (LongHashMap(path=...) or "
-                "DB.file(path)) to convert it, then read it again")
-        n_slots = meta.homes + SLACK
-        keys_off, dist_off, vals_off = meta.regions
-        old_dtype = self._slots.dtype_for_width(meta.width)
-        occupied = np.flatnonzero(self._store.region_array(dist_off, np.uint8, n_slots))
-        keys = self._store.region_array(keys_off, np.int64, n_slots)[occupied].copy()
-        words = self._store.region_array(vals_off, old_dtype, n_slots)[occupied].copy()
-        if len(keys) != meta.n_entries:
-            raise CorruptionError(f"LongHashMap holds {len(keys)} entries, its metadata says "
-                                  f"{meta.n_entries}")
-        self._chunk_list_recid = self._store.put(b"")
-        self._replace_table(self._new_table())
-        self._reserve(len(keys), meta.width)
-        self._append_many(keys, words)
-        for offset in meta.regions:
-            self._store.free_region(offset)
-        self._write_meta()
 
 
 class LongHashMap(MapCore, HashMapFacade):
@@ -684,38 +288,3 @@ class _CoreItemsView(ItemsView):
         return self._mapping._reversed_entries(2)
 
 
-def _check_live_count(regions: Regions, meta: TableMeta) -> None:
-    """CorruptionError unless the live bits of ``regions`` (views made) count the entries
-    ``meta`` says, none of them past ``meta.used``."""
-    live, past_used = regions.count_live(meta.used)
-    if live != meta.n_entries or past_used:
-        raise CorruptionError(f"LongHashMap holds {live} entries, its metadata says "
-                              f"{meta.n_entries}" + (f" ({past_used} more past the {meta.used} "
-                                                     f"used)" if past_used else ""))
-
-
-def _check_value_type(stored: str, serializer) -> None:
-    if stored != serializer.name:
-        raise ValueError(f"the stored map holds {stored!r} values, not {serializer.name!r}; "
-                         f"open it with value={stored!r}")
-
-
-def standalone_meta_recid(root: bytes) -> int:
-    """The metadata record named by the store root of a standalone LongHashMap file."""
-    if len(root) != 8:
-        raise CorruptionError(f"the file holds no LongHashMap (store root of {len(root)} bytes)")
-    return struct.unpack("<Q", root)[0]
-
-
-def stored_value_type(store: RecordStore, meta_recid: int | None) -> str:
-    """The value serializer's name that the map whose metadata is record ``meta_recid`` was
-    made with (``"object"`` for a new map, ``meta_recid`` None): what ``LongHashMap(path=...)``
-    without ``value=`` opens it with. A missing or damaged record is reported by the load."""
-    if meta_recid is None:
-        return "object"
-    try:
-        record = store.get(meta_recid)
-        meta = parse_meta_v1(record) if meta_version(record) == 1 else parse_meta(record)
-    except (KeyError, ValueError, struct.error):
-        return "object"  # the metadata load that follows raises with the file's story
-    return meta.value

@@ -82,24 +82,45 @@ def place(index: np.ndarray, homes: int, chunks: Iterable[tuple[np.ndarray, np.n
     """Fill an empty index from ``(entry numbers, keys)`` chunks; False when an entry would land
     past the slack (the index must be larger).
 
-    The chunks' homes must not decrease from one chunk to the next (inside a chunk any order).
-    Robin Hood placement without wrap-around: with entries sorted by home, entry ``j`` takes
-    slot ``max(home[j], slot[j-1] + 1)``, i.e. ``j + max(carry, cummax(home - j))``.
+    The chunks' homes must not decrease from one chunk to the next (inside a chunk any order);
+    a home may run on into the next chunk. Robin Hood placement without wrap-around: with the
+    entries sorted by home and, within a home, by entry number (the layout's order), entry ``j``
+    takes slot ``max(home[j], slot[j-1] + 1)``, i.e. ``j + max(carry, cummax(home - j))``. The
+    entries of a chunk's last home wait for the next chunk, which may hold more of that home
+    (an index grown by a factor other than 2 can split one new home between two chunks of the
+    old index's slots).
     """
-    carry = 0  # the first slot the next chunk may use
+    carry = 0  # the first slot the next entries may use
+    held_entries = np.zeros(0, np.int64)  # the last home's entries so far, not placed yet
+    held_homes = np.zeros(0, np.int64)
     for entries, keys in chunks:
         if not len(keys):
             continue
-        home = homes_of(keys, homes)
-        order = np.argsort(home, kind="stable")  # within a home, keep the chunk's order
-        home = home[order]
-        j = np.arange(len(keys), dtype=np.int64)
-        slots = j + np.maximum(np.maximum.accumulate(home - j), carry)
-        if slots[-1] >= len(index):
+        entries = np.concatenate([held_entries, entries])
+        home = np.concatenate([held_homes, homes_of(keys, homes)])
+        # stable: timsort, fast on keys that come (as from an old index) nearly in home order
+        order = np.argsort(home.astype(np.uint64) << np.uint64(32) | entries.astype(np.uint64),
+                           kind="stable")
+        home, entries = home[order], entries[order]
+        cut = int(np.searchsorted(home, home[-1]))  # the last home's first entry
+        held_entries, held_homes = entries[cut:], home[cut:]
+        carry = _place_sorted(index, home[:cut], entries[:cut], carry)
+        if carry < 0:
             return False
-        index[slots] = (entries[order] + 1).astype(np.uint32)
-        carry = int(slots[-1]) + 1
-    return True
+    return _place_sorted(index, held_homes, held_entries, carry) >= 0
+
+
+def _place_sorted(index: np.ndarray, home: np.ndarray, entries: np.ndarray, carry: int) -> int:
+    """Place entries sorted by (home, entry) from slot ``carry`` on: the first slot after them,
+    or -1 when one would land past the slack."""
+    if not len(home):
+        return carry
+    j = np.arange(len(home), dtype=np.int64)
+    slots = j + np.maximum(np.maximum.accumulate(home - j), carry)
+    if slots[-1] >= len(index):
+        return -1
+    index[slots] = (entries + 1).astype(np.uint32)
+    return int(slots[-1]) + 1
 
 
 def index_chunks(index: np.ndarray, keys: Column, homes: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:

@@ -1,4 +1,5 @@
-"""HashReader: a read-only LongHashMap over a file another process writes (layer 6).
+"""HashReader and HashSetReader: a read-only LongHashMap or LongHashSet over a file another
+process writes (layer 6).
 
 The reading machinery (session, reload, refusal of writes) is :mod:`offheap.collection.readers`;
 this module adds the chunked iteration and bulk reads of a hash table.
@@ -13,10 +14,11 @@ from __future__ import annotations
 from collections.abc import ItemsView, Iterator, ValuesView
 from typing import TYPE_CHECKING
 
-from offheap.collection.readers import ChunkItemsView, ChunkValuesView, MapReader
+from offheap.collection.readers import ChunkItemsView, ChunkValuesView, MapReader, SetReader
 
 if TYPE_CHECKING:
     from offheap.hashmap.longhashmap import HashMapFacade
+    from offheap.hashmap.longhashset import HashSetFacade
 
 READ_CHUNK_ENTRIES = 1024
 """Entries an iteration step of a reader reads in one section: the section's cost (a look at the
@@ -50,3 +52,14 @@ class HashReader(MapReader["HashMapFacade"]):
             return self._map.contains_many(keys)
 
     put_many = delete_many = MapReader._refuse
+
+
+class HashSetReader(SetReader["HashSetFacade"]):
+    """A read-only LongHashSet: ``in``, ``len``, iteration in the set's order (a chunk of
+    :data:`READ_CHUNK_ENTRIES` elements per read section, as :class:`HashReader`) and
+    ``contains_many``."""
+
+    def __iter__(self) -> Iterator:
+        chunks = self._guarded(lambda: self._map._chunks(False, READ_CHUNK_ENTRIES))
+        for keys, _ in chunks:
+            yield from keys

@@ -30,7 +30,7 @@ from offheap.hashmap.placement import find_many
 from offheap.hashmap.regions import Column, Regions
 from offheap.hashmap.valueslots import EXTERNAL
 from offheap.store.records import RecordStore
-from offheap.store.serializers import get_serializer
+from offheap.hashmap.table import table_serializer
 
 BATCH = 1 << 16
 
@@ -42,7 +42,7 @@ def read_table(store: RecordStore, meta: TableMeta | TableMetaV1, report,
     docstring; count what fails in ``report`` (``damaged_entries``, ``skipped_entries``,
     ``error``). ``read_record`` reads an external value's record, raising ``damaged_record``
     when it lies on a failed page."""
-    serializer = get_serializer(meta.value)
+    serializer = table_serializer(meta.value)
     value_dtype = serializer.dtype if serializer.dtype is not None else np.dtype(f"<u{meta.width}")
     try:
         if isinstance(meta, TableMetaV1):
@@ -85,7 +85,9 @@ def _entries(store: RecordStore, meta: TableMeta, value_dtype: np.dtype, report,
     words = Column([np.array(chunk) for chunk in table.value_chunks])
     live = table.live_mask(meta.used)
     failed_entries = np.concatenate([
-        arena.damaged_items(offset, 8, n, 0) | arena.damaged_items(offset, value_dtype.itemsize, n, n * 8)
+        arena.damaged_items(offset, 8, n, 0)
+        | (arena.damaged_items(offset, value_dtype.itemsize, n, n * 8) if value_dtype.itemsize
+           else False)  # a set's chunk has no values region
         | np.repeat(arena.damaged_items(offset, 1, n >> 3, n * (8 + value_dtype.itemsize)), 8)
         for offset, n in zip(chunks, [len(k) for k in table.key_chunks])])
     table.drop_views()

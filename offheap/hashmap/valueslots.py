@@ -1,6 +1,8 @@
 """How a hash table keeps one value per slot (layer 6, used by :mod:`offheap.hashmap.longhashmap`).
 
-Typed values (``int64``, ``float64``) sit raw in an array of that dtype.
+Typed values (``int64``, ``float64``) sit raw in an array of that dtype; the ``empty`` values of
+a set (:data:`~offheap.store.serializers.EMPTY`) have no bytes at all: a column of width 0, whose
+words, where a bulk path passes them, are uint64 zeros.
 
 Every other value type is serialized and kept as a *slot word* of 2, 4 or 8 bytes, little-endian:
 
@@ -156,6 +158,10 @@ class ValueSlots:
 
         On any error the records already stored for earlier values are freed again.
         """
+        if self.typed and not self._typed_dtype.itemsize:  # a set's: no value has any bytes
+            for value in values:
+                self.serializer.validate(value)
+            return np.zeros(len(values), np.uint64)
         if self.typed:
             array = np.asarray(values)
             if array.size == 0:

@@ -13,6 +13,11 @@ bytes     bytes-like         the bytes themselves
 object    anything           one tag byte, then a payload (below)
 ========= ================== ===================================================================
 
+:data:`EMPTY` is the value type of a set: every value is None and costs zero bytes (``dumps`` is
+``b""``, a column of any count is zero bytes, the numpy dtype has no fields and an itemsize of 0).
+It is not a name :func:`get_serializer` knows: maps do not take it; the sets built on a map's
+table name it themselves.
+
 ``object`` tags and payloads (payloads run to the end of the data)::
 
     00 None      01 False     02 True        (no payload)
@@ -86,7 +91,7 @@ from offheap.kernels.packing import (
     varint_encode_one,
 )
 
-__all__ = ["BYTES", "FLOAT64", "INT64", "OBJECT", "SERIALIZER_NAMES", "STR", "Serializer",
+__all__ = ["BYTES", "EMPTY", "FLOAT64", "INT64", "OBJECT", "SERIALIZER_NAMES", "STR", "Serializer",
            "get_serializer"]
 
 _FLOAT64 = struct.Struct("<d")
@@ -518,7 +523,40 @@ class _ObjectSerializer(Serializer):
         raise _corrupt("object column", view, f"unknown column form {form} at offset {offset}")
 
 
+class _EmptySerializer(Serializer):
+    """The values of a set (module docstring): None only, zero bytes each."""
+
+    name = "empty"
+    dtype = np.dtype([])  # no fields: an itemsize of 0, so a column of any length is no memory
+
+    def validate(self, value) -> None:
+        if value is not None:
+            raise TypeError(f"the values of a set are None, not {type(value).__name__}")
+        return None
+
+    def dumps(self, value) -> bytes:
+        self.validate(value)
+        return b""
+
+    def loads(self, data) -> None:
+        if len(data):
+            raise _corrupt("empty value", data, "expected 0 bytes")
+        return None
+
+    def pack_column(self, values) -> bytes:
+        for value in values:
+            self.validate(value)
+        return b""
+
+    def unpack_column(self, data, count: int, offset: int = 0) -> tuple[list[None], int]:
+        return [None] * count, offset
+
+    def __reduce__(self):
+        return "EMPTY"
+
+
 INT64 = _Int64Serializer()
+EMPTY = _EmptySerializer()
 FLOAT64 = _Float64Serializer()
 STR = _StrSerializer()
 BYTES = _BytesSerializer()

@@ -9,6 +9,7 @@ The facade and what it admits:
 - :mod:`~offheap.treemap.stats`: ``stats()``, ``repr`` and the notebook table.
 - :mod:`~offheap.treemap.views`: the sorted range API shared by the map and its reader.
 - :mod:`~offheap.treemap.reader`: the read-only map over a file another process writes.
+- :mod:`~offheap.treemap.treeset`: the sorted set on a TreeMap, and its reader.
 
 The tree beneath it:
 
@@ -34,5 +35,6 @@ May import: layers 1-5 and :mod:`offheap.collection`; never :mod:`offheap.hashma
 
 from offheap.treemap.stats import TreeStats
 from offheap.treemap.treemap import TreeMap
+from offheap.treemap.treeset import TreeSet
 
-__all__ = ["TreeMap", "TreeStats"]
+__all__ = ["TreeMap", "TreeSet", "TreeStats"]

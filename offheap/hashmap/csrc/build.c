@@ -316,7 +316,7 @@ build_batch(MapCore *self, BatchPlan *plan, uint64_t *released, Py_ssize_t *n_re
     uint64_t *firsts = PyMem_Calloc(n_words ? (size_t)n_words : 1, sizeof(uint64_t));
     Py_ssize_t *prefix = PyMem_Malloc((n_words ? (size_t)n_words : 1) * sizeof(Py_ssize_t));
     Record *scratch = PyMem_Malloc((m_most ? (size_t)m_most : 1) * sizeof(Record)); /* long runs only */
-    const Py_ssize_t most_released = self->value_codec > CODEC_FLOAT64 ? plan->n : 0;
+    const Py_ssize_t most_released = !TYPED_CODEC(self->value_codec) ? plan->n : 0;
     Record *releasing = PyMem_Malloc((most_released ? (size_t)most_released : 1) * sizeof(Record));
     Record *releasing_scratch = PyMem_Malloc((most_released ? (size_t)most_released : 1) * sizeof(Record));
     if (n > 0) {

@@ -49,7 +49,7 @@ static Py_ssize_t
 export_keys(MapCore *self, PyObject *keys, Py_buffer *view)
 {
     if (!ATTACHED(self))
-        return closed_error();
+        return closed_error(self);
     return export_words(keys, view, 0, -1, "keys");
 }
 
@@ -214,10 +214,10 @@ MapCore_count_absent(MapCore *self, PyObject *keys_argument)
 static int
 put_each(MapCore *self, const int64_t *keys, const uint64_t *words, Py_ssize_t n, int64_t *done)
 {
-    const int typed = self->value_codec <= CODEC_FLOAT64;
+    const int typed = TYPED_CODEC(self->value_codec);
     for (Py_ssize_t i = 0; i < n; i++) {
         prefetch_ahead(self, keys, i, n, 0);
-        int status = put(self, keys[i], words[i], typed ? 8 : word_width(words[i]));
+        int status = put(self, keys[i], words[i], typed ? (int)self->width : word_width(words[i]));
         if (status == PUT_FAILED_AFTER_STORING)
             done[0] = i + 1;
         if (status != PUT_STORED)
@@ -287,7 +287,7 @@ call_growth(MapCore *self, const char *method, Py_ssize_t a, Py_ssize_t b)
 static int
 words_fit(const MapCore *self, const uint64_t *words, Py_ssize_t n)
 {
-    if (self->value_codec <= CODEC_FLOAT64)
+    if (TYPED_CODEC(self->value_codec))
         return 1;
     for (Py_ssize_t i = 0; i < n; i++)
         if (word_width(words[i]) > self->width)
@@ -337,16 +337,20 @@ put_built(MapCore *self, const int64_t *keys, const uint64_t *words, Py_ssize_t 
                                                                             : BUILD_OVERFLOW;
     while (status == BUILD_OVERFLOW) {
         if (!ATTACHED(self))
-            status = closed_error();
+            status = closed_error(self);
         else if (check_writable(self) < 0 || check_used(self) < 0)
             status = BUILD_FAILED;
         else if (!words_fit(self, plan.words, n))
             status = BUILD_NO_ROOM;
         else
             status = build_batch(self, &plan, released, &n_released, &n_new);
-        if (status == BUILD_OVERFLOW
-            && call_growth(self, "_grow_index", self->homes * 2, self->n + n_new) < 0)
-            status = BUILD_FAILED;
+        if (status == BUILD_OVERFLOW) { /* the map's _outgrow_index(needed) */
+            PyObject *grown = PyObject_CallMethod((PyObject *)self, "_outgrow_index", "n",
+                                                  self->n + n_new);
+            if (grown == NULL)
+                status = BUILD_FAILED;
+            Py_XDECREF(grown);
+        }
     }
     free_plan(&plan);
     int result = status == BUILD_NO_ROOM ? BUILD_NO_ROOM : PUT_FAILED;

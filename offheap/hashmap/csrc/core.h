@@ -31,16 +31,20 @@ enum { TAG_NONE = 0, TAG_FALSE = 1, TAG_TRUE = 2, TAG_INT = 3, TAG_TEXT = 6, TAG
 typedef enum {
     CODEC_INT64,   /* raw int64 values */
     CODEC_FLOAT64, /* raw float64 values */
+    CODEC_EMPTY,   /* no values: a set's table, a value column of 0 bytes (every value None) */
     CODEC_OBJECT,  /* slot words of the "object" serializer */
     CODEC_STR,     /* slot words of the "str" serializer */
     CODEC_BYTES,   /* slot words of the "bytes" serializer */
     CODEC_WORDS,   /* slot words of another serializer: every value through the codec object */
 } ValueCodec;
 
+/* Whether a codec's values are stored raw (no slot words, no records): the typed ones. */
+#define TYPED_CODEC(codec) ((codec) <= CODEC_EMPTY)
+
 /* Imported once at module init. */
 extern PyObject *ClosedError, *CorruptionError;
 extern PyObject *as_key_function, *lookup_key_function; /* offheap.hashmap.layout */
-extern PyObject *INT64, *FLOAT64, *OBJECT, *STR, *BYTES; /* the serializer singletons */
+extern PyObject *INT64, *FLOAT64, *EMPTY, *OBJECT, *STR, *BYTES; /* the serializer singletons */
 extern double max_load;                                  /* layout.MAX_LOAD */
 extern PyObject *s_encode, *s_decode, *s_release, *s_width_of, *s_make_room, *s_typed,
     *s_serializer;
@@ -51,7 +55,7 @@ extern PyObject *s_encode, *s_decode, *s_release, *s_width_of, *s_make_room, *s_
 
 typedef struct {
     int64_t *keys;
-    char *values;  /* item_size bytes per entry */
+    char *values;  /* item_size bytes per entry; NULL for item_size 0 (no values region) */
     uint8_t *live; /* bit at % 8 of byte at / 8 for position at */
 } Chunk;
 
@@ -82,7 +86,7 @@ typedef struct {
     Py_ssize_t homes, n_slots, width, capacity, max_n; /* the shape of the last attach */
     PyObject *codec;                                   /* _codec, kept after a detach */
     ValueCodec value_codec;
-    int item_size; /* bytes per value: 8 for typed values, else width */
+    int item_size; /* bytes per value: 8 for int64 and float64, 0 for empty, else width */
     Table table;
 } MapCore;
 
@@ -124,7 +128,8 @@ begin_turn(MapCore *self, int *held)
 }
 
 /* table.c, values.c, operations.c, iterator.c, bulk.c (the last four: methods) */
-int closed_error(void);
+int closed_error(const MapCore *self);
+PyObject *kind_name(const MapCore *self);
 void set_key_error(PyObject *key);
 int check_used(const MapCore *self);
 int check_writable(const MapCore *self);
@@ -251,6 +256,7 @@ value_at(const MapCore *self, Py_ssize_t e)
     const char *p = self->table.chunks[e >> CHUNK_BITS].values;
     Py_ssize_t at = e & CHUNK_MASK;
     switch (self->item_size) {
+    case 0: return 0;
     case 2: return ((const uint16_t *)p)[at];
     case 4: return ((const uint32_t *)p)[at];
     default: return ((const uint64_t *)p)[at];
@@ -263,6 +269,7 @@ set_value_at(MapCore *self, Py_ssize_t e, uint64_t word)
     char *p = self->table.chunks[e >> CHUNK_BITS].values;
     Py_ssize_t at = e & CHUNK_MASK;
     switch (self->item_size) {
+    case 0: break;
     case 2: ((uint16_t *)p)[at] = (uint16_t)word; break;
     case 4: ((uint32_t *)p)[at] = (uint32_t)word; break;
     default: ((uint64_t *)p)[at] = word;
@@ -335,7 +342,7 @@ word_width(uint64_t word)
 static inline int
 owns_record(const MapCore *self, uint64_t word)
 {
-    return self->value_codec > CODEC_FLOAT64 && (word & 0xFF) == EXTERNAL;
+    return !TYPED_CODEC(self->value_codec) && (word & 0xFF) == EXTERNAL;
 }
 
 /* Whether reading or dropping a stored word calls the codec object, and so needs the lock:

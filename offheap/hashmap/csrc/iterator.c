@@ -68,16 +68,20 @@ next_in_turn(EntryIter *it, int *held)
             return NULL;
         if (!it->started) {
             if (!ATTACHED(core))
-                return closed_error(), NULL;
+                return closed_error(core), NULL;
             it->mods = core->mods;
             it->started = 1;
         }
         if (core->mods != it->mods) {
-            PyErr_SetString(PyExc_RuntimeError, "LongHashMap changed size during iteration");
+            PyObject *kind = kind_name(core);
+            if (kind != NULL) {
+                PyErr_Format(PyExc_RuntimeError, "%U changed size during iteration", kind);
+                Py_DECREF(kind);
+            }
             return NULL;
         }
         if (!ATTACHED(core))
-            return closed_error(), NULL;
+            return closed_error(core), NULL;
         const size_t limit = entry_limit(core);
         Py_ssize_t e = it->next;
         while ((size_t)e < limit && !is_live_at(core, e))

@@ -33,7 +33,7 @@ put_turn(MapCore *self, int64_t key, uint64_t bits, int width, int *held)
         if (begin_turn(self, held) < 0)
             return PUT_FAILED;
         if (!ATTACHED(self))
-            return closed_error();
+            return closed_error(self);
         Py_ssize_t slot, e = find(self, key, 1, &slot);
         if (e == -2)
             return PUT_FAILED;
@@ -118,7 +118,7 @@ lookup(MapCore *self, PyObject *obj, int64_t *key, Py_ssize_t *slot, int *held)
     if (begin_turn(self, held) < 0)
         return -2;
     if (!ATTACHED(self))
-        return closed_error() - 1;
+        return closed_error(self) - 1;
     if (!PyLong_CheckExact(obj)) { /* the admission may run Python code: another turn after it */
         int admitted = lookup_key(obj, key);
         if (admitted <= 0)
@@ -126,7 +126,7 @@ lookup(MapCore *self, PyObject *obj, int64_t *key, Py_ssize_t *slot, int *held)
         if (begin_turn(self, held) < 0)
             return -2;
         if (!ATTACHED(self))
-            return closed_error() - 1;
+            return closed_error(self) - 1;
     }
     else {
         int admitted = exact_int_key(obj, key); /* 0 outside int64: no key of the map */
@@ -166,7 +166,7 @@ take(MapCore *self, int64_t key, Py_ssize_t e, uint64_t word)
         return NULL;
     if (!ATTACHED(self)) {
         Py_DECREF(value);
-        closed_error();
+        closed_error(self);
         return NULL;
     }
     Py_ssize_t slot, found = find(self, key, 1, &slot);
@@ -189,7 +189,7 @@ Py_ssize_t
 entry_arg(MapCore *self, PyObject *arg)
 {
     if (!ATTACHED(self))
-        return closed_error();
+        return closed_error(self);
     Py_ssize_t e = PyLong_AsSsize_t(arg);
     if (e == -1 && PyErr_Occurred())
         return -1;

@@ -2,10 +2,29 @@
 
 #include "core.h"
 
-int
-closed_error(void)
+/* The name errors give the table's class: its _kind ("LongHashMap", "LongHashSet"), as the
+ * reference core's; "LongHashMap" for a core without one. A new reference, never NULL unless
+ * out of memory. */
+PyObject *
+kind_name(const MapCore *self)
 {
-    PyErr_SetString(ClosedError, "the LongHashMap is closed");
+    PyObject *kind = PyObject_GetAttrString((PyObject *)Py_TYPE(self), "_kind");
+    if (kind != NULL && PyUnicode_Check(kind))
+        return kind;
+    Py_XDECREF(kind);
+    PyErr_Clear();
+    return PyUnicode_FromString("LongHashMap");
+}
+
+/* ClosedError naming the table's class (kind_name); returns -1. */
+int
+closed_error(const MapCore *self)
+{
+    PyObject *kind = kind_name(self);
+    if (kind != NULL) {
+        PyErr_Format(ClosedError, "the %U is closed", kind);
+        Py_DECREF(kind);
+    }
     return -1;
 }
 
@@ -167,6 +186,8 @@ value_codec_of(PyObject *codec, ValueCodec *value_codec)
         *value_codec = CODEC_INT64;
     else if (serializer == FLOAT64)
         *value_codec = CODEC_FLOAT64;
+    else if (serializer == EMPTY)
+        *value_codec = CODEC_EMPTY;
     else if (is_typed)
         known = 0;
     else if (serializer == OBJECT)
@@ -179,18 +200,21 @@ value_codec_of(PyObject *codec, ValueCodec *value_codec)
         *value_codec = CODEC_WORDS;
     Py_DECREF(serializer);
     if (!known)
-        PyErr_SetString(PyExc_TypeError, "typed values are of the int64 or float64 serializer");
+        PyErr_SetString(PyExc_TypeError, "typed values are of the int64, float64 or empty serializer");
     return known ? 0 : -1;
 }
 
 /* The exports of one chunk's keys, values and live bits (exports[0..2]): its capacity, or -1
- * with an error. */
+ * with an error. With value_size 0 (a set) the chunk has no values region: that export is not
+ * held and chunk->values is NULL. */
 static Py_ssize_t
 export_chunk(PyObject *keys, PyObject *values, PyObject *live, Py_ssize_t value_size,
              Py_buffer *exports, Chunk *chunk)
 {
     Py_ssize_t capacity = export_items(keys, &exports[0], 8, "keys");
-    Py_ssize_t n_values = capacity < 0 ? -1 : export_items(values, &exports[1], value_size, "values");
+    Py_ssize_t n_values = capacity < 0 || value_size == 0
+                              ? capacity
+                              : export_items(values, &exports[1], value_size, "values");
     Py_ssize_t n_live = n_values < 0 ? -1 : export_items(live, &exports[2], 1, "live bits");
     if (n_live < 0)
         return -1;
@@ -203,7 +227,7 @@ export_chunk(PyObject *keys, PyObject *values, PyObject *live, Py_ssize_t value_
         return -1;
     }
     chunk->keys = exports[0].buf;
-    chunk->values = exports[1].buf;
+    chunk->values = value_size ? exports[1].buf : NULL;
     chunk->live = exports[2].buf;
     return capacity;
 }

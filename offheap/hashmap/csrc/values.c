@@ -173,6 +173,10 @@ encode_inline(const MapCore *self, PyObject *value, uint64_t *bits, int *width)
             done = 1;
         }
         return done;
+    case CODEC_EMPTY: /* None, stored as nothing; anything else is the codec's TypeError */
+        *bits = 0;
+        *width = 0;
+        return value == Py_None;
     case CODEC_OBJECT:
         done = encode_object(value, bits);
         break;
@@ -279,7 +283,7 @@ codec_call(MapCore *self, PyObject *method, PyObject *arg)
 {
     PyObject *codec = self->codec;
     if (codec == NULL) {
-        closed_error();
+        closed_error(self);
         return NULL;
     }
     Py_INCREF(codec); /* the call may attach another codec */
@@ -294,6 +298,8 @@ decode_word(MapCore *self, uint64_t word)
 {
     if (self->value_codec == CODEC_INT64)
         return PyLong_FromLongLong((int64_t)word);
+    if (self->value_codec == CODEC_EMPTY)
+        Py_RETURN_NONE;
     if (self->value_codec == CODEC_FLOAT64) {
         double v;
         memcpy(&v, &word, sizeof v);
@@ -352,6 +358,11 @@ word_of(MapCore *self, PyObject *word, uint64_t *bits, int *width)
     Py_DECREF(w);
     if (width_bytes == -1 && PyErr_Occurred())
         return -1;
+    if (self->value_codec == CODEC_EMPTY) { /* no value stored, whatever the word */
+        *bits = 0;
+        *width = 0;
+        return 0;
+    }
     if (width_bytes != 2 && width_bytes != 4 && width_bytes != 8) {
         PyErr_Format(PyExc_ValueError, "width_of gave %ld bytes; slots are 2, 4 or 8", width_bytes);
         return -1;
