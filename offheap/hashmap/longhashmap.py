@@ -48,6 +48,7 @@ from offheap.hashmap.reader import HashReader
 from offheap.hashmap.table import (
     MapCore,
     TableFacade,
+    bind_core_methods,
     standalone_meta_recid,
     stored_value_type,
     table_serializer,
@@ -257,8 +258,7 @@ class LongHashMap(MapCore, HashMapFacade):
     """
 
 
-if not TYPE_CHECKING and _compiled is not None:
-    _compiled.bind_methods(LongHashMap)  # dict's call speed for m.get(k) and the like
+bind_core_methods(LongHashMap)  # dict's call speed for m.get(k) and the like
 
 
 class ReferenceLongHashMap(LockedReferenceCore, HashMapFacade):

@@ -60,6 +60,16 @@ else:
 """The core a map or set is built on: compiled when available (:mod:`offheap.kernels.native`),
 else the pure-Python one under the table's lock."""
 
+
+def bind_core_methods(cls: type) -> None:
+    """Give ``cls`` (a class with :data:`MapCore` first in its bases) its own descriptors of the
+    compiled core's methods, the same C functions: CPython specializes a call such as
+    ``m.get(k)`` only when the instance's type is exactly the descriptor's (``bind_methods`` in
+    offheap/hashmap/_core.c). Nothing to do on the reference core."""
+    if not TYPE_CHECKING and _compiled is not None:
+        _compiled.bind_methods(cls)
+
+
 ITER_CHUNK = 1 << 16
 """Entries a chunked iteration (:meth:`TableFacade._chunks`) reads at a time by default."""
 
