@@ -97,12 +97,8 @@ class DictAPI:
 
     def __reduce__(self):
         """Pickle by value (module docstring); TypeError for a map in a file."""
-        self._check_open()
-        path = self._store.arena.path
-        kind = type(self).__name__
-        if path is not None:
-            raise TypeError(f"a {kind} in a file ({path!r}) does not pickle: pickle m.copy() to "
-                            f"send its entries, or send the path and open {kind}.reader(path)")
+        refuse_pickle_in_file(self, "m.copy() to send its entries",
+                              f"open {type(self).__name__}.reader(path)")
         keys, values = self._export()
         key_serializer, value_serializer = self._column_serializers()
         return (_unpickle, (type(self), self._twin_options(), len(keys),
@@ -143,6 +139,16 @@ class DictAPI:
         return True
 
     __hash__ = None  # type: ignore[assignment]  # mutable, as a dict
+
+
+def refuse_pickle_in_file(collection, copy_hint: str, receiver_hint: str) -> None:
+    """Check ``collection`` (a map or set) is open and anonymous, which is what pickles; a
+    TypeError naming its file and what to send instead (``copy_hint``, ``receiver_hint``)."""
+    collection._check_open()
+    path = collection._store.arena.path
+    if path is not None:
+        raise TypeError(f"a {type(collection).__name__} in a file ({path!r}) does not pickle: "
+                        f"pickle {copy_hint}, or send the path and {receiver_hint} in the receiver")
 
 
 def _unpickle(cls: type[_Map], options: dict[str, Any], n_entries: int, keys: bytes,

@@ -39,6 +39,8 @@ from typing import TYPE_CHECKING, Any, TypeGuard, TypeVar
 
 import numpy as np
 
+from offheap.collection.dictapi import refuse_pickle_in_file
+
 if TYPE_CHECKING:
     from offheap.store.records import RecordStore
     from offheap.store.serializers import Serializer
@@ -341,12 +343,7 @@ class SetAPI:
 
     def __reduce__(self):
         """Pickle by value (module docstring); TypeError for a set in a file."""
-        self._check_open()
-        path = self._store.arena.path
-        kind = type(self).__name__
-        if path is not None:
-            raise TypeError(f"a {kind} in a file ({path!r}) does not pickle: pickle s.copy() to "
-                            f"send its elements, or send the path and open it in the receiver")
+        refuse_pickle_in_file(self, "s.copy() to send its elements", "open it")
         column = self._elements()
         return (_unpickle, (type(self), self._twin_options(), len(column),
                             self._element_serializer().pack_column(column)))

@@ -51,7 +51,14 @@ def encode_in_workers(encode: Callable[[int], bytes], count: int,
     step = max(1, -(-count // (parallelism * _RANGES_PER_WORKER)))
     ranges = [(start, min(count, start + step)) for start in range(0, count, step)]
     # initargs are not pickled under fork: each worker, restarted ones too, inherits ``encode``
-    with context.Pool(parallelism, initializer=_install, initargs=(encode,)) as pool:
+    pool = context.Pool(parallelism, initializer=_install, initargs=(encode,))
+    try:
         for joined, lengths in pool.imap(_encode_range, ranges):
             ends = np.cumsum(lengths).tolist()
             yield from (joined[a:b] for a, b in zip([0, *ends[:-1]], ends))
+    finally:
+        # close and join, never terminate: Pool.terminate() can hang joining its task handler
+        # when it stops workers mid-task (seen under load after a worker raised); the ranges
+        # left are few (_RANGES_PER_WORKER per worker), so letting them finish costs little
+        pool.close()
+        pool.join()
