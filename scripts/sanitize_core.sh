@@ -24,7 +24,7 @@ ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 PYTHONMALLOC=malloc \
 python -m pytest -q -p no:cacheprovider -p no:xdist --capture=sys \
     tests/offheap/test_hashmap_core.py tests/offheap/test_hashmap.py tests/offheap/test_hashmap_safety.py \
-    tests/offheap/test_hashmap_bulk.py tests/offheap/test_hashmap_threads.py \
+    tests/offheap/test_hashmap_bulk.py tests/offheap/test_hashmap_threads.py tests/offheap/test_hashset.py \
     tests/offheap/test_treemap_descent.py tests/offheap/test_treemap_forms.py \
     tests/offheap/test_treemap_positions.py \
     tests/offheap/test_page_codec.py tests/sparkey/test_reader.py tests/sparkey/test_compiled_writer.py \
