@@ -207,7 +207,7 @@ def as_key(key) -> int:
     Ints and what ``operator.index`` accepts (bool, numpy integers) are keys; a bool is stored as
     the int it equals, so ``m[True] = x`` sets key ``1``, as a dict whose key 1 came first would.
     """
-    return as_int64(key, "LongHashMap keys are int64")
+    return as_int64(key, "LongHashMap keys and LongHashSet elements are int64")
 
 
 # A lookup admits keys by :func:`offheap.kernels.bounds.lookup_key` (imported above), which both
@@ -229,4 +229,5 @@ def as_key_array(keys) -> np.ndarray:
         return array.astype(np.int64)
     if array.dtype.kind == "O" or (array.size == 0 and array.dtype.kind == "f"):
         return np.fromiter((as_key(k) for k in array.tolist()), np.int64, len(array))
-    raise TypeError(f"LongHashMap keys are int64, got an array of {array.dtype}")
+    raise TypeError(f"LongHashMap keys and LongHashSet elements are int64, got an array of "
+                    f"{array.dtype}")

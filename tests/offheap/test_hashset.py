@@ -51,11 +51,11 @@ def test_foreign_elements_are_misses_and_refused_when_added(cls):
         with pytest.raises(KeyError):
             s.remove(foreign)
     assert (True in s) and (2.0 in s) == (2.0 in {1, 2})  # equal numbers, as in a set
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="LongHashSet elements are int64, not str"):
         s.add("a")
     with pytest.raises(OverflowError):
         s.add(2**70)
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="LongHashSet elements are int64"):
         s.add_many(["a", 3])
     assert list(s) == [1, 2]
 
