@@ -79,6 +79,11 @@ CODEC_IDS = {"none": 0, "zlib": 1, "snappy": 2, "zstd": 3}
 CODEC_NAMES = {number: name for name, number in CODEC_IDS.items()}
 LEAF, INNER = 0, 1
 MIN_NODE_SIZE, MAX_NODE_SIZE = 4, 4096
+MAX_BODY_BYTES = 1 << 47
+"""The most a compressed page's recorded body size may say: 128 TiB, the user address space of
+64-bit Linux. A damaged size above it is refused before a codec sees it (it would overflow the
+codecs' size arguments); below it, zlib and snappy decompress at most that size and zstd checks
+its output against it (offheap.kernels.codecs)."""
 _MAX_SHIFT = 63
 
 _compiled_pages = native.compiled_module("offheap.treemap._pages")
@@ -206,6 +211,9 @@ def _open(page, kind: int) -> tuple[int, bytes | memoryview, int]:
     if codec_id == 0:
         return count, page, offset
     body_size, offset = varint_decode_one(page, offset)
+    if body_size > MAX_BODY_BYTES:
+        raise CorruptionError(f"page body claims {body_size} bytes, more than an address space "
+                              f"holds: the data is corrupt")
     body = get_codec(CODEC_NAMES[codec_id]).decompress(bytes(page[offset:]), body_size)
     if len(body) != body_size:
         raise CorruptionError(f"page body decompressed to {len(body)} bytes, expected {body_size}")

@@ -227,3 +227,15 @@ def test_what_the_compiled_codec_declines_the_reference_encodes(keys, values, va
 
 def test_compiled_bodies_follow_the_active_choice():
     assert page.COMPILED == (not native.PURE_PYTHON)
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("codec", ["zlib", "snappy", "zstd"])
+def test_a_compressed_page_claiming_a_body_beyond_any_address_space_is_corrupt(path, codec):
+    pytest.importorskip({"zlib": "zlib", "snappy": "snappy", "zstd": "zstandard"}[codec])
+    flags = page.CODEC_IDS[codec] << 1 | page.LEAF
+    claimed = page.varint_encode_one(page.MAX_BODY_BYTES + 1)
+    for body_size in (claimed, page.varint_encode_one(2**63 + 1)):
+        damaged_page = bytes([flags]) + page.varint_encode_one(2) + body_size + b"\x00" * 8
+        outcome = decode_on(path, damaged_page, "int64", "int64")  # the error, not raised
+        assert isinstance(outcome, CorruptionError) and "more than an address space" in str(outcome)
