@@ -72,8 +72,8 @@ level_clear(Level *level)
     level->form = NULL;
 }
 
-static PyObject *
-list_attribute(PyObject *node, PyObject *name)
+PyObject *
+node_list(PyObject *node, PyObject *name)
 {
     PyObject *list = PyObject_GetAttr(node, name);
     if (list != NULL && !PyList_CheckExact(list)) {
@@ -127,7 +127,7 @@ level_child(const Level *level)
 static PyObject *
 level_counts(const Level *level)
 {
-    PyObject *counts = list_attribute(level->form->node, str_counts);
+    PyObject *counts = node_list(level->form->node, str_counts);
     if (counts != NULL && PyList_GET_SIZE(counts) != level->form->n) {
         page_corrupt("TreeMap inner node %lld has %zd children and %zd entry counts",
                      (long long)level->form->recid, level->form->n, PyList_GET_SIZE(counts));
@@ -306,8 +306,8 @@ leaf_close(Leaf *leaf)
 static int
 leaf_take_node(Leaf *leaf, PyObject *node)
 {
-    leaf->keys = list_attribute(node, str_keys);
-    leaf->values = leaf->keys ? list_attribute(node, str_values) : NULL;
+    leaf->keys = node_list(node, str_keys);
+    leaf->values = leaf->keys ? node_list(node, str_values) : NULL;
     Py_DECREF(node);
     if (leaf->values == NULL)
         return -1;

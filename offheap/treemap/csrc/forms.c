@@ -77,16 +77,16 @@ str_prefix(PyObject *text)
     return bytes_prefix(bytes, filled < 8 ? filled : 8);
 }
 
-/* A list attribute of an Inner (a new reference), CorruptionError if it is not a list. */
+/* node_list of the attribute called `name` (a form is made once per cached node, not per read:
+ * the name object is made here). */
 static PyObject *
-node_list(PyObject *node, const char *name)
+named_node_list(PyObject *node, const char *name)
 {
-    PyObject *list = PyObject_GetAttrString(node, name);
-    if (list != NULL && !PyList_CheckExact(list)) {
-        Py_DECREF(list);
-        page_corrupt("a TreeMap node's %s is not a list", name);
+    PyObject *name_object = PyUnicode_InternFromString(name);
+    if (name_object == NULL)
         return NULL;
-    }
+    PyObject *list = node_list(node, name_object);
+    Py_DECREF(name_object);
     return list;
 }
 
@@ -125,8 +125,8 @@ form_fill_separators(InnerForm *form, PyObject *keys, int key_kind)
 InnerForm *
 form_make(int64_t recid, PyObject *node, int key_kind)
 {
-    PyObject *keys = node_list(node, "keys");
-    PyObject *children = keys ? node_list(node, "children") : NULL;
+    PyObject *keys = named_node_list(node, "keys");
+    PyObject *children = keys ? named_node_list(node, "children") : NULL;
     InnerForm *form = NULL;
     if (children == NULL)
         goto done;

@@ -40,6 +40,9 @@ extern PyObject *page_corruption_error;
 
 /* Sets CorruptionError with a printf-style message and returns -1. */
 int page_corrupt(const char *format, ...);
+/* descent.c: a list attribute of a cached node (a new reference), CorruptionError if the
+ * attribute is not a list. */
+PyObject *node_list(PyObject *node, PyObject *name);
 
 /* A read position in a page body. `data` is borrowed from the caller's Py_buffer and valid for
  * the one call that reads it; `pos` never passes `size`. */
