@@ -61,13 +61,17 @@ def _oracle_reads(oracle: SortedDict, probes: list) -> list:
     return answers
 
 
-def _python_reads(tree: TreeMap, probes: list) -> list:
-    """:func:`_reads` on the Python path: the same tree with its descent switched off."""
+def on_python_path(reads, tree: TreeMap, probes: list) -> list:
+    """``reads(tree, probes)`` on the Python path: the same tree with its descent switched off."""
     descent, tree._tree.descent = tree._tree.descent, None
     try:
-        return _reads(tree, probes)
+        return reads(tree, probes)
     finally:
         tree._tree.descent = descent
+
+
+def _python_reads(tree: TreeMap, probes: list) -> list:
+    return on_python_path(_reads, tree, probes)
 
 
 def _check_all(tree: TreeMap, oracle: SortedDict, probes: list) -> None:

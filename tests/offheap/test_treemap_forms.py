@@ -19,6 +19,7 @@ from sortedcontainers import SortedDict
 from offheap import DB, TreeMap
 from offheap.errors import CapacityError, ClosedError
 from offheap.treemap import page
+from tests.offheap.test_treemap_descent import on_python_path
 
 pytestmark = pytest.mark.skipif(not page.COMPILED, reason="the compiled page codec is not loaded")
 
@@ -54,11 +55,7 @@ def _oracle_reads(oracle: SortedDict, probes: list) -> list:
 
 
 def _python_reads(tree: TreeMap, probes: list) -> list:
-    descent, tree._tree.descent = tree._tree.descent, None
-    try:
-        return _reads(tree, probes)
-    finally:
-        tree._tree.descent = descent
+    return on_python_path(_reads, tree, probes)
 
 
 def _check_reads(tree: TreeMap, oracle: SortedDict, probes: list) -> None:
