@@ -19,8 +19,10 @@ or checksum are a visible share of every page. Streams:
 
 Integrity is the store's concern, not the codec's: a stream that fails to decode, or decodes to
 a size other than ``raw_size``, raises :class:`~offheap.errors.CorruptionError`; a damaged stream
-that still decodes to the right size is not detected here. Neither ``raw_size`` nor a size written
-inside a damaged stream is ever allocated up front, so a corrupt page cannot exhaust memory.
+that still decodes to the right size is not detected here. A codec allocates at most ``raw_size``
+bytes (snappy and zstd allocate it up front) and never a size written inside a damaged stream, so
+the caller bounds what a corrupt record can make a read allocate by bounding ``raw_size``
+(pages: :func:`offheap.treemap.page.max_body_bytes`).
 
 Thread safety: every codec may be shared between threads. zlib and snappy keep no state; the
 zstd codec keeps one compressor and one decompressor per thread, because a zstandard context
@@ -64,6 +66,8 @@ DEFAULT_LEVELS = {"zlib": 6, "zstd": 3}
 _LIBRARIES = {"snappy": ("snappy", "python-snappy"), "zstd": ("zstandard", "zstandard")}
 """codec name -> (module it imports, pip package that provides the module)."""
 _MIN_ZSTD_LEVEL = -(1 << 17)
+_ZSTD_MAX_EXPANSION = 1 << 15
+"""The most a zstd frame expands: a block of at most 128 KiB costs at least 4 bytes (an RLE block)."""
 
 
 def _import_library(codec: str):
@@ -187,15 +191,25 @@ class ZstdCodec(Codec):
         return self._contexts().compressor.compress(data)
 
     def decompress(self, data, raw_size: int) -> bytes:
-        # Streaming output grows with what the frame really holds, so neither a damaged header
-        # nor a wrong raw_size makes zstandard allocate a buffer of the size they claim.
-        stream = self._contexts().decompressor.decompressobj()
+        # The output buffer is raw_size bytes: a frame that declares another size is refused
+        # before anything is allocated, and one that omits it (as compress writes them) stops
+        # with an error at raw_size, so damage cannot make zstandard allocate what it claims.
+        zstd = self._zstd
         try:
-            output = stream.decompress(data)
-        except self._zstd.ZstdError as exc:
-            raise CorruptionError(f"zstd data does not decompress ({exc}): it is corrupt") from None
-        if not stream.eof or stream.unused_data:
-            raise CorruptionError("zstd data is not exactly one complete frame: it is corrupt")
+            declared = zstd.get_frame_parameters(data, format=zstd.FORMAT_ZSTD1_MAGICLESS).content_size
+        except zstd.ZstdError as exc:
+            raise CorruptionError(f"zstd data has no valid frame header ({exc}): it is corrupt") from None
+        if declared not in (zstd.CONTENTSIZE_UNKNOWN, raw_size):
+            raise CorruptionError(f"zstd frame declares {declared} raw bytes, expected {raw_size}: "
+                                  f"it is corrupt")
+        if raw_size > _ZSTD_MAX_EXPANSION * len(data):
+            raise CorruptionError(f"a zstd frame of {len(data)} bytes cannot hold {raw_size} raw "
+                                  f"bytes: it is corrupt")
+        try:  # max_output_size=0 would mean "unbounded"
+            output = self._contexts().decompressor.decompress(data, max_output_size=max(raw_size, 1))
+        except zstd.ZstdError as exc:
+            raise CorruptionError(f"zstd data does not decompress to {raw_size} bytes ({exc}): "
+                                  f"it is corrupt") from None
         return _check_size(self.name, output, raw_size)
 
     def __repr__(self) -> str:

@@ -52,6 +52,10 @@ Damaged pages. Decoding raises :class:`CorruptionError` for a page that does not
 layout, before allocating more than the page can hold: a count above :data:`MAX_NODE_SIZE`, a
 key shift above 63 or shifted keys outside int64 are refused, and every length inside is
 checked against the bytes left, so a decoded leaf costs O(``MAX_NODE_SIZE`` x page size) at most.
+A compressed page may declare a body of at most :func:`max_body_bytes` of its compressed size
+(1,032 times it, or 16 MiB), which every writer keeps to, and its codec never produces or
+allocates more than the body declared: a crafted page of a few bytes cannot make a read allocate
+gigabytes.
 """
 
 from __future__ import annotations
@@ -79,11 +83,13 @@ CODEC_IDS = {"none": 0, "zlib": 1, "snappy": 2, "zstd": 3}
 CODEC_NAMES = {number: name for name, number in CODEC_IDS.items()}
 LEAF, INNER = 0, 1
 MIN_NODE_SIZE, MAX_NODE_SIZE = 4, 4096
-MAX_BODY_BYTES = 1 << 47
-"""The most a compressed page's recorded body size may say: 128 TiB, the user address space of
-64-bit Linux. A damaged size above it is refused before a codec sees it (it would overflow the
-codecs' size arguments); below it, zlib and snappy decompress at most that size and zstd checks
-its output against it (offheap.kernels.codecs)."""
+MAX_EXPANSION = 1032
+"""How many times its compressed size a compressed page's body may be: DEFLATE's own limit (a
+258-byte match coded in two bits); snappy's is about 21. Zstandard's format allows far more (an
+RLE block of 4 bytes stands for 128 KiB), so the writer keeps a zstd page compressed only within
+the bound (:func:`max_body_bytes`) and writes it raw otherwise."""
+BODY_FLOOR_BYTES = 1 << 24
+"""A compressed page may always declare a body of 16 MiB, whatever its ratio."""
 _MAX_SHIFT = 63
 
 _compiled_pages = native.compiled_module("offheap.treemap._pages")
@@ -185,12 +191,19 @@ def separator(left_max, right_min):
 
 # -- pages --------------------------------------------------------------------------------------
 
+def max_body_bytes(packed_bytes: int) -> int:
+    """The largest body a compressed page of ``packed_bytes`` compressed bytes may declare: what
+    a reader allocates for it at most, and the bound a writer keeps to (:data:`MAX_EXPANSION`)."""
+    return max(BODY_FLOOR_BYTES, MAX_EXPANSION * packed_bytes)
+
+
 def _seal(kind: int, count: int, body: bytes, codec) -> bytes:
     """Header and body; compressed only when that makes the page smaller."""
     if codec is not None and codec.name != "none" and body:
         packed = codec.compress(body)
         head = varint_encode_one(count) + varint_encode_one(len(body))
-        if 1 + len(head) + len(packed) < 1 + len(varint_encode_one(count)) + len(body):
+        if (1 + len(head) + len(packed) < 1 + len(varint_encode_one(count)) + len(body)
+                and len(body) <= max_body_bytes(len(packed))):
             return bytes((kind | CODEC_IDS[codec.name] << 1,)) + head + packed
     return bytes((kind,)) + varint_encode_one(count) + body
 
@@ -211,9 +224,11 @@ def _open(page, kind: int) -> tuple[int, bytes | memoryview, int]:
     if codec_id == 0:
         return count, page, offset
     body_size, offset = varint_decode_one(page, offset)
-    if body_size > MAX_BODY_BYTES:
-        raise CorruptionError(f"page body claims {body_size} bytes, more than an address space "
-                              f"holds: the data is corrupt")
+    if body_size > max_body_bytes(len(page) - offset):
+        raise CorruptionError(f"page body claims {body_size} bytes from {len(page) - offset} "
+                              f"compressed bytes, more than a page is ever written with (at most "
+                              f"{MAX_EXPANSION} times its compressed size, or 16 MiB): the data is "
+                              f"corrupt")
     body = get_codec(CODEC_NAMES[codec_id]).decompress(bytes(page[offset:]), body_size)
     if len(body) != body_size:
         raise CorruptionError(f"page body decompressed to {len(body)} bytes, expected {body_size}")

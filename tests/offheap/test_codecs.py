@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import tracemalloc
 
 import pytest
 from hypothesis import given, settings
@@ -147,3 +148,24 @@ def test_random_bytes_raise_only_corruption_error(name, data, raw_size):
 
 def test_codec_is_the_identity_interface():
     assert isinstance(get_codec("zstd"), Codec) and Codec().compress(memoryview(TEXT)) == TEXT
+
+
+def test_a_zstd_frame_never_allocates_more_than_the_size_asked_for():
+    """Neither the size a frame declares in its header nor what it really holds is allocated
+    beyond ``raw_size``: both frames hold 64 MiB, one of them says so."""
+    pytest.importorskip("zstandard")
+    import zstandard
+
+    codec = get_codec("zstd")
+    silent = codec.compress(bytes(64 << 20))
+    declaring = zstandard.ZstdCompressor(compression_params=zstandard.ZstdCompressionParameters.from_level(
+        3, format=zstandard.FORMAT_ZSTD1_MAGICLESS, write_content_size=True)).compress(bytes(64 << 20))
+    for frame in (silent, declaring):
+        tracemalloc.start()
+        try:
+            with pytest.raises(CorruptionError, match="corrupt"):
+                codec.decompress(frame, 1000)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert peak < 1 << 20

@@ -13,6 +13,7 @@ import contextlib
 import importlib
 import math
 import struct
+import tracemalloc
 
 import numpy as np
 import pytest
@@ -229,13 +230,65 @@ def test_compiled_bodies_follow_the_active_choice():
     assert page.COMPILED == (not native.PURE_PYTHON)
 
 
+def zstd_page(body_size: int, frame: bytes) -> bytes:
+    """A compressed leaf page of 2 entries declaring ``body_size``, with ``frame`` as its body."""
+    flags = page.CODEC_IDS["zstd"] << 1 | page.LEAF
+    return bytes([flags]) + page.varint_encode_one(2) + page.varint_encode_one(body_size) + frame
+
+
+def peak_bytes_of(call) -> int:
+    """The most memory the Python allocators held at once while ``call()`` ran (bytes objects
+    included, which is what a codec returns)."""
+    tracemalloc.start()
+    try:
+        call()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
 @pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("codec", ["zlib", "snappy", "zstd"])
-def test_a_compressed_page_claiming_a_body_beyond_any_address_space_is_corrupt(path, codec):
+def test_a_compressed_page_claiming_more_than_its_ratio_allows_is_corrupt(path, codec):
     pytest.importorskip({"zlib": "zlib", "snappy": "snappy", "zstd": "zstandard"}[codec])
     flags = page.CODEC_IDS[codec] << 1 | page.LEAF
-    claimed = page.varint_encode_one(page.MAX_BODY_BYTES + 1)
-    for body_size in (claimed, page.varint_encode_one(2**63 + 1)):
-        damaged_page = bytes([flags]) + page.varint_encode_one(2) + body_size + b"\x00" * 8
+    for body_size in (page.max_body_bytes(8) + 1, 2**63 + 1):
+        damaged_page = bytes([flags]) + page.varint_encode_one(2) + page.varint_encode_one(body_size) + b"\x00" * 8
         outcome = decode_on(path, damaged_page, "int64", "int64")  # the error, not raised
-        assert isinstance(outcome, CorruptionError) and "more than an address space" in str(outcome)
+        assert isinstance(outcome, CorruptionError) and "more than a page is ever written" in str(outcome)
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_a_zstd_bomb_is_refused_before_it_is_decompressed(path):
+    """A real frame of 64 MiB of zeros is 2 KiB: far more than 1,032 times its size."""
+    pytest.importorskip("zstandard")
+    body_size = 64 << 20
+    frame = get_codec("zstd").compress(bytes(body_size))
+    bomb = zstd_page(body_size, frame)
+    outcome = []
+    peak = peak_bytes_of(lambda: outcome.append(decode_on(path, bomb, "int64", "bytes")))
+    assert isinstance(outcome[0], CorruptionError) and "more than a page is ever written" in str(outcome[0])
+    assert peak < 1 << 20
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_a_zstd_frame_holding_more_than_its_page_declares_stops_at_the_declaration(path):
+    pytest.importorskip("zstandard")
+    frame = get_codec("zstd").compress(bytes(64 << 20))
+    outcome = []
+    peak = peak_bytes_of(lambda: outcome.append(decode_on(path, zstd_page(1000, frame), "int64", "bytes")))
+    assert isinstance(outcome[0], CorruptionError)
+    assert peak < 1 << 20
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_a_zstd_leaf_beyond_the_ratio_bound_is_written_raw(path):
+    """The writer keeps to the bound the reader enforces: a leaf body of 20 MiB that zstd packs
+    into a few KiB is stored uncompressed (and reads back); one of 8 MiB stays compressed."""
+    pytest.importorskip("zstandard")
+    codec = get_codec("zstd")
+    for n_values, compressed in ((20, False), (8, True)):
+        keys, values = list(range(n_values)), [bytes([i]) * (1 << 20) for i in range(n_values)]
+        data = encode_on(path, keys, values, "int64", "bytes", codec)
+        assert (data[0] >> 1 == page.CODEC_IDS["zstd"]) is compressed
+        assert decode_on(path, data, "int64", "bytes") == (keys, values)
