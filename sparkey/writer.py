@@ -36,8 +36,9 @@ class Writer:
     anything is written. Used as a context manager, the index is built on a normal exit only:
     if the block raises, the log is flushed and closed (it stays a valid log that mode ``"a"``
     can continue) but no index is written. ``checksums=True`` writes the checksum sidecar
-    ``<base>.spc`` after the index (see ``sparkey.write_index``). One writer per store and
-    thread.
+    ``<base>.spc`` after the index (see ``sparkey.write_index``). ``fsync=True`` syncs the log
+    on every flush and the index and sidecar (with their directory) as ``close()`` writes them,
+    so a store a closed writer leaves survives a power loss. One writer per store and thread.
     """
 
     def __init__(self, path: str | os.PathLike[str], compression: str | int | None = None,
@@ -51,6 +52,7 @@ class Writer:
         log_path, self._index_path = file_pair(path)
         self._index_options = check_index_options(**index_options)
         self._checksums = checksums
+        self._fsync = fsync
         if mode == "a" and os.path.exists(log_path):
             _check_matches_log(read_log_header(log_path), compression, block_size,
                                file_identifier)
@@ -104,7 +106,7 @@ class Writer:
             return
         self._log.close()
         write_index(self._index_path, self._log.path, checksums=self._checksums,
-                    **self._index_options)
+                    fsync=self._fsync, **self._index_options)
 
     @property
     def closed(self) -> bool:

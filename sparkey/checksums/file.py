@@ -19,6 +19,7 @@ from collections.abc import Callable
 from sparkey.checksums.format import (
     CHECKSUM_SUFFIX, CHUNK_BYTES, FileIdentity, Sidecar, chunk_crcs, encode_sidecar,
     parse_sidecar)
+from sparkey.durable import fsync_parent
 from sparkey.errors import ChecksumError, MissingChecksumsError, StaleChecksumsError
 from sparkey.format import (
     INDEX_HEADER_SIZE, INDEX_SUFFIX, LOG_HEADER_SIZE, IndexHeader, LogHeader, file_pair)
@@ -30,11 +31,12 @@ def checksum_path(path: str | os.PathLike[str]) -> str:
 
 
 def write_checksums(log_path: str | os.PathLike[str], index_path: str | os.PathLike[str], *,
-                    chunk_bytes: int = CHUNK_BYTES) -> str:
+                    chunk_bytes: int = CHUNK_BYTES, fsync: bool = False) -> str:
     """Checksum the log and index as they are now into the sidecar beside them, written under
     a temporary name and renamed into place; return its path. ``chunk_bytes`` is recorded in
     the sidecar, so any size reads back (smaller chunks name a damaged range more closely and
-    cost 4 bytes each)."""
+    cost 4 bytes each). ``fsync=True`` syncs the sidecar before the rename and its directory
+    after it."""
     if chunk_bytes < 1 or chunk_bytes >= 1 << 32:
         raise ValueError(f"chunk_bytes must be in 1..2**32-1, not {chunk_bytes}")
     log_path, index_path = os.fspath(log_path), os.fspath(index_path)
@@ -46,7 +48,12 @@ def write_checksums(log_path: str | os.PathLike[str], index_path: str | os.PathL
     try:
         with open(temp_path, "xb") as file:
             file.write(data)
+            if fsync:
+                file.flush()
+                os.fsync(file.fileno())
         os.replace(temp_path, path)
+        if fsync:
+            fsync_parent(path)
     except BaseException:
         if os.path.exists(temp_path):
             os.unlink(temp_path)

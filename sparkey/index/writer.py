@@ -35,6 +35,7 @@ import numpy as np
 
 from sparkey import canonical, native, robinhood
 from sparkey.checksums import write_checksums
+from sparkey.durable import fsync_parent
 from sparkey.errors import LogFormatError
 from sparkey.format import INDEX_HEADER_SIZE, EntryKind, IndexHeader, decode_address
 from sparkey.log import SCAN_CHUNK_ENTRIES, EntryTable, LogReader, random_u32
@@ -57,7 +58,7 @@ def write_index(index_path: str | os.PathLike[str], log_path: str | os.PathLike[
                 hash_size: int | None = None, hash_seed: int | None = None,
                 rules: str = "canonical", sparsity: float = MIN_SPARSITY, method: str = "memory",
                 max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES,
-                checksums: bool = False) -> IndexHeader:
+                checksums: bool = False, fsync: bool = False) -> IndexHeader:
     """Build the index ``index_path`` for the log ``log_path``; return its IndexHeader.
 
     ``rules="c"`` or ``"java"`` replay the log with that implementation's Robin Hood rules, so
@@ -72,6 +73,9 @@ def write_index(index_path: str | os.PathLike[str], log_path: str | os.PathLike[
     holding the old index keep a consistent file and a failed build leaves no partial index.
     ``checksums=True`` then writes the checksum sidecar of the log and the new index
     (:func:`sparkey.checksums.write_checksums`), which ``sparkey.open(..., verify=True)`` checks.
+    ``fsync=True`` makes the index (and the sidecar) durable before returning: each file is
+    synced before its rename and the directory after it (:mod:`sparkey.durable`); without it a
+    power loss soon after may leave a damaged index, which ``write_index`` rebuilds from the log.
     """
     check_index_options(hash_size=hash_size, hash_seed=hash_seed, rules=rules,
                         sparsity=sparsity, method=method, max_memory_bytes=max_memory_bytes)
@@ -106,16 +110,20 @@ def write_index(index_path: str | os.PathLike[str], log_path: str | os.PathLike[
                 entry_block_bits=params.entry_block_bits, hash_collisions=stats.hash_collisions,
                 total_displacement=stats.total_displacement)
             os.pwrite(fd, header.pack(), 0)
+            if fsync:
+                os.fsync(fd)
             os.close(fd)
             fd = -1
             os.replace(temp_path, index_path)
+            if fsync:
+                fsync_parent(index_path)
         except BaseException:
             if fd >= 0:
                 os.close(fd)
             os.unlink(temp_path)
             raise
     if checksums:
-        write_checksums(log_path, index_path)
+        write_checksums(log_path, index_path, fsync=fsync)
     return header
 
 

@@ -29,6 +29,7 @@ import shutil
 import sys
 import tempfile
 
+from sparkey.durable import fsync_path
 from sparkey.sharded.errors import StoreExistsError
 from sparkey.sharded.manifest import MANIFEST_NAME, Manifest
 
@@ -84,15 +85,6 @@ class Staging:
     def __exit__(self, *exc_info: object) -> None:
         if not self.published:
             shutil.rmtree(self.directory, ignore_errors=True)
-
-
-def fsync_path(path: str) -> None:
-    """Flush a file or directory to stable storage (the file is only opened for reading)."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _check_target(target: str, overwrite: bool) -> None:

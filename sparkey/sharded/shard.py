@@ -17,7 +17,7 @@ from sparkey.format import BytesOrStr, Compression
 from sparkey.index import check_index_options, read_index_header
 from sparkey.log import read_log_header
 from sparkey.sharded.manifest import ShardInfo
-from sparkey.sharded.publish import fsync_path
+from sparkey.durable import fsync_path
 from sparkey.sharded.routing import check_num_shards, check_routing_seed, part_name
 from sparkey.writer import Writer
 

@@ -211,3 +211,27 @@ def test_fsync_on_flush_and_close(tmp_path, monkeypatch):
     with sparkey.LogWriter(tmp_path / "b.spl") as writer:
         writer.put(b"a", b"1")
     assert len(synced) == 2
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc to name fds")
+@pytest.mark.parametrize("fsync", [True, False])
+def test_a_closing_writer_with_fsync_syncs_index_and_sidecar_before_their_renames(tmp_path, monkeypatch, fsync):
+    """Each file's data is synced under its temporary name (before the rename publishes it),
+    and the directory after the rename; with fsync=False nothing is synced."""
+    events = []
+    real_fsync, real_replace = os.fsync, os.replace
+    monkeypatch.setattr(os, "fsync", lambda fd: (events.append(("sync", os.readlink(f"/proc/self/fd/{fd}"))),
+                                                 real_fsync(fd)))
+    monkeypatch.setattr(os, "replace", lambda src, dst: (events.append(("rename", os.fspath(dst))),
+                                                         real_replace(src, dst)))
+    with sparkey.Writer(tmp_path / "s", fsync=fsync, checksums=True) as writer:
+        writer.put(b"a", b"1")
+    index, sidecar = str(tmp_path / "s.spi"), str(tmp_path / "s.spc")
+    if not fsync:
+        assert not [event for event in events if event[0] == "sync"]
+        return
+    for path in (index, sidecar):
+        renamed = events.index(("rename", path))
+        assert any(kind == "sync" and name.startswith(path + ".tmp-") for kind, name in events[:renamed])
+        assert ("sync", str(tmp_path)) in events[renamed:]
+    assert sparkey.open(tmp_path / "s", verify=True)[b"a"] == b"1"
