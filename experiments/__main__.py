@@ -179,6 +179,14 @@ def _add_maps_bench(subparsers) -> None:
                         help="the LongHashMap rows against dict: keys of the small and the "
                              "large map, entries of the bytes/entry row (default 10K 1M 10M)")
     parser.add_argument("--no-goals", action="store_true", help="skip the LongHashMap rows")
+    parser.add_argument("--tree-goals", type=_count, nargs=2, metavar=("KEYS", "OPS"),
+                        default=(1_000_000, 20_000),
+                        help="the TreeMap rows against SortedDict, on both code paths: keys of "
+                             "the maps and operations timed a row (default 1M 20K)")
+    parser.add_argument("--tree-random-fill", type=_count, default=None, metavar="N",
+                        help="also fill a TreeMap with N random keys one by one for its "
+                             "bytes/entry (minutes at 2M; default: not run)")
+    parser.add_argument("--no-tree-goals", action="store_true", help="skip the TreeMap rows")
     parser.add_argument("--out", type=Path, default=Path("experiment-results/maps-bench"),
                         help="directory for results.json and maps-bench.txt")
     parser.set_defaults(run=_run_maps_bench)
@@ -191,6 +199,8 @@ def _run_maps_bench(args) -> int:
         raise SystemExit("--n and --repeat must be at least 1")
     document = run_maps_bench(args.n, args.keys, args.value, repeat=args.repeat,
                               goals=None if args.no_goals else tuple(args.goals),
+                              tree_goals=None if args.no_tree_goals else (
+                                  *args.tree_goals, args.tree_random_fill or 0),
                               progress=lambda text: print(text, file=sys.stderr))
     _write(args.out, "maps-bench", document, _with_partial_note(_maps_tables))
     return _exit_code(document)
@@ -200,6 +210,8 @@ def _maps_tables(document: dict) -> str:
     table = report.maps_table(document)
     if "hashmap_goals" in document:
         table += "\n\n" + report.hashmap_goals_table(document["hashmap_goals"])
+    if "treemap_goals" in document:
+        table += "\n\n" + report.treemap_goals_table(document["treemap_goals"])
     return table
 
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from experiments import treemap_goals
 from experiments.hashmap_goals import run_goals
 from experiments.keys import KeyStream
 from experiments.machine import describe_machine
@@ -187,12 +188,15 @@ def _close(mapping) -> None:
 
 
 def run_maps_bench(n: int, key_order: str, value_type: str, *, repeat: int = 1,
-                   goals: tuple[int, int, int | None] | None = None, progress=print) -> dict:
+                   goals: tuple[int, int, int | None] | None = None,
+                   tree_goals: tuple[int, int, int] | None = None, progress=print) -> dict:
     """Every map kind on the same keys, ``repeat`` times (each cell keeps its fastest run);
     returns the results document. "LongHashMap (pure)" is the map on its pure-Python reference
     core, beside the compiled one, in the same run. ``goals`` (small and large key counts, and
-    the entries of the bytes/entry row or None) adds :mod:`experiments.hashmap_goals`. A Ctrl-C
-    or a failure ends the run with what was measured (:mod:`experiments.partial`)."""
+    the entries of the bytes/entry row or None) adds :mod:`experiments.hashmap_goals`;
+    ``tree_goals`` (the keys of the maps, the operations a row, the entries of the random
+    one-by-one fill or 0) adds :mod:`experiments.treemap_goals`. A Ctrl-C or a failure ends the
+    run with what was measured (:mod:`experiments.partial`)."""
     batch = Batch.make(n, key_order, value_type)
     document = {"experiment": "maps-bench", "machine": describe_machine(),
                 "config": {"n": n, "keys": key_order, "value": value_type, "repeat": repeat},
@@ -210,4 +214,8 @@ def run_maps_bench(n: int, key_order: str, value_type: str, *, repeat: int = 1,
             small, large, bytes_n = goals
             document["hashmap_goals"] = run_goals(small, large, value_type, repeat=repeat,
                                                   bytes_n=bytes_n, progress=progress)
+        if tree_goals is not None:
+            large, ops, random_fill = tree_goals
+            document["treemap_goals"] = treemap_goals.run_goals(
+                large, ops, repeat=repeat, random_fill=random_fill, progress=progress)
     return document

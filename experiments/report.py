@@ -373,3 +373,30 @@ def hashmap_goals_table(goals: dict, *, markdown: bool = False) -> str:
         parts.append(f"\nbytes/entry, {format_count(size['n'])} random int64 -> \"\": "
                      f"{size['value']:.2f} (goal {size['goal']}, must reach {size['must']})")
     return "\n".join(parts)
+
+
+def treemap_goals_table(goals: dict, *, markdown: bool = False) -> str:
+    """maps-bench's TreeMap rows: ns per operation of SortedDict and TreeMap on each code path
+    (each path timed its own SortedDict), the ratio ours / SortedDict, the goal and the bar."""
+    from experiments.treemap_goals import GOALS, ratio
+
+    paths = goals["paths"]
+    headers = ["measure"]
+    for path in paths:
+        headers += [f"SortedDict ns ({path})", f"TreeMap ns ({path})", f"ratio ({path})"]
+    rows = []
+    for goal in GOALS:
+        row = [goal.name]
+        for result in paths.values():
+            seconds = result["seconds_per_op"]
+            peer, ours = seconds["SortedDict"][goal.name], seconds["TreeMap"][goal.name]
+            row += [f"{peer * 1e9:,.0f}", f"{ours * 1e9:,.0f}", f"{ratio(ours, peer):.2f}x"]
+        rows.append(row + [goal.goal, goal.must])
+    parts = [f"TreeMap against SortedDict, {format_count(goals['large'])} random int64 keys, "
+             f"{format_count(goals['ops'])} operations a row (fastest of {goals['repeat']} "
+             f"rounds; ratio = ours / SortedDict)", "",
+             format_table(headers + ["goal", "must reach"], rows, markdown=markdown)]
+    for path, result in paths.items():
+        sizes = ", ".join(f"{name}: {value:.2f}" for name, value in result["bytes_per_entry"].items())
+        parts.append(f"\nbytes/entry ({path}): {sizes}")
+    return "\n".join(parts)

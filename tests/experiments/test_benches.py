@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from experiments.hashmap_goals import CORES, available_cores
+from experiments.treemap_goals import GOALS
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 
@@ -52,7 +53,7 @@ def test_sparkey_appends_and_index_builds(sparkey_document):
 
 def test_maps_bench_times_every_operation_of_every_map(tmp_path):
     done = run_runner("maps-bench", "--n", "5000", "--repeat", "2", "--goals", "2K", "20K", "50K",
-                      "--out", str(tmp_path))
+                      "--tree-goals", "5K", "500", "--tree-random-fill", "3K", "--out", str(tmp_path))
     assert done.returncode == 0, done.stderr
     document = json.loads((tmp_path / "results.json").read_text())
     results = document["results"]
@@ -72,6 +73,24 @@ def test_maps_bench_times_every_operation_of_every_map(tmp_path):
     assert all(seconds > 0 for row in goals["seconds_per_op"].values() for seconds in row.values())
     assert goals["bytes_per_entry"]["n"] == 50_000 and goals["bytes_per_entry"]["value"] > 8
     assert "LongHashMap against dict" in table and "put_many vs a dict loop" in table
+    tree = document["treemap_goals"]
+    assert list(tree["paths"]) == (["compiled", "pure"] if available_cores() == CORES else ["pure"])
+    for result in tree["paths"].values():
+        assert set(result["seconds_per_op"]) == {"SortedDict", "TreeMap"}
+        for cells in result["seconds_per_op"].values():
+            assert list(cells) == [goal.name for goal in GOALS] and all(s > 0 for s in cells.values())
+        assert list(result["bytes_per_entry"]) == ["sequential, node 32, write cache",
+                                                   "random (3,000), node 32, write cache"]
+        assert 0 < result["bytes_per_entry"]["sequential, node 32, write cache"] < 64
+    assert "TreeMap against SortedDict" in table and "peekitem" in table
+
+
+def test_maps_bench_skips_the_tree_goals_when_told(tmp_path):
+    done = run_runner("maps-bench", "--n", "2000", "--repeat", "1", "--no-goals", "--no-tree-goals",
+                      "--out", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    document = json.loads((tmp_path / "results.json").read_text())
+    assert "treemap_goals" not in document and "hashmap_goals" not in document
 
 
 def test_sparkey_bench_refuses_a_tiny_max_n():
