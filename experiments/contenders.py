@@ -91,25 +91,63 @@ class Contender:
         return None
 
 
+def int_keys(keys: np.ndarray) -> list[int]:
+    """The key stream's int64 keys as Python ints: what most contenders store."""
+    return keys.tolist()
+
+
+def user_keys(keys: np.ndarray) -> list[str]:
+    """``f"user:{k}"`` for each key: the str keys of a typical dict (``user:1234567``)."""
+    return [f"user:{key}" for key in keys.tolist()]
+
+
+def store_each(container, keys: list, is_set: bool) -> int:
+    """The blog's loop, ``m[k] = ""`` for each key (``s.add(k)`` for a set), until the end or
+    until an off-heap map raises CapacityError; returns how many keys went in.
+
+    The map is left as it was before the failing key, so the count is exact; the loop body
+    stays a bare store, since it is what is being timed.
+    """
+    from offheap.errors import CapacityError
+
+    key = None
+    try:
+        if is_set:
+            add = container.add
+            for key in keys:
+                add(key)
+        else:
+            for key in keys:
+                container[key] = EMPTY
+    except CapacityError:
+        return keys.index(key)  # its first place: a repeat of a stored key allocates nothing
+    return len(keys)
+
+
 class HeapTarget:
-    """A map on the Python heap (dict or SortedDict), weighed by the child's RSS growth."""
+    """A map or set on the Python heap (dict, SortedDict, set), weighed by the child's RSS
+    growth. ``key_form`` turns the stream's int64 keys into the keys stored."""
 
     measured_by = "rss"
     bulk = True
 
-    def __init__(self, mapping) -> None:
+    def __init__(self, mapping, *, key_form: Callable[[np.ndarray], list] = int_keys,
+                 is_set: bool = False) -> None:
         self.map = mapping
+        self._key_form = key_form
+        self._is_set = is_set
 
     def __len__(self) -> int:
         return len(self.map)
 
     def insert(self, keys: np.ndarray, batch: bool) -> int:
-        mapping = self.map
-        if batch:
-            mapping.update(zip(keys.tolist(), repeat(EMPTY)))
+        key_list = self._key_form(keys)
+        if not batch:
+            store_each(self.map, key_list, self._is_set)
+        elif self._is_set:
+            self.map.update(key_list)
         else:
-            for key in keys.tolist():
-                mapping[key] = EMPTY
+            self.map.update(zip(key_list, repeat(EMPTY)))
         return len(keys)
 
     def memory_bytes(self) -> None:
@@ -120,24 +158,6 @@ class HeapTarget:
 
     def close(self) -> None:
         self.map = None
-
-
-def insert_until_capacity(mapping, keys: np.ndarray) -> int:
-    """The blog's loop, ``m[k] = ""`` per key, until the map raises CapacityError.
-
-    Returns how many keys went in. The map is left as it was before the failing key, so the
-    count is exact; the loop body stays a bare store, since it is what is being timed.
-    """
-    from offheap.errors import CapacityError
-
-    key_list = keys.tolist()
-    key = None
-    try:
-        for key in key_list:
-            mapping[key] = EMPTY
-    except CapacityError:
-        return key_list.index(key)
-    return len(key_list)
 
 
 class ArenaTarget:
@@ -151,11 +171,14 @@ class ArenaTarget:
     measured_by = "arena"
     bulk = True
 
-    def __init__(self, mapping, bulk_insert: Callable[[object, np.ndarray], None], *,
-                 grow_batches: bool = False) -> None:
+    def __init__(self, mapping, bulk_insert: Callable[[object, list | np.ndarray], None], *,
+                 grow_batches: bool = False,
+                 key_form: Callable[[np.ndarray], list] = int_keys, is_set: bool = False) -> None:
         self.map = mapping
         self._bulk_insert = bulk_insert
         self._grow_batches = grow_batches
+        self._key_form = key_form
+        self._is_set = is_set
         self.flush_error: str | None = None
 
     def __len__(self) -> int:
@@ -165,9 +188,9 @@ class ArenaTarget:
         from offheap.errors import CapacityError
 
         if not batch:
-            return insert_until_capacity(self.map, keys)
+            return store_each(self.map, self._key_form(keys), self._is_set)
         try:
-            self._bulk_insert(self.map, keys)
+            self._bulk_insert(self.map, keys if self._key_form is int_keys else self._key_form(keys))
         except CapacityError:
             return 0
         return len(keys)
@@ -305,6 +328,21 @@ def _build_long_hash_map(budget_bytes: int, workdir: Path) -> ArenaTarget:
     return ArenaTarget(LongHashMap(value="object", limit=budget_bytes), put_many)
 
 
+def _build_dict_of_user_keys(budget_bytes: int, workdir: Path) -> HeapTarget:
+    return HeapTarget({}, key_form=user_keys)
+
+
+def _build_set(budget_bytes: int, workdir: Path) -> HeapTarget:
+    return HeapTarget(set(), is_set=True)
+
+
+def _build_long_hash_set(budget_bytes: int, workdir: Path) -> ArenaTarget:
+    from offheap import LongHashSet
+
+    return ArenaTarget(LongHashSet(limit=budget_bytes), lambda s, keys: s.add_many(keys),
+                       is_set=True)
+
+
 def _tree_map_builder(**options) -> Callable[[int, Path], ArenaTarget]:
     """A builder of ``TreeMap(value="object", limit=budget, **options)`` targets."""
 
@@ -344,6 +382,9 @@ CONTENDERS: dict[str, Contender] = {
                   _tree_map_builder(node_size=32, write_cache=True, flush_delay=FLUSH_DELAY_MS),
                   (MAPDB_TREEMAP_RANDOM,), keys="random", repeats="treemap-cache"),
         Contender("sparkey", "Sparkey (log + index)", "sparkey", SparkeyTarget),
+        Contender("dict-str", 'dict, keys f"user:{k}"', "builtins", _build_dict_of_user_keys),
+        Contender("set", "set (int64 elements)", "builtins", _build_set),
+        Contender("longhashset", "LongHashSet", "offheap", _build_long_hash_set),
     )
 }
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from experiments.child import Fill
-from experiments.contenders import HeapTarget
+from experiments.contenders import CONTENDERS, HeapTarget, user_keys
 from experiments.keys import KeyStream
 from experiments.sizes import format_bytes, format_count, parse_bytes
 
@@ -132,3 +132,20 @@ def test_rss_guard_stops_a_heap_map_before_the_machine_runs_out():
                   max_seconds=60, rss_guard_bytes=32 << 20).run()
     assert result["stop"] == "rss-guard"
     assert result["peak_rss_growth_bytes"] > 32 << 20 and result["entries"] > 100_000
+
+
+@pytest.mark.parametrize("batch", [False, True])
+def test_a_long_hash_set_fills_its_limit_and_holds_exactly_the_keys_counted(batch):
+    """The set contender stops at its arena's limit with every counted key stored (scalar:
+    ``add`` up to the key that raised CapacityError; bulk: ``add_many`` all or nothing)."""
+    target = CONTENDERS["longhashset"].build(1 << 20, None)
+    result = Fill(target, KeyStream("random"), budget_bytes=1 << 20, batch=batch,
+                  max_seconds=60).run()
+    assert result["stop"] == "budget" and 0 < result["memory_bytes"] <= 1 << 20
+    assert len(target.map) == result["entries"]
+    assert target.map.contains_many(KeyStream("random").take(result["entries"])).all()
+    target.close()
+
+
+def test_user_keys_are_the_str_keys_of_a_typical_dict():
+    assert user_keys(np.array([0, 1234567, -5])) == ["user:0", "user:1234567", "user:-5"]
