@@ -173,3 +173,30 @@ def test_a_bulk_build_under_a_live_iterator_stops_it(core, view):
         next(it)
     m._check()
     assert len(m) == 20_000
+
+
+@pytest.mark.parametrize("core", CORES)
+@pytest.mark.parametrize("n_wanted", [1 << 17, 300_000])
+def test_a_probe_batch_large_against_a_large_map_finds_each_key_at_its_entry(core, n_wanted):
+    """The compiled core answers a batch of at least half the map's entries, in a map of at
+    least 2**18, by merging both sorted by hash (bulk.c, build.c's find_by_merge), and smaller
+    ones probe by probe: each key's entry, -1 for absent ones, repeats and the holes of deleted
+    entries, as the reference's probes and the scalar lookup say."""
+    rng = np.random.default_rng(n_wanted)
+    keys = rng.integers(-2**63, 2**63 - 1, 400_000, dtype=np.int64)  # 342,857 live
+    m = core(value="int64")
+    m.put_many(keys, np.arange(len(keys)))
+    deleted = keys[::7]
+    m.delete_many(deleted)
+    repeats = n_wanted - n_wanted // 2 - n_wanted // 4 - n_wanted // 8
+    wanted = np.concatenate([keys[:n_wanted // 2], rng.integers(-2**63, 2**63 - 1, n_wanted // 4),
+                             deleted[: n_wanted // 8], keys[:repeats]])
+    rng.shuffle(wanted)
+    entries = m._find_many(wanted)
+    held = set(keys.tolist()) - set(deleted.tolist())
+    assert np.array_equal(entries >= 0, np.fromiter(map(held.__contains__, wanted.tolist()), bool))
+    sample = rng.choice(len(wanted), 2000)
+    assert [m._lookup(k) for k in wanted[sample].tolist()] == entries[sample].tolist()
+    hits = wanted[entries >= 0]
+    assert np.array_equal(keys[m.get_many(hits)], hits)  # each value is its key's position
+    m._check()

@@ -20,6 +20,14 @@
 #define BULK_MIN 512
 #define BULK_SHARE 4
 
+/* A probe batch of at least 1 / MERGE_SHARE of the map's entries, in a map of at least MERGE_MIN
+ * entries, is answered by merging the two sorted by hash (build.c's find_by_merge) instead of a
+ * probe per key. Measured on two 1M-element sets (contains_many, load 3.7-4.7, CPU time, min of
+ * 9): the merge 87-115 ns a key, the probes 89-231 (they wait on the shared cache); at 100K-300K
+ * entries, whose tables stay in cache, the probes won (49-55 ns against 68-77). */
+#define MERGE_MIN (1 << 18)
+#define MERGE_SHARE 2
+
 /* An export of `obj` with `n` (or, for n < 0, any number of) items of `item_size` bytes; the item
  * count, or -1 with an error and nothing held. */
 static Py_ssize_t
@@ -71,7 +79,9 @@ MapCore_find_entries(MapCore *self, PyObject *const *args, Py_ssize_t nargs)
     const int64_t *keys = keys_view.buf;
     int64_t *out = out_view.buf;
     Py_ssize_t i = 0, slot;
-    for (; i < n; i++) {
+    if (self->n >= MERGE_MIN && n * MERGE_SHARE >= self->n)
+        i = find_by_merge(self, keys, n, out) == 0 ? n : -1;
+    for (; i >= 0 && i < n; i++) {
         prefetch_ahead(self, keys, i, n, 0);
         Py_ssize_t e = self->n ? find(self, keys[i], 1, &slot) : -1;
         if (e == -2)
@@ -80,7 +90,7 @@ MapCore_find_entries(MapCore *self, PyObject *const *args, Py_ssize_t nargs)
     }
     PyBuffer_Release(&keys_view);
     PyBuffer_Release(&out_view);
-    if (i < n)
+    if (i < n) /* -1: the merge failed; else the probe of keys[i] */
         return NULL;
     Py_RETURN_NONE;
 }
