@@ -70,6 +70,8 @@ class TableGrowth:
 
         def _attach_regions(self) -> None: ...  # the map class's: attaches them again
 
+        def _place_entries(self, index: np.ndarray, homes: int) -> bool: ...  # the core's
+
     def _table(self) -> Regions:
         """The map's regions; ClosedError when it has none (its metadata failed to load)."""
         if self._regions is None:
@@ -172,11 +174,12 @@ class TableGrowth:
 
     def _place_into(self, offset: int, homes: int) -> bool:
         """Place the entries into the index region at ``offset`` (whose view is gone when this
-        returns, so the region can be freed)."""
-        r = self._table()
+        returns, so the region can be freed): the core's ``_place_entries`` (the compiled one
+        sorts the entries by hash in C, ~20x faster than numpy's placement on a small table)."""
+        self._table()
         index = self._store.region_array(offset, np.uint32, homes + SLACK)
         try:
-            return placement.place(index, homes, placement.index_chunks(r.index, r.keys, r.homes))
+            return self._place_entries(index, homes)
         finally:
             del index
 

@@ -447,3 +447,35 @@ MapCore_remove_keys(MapCore *self, PyObject *const *args, Py_ssize_t nargs)
     PyBuffer_Release(&removed_view);
     return failed ? NULL : PyLong_FromSsize_t(count);
 }
+
+/* _place_entries(index, homes): fill index, an empty writable uint32 buffer of homes + SLACK
+ * slots that is not the table's (a grown index), with the live entries placed for `homes` homes
+ * (build.c's place_entries); False, the buffer untouched, when one would land past its end. */
+PyObject *
+MapCore_place_entries(MapCore *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2)
+        return PyErr_Format(PyExc_TypeError, "_place_entries() takes an index and homes "
+                            "(%zd given)", nargs);
+    if (!ATTACHED(self)) {
+        closed_error(self);
+        return NULL;
+    }
+    Py_ssize_t homes = PyLong_AsSsize_t(args[1]);
+    if (homes == -1 && PyErr_Occurred())
+        return NULL;
+    Py_buffer view;
+    Py_ssize_t n_slots = export_array(args[0], &view, 4, 1, -1, "index");
+    if (n_slots < 0)
+        return NULL;
+    int status = BUILD_FAILED;
+    if (homes < 1 || homes > MAX_HOMES || homes > n_slots)
+        PyErr_Format(PyExc_ValueError, "homes must be in [1, min(2**32, %zd slots)], not %zd",
+                     n_slots, homes);
+    else if (view.buf == (void *)self->table.index)
+        PyErr_SetString(PyExc_ValueError, "_place_entries() fills a new index, not the table's");
+    else
+        status = place_entries(self, view.buf, n_slots, homes);
+    PyBuffer_Release(&view);
+    return status == BUILD_FAILED ? NULL : PyBool_FromLong(status == BUILD_DONE);
+}
