@@ -20,7 +20,8 @@ the others' new ones in theirs; a TreeSet's order is its sort order anyway.
 Cost. Every operation works on *columns*: the elements of one side as a numpy array (or a list
 for str/bytes elements) from ``_elements()``, asked of the other side at once. Between two of
 our sets of the same element type, membership is the other's ``contains_many`` (its compiled
-bulk probe); against a numpy array, that of a set built from the array (one bulk add: faster
+bulk probe; for a column of at least half of a set of 2**18 or more, a merge of both sorted by
+hash, which reads memory in order where probes wait on it); against a numpy array, that of a set built from the array (one bulk add: faster
 than ``numpy.isin``, which sorts both sides); against a Python ``set`` or
 ``frozenset`` one C-level ``map`` of its ``__contains__``; any other iterable is read once into
 a ``set`` first. Changes are ``add_many`` / ``discard_many``, each one bulk operation, so a

@@ -536,6 +536,10 @@ static PyMethodDef MapCore_methods[] = {
     {"_remove_keys", (PyCFunction)(void (*)(void))MapCore_remove_keys, METH_FASTCALL,
      "_remove_keys(keys, removed)\n--\n\nRemove the keys present, in order; removed[j] is "
      "the j-th removed entry's word, not released. Returns how many went."},
+    {"_place_entries", (PyCFunction)(void (*)(void))MapCore_place_entries, METH_FASTCALL,
+     "_place_entries(index, homes)\n--\n\nFill index, an empty uint32 buffer of homes + SLACK "
+     "slots other than the table's, with the live entries placed for homes homes; False "
+     "(index untouched) when one would land past its end."},
     {"_key_of", (PyCFunction)MapCore_key_of, METH_O, "The key of entry e."},
     {"_value_of", (PyCFunction)MapCore_value_of, METH_O, "The value of entry e."},
     {"_is_live", (PyCFunction)MapCore_is_live, METH_O, "Whether entry e is live (not a hole)."},

@@ -25,6 +25,9 @@ The contract between the core and the map built on it:
   (:class:`~offheap.hashmap.valueslots.ValueSlots`): ``encode``, ``decode``, ``release``.
 - Failure atomicity: a value's record is made before the table changes and released if the insert
   fails; the table changes only once the insert cannot fail.
+- Growth asks the core to place the live entries into a grown index (``_place_entries``, a
+  region not attached yet): the compiled core sorts them by hash in C, this reference places
+  them with numpy over the current index; the same bytes.
 - The bulk operations (``_find_entries``, ``_count_absent``, ``_put_words``, ``_remove_keys``)
   take numpy arrays of 8-byte items and leave the table as the same scalar operations done in
   the batch's order would: the compiled core loops over the batch in C, this reference works
@@ -57,7 +60,7 @@ import numpy as np
 
 from offheap.errors import ClosedError
 from offheap.hashmap.layout import CHUNK_BITS, CHUNK_MASK, MAX_LOAD, as_key, homes_of, lookup_key
-from offheap.hashmap.placement import find_in_groups
+from offheap.hashmap.placement import find_in_groups, index_chunks, place
 from offheap.hashmap.regions import Column
 from offheap.hashmap.valueslots import width_for_word
 from offheap.kernels.bounds import INT64_MAX, INT64_MIN
@@ -474,6 +477,18 @@ class MapCore:
         self._attached_index()
         self._place_words(keys, words)
         done[0] = len(keys)
+
+    def _place_entries(self, index: np.ndarray, homes: int) -> bool:
+        """Fill ``index``, an empty array of ``homes + SLACK`` slots other than the table's (a
+        grown index), with the live entries placed for ``homes`` homes, vectorized
+        (:func:`~offheap.hashmap.placement.place` over the current index's slot order); False
+        when one would land past its end."""
+        current = np.frombuffer(self._attached_index(), np.uint32)
+        key_column = Column([np.frombuffer(chunk, np.int64) for chunk in self._keys])
+        try:
+            return place(index, homes, index_chunks(current, key_column, self._homes))
+        finally:
+            del current, key_column
 
     def _remove_keys(self, keys: np.ndarray, removed: np.ndarray) -> int:
         """Remove the keys present; ``removed[:count]`` are their words (not released)."""

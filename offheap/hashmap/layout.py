@@ -29,11 +29,20 @@ then 7 in a 16-entry chunk 0: bytes 0..7 of the chunk are ``05 00 .. 00``, bytes
 ``07 00 .. 00``, bytes 16..127 zero, byte 128 (the live bits) ``03``, byte 129 ``00``.
 
 Every
-chunk holds ``CHUNK_ENTRIES`` entries except chunk 0 while it is the only one: it starts at
-``MIN_CAPACITY`` entries and is copied to twice its size when full, up to ``CHUNK_ENTRIES``;
+chunk holds ``CHUNK_ENTRIES`` entries except chunk 0 while it is the only one: a power of two of
+at least ``MIN_CAPACITY`` entries, copied to a larger size when full, up to ``CHUNK_ENTRIES``;
 later chunks are added whole and never move. So a small map costs little, and a large one grows
 one chunk at a time: it never needs room for a copy of its entries, and under a limit it can
 fill all but the last chunk's worth of it.
+
+Sizes of a new table and its growth (the writer's choice: any table within the ranges above
+opens, and a table written with another schedule reads the same). A new table's index and chunk
+0 each fill one small region, ``SMALL_REGION_BYTES`` (a 4 KiB page less the arena's tag, fixed so
+the bytes are the same on every machine): ``INITIAL_HOMES`` = 752 homes, and chunk 0 of
+:func:`initial_capacity` entries (256, or 128 for 8-byte values). While chunk 0 is alone it
+grows ``SMALL_GROWTH`` = 4 times (256, 1024, 4096, 16384, 65536), and so does an index while
+four times its homes stay within ``SMALL_HOMES`` (752, 3008, 12032, 48128); a larger index grows
+by its table's growth factor (below). Ten thousand keys so take five growth steps, not twenty.
 
 A key's *home* is ``mix64(key) * homes >> 64``: the hash scaled to ``[0, homes)``, so homes are in
 hash order for any table size. The index is in Robin Hood order: along it, entries are sorted by
@@ -56,9 +65,9 @@ Example, entries A, B (home 3) and C (home 4), and a new D of home 3::
 Delete (backward shift, no tombstones in the index). Empty slot ``s`` and move each following
 entry one place left until an empty slot or an entry at its home.
 
-Growth doubles ``homes`` when ``n_entries`` would pass ``MAX_LOAD * homes``. When a doubled
-index would cross the arena's limit, it grows instead to the largest size that fits beside the
-old one.
+Growth multiplies ``homes`` (by ``SMALL_GROWTH`` while small, then by 2 for a map and 1.25 for a
+set) when ``n_entries`` would pass ``MAX_LOAD * homes``. When the grown index would cross the
+arena's limit, it grows instead to the largest size that fits beside the old one.
 
 The metadata record (:class:`TableMeta`, ``_META``): magic ``OHLHMAP2``, the value serializer's
 name, ``homes``, the value width in bytes, ``n_entries`` (live), ``used`` (entries including
@@ -86,7 +95,11 @@ MAX_HOMES = 1 << 32  # the vectorized home computation multiplies 32-bit halves
 CHUNK_BITS = 16
 CHUNK_ENTRIES = 1 << CHUNK_BITS
 CHUNK_MASK = CHUNK_ENTRIES - 1
-MIN_CAPACITY = 16
+MIN_CAPACITY = 16  # the smallest chunk 0 a stored table may have
+SMALL_REGION_BYTES = 4096 - 64  # a 4 KiB page less the arena's tag (offheap.arena.format)
+INITIAL_HOMES = SMALL_REGION_BYTES // 4 - SLACK  # 752: a new index fills one small region
+SMALL_GROWTH = 4  # the growth factor of chunk 0 and of a small index
+SMALL_HOMES = CHUNK_ENTRIES  # an index grows SMALL_GROWTH-fold while the result stays within this
 MAX_ENTRIES = (1 << 32) - 2  # entry numbers + 1 fit an index word
 VALUE_WIDTHS = (0, 2, 4, 8)  # 0: a set's table, of the value type "empty" alone
 SET_VALUE_TYPE = "empty"
@@ -189,6 +202,15 @@ def capacity_of(n_chunks: int, first_capacity: int) -> int:
 def chunk_bytes(capacity: int, value_itemsize: int) -> int:
     """The region size of a chunk: keys, values (none for a set: itemsize 0), live bits."""
     return capacity * (8 + value_itemsize) + (capacity >> 3)
+
+
+def initial_capacity(value_itemsize: int) -> int:
+    """Chunk 0's capacity in a new table: the largest power of two of entries whose chunk fits
+    ``SMALL_REGION_BYTES`` (256 for values of 0 to 4 bytes, 128 for 8)."""
+    capacity = MIN_CAPACITY
+    while chunk_bytes(capacity * 2, value_itemsize) <= SMALL_REGION_BYTES:
+        capacity *= 2
+    return capacity
 
 
 def homes_of(keys: np.ndarray, homes: int) -> np.ndarray:

@@ -49,6 +49,7 @@ from offheap.hashmap.table import (
     MapCore,
     TableFacade,
     bind_core_methods,
+    own_store,
     standalone_meta_recid,
     stored_value_type,
     table_serializer,
@@ -97,14 +98,15 @@ class HashMapFacade(TableFacade, DictAPI, MutableMapping):
                  allow_pickle: bool = False) -> None:
         self._refuse_readonly(readonly)
         if path is None:
-            store = RecordStore(Arena.anonymous(limit_bytes=limit))
+            store = own_store(limit)
             self._setup(store, get_serializer(value or "object"), meta_recid=None, owns_store=True,
                         allow_pickle=True)
         else:
             store = RecordStore.file(path, limit_bytes=limit, durability=durability,
                                      verify=verify, recover=recover, create=create)
             self._open_file(store, value, allow_pickle)
-        self.update(data)
+        if type(data) is not tuple or data:  # () adds nothing (an update costs ~20 us even so)
+            self.update(data)
 
     @classmethod
     def reader(cls, path: str | os.PathLike[str], value=None, *, limit: ByteLimit = None,

@@ -33,7 +33,7 @@ from offheap.hashmap.bulk import BulkOperations
 from offheap.hashmap.layout import as_key_array
 from offheap.hashmap.locking import LockedReferenceCore, locked, new_lock
 from offheap.hashmap.reader import HashSetReader
-from offheap.hashmap.table import MapCore, TableFacade, standalone_meta_recid
+from offheap.hashmap.table import MapCore, TableFacade, own_store, standalone_meta_recid
 from offheap.kernels.sizes import ByteLimit
 from offheap.store.records import RecordStore
 from offheap.store.serializers import EMPTY, INT64, Serializer
@@ -119,13 +119,14 @@ class HashSetFacade(TableFacade, SetAPI, MutableSet):
                  recover: bool = False, create: bool = True) -> None:
         self._refuse_readonly(readonly)
         if path is None:
-            store = RecordStore(Arena.anonymous(limit_bytes=limit))
+            store = own_store(limit)
             self._setup(store, EMPTY, meta_recid=None, owns_store=True, allow_pickle=False)
         else:
             store = RecordStore.file(path, limit_bytes=limit, durability=durability,
                                      verify=verify, recover=recover, create=create)
             self._open_file(store, EMPTY, False)  # a set has no values to unpickle
-        self.update(elements)
+        if type(elements) is not tuple or elements:  # () adds nothing (an update costs ~20 us)
+            self.update(elements)
 
     @classmethod
     def reader(cls, path: str | os.PathLike[str], *, limit: ByteLimit = None,

@@ -53,6 +53,12 @@ class Column:
                  for c in range(first, last + 1)]
         return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
+    def head(self, stop: int) -> np.ndarray:
+        """Items ``0..stop-1`` as a new array, never a view of the table: one copy per chunk
+        (a gather of the live entries costs ~50 ns an entry; this, a memory copy)."""
+        part = self.span(0, stop)
+        return part.copy() if stop <= len(self.chunks[0]) else part  # span copied when it crossed
+
     def _by_chunk(self, entries: np.ndarray):
         """``(chunk, positions in entries)`` for each chunk the entry numbers fall in."""
         chunk_of = (entries >> CHUNK_BITS).astype(np.uint32)

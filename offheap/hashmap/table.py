@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from offheap.arena.arena import Arena
 from offheap.collection.filemap import StandaloneFileMap, check_reopenable
 from offheap.errors import ClosedError, CorruptionError
 from offheap.hashmap.bulk import BulkOperations
@@ -31,13 +32,13 @@ from offheap.hashmap.layout import (
     CHUNK_BITS,
     CHUNK_ENTRIES,
     CHUNK_MASK,
+    INITIAL_HOMES,
     MAX_LOAD,
-    MIN_CAPACITY,
-    MIN_HOMES,
     SET_VALUE_TYPE,
     SLACK,
     TableMeta,
     homes_of,
+    initial_capacity,
     meta_version,
     pack_chunk_list,
     pack_meta,
@@ -46,9 +47,10 @@ from offheap.hashmap.layout import (
     parse_meta_v1,
 )
 from offheap.hashmap.locking import LockedReferenceCore, locked, locked_generator, new_lock
-from offheap.hashmap.regions import Regions
+from offheap.hashmap.regions import Column, Regions
 from offheap.hashmap.valueslots import EXTERNAL, ValueSlots
 from offheap.kernels import native
+from offheap.kernels.sizes import ByteLimit
 from offheap.store.records import RecordStore
 from offheap.store.serializers import EMPTY, Serializer, get_serializer
 
@@ -68,6 +70,18 @@ def bind_core_methods(cls: type) -> None:
     offheap/hashmap/_core.c). Nothing to do on the reference core."""
     if not TYPE_CHECKING and _compiled is not None:
         _compiled.bind_methods(cls)
+
+
+OWN_STORE_RECORDS = (4096 - 64) // 12
+"""The record index of an anonymous map's or set's own store starts with room for this many
+records (one 4 KiB page with its arena tag, at 12 bytes a record): the table needs two, and
+values in records grow it by a quarter at a time (the store's default, 1024, costs three pages
+to fill on every construction)."""
+
+
+def own_store(limit: ByteLimit) -> RecordStore:
+    """A new anonymous store for one map or set, with ``limit`` (:class:`LongHashMap`'s)."""
+    return RecordStore(Arena.anonymous(limit_bytes=limit), index_capacity=OWN_STORE_RECORDS)
 
 
 ITER_CHUNK = 1 << 16
@@ -232,8 +246,9 @@ class TableFacade(BulkOperations, TableGrowth, StandaloneFileMap):
 
     def _new_table(self) -> Regions:
         width = self._slots.initial_width
-        return Regions.allocate(self._store, MIN_HOMES, width, self._slots.dtype_for_width(width),
-                                MIN_CAPACITY)
+        dtype = self._slots.dtype_for_width(width)
+        return Regions.allocate(self._store, INITIAL_HOMES, width, dtype,
+                                initial_capacity(dtype.itemsize))
 
     def _replace_table(self, new: Regions) -> None:
         """Detach the core, free the current table, attach ``new``."""
@@ -354,13 +369,20 @@ class TableFacade(BulkOperations, TableGrowth, StandaloneFileMap):
         return int(np.count_nonzero((words & np.uint64(0xFF)) == EXTERNAL))
 
     def _live_words(self) -> np.ndarray:
-        r = self._table()
-        return r.values.take(np.flatnonzero(r.live_mask(self._used)))
+        return self._live_of(self._table().values)[0]
 
     def _live_entries(self) -> tuple[np.ndarray, np.ndarray]:
         r = self._table()
-        live = np.flatnonzero(r.live_mask(self._used))
-        return r.keys.take(live), r.values.take(live)
+        keys, values = self._live_of(r.keys, r.values)
+        return keys, values
+
+    def _live_of(self, *columns: Column) -> list[np.ndarray]:
+        """The live entries' items of each column (new arrays), in entry order; without holes,
+        the first ``used`` of each copied at memory speed, else gathered by the live bits."""
+        if self._n == self._used:
+            return [column.head(self._used) for column in columns]
+        live = np.flatnonzero(self._table().live_mask(self._used))
+        return [column.take(live) for column in columns]
 
     @locked_generator
     def _chunks(self, with_values: bool, chunk_entries: int = ITER_CHUNK):

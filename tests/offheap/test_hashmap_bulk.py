@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from offheap import LongHashMap
 from offheap.errors import CapacityError
-from offheap.hashmap.layout import homes_of
+from offheap.hashmap.layout import SLACK, homes_of
 from offheap.hashmap.longhashmap import ReferenceLongHashMap
 
 COMPILED = LongHashMap(value="int64")._compiled_core
@@ -173,3 +173,53 @@ def test_a_bulk_build_under_a_live_iterator_stops_it(core, view):
         next(it)
     m._check()
     assert len(m) == 20_000
+
+
+@pytest.mark.parametrize("core", CORES)
+@pytest.mark.parametrize("n_wanted", [1 << 17, 300_000])
+def test_a_probe_batch_large_against_a_large_map_finds_each_key_at_its_entry(core, n_wanted):
+    """The compiled core answers a batch of at least half the map's entries, in a map of at
+    least 2**18, by merging both sorted by hash (bulk.c, build.c's find_by_merge), and smaller
+    ones probe by probe: each key's entry, -1 for absent ones, repeats and the holes of deleted
+    entries, as the reference's probes and the scalar lookup say."""
+    rng = np.random.default_rng(n_wanted)
+    keys = rng.integers(-2**63, 2**63 - 1, 400_000, dtype=np.int64)  # 342,857 live
+    m = core(value="int64")
+    m.put_many(keys, np.arange(len(keys)))
+    deleted = keys[::7]
+    m.delete_many(deleted)
+    repeats = n_wanted - n_wanted // 2 - n_wanted // 4 - n_wanted // 8
+    wanted = np.concatenate([keys[:n_wanted // 2], rng.integers(-2**63, 2**63 - 1, n_wanted // 4),
+                             deleted[: n_wanted // 8], keys[:repeats]])
+    rng.shuffle(wanted)
+    entries = m._find_many(wanted)
+    held = set(keys.tolist()) - set(deleted.tolist())
+    assert np.array_equal(entries >= 0, np.fromiter(map(held.__contains__, wanted.tolist()), bool))
+    sample = rng.choice(len(wanted), 2000)
+    assert [m._lookup(k) for k in wanted[sample].tolist()] == entries[sample].tolist()
+    hits = wanted[entries >= 0]
+    assert np.array_equal(keys[m.get_many(hits)], hits)  # each value is its key's position
+    m._check()
+
+
+@needs_compiled
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.sampled_from([0, 1, 100, 3000, 70_000]),
+       factor=st.sampled_from([1.25, 2, 4]))
+def test_both_cores_place_the_entries_into_a_grown_index_to_the_same_bytes(seed, n, factor):
+    """Growth asks the core to place the live entries into the grown index (_place_entries):
+    sorted by hash in C, or by numpy over the old index in the reference; holes and any growth
+    factor included. Too small an index is refused by both."""
+    rng = np.random.default_rng(seed)
+    keys = rng.integers(-2**63, 2**63 - 1, n, dtype=np.int64)
+    maps = LongHashMap(value="int64"), ReferenceLongHashMap(value="int64")
+    for m in maps:
+        m.put_many(keys, keys)
+        m.delete_many(keys[::5])
+    homes = int(maps[0]._regions.homes * factor)
+    indexes = [np.zeros(homes + SLACK, np.uint32) for _ in maps]
+    assert all(m._place_entries(index, homes) for m, index in zip(maps, indexes))
+    assert np.array_equal(indexes[0], indexes[1])
+    assert np.count_nonzero(indexes[0]) == len(maps[0])
+    if len(maps[0]) > 2 * SLACK:
+        assert not any(m._place_entries(np.zeros(2 * SLACK, np.uint32), SLACK) for m in maps)

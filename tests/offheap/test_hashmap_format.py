@@ -5,8 +5,12 @@ with an int64 map) were written in format 1; a writer converts them on open, a r
 them with a message naming both formats. ``golden/hashmap_v2_table.bin`` pins the bytes a fixed
 sequence of operations leaves in the metadata, the chunk list, the index and the chunks, built
 by whichever core is active (the compiled and the pure-Python run produce the same file).
+``golden/longhashmap_v2_small.offheap.gz`` is a small format-2 map written by the growth schedule
+before today's (an index of 32 homes and a chunk 0 of 32 entries, each doubled when full): the
+schedule is the writer's choice, so such a file reads the same and grows on by today's.
 """
 
+import gzip
 import shutil
 import struct
 from pathlib import Path
@@ -16,7 +20,16 @@ import pytest
 
 from offheap import DB, LongHashMap
 from offheap.errors import CorruptionError
-from offheap.hashmap.layout import meta_version, parse_meta
+from offheap.hashmap.layout import (
+    CHUNK_ENTRIES,
+    INITIAL_HOMES,
+    SMALL_REGION_BYTES,
+    chunk_bytes,
+    initial_capacity,
+    meta_version,
+    parse_meta,
+)
+from offheap.hashmap.longhashmap import ReferenceLongHashMap
 
 GOLDEN = Path(__file__).parent / "golden"
 V1_CONTENT = {5: "v5", -3: "v-3", 2**40: f"v{2**40}", 0: "v0", 123456789: "v123456789",
@@ -62,6 +75,40 @@ def test_a_format_1_map_in_a_db_is_converted(tmp_path):
         db.commit()
     with DB.file(path, readonly=True) as db:
         assert db.hash_map("counts")[2997] == 999
+
+
+OLD_SCHEDULE_CONTENT = {k * 1_000_003 - 7: k if k % 3 else f"value {k} long enough for a record"
+                        for k in range(20)}
+
+
+@pytest.mark.parametrize("cls", [LongHashMap, ReferenceLongHashMap], ids=["active", "reference"])
+def test_a_table_of_the_old_growth_schedule_reads_the_same_and_grows(cls, tmp_path):
+    path = tmp_path / "small.offheap"
+    with gzip.open(GOLDEN / "longhashmap_v2_small.offheap.gz") as packed, open(path, "wb") as out:
+        shutil.copyfileobj(packed, out)
+    with LongHashMap.reader(path) as reader:
+        assert dict(reader.items()) == OLD_SCHEDULE_CONTENT
+    with cls(path=path) as m:
+        assert (m._regions.homes, m._regions.first_capacity) == (32, 32)
+        assert list(m.items()) == list(OLD_SCHEDULE_CONTENT.items())
+        m._check()
+        for k in range(70_000):  # chunk 0: 32, 128, ..., 32768, then 65536 (not 131072)
+            m[k] = k
+        m._check()
+        assert m._regions.first_capacity == CHUNK_ENTRIES and len(m._regions.chunk_offsets) == 2
+    with cls(path=path) as m:
+        assert list(m)[:20] == list(OLD_SCHEDULE_CONTENT) and len(m) == 70_020
+        assert m[69_999] == 69_999 and m[-7] == OLD_SCHEDULE_CONTENT[-7]
+        m._check()
+
+
+@pytest.mark.parametrize("value, capacity", [("object", 256), ("int64", 128), ("str", 256)])
+def test_a_new_table_fills_one_page_for_its_index_and_one_for_its_entries(value, capacity):
+    r = LongHashMap(value=value)._regions
+    itemsize = r.value_dtype.itemsize
+    assert (r.homes, r.first_capacity) == (INITIAL_HOMES, capacity) == (752, initial_capacity(itemsize))
+    assert r.n_slots * 4 <= SMALL_REGION_BYTES < (r.n_slots + 1) * 4  # a 4 KiB page with its tag
+    assert chunk_bytes(capacity, itemsize) <= SMALL_REGION_BYTES < chunk_bytes(2 * capacity, itemsize)
 
 
 def _golden_sequence() -> LongHashMap:

@@ -258,13 +258,12 @@ rank_of(const uint64_t *bits, const Py_ssize_t *prefix, Py_ssize_t p)
     return prefix[p >> 6] + popcount64(bits[p >> 6] & (((uint64_t)1 << (p & 63)) - 1));
 }
 
-/* Write the index from `order` (m records whose hash is now the home, in home order): each run
- * of equal homes sorted by entry, entry j at max(home, previous slot + 1), the rest zero.
- * Precondition: the placement fits (checked by the caller). */
+/* Write `index` (n_slots slots) from `order` (m records whose hash is now the home, in home
+ * order): each run of equal homes sorted by entry, entry j at max(home, previous slot + 1), the
+ * rest zero. Precondition: the placement fits (checked by the caller). */
 static void
-place_index(MapCore *self, Record *order, Record *scratch, Py_ssize_t m)
+place_index(uint32_t *index, Py_ssize_t n_slots, Record *order, Record *scratch, Py_ssize_t m)
 {
-    uint32_t *index = self->table.index;
     Py_ssize_t next = 0, previous = -1;
     for (Py_ssize_t i = 0; i < m;) {
         Py_ssize_t j = i + 1;
@@ -282,19 +281,20 @@ place_index(MapCore *self, Record *order, Record *scratch, Py_ssize_t m)
             next = slot + 1;
         }
     }
-    memset(index + next, 0, (size_t)(self->n_slots - next) * sizeof(uint32_t));
+    memset(index + next, 0, (size_t)(n_slots - next) * sizeof(uint32_t));
 }
 
-/* Whether the entries of `order` (by hash) placed in home order stay inside the index. */
+/* Whether the entries of `order` (by hash) placed in home order for `homes` homes stay inside
+ * an index of n_slots slots. */
 static int
-placement_fits(const MapCore *self, const Record *order, Py_ssize_t m)
+placement_fits(const Record *order, Py_ssize_t m, Py_ssize_t homes, Py_ssize_t n_slots)
 {
     Py_ssize_t previous = -1;
     for (Py_ssize_t k = 0; k < m; k++) {
-        Py_ssize_t home = home_of_hash(order[k].hash, self->homes);
+        Py_ssize_t home = home_of_hash(order[k].hash, homes);
         previous = home > previous ? home : previous + 1;
     }
-    return previous < self->n_slots;
+    return previous < n_slots;
 }
 
 /* Apply a plan to the table (see the file's comment): BUILD_DONE, with the words the map no
@@ -356,7 +356,7 @@ build_batch(MapCore *self, BatchPlan *plan, uint64_t *released, Py_ssize_t *n_re
     *n_new = added;
     if (used + added > self->capacity || n + added > self->max_n)
         status = BUILD_NO_ROOM;
-    else if (!placement_fits(self, order, m))
+    else if (!placement_fits(order, m, self->homes, self->n_slots))
         status = BUILD_OVERFLOW;
     if (status != BUILD_FAILED) {
         if (n == 0) /* the plan's records are the order: back to (hash, first position) */
@@ -410,7 +410,7 @@ build_batch(MapCore *self, BatchPlan *plan, uint64_t *released, Py_ssize_t *n_re
         }
         order[k].hash = (uint64_t)home_of_hash(order[k].hash, homes);
     }
-    place_index(self, order, scratch, m);
+    place_index(self->table.index, self->n_slots, order, scratch, m);
     self->used = used + added;
     self->n = n + added;
     self->mods++;
@@ -425,5 +425,79 @@ done:
     PyMem_Free(present);
     PyMem_Free(releasing);
     PyMem_Free(releasing_scratch);
+    return status;
+}
+
+/* _find_entries by merging (bulk.c chooses it for a batch large against a large map): out[i] =
+ * the entry holding keys[i], or -1. The batch's (hash, position) records and the map's live
+ * (hash, entry) records, each sorted by hash, are merged: an equal hash is the key present,
+ * mix64 being a bijection. O(n + _n) time, sequential but for the radix scatters and the writes
+ * to out, where n probes would each wait on an index slot and then a key at random (~40 ns
+ * apiece at best on a table past the caches); scratch of 32 bytes per key and per entry, freed
+ * before it returns. 0, or -1 with an error (out partly written). Nothing here calls into
+ * Python. Precondition: attached. */
+int
+find_by_merge(const MapCore *self, const int64_t *keys, Py_ssize_t n, int64_t *out)
+{
+    const Py_ssize_t n_entries = self->n;
+    const size_t items = n > 0 ? (size_t)n : 1, entries = n_entries > 0 ? (size_t)n_entries : 1;
+    Record *batch = PyMem_Malloc(items * sizeof(Record));
+    Record *batch_scratch = PyMem_Malloc(items * sizeof(Record));
+    Record *map = PyMem_Malloc(entries * sizeof(Record));
+    Record *map_scratch = PyMem_Malloc(entries * sizeof(Record));
+    int status = -1;
+    if (batch == NULL || batch_scratch == NULL || map == NULL || map_scratch == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t p = 0; p < n; p++)
+        batch[p] = (Record){mix64((uint64_t)keys[p]), p};
+    const Record *wanted = sort_by_hash(batch, batch_scratch, n);
+    const Record *held = wanted == NULL ? NULL : sorted_entries(self, map, map_scratch);
+    if (held == NULL)
+        goto done;
+    for (Py_ssize_t i = 0, j = 0; i < n; i++) {
+        const uint64_t hash = wanted[i].hash;
+        while (j < n_entries && held[j].hash < hash)
+            j++;
+        out[wanted[i].tag] = j < n_entries && held[j].hash == hash ? held[j].tag : -1;
+    }
+    status = 0;
+done:
+    PyMem_Free(batch);
+    PyMem_Free(batch_scratch);
+    PyMem_Free(map);
+    PyMem_Free(map_scratch);
+    return status;
+}
+
+/* _place_entries: fill `index`, an index of n_slots slots for `homes` homes that is not the
+ * table's, with the map's live entries in Robin Hood order (offheap.hashmap.layout): the entries
+ * sorted by hash are in home order for any number of homes, each run of equal homes then sorted
+ * by entry number, so the bytes are those of growth.py's numpy placement. BUILD_DONE,
+ * BUILD_OVERFLOW with `index` untouched when an entry would land past its last slot, or
+ * BUILD_FAILED with an error. O(_n) time but for the radix scatters; scratch of 32 bytes per
+ * entry. Nothing here calls into Python. Precondition: attached, homes <= n_slots. */
+int
+place_entries(const MapCore *self, uint32_t *index, Py_ssize_t n_slots, Py_ssize_t homes)
+{
+    const size_t items = self->n > 0 ? (size_t)self->n : 1;
+    Record *records = PyMem_Malloc(items * sizeof(Record));
+    Record *scratch = PyMem_Malloc(items * sizeof(Record));
+    Record *order;
+    int status = BUILD_FAILED;
+    if (records == NULL || scratch == NULL)
+        PyErr_NoMemory();
+    else if ((order = sorted_entries(self, records, scratch)) != NULL) {
+        status = BUILD_OVERFLOW;
+        if (placement_fits(order, self->n, homes, n_slots)) {
+            for (Py_ssize_t k = 0; k < self->n; k++)
+                order[k].hash = (uint64_t)home_of_hash(order[k].hash, homes);
+            place_index(index, n_slots, order, order == records ? scratch : records, self->n);
+            status = BUILD_DONE;
+        }
+    }
+    PyMem_Free(records);
+    PyMem_Free(scratch);
     return status;
 }

@@ -73,6 +73,8 @@ enum { BUILD_DONE = 0, BUILD_FAILED = -1, BUILD_OVERFLOW = 1, BUILD_NO_ROOM = 2 
 int plan_batch(const MapCore *self, const int64_t *keys, const uint64_t *words, Py_ssize_t n,
                BatchPlan *plan);
 void free_plan(BatchPlan *plan);
+int find_by_merge(const MapCore *self, const int64_t *keys, Py_ssize_t n, int64_t *out);
+int place_entries(const MapCore *self, uint32_t *index, Py_ssize_t n_slots, Py_ssize_t homes);
 int build_batch(MapCore *self, BatchPlan *plan, uint64_t *released, Py_ssize_t *n_released,
                 Py_ssize_t *n_new);
 

@@ -20,6 +20,14 @@
 #define BULK_MIN 512
 #define BULK_SHARE 4
 
+/* A probe batch of at least 1 / MERGE_SHARE of the map's entries, in a map of at least MERGE_MIN
+ * entries, is answered by merging the two sorted by hash (build.c's find_by_merge) instead of a
+ * probe per key. Measured on two 1M-element sets (contains_many, load 3.7-4.7, CPU time, min of
+ * 9): the merge 87-115 ns a key, the probes 89-231 (they wait on the shared cache); at 100K-300K
+ * entries, whose tables stay in cache, the probes won (49-55 ns against 68-77). */
+#define MERGE_MIN (1 << 18)
+#define MERGE_SHARE 2
+
 /* An export of `obj` with `n` (or, for n < 0, any number of) items of `item_size` bytes; the item
  * count, or -1 with an error and nothing held. */
 static Py_ssize_t
@@ -71,7 +79,9 @@ MapCore_find_entries(MapCore *self, PyObject *const *args, Py_ssize_t nargs)
     const int64_t *keys = keys_view.buf;
     int64_t *out = out_view.buf;
     Py_ssize_t i = 0, slot;
-    for (; i < n; i++) {
+    if (self->n >= MERGE_MIN && n * MERGE_SHARE >= self->n)
+        i = find_by_merge(self, keys, n, out) == 0 ? n : -1;
+    for (; i >= 0 && i < n; i++) {
         prefetch_ahead(self, keys, i, n, 0);
         Py_ssize_t e = self->n ? find(self, keys[i], 1, &slot) : -1;
         if (e == -2)
@@ -80,7 +90,7 @@ MapCore_find_entries(MapCore *self, PyObject *const *args, Py_ssize_t nargs)
     }
     PyBuffer_Release(&keys_view);
     PyBuffer_Release(&out_view);
-    if (i < n)
+    if (i < n) /* -1: the merge failed; else the probe of keys[i] */
         return NULL;
     Py_RETURN_NONE;
 }
@@ -436,4 +446,36 @@ MapCore_remove_keys(MapCore *self, PyObject *const *args, Py_ssize_t nargs)
     PyBuffer_Release(&keys_view);
     PyBuffer_Release(&removed_view);
     return failed ? NULL : PyLong_FromSsize_t(count);
+}
+
+/* _place_entries(index, homes): fill index, an empty writable uint32 buffer of homes + SLACK
+ * slots that is not the table's (a grown index), with the live entries placed for `homes` homes
+ * (build.c's place_entries); False, the buffer untouched, when one would land past its end. */
+PyObject *
+MapCore_place_entries(MapCore *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2)
+        return PyErr_Format(PyExc_TypeError, "_place_entries() takes an index and homes "
+                            "(%zd given)", nargs);
+    if (!ATTACHED(self)) {
+        closed_error(self);
+        return NULL;
+    }
+    Py_ssize_t homes = PyLong_AsSsize_t(args[1]);
+    if (homes == -1 && PyErr_Occurred())
+        return NULL;
+    Py_buffer view;
+    Py_ssize_t n_slots = export_array(args[0], &view, 4, 1, -1, "index");
+    if (n_slots < 0)
+        return NULL;
+    int status = BUILD_FAILED;
+    if (homes < 1 || homes > MAX_HOMES || homes > n_slots)
+        PyErr_Format(PyExc_ValueError, "homes must be in [1, min(2**32, %zd slots)], not %zd",
+                     n_slots, homes);
+    else if (view.buf == (void *)self->table.index)
+        PyErr_SetString(PyExc_ValueError, "_place_entries() fills a new index, not the table's");
+    else
+        status = place_entries(self, view.buf, n_slots, homes);
+    PyBuffer_Release(&view);
+    return status == BUILD_FAILED ? NULL : PyBool_FromLong(status == BUILD_DONE);
 }

@@ -170,6 +170,7 @@ PyObject *MapCore_put_words(MapCore *self, PyObject *const *args, Py_ssize_t nar
 PyObject *MapCore_remove_keys(MapCore *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *MapCore_put_batch(MapCore *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *MapCore_find_values(MapCore *self, PyObject *const *args, Py_ssize_t nargs);
+PyObject *MapCore_place_entries(MapCore *self, PyObject *const *args, Py_ssize_t nargs);
 
 
 /* The entries that may be read: min(_used, _capacity), 0 for a negative _used. */
