@@ -80,9 +80,22 @@ class Tree:
         self.cache.forms = self.descent  # its compact inner forms, kept true by the cache
         self.writer = NodeWriter(self.cache, nodes, self.hint, write_cache)
         self.rebalancer = Rebalancer(self.cache, nodes, self.writer, node_size)
-        self.shape = TreeShape.single_leaf(0)  # until create() or install()
+        self._shape = TreeShape.single_leaf(0)  # until create() or install()
         self.n_entries = 0
         self.mods = 0
+
+    @property
+    def shape(self) -> TreeShape:
+        """The tree's root and height (:class:`~offheap.treemap.meta.TreeShape`); setting it
+        also gives it to the compiled descent, whose shape-free lookups (the map's compiled
+        read slots, :mod:`offheap.treemap.reads`) read that copy."""
+        return self._shape
+
+    @shape.setter
+    def shape(self, shape: TreeShape) -> None:
+        self._shape = shape
+        if self.descent is not None:
+            self.descent.set_shape(shape.root, shape.height)
 
     def create(self) -> None:
         """Make this an empty tree: one empty root leaf, written."""

@@ -57,6 +57,7 @@ from offheap.treemap.meta import (
 )
 from offheap.treemap.nodestore import NodeStore
 from offheap.treemap.reader import TreeReader
+from offheap.treemap.reads import TreeReadsBase
 from offheap.treemap.stats import TreeStats, describe, describe_html, tree_stats
 from offheap.treemap.timer import FlushTimer
 from offheap.treemap.tree import MISSING, Tree
@@ -67,7 +68,7 @@ from offheap.treemap.views import SortedRangeAPI
 _CLOSED = "the TreeMap is closed"
 
 
-class TreeMap(StandaloneFileMap, SortedRangeAPI, DictAPI, MutableMapping):
+class TreeMap(TreeReadsBase, StandaloneFileMap, SortedRangeAPI, DictAPI, MutableMapping):
     """A sorted ``MutableMapping`` stored off the Python heap in compressed B+tree pages.
 
     ``TreeMap(data, /, **options)``: ``data`` is what ``dict(data)`` takes (a mapping or
@@ -208,23 +209,20 @@ class TreeMap(StandaloneFileMap, SortedRangeAPI, DictAPI, MutableMapping):
             self._meta_recid = meta_recid
             self._load_meta()
         self._closed = False
+        self._bind_reads()
 
     # -- lookups ------------------------------------------------------------------------------
 
     def __len__(self) -> int:
         return self._tree.n_entries
 
-    def __getitem__(self, key):
-        value = self._lookup(key, MISSING)
-        if value is MISSING:
-            raise KeyError(key)
-        return value
-
-    def get(self, key, default=None, /):
-        return self._lookup(key, default)
-
-    def __contains__(self, key) -> bool:
-        return self._lookup(key, MISSING, True) is not MISSING  # a pickled value stays unread
+    def _bind_reads(self) -> None:
+        """Attach the read slots (:mod:`offheap.treemap.reads`) to this open map's tree, when it
+        has a compiled descent; else every read goes through :meth:`_lookup`."""
+        tree = self._tree
+        if tree.descent is not None:
+            self._attach_reads(self._lock, tree.descent, tree.cache, self._admit.key_type,
+                               tuple(SCALAR_TYPES), self._admit.fresh)
 
     def _lookup(self, key, default, stored: bool = False):
         """The value of ``key`` (a fresh object, :meth:`Admission.fresh`; with ``stored``, as
@@ -580,6 +578,7 @@ class TreeMap(StandaloneFileMap, SortedRangeAPI, DictAPI, MutableMapping):
                 written = True
             finally:
                 self._closed = True
+                self._detach_reads()
                 self._tree.release()
                 if self._owns_store:
                     self._store.close(save=written)  # never commit a half-written tree
@@ -649,6 +648,7 @@ class TreeMap(StandaloneFileMap, SortedRangeAPI, DictAPI, MutableMapping):
         with self._lock:
             self._release()
             self._closed = True
+            self._detach_reads()
 
     def _write_meta(self) -> None:
         self._store.update(self._meta_recid, self._tree.meta_record())

@@ -52,8 +52,13 @@ typedef struct {
     PyObject *store;        /* the RecordStore holding the pages */
     int key_kind;
     int value_kind;
+    int64_t root;           /* the tree's shape as the Tree last set it (set_shape); height 0: */
+    Py_ssize_t height;      /* not set yet, and lookup() refuses to run */
     FormTable forms;        /* compact forms of cached inner nodes (forms.c) */
 } Descent;
+
+static PyTypeObject descent_type;
+static int ready(Descent *self);
 
 static PyObject *str_keys, *str_values, *str_counts, *str_addr, *str_size, *str_views;
 
@@ -642,23 +647,22 @@ PyDoc_STRVAR(get_doc,
 "get(root, height, key, default) -> value\n\n"
 "The value of key in the tree of that root and height, or default.");
 
+/* The value of `key` (an object of the tree's key type) in the tree of that root and height, or
+ * a new reference to `dflt`. */
 static PyObject *
-descent_get(Descent *self, PyObject *const *args, Py_ssize_t nargs)
+get_in(Descent *self, int64_t root, Py_ssize_t height, PyObject *key_object, PyObject *dflt)
 {
     PyObject *result = NULL;
-    int64_t root;
-    Py_ssize_t height;
     Key key;
     Path path;
     Leaf leaf;
     path.n = 0;
     leaf_init(&leaf);
-    int admitted;
-    if (check_nargs("get", nargs, 4) < 0 || parse_shape(args, &root, &height) < 0
-            || (admitted = key_of(self, args[2], &key)) < 0)
+    int admitted = key_of(self, key_object, &key);
+    if (admitted < 0)
         return NULL;
     if (admitted > 0)
-        return Py_NewRef(args[3]);
+        return Py_NewRef(dflt);
     if (descend_from(self, &path, root, height, BY_KEY, &key) == 0
             && leaf_open(self, path_end(&path, root), &leaf) == 0) {
         Py_ssize_t i = leaf_bisect(self, &leaf, &key, 0);
@@ -666,11 +670,57 @@ descent_get(Descent *self, PyObject *const *args, Py_ssize_t nargs)
         if (holds > 0)
             result = leaf_value(self, &leaf, i);
         else if (holds == 0)
-            result = Py_NewRef(args[3]);
+            result = Py_NewRef(dflt);
     }
     leaf_close(&leaf);
     path_clear(&path);
     return result;
+}
+
+static PyObject *
+descent_get(Descent *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    int64_t root;
+    Py_ssize_t height;
+    if (check_nargs("get", nargs, 4) < 0 || parse_shape(args, &root, &height) < 0)
+        return NULL;
+    return get_in(self, root, height, args[2], args[3]);
+}
+
+int
+is_descent(PyObject *object)
+{
+    return PyObject_TypeCheck(object, &descent_type);
+}
+
+PyObject *
+descent_lookup(PyObject *descent, PyObject *key, PyObject *dflt)
+{
+    Descent *self = (Descent *)descent;
+    if (ready(self) < 0)
+        return NULL;
+    if (self->height == 0) {
+        PyErr_SetString(PyExc_ValueError, "the Descent has no shape: set_shape was not called");
+        return NULL;
+    }
+    return get_in(self, self->root, self->height, key, dflt);
+}
+
+PyDoc_STRVAR(set_shape_doc,
+"set_shape(root, height)\n\n"
+"The tree's shape, for lookups that do not name one (TreeReads); the Tree sets it whenever\n"
+"its shape changes.");
+
+static PyObject *
+descent_set_shape(Descent *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    int64_t root;
+    Py_ssize_t height;
+    if (check_nargs("set_shape", nargs, 2) < 0 || parse_shape(args, &root, &height) < 0)
+        return NULL;
+    self->root = root;
+    self->height = height;
+    Py_RETURN_NONE;
 }
 
 /* The entry at `i` of the leaf as the caller asked: its key, or (key, value). */
@@ -1027,6 +1077,7 @@ static PyMethodDef descent_methods[] = {
     {"neighbour", (PyCFunction)(void (*)(void))guarded_neighbour, METH_FASTCALL, neighbour_doc},
     {"position", (PyCFunction)(void (*)(void))guarded_position, METH_FASTCALL, position_doc},
     {"item_at", (PyCFunction)(void (*)(void))guarded_item_at, METH_FASTCALL, item_at_doc},
+    {"set_shape", (PyCFunction)(void (*)(void))descent_set_shape, METH_FASTCALL, set_shape_doc},
     {"forget", (PyCFunction)descent_forget, METH_O, forget_doc},
     {"forget_all", (PyCFunction)descent_forget_all, METH_NOARGS, forget_all_doc},
     {"forms", (PyCFunction)descent_forms, METH_NOARGS, forms_doc},

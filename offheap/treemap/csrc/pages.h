@@ -6,6 +6,7 @@
  * _pages.c     int64 key blocks, the value columns, and the module (encode/decode of leaf bodies)
  * descent.c    the compiled read path of the B+tree (type Descent) over the node cache and store
  * forms.c      compact forms of cached inner nodes, which the descent bisects, and their table
+ * reads.c      TreeReads, the base type whose slots answer a TreeMap's m[k], get and `in`
  *
  * The byte layouts are those of offheap.kernels.packing, offheap.store.serializers and
  * offheap.treemap.page, which specify them; this code follows them byte for byte.
@@ -159,5 +160,14 @@ int form_table_traverse(const FormTable *table, visitproc visit, void *arg);
 /* The compiled descent (descent.c): adds the type Descent to the module; 0, or -1 with an
  * exception set. */
 int add_descent_type(PyObject *module);
+/* Whether `object` is a Descent. */
+int is_descent(PyObject *object);
+/* The value of `key` (an object of the tree's key type) in the tree of the shape the Descent was
+ * last given (set_shape), as its leaf holds it, or a new reference to `dflt`; NULL with an
+ * exception. May call Python code (the node cache) when a node is not cached. */
+PyObject *descent_lookup(PyObject *descent, PyObject *key, PyObject *dflt);
+
+/* The read slots of a TreeMap (reads.c): adds the base type TreeReads to the module. */
+int add_reads_type(PyObject *module);
 
 #endif

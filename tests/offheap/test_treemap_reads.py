@@ -1,0 +1,186 @@
+"""TreeMap's read slots (offheap/treemap/csrc/reads.c, offheap/treemap/reads.py): ``m[k]``,
+``k in m`` and ``m.get(k, default)`` answered in C for keys of exactly the key type, and by
+``_lookup`` for everything else, with the same answers and errors on both paths.
+
+Each case runs on a map with the compiled slots attached and on the same map with them detached
+(every read through ``_lookup``, the reference), and compares both with a dict: keys of other
+types (bool, float, numpy ints, ints beyond int64, str in an int64 map), tuple keys in KeyError,
+mutable values handed out as fresh copies, pickled values refused by ``[]`` but found by ``in``,
+a cache over capacity, a close while another thread holds the lock.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from offheap import DB, TreeMap
+from offheap.errors import ClosedError, PickleNotAllowedError
+from offheap.treemap import reads
+
+COMPILED = reads.TreeReadsBase is not reads.TreeReads
+
+
+@pytest.fixture(params=["slots", "reference"])
+def path(request):
+    if request.param == "slots" and not COMPILED:
+        pytest.skip("the compiled core is not loaded")
+    return request.param
+
+
+def _on(path: str, tree: TreeMap) -> TreeMap:
+    if path == "reference":
+        tree._detach_reads()
+    return tree
+
+
+PROBES = [0, 1, -1, 5, True, False, 1.0, 1.5, np.int64(3), np.int32(4), 1 << 70, -(1 << 70),
+          "1", b"1", None, (1,)]
+
+
+def test_int64_keys_of_every_type_answer_as_a_dict(path):
+    expected = {k: f"v{k}" for k in range(-3, 10)}
+    tree = _on(path, TreeMap(expected.items(), node_size=4))
+    for key in PROBES:
+        try:
+            hash(key)
+        except TypeError:
+            continue
+        assert (key in tree) == (key in expected), key
+        assert tree.get(key) == expected.get(key), key
+        assert tree.get(key, "d") == expected.get(key, "d"), key
+        if key in expected:
+            assert tree[key] == expected[key]
+        else:
+            with pytest.raises(KeyError) as raised:
+                tree[key]
+            assert raised.value.args == (key,)
+
+
+def test_str_keys(path):
+    expected = {"a": 1, "é": 2, "\U0001f600": 3, "": 4}
+    tree = _on(path, TreeMap(expected.items(), key="str", node_size=4))
+    for key in [*expected, "b", b"a", 1, None]:
+        assert (key in tree) == (key in expected)
+        assert tree.get(key, "d") == expected.get(key, "d")
+
+
+def test_a_tuple_key_is_the_one_argument_of_key_error(path):
+    tree = _on(path, TreeMap({1: ""}))
+    with pytest.raises(KeyError) as raised:
+        tree[(1, 2)]
+    assert raised.value.args == ((1, 2),)
+
+
+def test_get_takes_one_or_two_positional_arguments(path):
+    tree = _on(path, TreeMap({1: "x"}))
+    assert tree.get(1) == "x"
+    with pytest.raises(TypeError):
+        tree.get()
+    with pytest.raises(TypeError):
+        tree.get(1, 2, 3)
+    with pytest.raises(TypeError):
+        tree.get(1, default=2)
+
+
+def test_mutable_values_are_fresh_copies(path):
+    tree = _on(path, TreeMap({1: {"a": [1]}}))
+    first, second = tree[1], tree.get(1)
+    assert first == second == {"a": [1]} and first is not second
+    first["a"].append(2)
+    assert tree[1] == {"a": [1]}
+
+
+def test_a_pickled_value_is_refused_but_its_key_is_found(tmp_path, path):
+    with DB.file(tmp_path / "d.offheap", allow_pickle=True) as db:
+        db.tree_map("t")[1] = {"a": 1}
+    with DB.file(tmp_path / "d.offheap") as db:
+        tree = _on(path, db.tree_map("t"))
+        assert 1 in tree and 2 not in tree
+        with pytest.raises(PickleNotAllowedError):
+            tree[1]
+        with pytest.raises(PickleNotAllowedError):
+            tree.get(1)
+
+
+def test_reads_through_a_cache_over_capacity(path):
+    tree = _on(path, TreeMap(((k, k) for k in range(2000)), node_size=4, cache_size=8))
+    assert [tree[k] for k in range(0, 2000, 7)] == list(range(0, 2000, 7))
+    assert [k in tree for k in range(-5, 2005, 11)] == [0 <= k < 2000 for k in range(-5, 2005, 11)]
+    tree._check()
+
+
+def test_a_closed_map_raises_closed_error(path):
+    tree = _on(path, TreeMap({1: ""}))
+    tree.close()
+    for read in (lambda: tree[1], lambda: tree.get(1), lambda: 1 in tree, lambda: tree[True]):
+        with pytest.raises(ClosedError):
+            read()
+
+
+def test_a_close_while_a_reader_waits_for_the_lock_raises_closed_error(path):
+    tree = _on(path, TreeMap({k: k for k in range(100)}))
+    outcome: list = []
+    tree._lock.acquire()
+    reader = threading.Thread(target=lambda: outcome.append(_read_or_error(tree)))
+    reader.start()
+    reader.join(0.2)  # the reader now waits for the lock
+    tree.close()
+    tree._lock.release()
+    reader.join()
+    assert outcome == [ClosedError]
+
+
+def _read_or_error(tree: TreeMap):
+    try:
+        return tree[5]
+    except Exception as exc:  # the test compares the class
+        return type(exc)
+
+
+def test_threads_read_while_another_writes(path):
+    tree = _on(path, TreeMap({k: k for k in range(0, 4000, 2)}, node_size=8, cache_size=16))
+    errors: list = []
+
+    def read():
+        for _ in range(3):
+            for k in range(0, 4000, 2):
+                if tree.get(k) != k:
+                    errors.append(k)
+
+    def write():
+        for k in range(1, 4000, 2):
+            tree[k] = k
+        for k in range(1, 4000, 2):
+            del tree[k]
+
+    threads = [threading.Thread(target=read), threading.Thread(target=read),
+               threading.Thread(target=write)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == [] and len(tree) == 2000
+    tree._check()
+
+
+@settings(max_examples=30, deadline=None)
+@given(ops=st.lists(st.tuples(st.sampled_from(["set", "del", "flush"]),
+                              st.integers(-50, 50)), max_size=120),
+       probes=st.lists(st.integers(-60, 60), max_size=30))
+def test_slots_and_reference_agree_after_random_changes(ops, probes):
+    tree, oracle = TreeMap(node_size=4, cache_size=8), {}
+    for op, key in ops:
+        if op == "set":
+            tree[key] = oracle[key] = [key]
+        elif op == "del" and key in oracle:
+            del tree[key], oracle[key]
+        elif op == "flush":
+            tree.flush()
+    slots = [(tree.get(k, "d"), k in tree) for k in probes]
+    tree._detach_reads()
+    reference = [(tree.get(k, "d"), k in tree) for k in probes]
+    assert slots == reference == [(oracle.get(k, "d"), k in oracle) for k in probes]
