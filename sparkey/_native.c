@@ -6,6 +6,8 @@
  *   hash_key, hash_keys, hash_buffer   sparkey.murmur
  *   Lookup                             HashIndex.get / get_many over one open store, its
  *                                      files exported for its life (csrc/lookups.c)
+ *   LookupSlots                        sparkey.lookup.LookupSlots: a reader's r[k] and `k in r`
+ *                                      through its Lookup (csrc/slots.c)
  *   walk_block, decode_headers         BlockCursor.walk_block and entries.decode_headers,
  *                                      the per-entry steps of LogReader.scan (csrc/scans.c)
  *   frame_puts, frame_packed           the PUT entries LogWriter.put appends
@@ -488,7 +490,9 @@ static int native_exec(PyObject *module)
         "An entry continues past the block it was looked for in.", NULL, NULL);
     if (!errors->spans_blocks)
         return -1;
-    return sparkey_add_lookup_type(module);
+    if (sparkey_add_lookup_type(module) < 0)
+        return -1;
+    return sparkey_add_slots_type(module);
 }
 
 static int native_traverse(PyObject *module, visitproc visit, void *arg)

@@ -53,6 +53,7 @@ class Reader(LookupMapping):
         self._lookup = self._index.get
         if self._index.native is not None:  # one C call, which raises ClosedError once closed
             self.get = self._index.native.get  # type: ignore[method-assign]
+            self._attach_lookup(self._index.native)
 
     # -- lookups
 

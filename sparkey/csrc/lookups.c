@@ -364,6 +364,18 @@ static PyObject *compressed_get(lookup_object *self, PyObject *key)
 /* ---- methods */
 
 /* The value of `key` (any object entry_bytes takes), None when absent, NULL on error. */
+static PyObject *lookup_value(lookup_object *self, PyObject *key_object);
+
+int sparkey_is_lookup(PyObject *object)
+{
+    return Py_TYPE(object)->tp_dealloc == lookup_dealloc;
+}
+
+PyObject *sparkey_lookup_value(PyObject *lookup, PyObject *key)
+{
+    return lookup_value((lookup_object *)lookup, key);
+}
+
 static PyObject *lookup_value(lookup_object *self, PyObject *key_object)
 {
     PyObject *value, *key = sparkey_entry_bytes(self->errors, key_object, "key");

@@ -5,6 +5,7 @@
  * table.c      slot probing of a lookup and the sequential Robin Hood build
  * arguments.c  argument handling shared by the functions Python calls
  * lookups.c    the Lookup type: get, get_many over one open store, any compression
+ * slots.c      LookupSlots, the base type whose slots answer a reader's r[k] and `k in r`
  * scans.c      the per-entry steps of a log scan (walk_block, decode_headers)
  * cutting.c    the block cutting of bulk writes (cut_blocks)
  * _native.c    the module, with the hashing, framing and index-build functions
@@ -244,6 +245,16 @@ static inline void sparkey_row(const sparkey_column *column, Py_ssize_t i,
 
 /* Add the Lookup type to the module (its state must hold the errors already). */
 int sparkey_add_lookup_type(PyObject *module);
+/* Whether `object` is a Lookup. */
+int sparkey_is_lookup(PyObject *object);
+/* The value a Lookup stores for `key` (a new bytes object), None when absent, NULL with an
+ * exception (ClosedError once released, EntryTypeError for a key of another type). */
+PyObject *sparkey_lookup_value(PyObject *lookup, PyObject *key);
+
+/* ---- slots.c */
+
+/* Add the base type LookupSlots to the module. */
+int sparkey_add_slots_type(PyObject *module);
 extern PyMethodDef sparkey_scan_methods[];
 extern PyMethodDef sparkey_cutting_methods[];
 
