@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Run the tests of every compiled module (the LongHashMap core with its bulk build and lock,
-# TreeMap's page codec and compiled descent with its inner forms, sparkey's native lookups and
-# writer) with the extensions built under AddressSanitizer and UndefinedBehaviorSanitizer (gcc).
+# TreeMap's page codec, compiled descent with its inner forms and read slots, sparkey's native
+# lookups, reader slots and writer) with the extensions built under AddressSanitizer and UndefinedBehaviorSanitizer (gcc).
 #
 # The extensions are built into a temporary copy of the package, so the in-place build stays as it
 # is. Python itself is not instrumented: libasan is preloaded, leaks are not reported (the
@@ -26,7 +26,7 @@ python -m pytest -q -p no:cacheprovider -p no:xdist --capture=sys \
     tests/offheap/test_hashmap_core.py tests/offheap/test_hashmap.py tests/offheap/test_hashmap_safety.py \
     tests/offheap/test_hashmap_bulk.py tests/offheap/test_hashmap_threads.py tests/offheap/test_hashset.py \
     tests/offheap/test_treemap_descent.py tests/offheap/test_treemap_forms.py \
-    tests/offheap/test_treemap_positions.py \
+    tests/offheap/test_treemap_positions.py tests/offheap/test_treemap_reads.py tests/offheap/test_treemap_ranges.py tests/offheap/test_treemap_threads.py \
     tests/offheap/test_page_codec.py tests/sparkey/test_reader.py tests/sparkey/test_compiled_writer.py \
     tests/sparkey/test_golden_read.py tests/sparkey/test_golden_write.py \
     tests/sparkey/test_native.py tests/sparkey/test_compiled.py tests/sparkey/test_damaged_index.py \

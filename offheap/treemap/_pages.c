@@ -342,9 +342,7 @@ encode_leaf(PyObject *Py_UNUSED(module), PyObject *args)
     Py_RETURN_NONE;
 }
 
-/* (keys, values) of the `count` entries at the reader, a new tuple; Py_None (a new reference)
- * when the reference must decode them. */
-static PyObject *
+PyObject *
 read_entries(PageReader *reader, Py_ssize_t count, int key_kind, int value_kind)
 {
     if (count > PAGE_MAX_ENTRIES) {
@@ -458,7 +456,8 @@ PyInit__pages(void)
     PyObject *module = PyModule_Create(&pages_module);
     if (module != NULL && (PyModule_AddIntConstant(module, "MAX_ENTRIES", PAGE_MAX_ENTRIES) < 0
                            || add_descent_type(module) < 0
-                           || add_reads_type(module) < 0))
+                           || add_reads_type(module) < 0
+                           || add_range_type(module) < 0))
         Py_CLEAR(module);
     return module;
 }

@@ -26,8 +26,8 @@ class TreeReader(SortedRangeAPI, MapReader["TreeMap"]):
     def _changed_error(self) -> RuntimeError:
         return MapReader._changed_error(self)  # the reader's message, not the sorted API's
 
-    def _version(self) -> int:
-        return self._session.epoch  # a reader's tree changes only when it picks up a commit
+    def _version_source(self) -> tuple[object, str]:
+        return self._session, "epoch"  # a reader's tree changes only when it picks up a commit
 
     def _one(self, name: str, *args):
         with self._session.section():

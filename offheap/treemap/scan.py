@@ -2,7 +2,8 @@
 
 A :class:`RangeScan` yields the keys (and values) of a key range one leaf at a time, in key
 order or reversed. Between two leaves it remembers only a key, the bound of the last leaf, and
-finds the next leaf by a fresh descent from the root (:meth:`Cursor.seek`), so the facade may
+finds the next leaf by a fresh descent from the root (:meth:`Cursor.seek`, or the compiled
+``Descent.seek`` when the tree has one: the same leaf and bounds), so the facade may
 let go of its lock between leaves. Neighbour queries (``floor_key``, ``ceiling_key``,
 ``lower_key``, ``higher_key`` and their ``_item`` forms) are the first entry of a one-sided scan
 (:meth:`RangeScan.first`).
@@ -24,12 +25,13 @@ from offheap.treemap.nodecache import NodeCache
 class RangeScan:
     """The leaves of one key range, one :meth:`next_chunk` call each; ``done`` after the last."""
 
-    __slots__ = ("_cursor", "_lo", "_hi", "_lo_inclusive", "_hi_inclusive", "_reverse",
-                 "_seek", "_seek_inclusive", "done")
+    __slots__ = ("_cursor", "_descent", "_lo", "_hi", "_lo_inclusive",
+                 "_hi_inclusive", "_reverse", "_seek", "_seek_inclusive", "done")
 
     def __init__(self, cache: NodeCache, lo, hi, inclusive: tuple[bool, bool],
-                 reverse: bool) -> None:
+                 reverse: bool, descent=None) -> None:
         self._cursor = Cursor(cache)
+        self._descent = descent  # the compiled Descent: its seek finds each leaf
         self._lo, self._hi = lo, hi
         self._lo_inclusive, self._hi_inclusive = inclusive
         self._reverse = reverse
@@ -42,28 +44,30 @@ class RangeScan:
         (None unless ``with_values``): new lists, possibly empty. Sets :attr:`done` when no
         leaf after this one can hold a key of the range."""
         seek, seek_inclusive, lo, hi = self._seek, self._seek_inclusive, self._lo, self._hi
-        cursor = self._cursor
         below = self._reverse and (seek is None or not seek_inclusive)
-        leaf = cursor.seek(shape, seek, below)
-        keys = leaf.keys
+        if self._descent is not None:
+            keys, leaf_values, lower, upper = self._descent.seek(shape.root, shape.height, seek,
+                                                                 below)
+        else:
+            cursor = self._cursor
+            leaf = cursor.seek(shape, seek, below)
+            keys, leaf_values, lower, upper = leaf.keys, leaf.values, cursor.lo, cursor.hi
         if self._reverse:
             end = len(keys) if seek is None else (bisect_right if seek_inclusive else bisect_left)(keys, seek)
             start = 0 if lo is None else (bisect_left if self._lo_inclusive else bisect_right)(keys, lo)
-            lower = cursor.lo
             self.done = lower is None or start > 0 or (lo is not None and lower <= lo)
             step = slice(end - 1, start - 1 if start else None, -1)
             self._seek, self._seek_inclusive = lower, False
         else:
             start = 0 if seek is None else (bisect_left if seek_inclusive else bisect_right)(keys, seek)
             end = len(keys) if hi is None else (bisect_right if self._hi_inclusive else bisect_left)(keys, hi)
-            upper = cursor.hi
             self.done = upper is None or end < len(keys) or (
                 hi is not None and (hi < upper or (hi == upper and not self._hi_inclusive)))
             step = slice(start, end)
             self._seek, self._seek_inclusive = upper, True
         if start >= end:
             return [], None
-        return keys[step], leaf.values[step] if with_values else None
+        return keys[step], leaf_values[step] if with_values else None
 
     def first(self, shape: TreeShape, with_value: bool = False):
         """The first key of the range in scan order (its ``(key, value)`` with ``with_value``),

@@ -183,7 +183,7 @@ class Tree:
 
     def scan(self, lo, hi, inclusive: tuple[bool, bool], reverse: bool) -> RangeScan:
         """A scan of the keys in a range (:mod:`offheap.treemap.scan`), started at need."""
-        return RangeScan(self.cache, lo, hi, inclusive, reverse)
+        return RangeScan(self.cache, lo, hi, inclusive, reverse, self.descent)
 
     # -- positions ----------------------------------------------------------------------------
 

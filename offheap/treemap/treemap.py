@@ -491,8 +491,8 @@ class TreeMap(TreeReadsBase, StandaloneFileMap, SortedRangeAPI, DictAPI, Mutable
             if tree.mods != mods:
                 raise RuntimeError("TreeMap changed size during iteration")
 
-    def _version(self) -> int:
-        return self._tree.mods
+    def _version_source(self) -> tuple[object, str]:
+        return self._tree, "mods"
 
     def _changed_error(self) -> RuntimeError | ClosedError:
         if self._closed:

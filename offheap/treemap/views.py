@@ -5,7 +5,7 @@
 views of a key range that iterate leaf by leaf through the tree's ``_chunks`` generator, so they
 reflect later changes and raise RuntimeError, like a dict view, if the map's size changes while
 one is being iterated (at the step after the change: :func:`each` compares the
-map's ``_version()`` before every item). A view is also a sequence, as SortedDict's views are: ``view[i]`` (negative
+map's version before every item). A view is also a sequence, as SortedDict's views are: ``view[i]`` (negative
 from the end, IndexError outside) and ``view[a:b:step]`` (a list) read the entries at those
 positions of the view, and ``len(view)`` costs two descents, not a scan
 (:mod:`offheap.treemap.positions`).
@@ -17,23 +17,39 @@ from collections.abc import Callable, ItemsView, Iterable, Iterator, KeysView, V
 from typing import TYPE_CHECKING
 
 
+from offheap.kernels import native
 from offheap.treemap.arrays import ArrayAPI
 from offheap.treemap.positions import PositionalAPI, position_run
 
 _ABSENT = object()
 
 
+_WHAT = {"keys": 0, "values": 1, "items": 2}
+_compiled = native.compiled_module("offheap.treemap._pages")
+
+
 def each(tree: SortedRangeAPI, what: str, lo, hi, inclusive, reverse: bool) -> Iterator:
     """The ``what`` ("keys", "values" or "items") of a range of ``tree``, one at a time from its
-    leaf chunks; RuntimeError before the next item once ``tree._version()`` moved, as a dict
-    raises at the step after a change of its size."""
-    version = tree._version
-    start = version()
-    for keys, values in tree._chunks(lo, hi, inclusive, reverse, what != "keys"):
+    leaf chunks; RuntimeError before the next item once the tree's version
+    (``tree._version_source()``: an object and the name of its version attribute) moved, as a
+    dict raises at the step after a change of its size. The compiled ``RangeItems`` when the
+    core is loaded, else :func:`each_reference`, with the same items and errors."""
+    chunks = tree._chunks(lo, hi, inclusive, reverse, what != "keys")
+    source, name = tree._version_source()
+    if _compiled is None:
+        return each_reference(chunks, what, source, name, tree._changed_error)
+    return _compiled.RangeItems(chunks, _WHAT[what], source, name, tree._changed_error)
+
+
+def each_reference(chunks: Iterator[tuple[list, list | None]], what: str, source, name: str,
+                   changed_error: Callable[[], Exception]) -> Iterator:
+    """:func:`each` in Python: the items of ``chunks``, checking the version before each."""
+    start = getattr(source, name)
+    for keys, values in chunks:
         run: Iterable = keys if values is None else values if what == "values" else zip(keys, values)
         for item in run:
-            if version() != start:
-                raise tree._changed_error()
+            if getattr(source, name) != start:
+                raise changed_error()
             yield item
 
 
@@ -142,17 +158,19 @@ class TreeItemsView(_RangeView, ItemsView):
 class SortedRangeAPI(PositionalAPI, ArrayAPI):
     """Key-ordered iteration, range views and neighbour queries for a class that provides
     ``_chunks(lo, hi, inclusive, reverse, with_values)``, yielding ``(keys, values)`` lists leaf
-    by leaf, ``_version()``, ``_edge_key(last)`` and ``_first_in(lo, hi, inclusive, reverse,
+    by leaf, ``_version_source()``, ``_edge_key(last)`` and ``_first_in(lo, hi, inclusive, reverse,
     with_value)``, the first key (``(key, value)`` with ``with_value``) of a range in scan order
     or None, and the primitives of :class:`~offheap.treemap.positions.PositionalAPI` and
     :class:`~offheap.treemap.arrays.ArrayAPI`: TreeMap, TreeReader."""
 
     _chunks: Callable[..., Iterator[tuple[list, list | None]]]
-    _version: Callable[[], object]
-    """A token that changes whenever the entries change in size or are reloaded."""
     if TYPE_CHECKING:
+        def _version_source(self) -> tuple[object, str]:
+            """An object and the name of its attribute that changes whenever the entries change
+            in size or are reloaded (the version an iteration compares before every item)."""
+
         def _changed_error(self) -> Exception:
-            """What an iteration raises once ``_version()`` moved under it."""
+            """What an iteration raises once the version moved under it."""
     _edge_key: Callable[[bool], object]
     _first_in: Callable[..., object]
 

@@ -236,17 +236,17 @@ bisect_list(Descent *self, PyObject *items, const Key *key, int right)
     return lo;
 }
 
-/* bisect_right of `key` in the separators of an inner node's form; -1 on error. Words decide
- * alone for int64 keys, and for str/bytes keys whose prefixes differ. */
+/* bisect_right (right 1) or bisect_left (0) of `key` in the separators of an inner node's form;
+ * -1 on error. Words decide alone for int64 keys, and for str/bytes keys whose prefixes differ. */
 static Py_ssize_t
-form_bisect(Descent *self, const InnerForm *form, const Key *key)
+form_bisect_side(Descent *self, const InnerForm *form, const Key *key, int right)
 {
     const uint64_t *words = form->words;
     Py_ssize_t lo = 0, hi = form->n - 1;
     if (self->key_kind == KEY_INT64) {
         while (lo < hi) {
             Py_ssize_t mid = lo + (hi - lo) / 2;
-            if (key->word < (int64_t)words[mid])
+            if (right ? key->word < (int64_t)words[mid] : key->word <= (int64_t)words[mid])
                 hi = mid;
             else
                 lo = mid + 1;
@@ -255,10 +255,10 @@ form_bisect(Descent *self, const InnerForm *form, const Key *key)
     }
     while (lo < hi) {
         Py_ssize_t mid = lo + (hi - lo) / 2;
-        int below = key->prefix < words[mid];  /* key < separator */
+        int below = right ? key->prefix < words[mid] : key->prefix <= words[mid];
         if (key->prefix == words[mid]
                 && (below = PyObject_RichCompareBool(key->object, form->separators[mid],
-                                                     Py_LT)) < 0)
+                                                     right ? Py_LT : Py_LE)) < 0)
             return -1;
         if (below)
             hi = mid;
@@ -266,6 +266,22 @@ form_bisect(Descent *self, const InnerForm *form, const Key *key)
             lo = mid + 1;
     }
     return lo;
+}
+
+/* bisect_right of `key` in the separators of a form. */
+static Py_ssize_t
+form_bisect(Descent *self, const InnerForm *form, const Key *key)
+{
+    return form_bisect_side(self, form, key, 1);
+}
+
+/* Separator `i` of a form as a new key object. */
+static PyObject *
+form_separator(Descent *self, const InnerForm *form, Py_ssize_t i)
+{
+    if (self->key_kind == KEY_INT64)
+        return PyLong_FromLongLong((int64_t)form->words[i]);
+    return Py_NewRef(form->separators[i]);
 }
 
 /* -- leaves ---------------------------------------------------------------------------------- */
@@ -706,6 +722,97 @@ descent_lookup(PyObject *descent, PyObject *key, PyObject *dflt)
     return get_in(self, self->root, self->height, key, dflt);
 }
 
+/* The (keys, values) lists of leaf `recid`, a new tuple: the cached Leaf's own lists, else new
+ * ones decoded from its raw page, else those of the Leaf cache.read_leaf gives (a compressed
+ * page, or one the reference decodes). Nothing enters the cache. */
+static PyObject *
+leaf_lists(Descent *self, int64_t recid)
+{
+    Leaf leaf;
+    PyObject *result = NULL;
+    leaf_init(&leaf);
+    if ((leaf.recid = PyLong_FromLongLong(recid)) == NULL)
+        return NULL;
+    PyObject *node = PyDict_GetItemWithError(self->leaves, leaf.recid);
+    Py_ssize_t size = 0;
+    int copied = node != NULL ? 1 : PyErr_Occurred() ? -1 : copy_page(self, &leaf, &size);
+    if (copied == 0) {
+        PageReader reader = {leaf.page, size, 1};
+        uint64_t count;
+        if (read_varint(&reader, &count) == 0) {
+            result = count == 0 ? Py_BuildValue("([][])")
+                     : read_entries(&reader, count > PAGE_MAX_ENTRIES ? PAGE_MAX_ENTRIES + 1
+                                                                       : (Py_ssize_t)count,
+                                    self->key_kind, self->value_kind);
+            if (result == Py_None) {
+                Py_CLEAR(result);
+                copied = 1;
+            }
+        }
+    }
+    if (copied > 0) {
+        int status = node != NULL ? leaf_take_node(&leaf, Py_NewRef(node))
+                                  : leaf_from_reference(self, &leaf);
+        if (status == 0)
+            result = PyTuple_Pack(2, leaf.keys, leaf.values);
+    }
+    leaf_close(&leaf);
+    return result;
+}
+
+PyDoc_STRVAR(seek_doc,
+"seek(root, height, key, below) -> (keys, values, lo, hi)\n\n"
+"For a range scan: the keys and values lists of the leaf whose range holds key or, with below,\n"
+"of the last leaf whose range starts below key (key None: the first leaf, with below the last),\n"
+"and the separators around it (lo <= its keys < hi; None where unbounded), as Cursor.seek\n"
+"finds them. The lists are the cached Leaf's own when it is cached: the caller copies what it\n"
+"keeps. Nothing enters the cache.");
+
+static PyObject *
+descent_seek(Descent *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    int64_t recid;
+    Py_ssize_t height;
+    Key key;
+    int below;
+    if (check_nargs("seek", nargs, 4) < 0 || parse_shape(args, &recid, &height) < 0
+            || (below = PyObject_IsTrue(args[3])) < 0
+            || (args[2] != Py_None && checked_key(self, args[2], &key) < 0))
+        return NULL;
+    PyObject *lo = Py_NewRef(Py_None), *hi = Py_NewRef(Py_None);
+    for (Py_ssize_t depth = 0; depth < height - 1; depth++) {
+        Level level;
+        if (inner_open(self, recid, &level) < 0)
+            goto fail;
+        const InnerForm *form = level.form;
+        Py_ssize_t i = args[2] == Py_None ? (below ? form->n - 1 : 0)
+                       : form_bisect_side(self, form, &key, !below);
+        if (i < 0) {
+            level_clear(&level);
+            goto fail;
+        }
+        if (i > 0)
+            Py_SETREF(lo, form_separator(self, form, i - 1));
+        if (i < form->n - 1 && lo != NULL)
+            Py_SETREF(hi, form_separator(self, form, i));
+        recid = form->children[i];
+        level_clear(&level);
+        if (lo == NULL || hi == NULL)
+            goto fail;
+    }
+    PyObject *lists = leaf_lists(self, recid);
+    if (lists == NULL)
+        goto fail;
+    PyObject *result = Py_BuildValue("(OONN)", PyTuple_GET_ITEM(lists, 0), PyTuple_GET_ITEM(lists, 1),
+                                     lo, hi);
+    Py_DECREF(lists);
+    return result;
+fail:
+    Py_XDECREF(lo);
+    Py_XDECREF(hi);
+    return NULL;
+}
+
 PyDoc_STRVAR(set_shape_doc,
 "set_shape(root, height)\n\n"
 "The tree's shape, for lookups that do not name one (TreeReads); the Tree sets it whenever\n"
@@ -1071,12 +1178,14 @@ GUARDED(get)
 GUARDED(neighbour)
 GUARDED(position)
 GUARDED(item_at)
+GUARDED(seek)
 
 static PyMethodDef descent_methods[] = {
     {"get", (PyCFunction)(void (*)(void))guarded_get, METH_FASTCALL, get_doc},
     {"neighbour", (PyCFunction)(void (*)(void))guarded_neighbour, METH_FASTCALL, neighbour_doc},
     {"position", (PyCFunction)(void (*)(void))guarded_position, METH_FASTCALL, position_doc},
     {"item_at", (PyCFunction)(void (*)(void))guarded_item_at, METH_FASTCALL, item_at_doc},
+    {"seek", (PyCFunction)(void (*)(void))guarded_seek, METH_FASTCALL, seek_doc},
     {"set_shape", (PyCFunction)(void (*)(void))descent_set_shape, METH_FASTCALL, set_shape_doc},
     {"forget", (PyCFunction)descent_forget, METH_O, forget_doc},
     {"forget_all", (PyCFunction)descent_forget_all, METH_NOARGS, forget_all_doc},

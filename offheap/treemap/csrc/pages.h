@@ -7,6 +7,7 @@
  * descent.c    the compiled read path of the B+tree (type Descent) over the node cache and store
  * forms.c      compact forms of cached inner nodes, which the descent bisects, and their table
  * reads.c      TreeReads, the base type whose slots answer a TreeMap's m[k], get and `in`
+ * ranges.c     RangeItems, the item-by-item iteration of a range's leaf chunks
  *
  * The byte layouts are those of offheap.kernels.packing, offheap.store.serializers and
  * offheap.treemap.page, which specify them; this code follows them byte for byte.
@@ -157,6 +158,10 @@ void form_table_forget(FormTable *table, int64_t recid);
 void form_table_clear(FormTable *table);
 int form_table_traverse(const FormTable *table, visitproc visit, void *arg);
 
+/* _pages.c: (keys, values) of the `count` entries of a leaf body at the reader, a new tuple of
+ * new lists; Py_None (a new reference) when the reference must decode them (declined forms). */
+PyObject *read_entries(PageReader *reader, Py_ssize_t count, int key_kind, int value_kind);
+
 /* The compiled descent (descent.c): adds the type Descent to the module; 0, or -1 with an
  * exception set. */
 int add_descent_type(PyObject *module);
@@ -169,5 +174,7 @@ PyObject *descent_lookup(PyObject *descent, PyObject *key, PyObject *dflt);
 
 /* The read slots of a TreeMap (reads.c): adds the base type TreeReads to the module. */
 int add_reads_type(PyObject *module);
+/* The iteration of a range (ranges.c): adds the type RangeItems to the module. */
+int add_range_type(PyObject *module);
 
 #endif
