@@ -48,18 +48,17 @@ def position_run(primitives, start: int, stop: int, reverse: bool,
 
 class PositionalAPI:
     """``bisect_left``, ``bisect_right``, ``index``, ``peekitem`` and ``islice`` for a class that
-    provides ``__len__``, ``__contains__``, ``_position(key, right)`` (how many keys are below ``key``, at or
-    below with ``right``), ``_item_at(index)`` (the ``(key, value)`` there, IndexError outside)
+    provides ``__len__``, ``_position(key, right)`` (how many keys are below ``key``, at or
+    below with ``right``), ``_index_of(key)`` (its position, None when absent), ``_item_at(index)`` (the ``(key, value)`` there, IndexError outside)
     and the ``_chunks`` scan of :class:`~offheap.treemap.views.SortedRangeAPI`."""
 
     _position: Callable[[object, bool], int]
+    _index_of: Callable[[object], int | None]
     _item_at: Callable[[int], tuple]
     _chunks: Callable[..., Iterator[tuple[list, list | None]]]
 
     if TYPE_CHECKING:
         def __len__(self) -> int: ...
-
-        def __contains__(self, key: object, /) -> bool: ...
 
     def bisect_left(self, key) -> int:
         """The position where ``key`` would go, before an equal key: how many keys are < it."""
@@ -74,9 +73,9 @@ class PositionalAPI:
     def index(self, key, start: int | None = None, stop: int | None = None) -> int:
         """The position of ``key``; ValueError if it is absent, or outside positions
         ``start:stop`` (a slice of the keys, as ``SortedDict.index`` takes them)."""
-        position = self._position(key, False)
+        position = self._index_of(key)
         first, last, _ = slice(start, stop).indices(len(self))
-        if first <= position < last and key in self:
+        if position is not None and first <= position < last:
             return position
         raise ValueError(f"{key!r} is not in the TreeMap")
 

@@ -49,6 +49,9 @@ class TreeReader(SortedRangeAPI, MapReader["TreeMap"]):
     def _position(self, key, right: bool) -> int:
         return self._one("_position", key, right)
 
+    def _index_of(self, key) -> int | None:
+        return self._one("_index_of", key)
+
     def _item_at(self, index: int) -> tuple:
         return self._one("_item_at", index)
 

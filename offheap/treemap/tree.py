@@ -197,6 +197,18 @@ class Tree:
         leaf = self.hint.descend(self.shape, key)
         return self.hint.position() + (bisect_right if right else bisect_left)(leaf.keys, key)
 
+    def index_of(self, key) -> int | None:
+        """The position of ``key``, None when the tree does not hold it: one descent."""
+        if self.cache.over_capacity:
+            self.trim(strict=False)
+        if self.descent is not None:
+            position = self.descent.index(self.shape.root, self.shape.height, key)
+            return None if position < 0 else position
+        leaf = self.hint.descend(self.shape, key)
+        keys = leaf.keys
+        i = bisect_left(keys, key)
+        return self.hint.position() + i if i < len(keys) and keys[i] == key else None
+
     def item_at(self, index: int) -> tuple:
         """The ``(key, value)`` at position ``index``, ``0 <= index < n_entries``."""
         if self.cache.over_capacity:

@@ -452,6 +452,12 @@ class TreeMap(TreeReadsBase, StandaloneFileMap, SortedRangeAPI, DictAPI, Mutable
             self._check_open()
             return self._tree.position(self._admit.key(key), right)
 
+    def _index_of(self, key) -> int | None:
+        """The position of ``key``, None when the map does not hold it."""
+        with self._lock:
+            self._check_open()
+            return self._tree.index_of(self._admit.key(key))
+
     def _item_at(self, index: int) -> tuple:
         """The ``(key, value)`` at position ``index`` (negative: from the end); IndexError
         outside the map."""

@@ -184,3 +184,19 @@ def test_slots_and_reference_agree_after_random_changes(ops, probes):
     tree._detach_reads()
     reference = [(tree.get(k, "d"), k in tree) for k in probes]
     assert slots == reference == [(oracle.get(k, "d"), k in oracle) for k in probes]
+
+
+def test_index_is_one_descent_with_the_answers_of_sorted_dict(path):
+    from sortedcontainers import SortedDict
+
+    oracle = SortedDict((k, "") for k in range(0, 600, 3))
+    tree = _on(path, TreeMap(oracle.items(), node_size=4, cache_size=8))
+    for key in range(-3, 603):
+        for start, stop in ((None, None), (10, 50), (-20, None)):
+            try:
+                expected = oracle.index(key, start, stop)
+            except ValueError:
+                with pytest.raises(ValueError):
+                    tree.index(key, start, stop)
+            else:
+                assert tree.index(key, start, stop) == expected

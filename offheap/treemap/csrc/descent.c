@@ -955,6 +955,36 @@ descent_position(Descent *self, PyObject *const *args, Py_ssize_t nargs)
     return result;
 }
 
+PyDoc_STRVAR(index_doc,
+"index(root, height, key) -> int\n\n"
+"The position of key (how many keys are below it), or -1 when the tree does not hold it.");
+
+static PyObject *
+descent_index(Descent *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *result = NULL;
+    int64_t root;
+    Py_ssize_t height, before, i;
+    Key key;
+    Path path;
+    Leaf leaf;
+    path.n = 0;
+    leaf_init(&leaf);
+    int holds;
+    if (check_nargs("index", nargs, 3) < 0 || parse_shape(args, &root, &height) < 0
+            || checked_key(self, args[2], &key) < 0)
+        return NULL;
+    if (descend_from(self, &path, root, height, BY_KEY, &key) == 0
+            && counts_left(&path, &before) == 0
+            && leaf_open(self, path_end(&path, root), &leaf) == 0
+            && (i = leaf_bisect(self, &leaf, &key, 0)) >= 0
+            && (holds = leaf_holds(&leaf, i, &key)) >= 0)
+        result = PyLong_FromSsize_t(holds ? before + i : -1);
+    leaf_close(&leaf);
+    path_clear(&path);
+    return result;
+}
+
 /* The child of a level that holds the entry at `*index` of its subtree, found by the live
  * counts; `*index` becomes the entry's index in that child. */
 static int
@@ -1179,12 +1209,14 @@ GUARDED(neighbour)
 GUARDED(position)
 GUARDED(item_at)
 GUARDED(seek)
+GUARDED(index)
 
 static PyMethodDef descent_methods[] = {
     {"get", (PyCFunction)(void (*)(void))guarded_get, METH_FASTCALL, get_doc},
     {"neighbour", (PyCFunction)(void (*)(void))guarded_neighbour, METH_FASTCALL, neighbour_doc},
     {"position", (PyCFunction)(void (*)(void))guarded_position, METH_FASTCALL, position_doc},
     {"item_at", (PyCFunction)(void (*)(void))guarded_item_at, METH_FASTCALL, item_at_doc},
+    {"index", (PyCFunction)(void (*)(void))guarded_index, METH_FASTCALL, index_doc},
     {"seek", (PyCFunction)(void (*)(void))guarded_seek, METH_FASTCALL, seek_doc},
     {"set_shape", (PyCFunction)(void (*)(void))descent_set_shape, METH_FASTCALL, set_shape_doc},
     {"forget", (PyCFunction)descent_forget, METH_O, forget_doc},
