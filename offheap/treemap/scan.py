@@ -47,7 +47,7 @@ class RangeScan:
         below = self._reverse and (seek is None or not seek_inclusive)
         if self._descent is not None:
             keys, leaf_values, lower, upper = self._descent.seek(shape.root, shape.height, seek,
-                                                                 below)
+                                                                 below, with_values)
         else:
             cursor = self._cursor
             leaf = cursor.seek(shape, seek, below)

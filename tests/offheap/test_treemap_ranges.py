@@ -100,8 +100,8 @@ def test_seek_finds_the_leaf_and_bounds_the_cursor_finds(keys, probes):
     shape, cursor = inner.shape, Cursor(inner.cache)
     for key in probes:
         for below in (False, True):
-            found_keys, found_values, lo, hi = inner.descent.seek(shape.root, shape.height, key,
-                                                                   below)
             leaf = cursor.seek(shape, key, below)
-            assert (found_keys, found_values, lo, hi) == (leaf.keys, leaf.values, cursor.lo,
-                                                          cursor.hi)
+            for with_values in (False, True):
+                found = inner.descent.seek(shape.root, shape.height, key, below, with_values)
+                assert found == (leaf.keys, leaf.values if with_values else None, cursor.lo,
+                                 cursor.hi)

@@ -722,11 +722,29 @@ descent_lookup(PyObject *descent, PyObject *key, PyObject *dflt)
     return get_in(self, self->root, self->height, key, dflt);
 }
 
-/* The (keys, values) lists of leaf `recid`, a new tuple: the cached Leaf's own lists, else new
- * ones decoded from its raw page, else those of the Leaf cache.read_leaf gives (a compressed
- * page, or one the reference decodes). Nothing enters the cache. */
+/* The keys of a leaf opened from its page (leaf_open), as a new list. */
 static PyObject *
-leaf_lists(Descent *self, int64_t recid)
+page_key_list(Leaf *leaf)
+{
+    if (leaf->keys != NULL)
+        return PyList_GetSlice(leaf->keys, 0, leaf->count);
+    PyObject *list = PyList_New(leaf->count);
+    for (Py_ssize_t i = 0; list != NULL && i < leaf->count; i++) {
+        PyObject *key = PyLong_FromLongLong((int64_t)leaf->words[i]);
+        if (key == NULL)
+            Py_CLEAR(list);
+        else
+            PyList_SET_ITEM(list, i, key);
+    }
+    return list;
+}
+
+/* The (keys, values) lists of leaf `recid`, a new tuple, values None unless `with_values`: the
+ * cached Leaf's own lists, else new ones decoded from its raw page (the keys alone when that is
+ * all that is asked), else those of the Leaf cache.read_leaf gives (a compressed page, or one
+ * the reference decodes). Nothing enters the cache. */
+static PyObject *
+leaf_lists(Descent *self, int64_t recid, int with_values)
 {
     Leaf leaf;
     PyObject *result = NULL;
@@ -736,7 +754,13 @@ leaf_lists(Descent *self, int64_t recid)
     PyObject *node = PyDict_GetItemWithError(self->leaves, leaf.recid);
     Py_ssize_t size = 0;
     int copied = node != NULL ? 1 : PyErr_Occurred() ? -1 : copy_page(self, &leaf, &size);
-    if (copied == 0) {
+    if (copied == 0 && !with_values) {
+        PyObject *keys = read_page_keys(self, &leaf, size) < 0 ? NULL : page_key_list(&leaf);
+        if (keys != NULL)
+            result = PyTuple_Pack(2, keys, Py_None);
+        Py_XDECREF(keys);
+    }
+    else if (copied == 0) {
         PageReader reader = {leaf.page, size, 1};
         uint64_t count;
         if (read_varint(&reader, &count) == 0) {
@@ -754,19 +778,19 @@ leaf_lists(Descent *self, int64_t recid)
         int status = node != NULL ? leaf_take_node(&leaf, Py_NewRef(node))
                                   : leaf_from_reference(self, &leaf);
         if (status == 0)
-            result = PyTuple_Pack(2, leaf.keys, leaf.values);
+            result = PyTuple_Pack(2, leaf.keys, with_values ? leaf.values : Py_None);
     }
     leaf_close(&leaf);
     return result;
 }
 
 PyDoc_STRVAR(seek_doc,
-"seek(root, height, key, below) -> (keys, values, lo, hi)\n\n"
+"seek(root, height, key, below, with_values) -> (keys, values, lo, hi)\n\n"
 "For a range scan: the keys and values lists of the leaf whose range holds key or, with below,\n"
 "of the last leaf whose range starts below key (key None: the first leaf, with below the last),\n"
 "and the separators around it (lo <= its keys < hi; None where unbounded), as Cursor.seek\n"
-"finds them. The lists are the cached Leaf's own when it is cached: the caller copies what it\n"
-"keeps. Nothing enters the cache.");
+"finds them; values None unless with_values. The lists are the cached Leaf's own when it is\n"
+"cached: the caller copies what it keeps. Nothing enters the cache.");
 
 static PyObject *
 descent_seek(Descent *self, PyObject *const *args, Py_ssize_t nargs)
@@ -774,9 +798,10 @@ descent_seek(Descent *self, PyObject *const *args, Py_ssize_t nargs)
     int64_t recid;
     Py_ssize_t height;
     Key key;
-    int below;
-    if (check_nargs("seek", nargs, 4) < 0 || parse_shape(args, &recid, &height) < 0
+    int below, with_values;
+    if (check_nargs("seek", nargs, 5) < 0 || parse_shape(args, &recid, &height) < 0
             || (below = PyObject_IsTrue(args[3])) < 0
+            || (with_values = PyObject_IsTrue(args[4])) < 0
             || (args[2] != Py_None && checked_key(self, args[2], &key) < 0))
         return NULL;
     PyObject *lo = Py_NewRef(Py_None), *hi = Py_NewRef(Py_None);
@@ -800,7 +825,7 @@ descent_seek(Descent *self, PyObject *const *args, Py_ssize_t nargs)
         if (lo == NULL || hi == NULL)
             goto fail;
     }
-    PyObject *lists = leaf_lists(self, recid);
+    PyObject *lists = leaf_lists(self, recid, with_values);
     if (lists == NULL)
         goto fail;
     PyObject *result = Py_BuildValue("(OONN)", PyTuple_GET_ITEM(lists, 0), PyTuple_GET_ITEM(lists, 1),
