@@ -88,7 +88,7 @@ class Tree:
     def shape(self) -> TreeShape:
         """The tree's root and height (:class:`~offheap.treemap.meta.TreeShape`); setting it
         also gives it to the compiled descent, whose shape-free lookups (the map's compiled
-        read slots, :mod:`offheap.treemap.reads`) read that copy."""
+        item slots, :mod:`offheap.treemap.slots`) read that copy."""
         return self._shape
 
     @shape.setter

@@ -57,7 +57,7 @@ from offheap.treemap.meta import (
 )
 from offheap.treemap.nodestore import NodeStore
 from offheap.treemap.reader import TreeReader
-from offheap.treemap.reads import TreeReadsBase
+from offheap.treemap.slots import TreeSlotsBase
 from offheap.treemap.stats import TreeStats, describe, describe_html, tree_stats
 from offheap.treemap.timer import FlushTimer
 from offheap.treemap.tree import MISSING, Tree
@@ -68,7 +68,7 @@ from offheap.treemap.views import SortedRangeAPI
 _CLOSED = "the TreeMap is closed"
 
 
-class TreeMap(TreeReadsBase, StandaloneFileMap, SortedRangeAPI, DictAPI, MutableMapping):
+class TreeMap(TreeSlotsBase, StandaloneFileMap, SortedRangeAPI, DictAPI, MutableMapping):
     """A sorted ``MutableMapping`` stored off the Python heap in compressed B+tree pages.
 
     ``TreeMap(data, /, **options)``: ``data`` is what ``dict(data)`` takes (a mapping or
@@ -209,20 +209,23 @@ class TreeMap(TreeReadsBase, StandaloneFileMap, SortedRangeAPI, DictAPI, Mutable
             self._meta_recid = meta_recid
             self._load_meta()
         self._closed = False
-        self._bind_reads()
+        self._bind_slots()
 
     # -- lookups ------------------------------------------------------------------------------
 
     def __len__(self) -> int:
         return self._tree.n_entries
 
-    def _bind_reads(self) -> None:
-        """Attach the read slots (:mod:`offheap.treemap.reads`) to this open map's tree, when it
+    def _bind_slots(self) -> None:
+        """Attach the item slots (:mod:`offheap.treemap.slots`) to this open map's tree, when it
         has a compiled descent; else every read goes through :meth:`_lookup`."""
-        tree = self._tree
+        tree, admit = self._tree, self._admit
         if tree.descent is not None:
-            self._attach_reads(self._lock, tree.descent, tree.cache, self._admit.key_type,
-                               tuple(SCALAR_TYPES), self._admit.fresh)
+            stores = (tree.write_cache and not self._budgeted and self._timer is None
+                      and admit.copies_values)  # Tree.put's cases that need no Python
+            self._attach_slots(self._lock, tree.descent, tree.cache, admit.key_type,
+                               tuple(SCALAR_TYPES), admit.fresh, tree if stores else None,
+                               tree.hint, tree.node_size)
 
     def _lookup(self, key, default, stored: bool = False):
         """The value of ``key`` (a fresh object, :meth:`Admission.fresh`; with ``stored``, as
@@ -295,7 +298,9 @@ class TreeMap(TreeReadsBase, StandaloneFileMap, SortedRangeAPI, DictAPI, Mutable
 
     # -- changes ------------------------------------------------------------------------------
 
-    def __setitem__(self, key, value) -> None:
+    def _put_item(self, key, value) -> None:
+        """``self[key] = value``: what the store slot (:mod:`offheap.treemap.slots`) does not
+        do in C itself, and all of it on the reference path."""
         lock = self._lock
         lock.acquire()
         try:
@@ -314,7 +319,8 @@ class TreeMap(TreeReadsBase, StandaloneFileMap, SortedRangeAPI, DictAPI, Mutable
         finally:
             lock.release()
 
-    def __delitem__(self, key) -> None:
+    def _delete_item(self, key) -> None:
+        """``del self[key]`` (the slot's :mod:`offheap.treemap.slots`)."""
         if self._pop(key, None) is MISSING:  # the value is not read: a pickled one goes too
             raise KeyError(key)
 
@@ -584,7 +590,7 @@ class TreeMap(TreeReadsBase, StandaloneFileMap, SortedRangeAPI, DictAPI, Mutable
                 written = True
             finally:
                 self._closed = True
-                self._detach_reads()
+                self._detach_slots()
                 self._tree.release()
                 if self._owns_store:
                     self._store.close(save=written)  # never commit a half-written tree
@@ -654,7 +660,7 @@ class TreeMap(TreeReadsBase, StandaloneFileMap, SortedRangeAPI, DictAPI, Mutable
         with self._lock:
             self._release()
             self._closed = True
-            self._detach_reads()
+            self._detach_slots()
 
     def _write_meta(self) -> None:
         self._store.update(self._meta_recid, self._tree.meta_record())

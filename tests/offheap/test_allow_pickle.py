@@ -93,7 +93,7 @@ def _open_tree(path, descent: bool, **options) -> TreeMap:
     tree = TreeMap(path=path, **options)
     if not descent:
         tree._tree.descent = None
-        tree._detach_reads()  # the compiled read slots read through the descent
+        tree._detach_slots()  # the compiled item slots read through the descent
     return tree
 
 

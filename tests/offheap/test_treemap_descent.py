@@ -63,14 +63,14 @@ def _oracle_reads(oracle: SortedDict, probes: list) -> list:
 
 def on_python_path(reads, tree: TreeMap, probes: list) -> list:
     """``reads(tree, probes)`` on the Python path: the same tree with its descent switched off
-    (and the compiled read slots, which use it, detached)."""
+    (and the compiled item slots, which use it, detached)."""
     descent, tree._tree.descent = tree._tree.descent, None
-    tree._detach_reads()
+    tree._detach_slots()
     try:
         return reads(tree, probes)
     finally:
         tree._tree.descent = descent
-        tree._bind_reads()
+        tree._bind_slots()
 
 
 def _python_reads(tree: TreeMap, probes: list) -> list:
@@ -183,7 +183,7 @@ def test_damaged_pages_raise_corruption_on_both_paths(compiled):
     _damage_a_leaf(tree)
     if not compiled:
         tree._tree.descent = None
-        tree._detach_reads()
+        tree._detach_slots()
     failures = 0
     for key in range(200):
         try:

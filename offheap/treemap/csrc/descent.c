@@ -840,7 +840,7 @@ fail:
 
 PyDoc_STRVAR(set_shape_doc,
 "set_shape(root, height)\n\n"
-"The tree's shape, for lookups that do not name one (TreeReads); the Tree sets it whenever\n"
+"The tree's shape, for lookups that do not name one (TreeSlots); the Tree sets it whenever\n"
 "its shape changes.");
 
 static PyObject *

@@ -6,7 +6,7 @@
  * _pages.c     int64 key blocks, the value columns, and the module (encode/decode of leaf bodies)
  * descent.c    the compiled read path of the B+tree (type Descent) over the node cache and store
  * forms.c      compact forms of cached inner nodes, which the descent bisects, and their table
- * reads.c      TreeReads, the base type whose slots answer a TreeMap's m[k], get and `in`
+ * slots.c      TreeSlots, the base type whose slots run a TreeMap's m[k], get, `in` and m[k] = v
  * ranges.c     RangeItems, the item-by-item iteration of a range's leaf chunks
  *
  * The byte layouts are those of offheap.kernels.packing, offheap.store.serializers and
@@ -172,8 +172,8 @@ int is_descent(PyObject *object);
  * exception. May call Python code (the node cache) when a node is not cached. */
 PyObject *descent_lookup(PyObject *descent, PyObject *key, PyObject *dflt);
 
-/* The read slots of a TreeMap (reads.c): adds the base type TreeReads to the module. */
-int add_reads_type(PyObject *module);
+/* The item slots of a TreeMap (slots.c): adds the base type TreeSlots to the module. */
+int add_slots_type(PyObject *module);
 /* The iteration of a range (ranges.c): adds the type RangeItems to the module. */
 int add_range_type(PyObject *module);
 

@@ -1,12 +1,15 @@
-"""TreeMap's read slots (offheap/treemap/csrc/reads.c, offheap/treemap/reads.py): ``m[k]``,
-``k in m`` and ``m.get(k, default)`` answered in C for keys of exactly the key type, and by
-``_lookup`` for everything else, with the same answers and errors on both paths.
+"""TreeMap's item slots (offheap/treemap/csrc/slots.c, offheap/treemap/slots.py): ``m[k]``,
+``k in m``, ``m.get(k, default)`` and ``m[k] = v`` run in C for keys of exactly the key type,
+and by the map's Python methods for everything else, with the same answers, errors and trees on
+both paths.
 
 Each case runs on a map with the compiled slots attached and on the same map with them detached
-(every read through ``_lookup``, the reference), and compares both with a dict: keys of other
-types (bool, float, numpy ints, ints beyond int64, str in an int64 map), tuple keys in KeyError,
-mutable values handed out as fresh copies, pickled values refused by ``[]`` but found by ``in``,
-a cache over capacity, a close while another thread holds the lock.
+(every call through the reference), and compares both with a dict: keys of other types (bool,
+float, numpy ints, ints beyond int64, str in an int64 map), tuple keys in KeyError, mutable values
+handed out as fresh copies, pickled values refused by ``[]`` but found by ``in``, a cache over
+capacity, a close while another thread holds the lock; stores in order and at random with
+overwrites, splits and deletes, values that need pickle, typed values, maps with a limit or a
+flush timer (whose stores stay in Python).
 """
 
 from __future__ import annotations
@@ -19,9 +22,9 @@ from hypothesis import given, settings, strategies as st
 
 from offheap import DB, TreeMap
 from offheap.errors import ClosedError, PickleNotAllowedError
-from offheap.treemap import reads
+from offheap.treemap import slots
 
-COMPILED = reads.TreeReadsBase is not reads.TreeReads
+COMPILED = slots.TreeSlotsBase is not slots.TreeSlots
 
 
 @pytest.fixture(params=["slots", "reference"])
@@ -33,7 +36,7 @@ def path(request):
 
 def _on(path: str, tree: TreeMap) -> TreeMap:
     if path == "reference":
-        tree._detach_reads()
+        tree._detach_slots()
     return tree
 
 
@@ -181,7 +184,7 @@ def test_slots_and_reference_agree_after_random_changes(ops, probes):
         elif op == "flush":
             tree.flush()
     slots = [(tree.get(k, "d"), k in tree) for k in probes]
-    tree._detach_reads()
+    tree._detach_slots()
     reference = [(tree.get(k, "d"), k in tree) for k in probes]
     assert slots == reference == [(oracle.get(k, "d"), k in oracle) for k in probes]
 
@@ -200,3 +203,77 @@ def test_index_is_one_descent_with_the_answers_of_sorted_dict(path):
                     tree.index(key, start, stop)
             else:
                 assert tree.index(key, start, stop) == expected
+
+
+STORE_OPTIONS = [dict(), dict(node_size=4, cache_size=8), dict(write_cache=False),
+                 dict(limit="64MiB"), dict(flush_delay=50.0), dict(value="int64")]
+
+
+@pytest.mark.parametrize("options", STORE_OPTIONS, ids=lambda o: ",".join(o) or "default")
+@settings(max_examples=25, deadline=None)
+@given(ops=st.lists(st.tuples(st.sampled_from(["set", "set", "del", "flush"]),
+                              st.integers(-40, 40)), max_size=150),
+       ascending=st.booleans())
+def test_stores_leave_the_tree_the_reference_leaves(options, ops, ascending):
+    if ascending:
+        ops = [("set", k) for k in range(len(ops))] + ops
+    typed = options.get("value") == "int64"
+    trees = [TreeMap(**options), TreeMap(**options)]
+    trees[1]._detach_slots()
+    oracle: dict = {}
+    for op, key in ops:
+        for tree in trees:
+            if op == "set":
+                tree[key] = key * 3 if typed else f"v{key}"
+            elif op == "del" and key in oracle:
+                del tree[key]
+            elif op == "flush":
+                tree.flush()
+        if op == "set":
+            oracle[key] = key * 3 if typed else f"v{key}"
+        elif op == "del":
+            oracle.pop(key, None)
+    for tree in trees:
+        tree._check()
+        assert dict(tree.items()) == oracle and len(tree) == len(oracle)
+        assert tree.stats().n_leaves == trees[0].stats().n_leaves
+    for tree in trees:
+        tree.close()
+
+
+def test_stored_values_of_every_kind(path):
+    tree = _on(path, TreeMap(node_size=4))
+    values = [None, True, 1, 1.5, "s", b"b", [1], {"a": 1}, (1, 2), 2 ** 80]
+    for key, value in enumerate(values):
+        tree[key] = value
+    assert [tree[k] for k in range(len(values))] == values
+    tree[6].append(2)  # a fresh copy: the stored list is unchanged
+    assert tree[6] == [1]
+    with pytest.raises(TypeError):
+        tree["x"] = 1
+    with pytest.raises((TypeError, OverflowError, ValueError)):
+        tree[1 << 70] = 1
+    tree[True] = "bool key"  # True == 1, as in a dict
+    assert tree[1] == "bool key" and len(tree) == len(values)
+    tree._check()
+
+
+def test_a_store_into_a_closed_map_raises_closed_error(path):
+    tree = _on(path, TreeMap({1: ""}))
+    tree.close()
+    with pytest.raises(ClosedError):
+        tree[2] = ""
+    with pytest.raises(ClosedError):
+        del tree[1]
+
+
+def test_a_typed_map_refuses_a_value_of_another_type_on_both_paths(path):
+    tree = _on(path, TreeMap(value="int64"))
+    tree[1] = 5
+    with pytest.raises(Exception) as raised:
+        tree[2] = "five"
+    reference = TreeMap(value="int64")
+    reference._detach_slots()
+    with pytest.raises(type(raised.value)):
+        reference[2] = "five"
+    assert dict(tree.items()) == {1: 5}

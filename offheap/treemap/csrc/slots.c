@@ -1,0 +1,560 @@
+/* offheap.treemap._pages.TreeSlots: the base type whose slots run a TreeMap's m[k], `k in m`,
+ * m.get(k, default), m[k] = v and del m[k] (layer 6), the twin of offheap.treemap.slots.TreeSlots.
+ *
+ * Why a base type. A Python-level __getitem__ costs a frame, an RLock acquire and release
+ * through method calls and half a dozen attribute loads: more than the compiled descent itself.
+ * Here the mapping and sequence slots run the whole lookup in C: take the map's lock, run the
+ * Descent over the shape the Tree last gave it, release the lock, and hand the value out fresh.
+ * A store runs in C when Tree.put would only edit the leaf of the tree's hint: a map with the
+ * write cache, no limit budget and no flush timer, a value stored as it is (a scalar of an
+ * object tree), and a hint leaf that holds the key's range and has room. It then does what
+ * Tree.put does: overwrite or insert in the leaf's lists, mark the leaf dirty, add one to the
+ * entry counts along the hint's path (marking those nodes dirty) and to the tree's n_entries
+ * and mods. Deletes, and every other store, go to the map's _delete_item / _put_item.
+ *
+ * Attachment. The map attaches what the slots need (_attach_slots: its lock's acquire and
+ * release, the Descent, the NodeCache, the key type, the types handed out as they are, the
+ * function that copies the others, and for stores the Tree, its hint and node size) once it is
+ * set up, and detaches it (_detach_slots) when it closes. Everything the fast paths cannot
+ * answer goes to the map's Python methods, the reference: a detached (closed or half-built) map,
+ * a key not exactly of the key type, a node cache over capacity (whose trim the Python path
+ * runs). So the answers, and the errors, are the reference's.
+ *
+ * Thread safety. The lock is held from before the Descent or the store runs until after it
+ * returned; taking it may give up the GIL, so the attachment is read again after it (a close in
+ * between sends the call to the Python path, which raises ClosedError). References to what the
+ * call uses are held for the call, so a detach during it (the same thread, re-entering through
+ * the node cache) frees nothing in use.
+ */
+#include "pages.h"
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *acquire;      /* the lock's bound acquire(), or NULL while detached */
+    PyObject *release;      /* its release() */
+    PyObject *descent;      /* the Tree's Descent */
+    PyObject *cache;        /* the Tree's NodeCache: over_capacity */
+    PyObject *key_type;     /* keys of exactly this type take the fast path */
+    PyObject *scalar_types; /* a tuple: values of these exact types are handed out as they are */
+    PyObject *fresh;        /* fresh(value): any other value, unpickled into a copy */
+    PyObject *tree;         /* the Tree, for stores (n_entries, mods); NULL: stores go to _put_item */
+    PyObject *hint;         /* its hint Cursor (leaf, lo, hi, path) */
+    Py_ssize_t node_size;
+} TreeSlots;
+
+static PyObject *str_lookup, *str_over_capacity, *missing, *str_put_item, *str_delete_item, *str_leaf,
+    *str_lo, *str_hi, *str_path, *str_keys, *str_values, *str_counts, *str_dirty, *str_n_entries,
+    *str_mods;
+
+/* The reference path: self._lookup(key, dflt, stored). */
+static PyObject *
+slow_lookup(TreeSlots *self, PyObject *key, PyObject *dflt, int stored)
+{
+    PyObject *args[] = {(PyObject *)self, key, dflt, stored ? Py_True : Py_False};
+    return PyObject_VectorcallMethod(str_lookup, args, 4 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+}
+
+static int
+is_scalar(PyObject *types, PyObject *value)
+{
+    PyObject *type = (PyObject *)Py_TYPE(value);
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(types); i++)
+        if (PyTuple_GET_ITEM(types, i) == type)
+            return 1;
+    return 0;
+}
+
+/* The value of `key`, or a new reference to `dflt`: as the leaf holds it with `stored` (a
+ * membership test), else fresh. */
+static PyObject *
+slots_lookup(TreeSlots *self, PyObject *key, PyObject *dflt, int stored)
+{
+    if (self->acquire == NULL || (PyObject *)Py_TYPE(key) != self->key_type)
+        return slow_lookup(self, key, dflt, stored);
+    PyObject *release = Py_NewRef(self->release);
+    PyObject *taken = PyObject_CallNoArgs(self->acquire);
+    if (taken == NULL) {
+        Py_DECREF(release);
+        return NULL;
+    }
+    Py_DECREF(taken);
+    PyObject *value = NULL, *descent = NULL, *fresh = NULL, *scalar_types = NULL;
+    int slow = self->acquire == NULL; /* closed while the lock was awaited */
+    if (!slow) {
+        descent = Py_NewRef(self->descent);
+        fresh = Py_NewRef(self->fresh);
+        scalar_types = Py_NewRef(self->scalar_types);
+        PyObject *over = PyObject_GetAttr(self->cache, str_over_capacity);
+        slow = over == NULL ? -1 : PyObject_IsTrue(over);
+        Py_XDECREF(over);
+        if (slow == 0)
+            value = descent_lookup(descent, key, missing);
+    }
+    PyObject *type, *error, *traceback;
+    PyErr_Fetch(&type, &error, &traceback);
+    PyObject *released = PyObject_CallNoArgs(release);
+    Py_DECREF(release);
+    if (released == NULL) {
+        Py_XDECREF(type);
+        Py_XDECREF(error);
+        Py_XDECREF(traceback);
+        Py_CLEAR(value);
+    }
+    else {
+        Py_DECREF(released);
+        PyErr_Restore(type, error, traceback);
+    }
+    if (released != NULL && slow > 0)
+        value = slow_lookup(self, key, dflt, stored);
+    else if (value == missing) {
+        Py_SETREF(value, Py_NewRef(dflt));
+    }
+    else if (value != NULL && !stored && !is_scalar(scalar_types, value))
+        Py_SETREF(value, PyObject_CallOneArg(fresh, value));
+    Py_XDECREF(descent);
+    Py_XDECREF(fresh);
+    Py_XDECREF(scalar_types);
+    return value;
+}
+
+/* TypeError unless min_args <= nargs <= max_args. */
+static int
+check_positional(const char *name, Py_ssize_t nargs, Py_ssize_t min_args, Py_ssize_t max_args)
+{
+    if (nargs >= min_args && nargs <= max_args)
+        return 0;
+    PyErr_Format(PyExc_TypeError, "%s expected %zd to %zd arguments, got %zd", name, min_args,
+                 max_args, nargs);
+    return -1;
+}
+
+static PyObject *
+slots_subscript(TreeSlots *self, PyObject *key)
+{
+    PyObject *value = slots_lookup(self, key, missing, 0);
+    if (value != missing)
+        return value;
+    Py_DECREF(value);
+    PyObject *args = PyTuple_Pack(1, key); /* a tuple key must not become the args */
+    if (args != NULL) {
+        PyErr_SetObject(PyExc_KeyError, args);
+        Py_DECREF(args);
+    }
+    return NULL;
+}
+
+static int
+slots_contains(TreeSlots *self, PyObject *key)
+{
+    PyObject *value = slots_lookup(self, key, missing, 1);
+    if (value == NULL)
+        return -1;
+    Py_DECREF(value);
+    return value != missing;
+}
+
+
+/* -- stores ---------------------------------------------------------------------------------- */
+
+/* `key` compared with a bound of the hint (an object of the key type): -1 below, 0 equal, 1
+ * above; -2 with an exception. */
+static int
+compare_keys(PyObject *key, PyObject *other)
+{
+    if (PyLong_CheckExact(key) && PyLong_CheckExact(other)) {
+        int overflow_a, overflow_b;
+        long long a = PyLong_AsLongLongAndOverflow(key, &overflow_a);
+        long long b = PyLong_AsLongLongAndOverflow(other, &overflow_b);
+        if (!overflow_a && !overflow_b)
+            return a < b ? -1 : a > b;
+        if (PyErr_Occurred())
+            return -2;
+    }
+    int below = PyObject_RichCompareBool(key, other, Py_LT);
+    if (below != 0)
+        return below < 0 ? -2 : -1;
+    int above = PyObject_RichCompareBool(key, other, Py_GT);
+    return above < 0 ? -2 : above;
+}
+
+/* Add `delta` to the int at `list[at]`. */
+static int
+add_to_item(PyObject *list, Py_ssize_t at, long delta)
+{
+    if (!PyList_Check(list) || at < 0 || at >= PyList_GET_SIZE(list)) {
+        PyErr_SetString(page_corruption_error, "a TreeMap path names a child its node lacks");
+        return -1;
+    }
+    PyObject *one = PyLong_FromLong(delta);
+    PyObject *sum = one == NULL ? NULL : PyNumber_Add(PyList_GET_ITEM(list, at), one);
+    Py_XDECREF(one);
+    if (sum == NULL)
+        return -1;
+    return PyList_SetItem(list, at, sum);
+}
+
+/* Add 1 to an int attribute. */
+static int
+increment(PyObject *object, PyObject *name)
+{
+    PyObject *value = PyObject_GetAttr(object, name);
+    if (value == NULL)
+        return -1;
+    PyObject *one = PyLong_FromLong(1);
+    PyObject *sum = one == NULL ? NULL : PyNumber_Add(value, one);
+    Py_DECREF(value);
+    Py_XDECREF(one);
+    if (sum == NULL)
+        return -1;
+    int status = PyObject_SetAttr(object, name, sum);
+    Py_DECREF(sum);
+    return status;
+}
+
+/* The store in the hint's leaf, as Tree.put does it with the write cache when the leaf holds the
+ * key's range and has room (the lock is held): 1 stored, 0 not this case (nothing changed), -1
+ * with an exception. */
+static int
+store_in_hint(TreeSlots *self, PyObject *key, PyObject *value)
+{
+    int result = -1;
+    PyObject *over = NULL, *leaf = NULL, *lo = NULL, *hi = NULL, *keys = NULL, *values = NULL,
+             *path = NULL;
+    if ((over = PyObject_GetAttr(self->cache, str_over_capacity)) == NULL)
+        goto done;
+    int trim = PyObject_IsTrue(over);
+    if (trim != 0) {
+        result = trim < 0 ? -1 : 0;
+        goto done;
+    }
+    if ((leaf = PyObject_GetAttr(self->hint, str_leaf)) == NULL)
+        goto done;
+    if (leaf == Py_None) {
+        result = 0;
+        goto done;
+    }
+    if ((lo = PyObject_GetAttr(self->hint, str_lo)) == NULL
+            || (hi = PyObject_GetAttr(self->hint, str_hi)) == NULL)
+        goto done;
+    int side;
+    if (lo != Py_None && (side = compare_keys(key, lo)) < 0) {  /* below the leaf's range */
+        result = side == -2 ? -1 : 0;
+        goto done;
+    }
+    if (hi != Py_None && (side = compare_keys(key, hi)) != -1) {  /* at or above its end */
+        result = side == -2 ? -1 : 0;
+        goto done;
+    }
+    if ((keys = PyObject_GetAttr(leaf, str_keys)) == NULL
+            || (values = PyObject_GetAttr(leaf, str_values)) == NULL)
+        goto done;
+    if (!PyList_CheckExact(keys) || !PyList_CheckExact(values)
+            || PyList_GET_SIZE(keys) != PyList_GET_SIZE(values)) {
+        PyErr_SetString(page_corruption_error, "a TreeMap leaf's keys and values differ");
+        goto done;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(keys), low = 0, high = n;
+    if (n) {  /* above the last key: appended without a bisect (ascending inserts) */
+        if ((side = compare_keys(key, PyList_GET_ITEM(keys, n - 1))) == -2)
+            goto done;
+        if (side > 0)
+            low = n;
+    }
+    while (low < high) {  /* bisect_left */
+        Py_ssize_t mid = low + (high - low) / 2;
+        if ((side = compare_keys(PyList_GET_ITEM(keys, mid), key)) == -2)
+            goto done;
+        if (side < 0)
+            low = mid + 1;
+        else
+            high = mid;
+    }
+    if (low < n) {
+        if ((side = compare_keys(PyList_GET_ITEM(keys, low), key)) == -2)
+            goto done;
+        if (side == 0) {  /* an overwrite */
+            if (PyList_SetItem(values, low, Py_NewRef(value)) < 0
+                    || PyObject_SetAttr(leaf, str_dirty, Py_True) < 0)
+                goto done;
+            result = 1;
+            goto done;
+        }
+    }
+    if (n >= self->node_size) {  /* a split: the tree's structure code */
+        result = 0;
+        goto done;
+    }
+    if ((path = PyObject_GetAttr(self->hint, str_path)) == NULL)
+        goto done;
+    if (!PyList_CheckExact(path)) {
+        PyErr_SetString(PyExc_TypeError, "the hint's path is not a list");
+        goto done;
+    }
+    if (PyList_Insert(keys, low, key) < 0)
+        goto done;
+    if (PyList_Insert(values, low, value) < 0) {
+        PySequence_DelItem(keys, low);
+        goto done;
+    }
+    /* the entry is in: what follows is bookkeeping that only fails on a damaged tree or
+     * without memory, as its Python twin would */
+    if (PyObject_SetAttr(leaf, str_dirty, Py_True) < 0)
+        goto done;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(path); i++) {
+        PyObject *step = PyList_GET_ITEM(path, i);
+        if (!PyTuple_Check(step) || PyTuple_GET_SIZE(step) != 2) {
+            PyErr_SetString(PyExc_TypeError, "the hint's path holds (node, index) pairs");
+            goto done;
+        }
+        PyObject *node = PyTuple_GET_ITEM(step, 0);
+        Py_ssize_t at = PyLong_AsSsize_t(PyTuple_GET_ITEM(step, 1));
+        PyObject *counts = at == -1 && PyErr_Occurred() ? NULL : PyObject_GetAttr(node, str_counts);
+        int status = counts == NULL ? -1 : add_to_item(counts, at, 1);
+        Py_XDECREF(counts);
+        if (status < 0 || PyObject_SetAttr(node, str_dirty, Py_True) < 0)
+            goto done;
+    }
+    if (increment(self->tree, str_n_entries) < 0 || increment(self->tree, str_mods) < 0)
+        goto done;
+    result = 1;
+done:
+    Py_XDECREF(over);
+    Py_XDECREF(leaf);
+    Py_XDECREF(lo);
+    Py_XDECREF(hi);
+    Py_XDECREF(keys);
+    Py_XDECREF(values);
+    Py_XDECREF(path);
+    return result;
+}
+
+/* m[key] = value, and del m[key] (value NULL): in the hint's leaf when that is all it takes, else
+ * through the map's _put_item / _delete_item. */
+static int
+slots_ass_subscript(TreeSlots *self, PyObject *key, PyObject *value)
+{
+    if (value == NULL) {
+        PyObject *args[] = {(PyObject *)self, key};
+        PyObject *done = PyObject_VectorcallMethod(str_delete_item, args,
+                                                   2 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+        Py_XDECREF(done);
+        return done == NULL ? -1 : 0;
+    }
+    int stored = 0;
+    if (self->tree != NULL && (PyObject *)Py_TYPE(key) == self->key_type
+            && is_scalar(self->scalar_types, value)) {
+        int in_range = 1;
+        if (PyLong_CheckExact(key)) {
+            int overflow;
+            long long word = PyLong_AsLongLongAndOverflow(key, &overflow);
+            if (word == -1 && PyErr_Occurred())
+                return -1;
+            in_range = !overflow;
+        }
+        if (in_range) {
+            PyObject *release = Py_NewRef(self->release);
+            PyObject *taken = PyObject_CallNoArgs(self->acquire);
+            if (taken == NULL) {
+                Py_DECREF(release);
+                return -1;
+            }
+            Py_DECREF(taken);
+            if (self->tree != NULL) { /* still attached once the lock was taken */
+                PyObject *tree = Py_NewRef(self->tree);
+                stored = store_in_hint(self, key, value);
+                Py_DECREF(tree);
+            }
+            PyObject *type, *error, *traceback;
+            PyErr_Fetch(&type, &error, &traceback);
+            PyObject *released = PyObject_CallNoArgs(release);
+            Py_DECREF(release);
+            if (released == NULL) {
+                Py_XDECREF(type);
+                Py_XDECREF(error);
+                Py_XDECREF(traceback);
+                return -1;
+            }
+            Py_DECREF(released);
+            PyErr_Restore(type, error, traceback);
+            if (stored != 0)
+                return stored < 0 ? -1 : 0;
+        }
+    }
+    PyObject *args[] = {(PyObject *)self, key, value};
+    PyObject *done = PyObject_VectorcallMethod(str_put_item, args, 3 | PY_VECTORCALL_ARGUMENTS_OFFSET,
+                                               NULL);
+    Py_XDECREF(done);
+    return done == NULL ? -1 : 0;
+}
+
+PyDoc_STRVAR(get_doc,
+"get(key, default=None, /)\n--\n\n"
+"The value of key if the map holds it, else default.");
+
+static PyObject *
+slots_get(TreeSlots *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (check_positional("get", nargs, 1, 2) < 0)
+        return NULL;
+    return slots_lookup(self, args[0], nargs > 1 ? args[1] : Py_None, 0);
+}
+
+static void
+slots_detach(TreeSlots *self)
+{
+    Py_CLEAR(self->tree);
+    Py_CLEAR(self->hint);
+    Py_CLEAR(self->acquire);
+    Py_CLEAR(self->release);
+    Py_CLEAR(self->descent);
+    Py_CLEAR(self->cache);
+    Py_CLEAR(self->key_type);
+    Py_CLEAR(self->scalar_types);
+    Py_CLEAR(self->fresh);
+}
+
+PyDoc_STRVAR(attach_doc,
+"_attach_slots(lock, descent, cache, key_type, scalar_types, fresh, tree, hint, node_size)\n--\n\n"
+"Answer lookups of keys of exactly key_type in C, under lock, through the Descent (whose shape\n"
+"the Tree keeps current) unless the NodeCache is over capacity; values of the scalar_types\n"
+"tuple as they are, others through fresh(value). With a Tree (not None), store values of the\n"
+"scalar_types in the leaf of its hint Cursor when that leaf holds the key's range and has room\n"
+"(at most node_size entries), as Tree.put does with the write cache.");
+
+static PyObject *
+slots_attach(TreeSlots *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (check_positional("_attach_slots", nargs, 9, 9) < 0)
+        return NULL;
+    Py_ssize_t node_size = PyLong_AsSsize_t(args[8]);
+    if (node_size == -1 && PyErr_Occurred())
+        return NULL;
+    if (!is_descent(args[1]) || !PyType_Check(args[3]) || !PyTuple_Check(args[4])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "_attach_slots takes a lock, a Descent, a NodeCache, a type, a tuple of "
+                        "types and a function");
+        return NULL;
+    }
+    PyObject *acquire = PyObject_GetAttrString(args[0], "acquire");
+    PyObject *release = acquire == NULL ? NULL : PyObject_GetAttrString(args[0], "release");
+    if (release == NULL) {
+        Py_XDECREF(acquire);
+        return NULL;
+    }
+    slots_detach(self);
+    self->acquire = acquire;
+    self->release = release;
+    self->descent = Py_NewRef(args[1]);
+    self->cache = Py_NewRef(args[2]);
+    self->key_type = Py_NewRef(args[3]);
+    self->scalar_types = Py_NewRef(args[4]);
+    self->fresh = Py_NewRef(args[5]);
+    if (args[6] != Py_None) {
+        self->tree = Py_NewRef(args[6]);
+        self->hint = Py_NewRef(args[7]);
+        self->node_size = node_size;
+    }
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(detach_doc,
+"_detach_slots()\n--\n\n"
+"Send every lookup to _lookup again (the map is closing).");
+
+static PyObject *
+slots_detach_method(TreeSlots *self, PyObject *Py_UNUSED(ignored))
+{
+    slots_detach(self);
+    Py_RETURN_NONE;
+}
+
+static int
+slots_traverse(TreeSlots *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->acquire);
+    Py_VISIT(self->release);
+    Py_VISIT(self->descent);
+    Py_VISIT(self->cache);
+    Py_VISIT(self->key_type);
+    Py_VISIT(self->scalar_types);
+    Py_VISIT(self->fresh);
+    Py_VISIT(self->tree);
+    Py_VISIT(self->hint);
+    return 0;
+}
+
+static int
+slots_clear(TreeSlots *self)
+{
+    slots_detach(self);
+    return 0;
+}
+
+static void
+slots_dealloc(TreeSlots *self)
+{
+    PyObject_GC_UnTrack(self);
+    slots_detach(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyMethodDef slots_methods[] = {
+    {"get", (PyCFunction)(void (*)(void))slots_get, METH_FASTCALL, get_doc},
+    {"_attach_slots", (PyCFunction)(void (*)(void))slots_attach, METH_FASTCALL, attach_doc},
+    {"_detach_slots", (PyCFunction)slots_detach_method, METH_NOARGS, detach_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMappingMethods slots_mapping = {
+    .mp_subscript = (binaryfunc)slots_subscript,
+    .mp_ass_subscript = (objobjargproc)slots_ass_subscript,
+};
+
+static PySequenceMethods slots_sequence = {
+    .sq_contains = (objobjproc)slots_contains,
+};
+
+PyDoc_STRVAR(slots_doc,
+"The item slots of a TreeMap: m[k], k in m, m.get(k, default), m[k] = v and del m[k]\n"
+"(see offheap/treemap/csrc/slots.c).");
+
+static PyTypeObject slots_type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "offheap.treemap._pages.TreeSlots",
+    .tp_basicsize = sizeof(TreeSlots),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = slots_doc,
+    .tp_new = PyType_GenericNew,
+    .tp_traverse = (traverseproc)slots_traverse,
+    .tp_clear = (inquiry)slots_clear,
+    .tp_dealloc = (destructor)slots_dealloc,
+    .tp_methods = slots_methods,
+    .tp_as_mapping = &slots_mapping,
+    .tp_as_sequence = &slots_sequence,
+};
+
+int
+add_slots_type(PyObject *module)
+{
+    static const char *names[] = {"_lookup", "_put_item", "_delete_item", "leaf", "lo", "hi", "path",
+                                  "keys", "values", "counts", "dirty", "n_entries", "mods"};
+    PyObject **slots[] = {&str_lookup, &str_put_item, &str_delete_item, &str_leaf, &str_lo, &str_hi,
+                          &str_path, &str_keys, &str_values, &str_counts, &str_dirty,
+                          &str_n_entries, &str_mods};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (*slots[i] == NULL && (*slots[i] = PyUnicode_InternFromString(names[i])) == NULL)
+            return -1;
+    if (str_over_capacity == NULL
+            && (str_over_capacity = PyUnicode_InternFromString("over_capacity")) == NULL)
+        return -1;
+    if (missing == NULL && (missing = PyObject_CallNoArgs((PyObject *)&PyBaseObject_Type)) == NULL)
+        return -1;
+    if (PyType_Ready(&slots_type) < 0)
+        return -1;
+    Py_INCREF(&slots_type);
+    if (PyModule_AddObject(module, "TreeSlots", (PyObject *)&slots_type) < 0) {
+        Py_DECREF(&slots_type);
+        return -1;
+    }
+    return 0;
+}
