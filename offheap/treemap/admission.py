@@ -35,6 +35,10 @@ SCALAR_TYPES = NATIVE_TYPES
 ``object`` tree."""
 
 
+_AS_IS: dict[str, tuple[type, ...]] = {"float64": (float,), "str": (str,), "bytes": (bytes,)}
+"""Typed serializers whose ``validate`` returns a value of exactly these types unchanged."""
+
+
 def _int64_key(key) -> int:
     return as_int64(key, "this TreeMap has int64 keys")
 
@@ -85,6 +89,8 @@ _KEY_TYPES: dict[str, type] = {"int64": int, "str": str, "bytes": bytes}
 class Admission:
     """Key and value checks of one tree.
 
+    ``stored_as_is``: the value types :meth:`value` returns unchanged for every value of exactly
+    that type (none for int64 values, which must also be in range), so a hot path may skip it.
     ``key(k)`` is the checked, normalized key to store; ``lookup(k)`` the normalized key to
     search for, or None when no key of the tree can equal ``k``; ``key_type`` the type a
     normalized key has, so a hot path may skip the call when ``type(k) is key_type`` (for int64
@@ -94,7 +100,7 @@ class Admission:
     """
 
     __slots__ = ("key_kind", "key_type", "key", "lookup", "copies_values", "allow_pickle",
-                 "_serializer")
+                 "stored_as_is", "_serializer")
 
     def __init__(self, key_kind: str, serializer, allow_pickle: bool) -> None:
         self.key_kind = key_kind
@@ -103,6 +109,8 @@ class Admission:
         self.lookup: Callable = _KEY_LOOKUPS[key_kind]
         self.copies_values = serializer.name == "object"
         self.allow_pickle = allow_pickle
+        self.stored_as_is: tuple[type, ...] = (
+            tuple(SCALAR_TYPES) if self.copies_values else _AS_IS.get(serializer.name, ()))
         self._serializer = serializer
 
     def fresh(self, value):

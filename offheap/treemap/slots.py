@@ -10,7 +10,8 @@ twin, ``offheap.treemap._pages.TreeSlots``, is a base type whose slots do the co
 :class:`~offheap.treemap.treemap.TreeMap`.
 
 The contract with the map: ``_attach_slots(lock, descent, cache, key_type, scalar_types, fresh,
-tree, hint, node_size)`` once the map is set up (``tree`` None: no store runs in C),
+tree, hint, node_size, stored_types)`` once the map is set up (``tree`` None: no store runs in
+C; ``stored_types``: the value types a store keeps as they are),
 ``_detach_slots()`` when it closes. The compiled slots run only while attached; the reference
 has nothing to attach, as its methods read the map's attributes at each call.
 """
@@ -56,7 +57,7 @@ class TreeSlots:
         self._delete_item(key)
 
     def _attach_slots(self, lock, descent, cache, key_type, scalar_types, fresh, tree, hint,
-                      node_size) -> None:
+                      node_size, stored_types) -> None:
         """Nothing to attach: the map's methods read its attributes at each call."""
 
     def _detach_slots(self) -> None:

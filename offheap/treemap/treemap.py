@@ -222,10 +222,10 @@ class TreeMap(TreeSlotsBase, StandaloneFileMap, SortedRangeAPI, DictAPI, Mutable
         tree, admit = self._tree, self._admit
         if tree.descent is not None:
             stores = (tree.write_cache and not self._budgeted and self._timer is None
-                      and admit.copies_values)  # Tree.put's cases that need no Python
+                      and admit.stored_as_is)  # Tree.put's cases that need no Python
             self._attach_slots(self._lock, tree.descent, tree.cache, admit.key_type,
                                tuple(SCALAR_TYPES), admit.fresh, tree if stores else None,
-                               tree.hint, tree.node_size)
+                               tree.hint, tree.node_size, admit.stored_as_is)
 
     def _lookup(self, key, default, stored: bool = False):
         """The value of ``key`` (a fresh object, :meth:`Admission.fresh`; with ``stored``, as

@@ -96,7 +96,7 @@ class TreeSet(SetAPI, MutableSet):
         return len(self._tree)
 
     def __contains__(self, key) -> bool:  # the protocol's name for an element
-        return self._tree.get(key, _ABSENT) is not _ABSENT
+        return key in self._tree
 
     def __iter__(self) -> Iterator:
         return self._tree.irange()

@@ -206,7 +206,10 @@ def test_index_is_one_descent_with_the_answers_of_sorted_dict(path):
 
 
 STORE_OPTIONS = [dict(), dict(node_size=4, cache_size=8), dict(write_cache=False),
-                 dict(limit="64MiB"), dict(flush_delay=50.0), dict(value="int64")]
+                 dict(limit="64MiB"), dict(flush_delay=50.0), dict(value="int64"),
+                 dict(value="str", node_size=4), dict(value="bytes"), dict(value="float64")]
+VALUE_OF = {"object": lambda k: f"v{k}", "str": lambda k: f"v{k}", "bytes": lambda k: b"v%d" % k,
+            "int64": lambda k: k * 3, "float64": lambda k: k / 4}
 
 
 @pytest.mark.parametrize("options", STORE_OPTIONS, ids=lambda o: ",".join(o) or "default")
@@ -217,20 +220,20 @@ STORE_OPTIONS = [dict(), dict(node_size=4, cache_size=8), dict(write_cache=False
 def test_stores_leave_the_tree_the_reference_leaves(options, ops, ascending):
     if ascending:
         ops = [("set", k) for k in range(len(ops))] + ops
-    typed = options.get("value") == "int64"
+    value_of = VALUE_OF[options.get("value", "object")]
     trees = [TreeMap(**options), TreeMap(**options)]
     trees[1]._detach_slots()
     oracle: dict = {}
     for op, key in ops:
         for tree in trees:
             if op == "set":
-                tree[key] = key * 3 if typed else f"v{key}"
+                tree[key] = value_of(key)
             elif op == "del" and key in oracle:
                 del tree[key]
             elif op == "flush":
                 tree.flush()
         if op == "set":
-            oracle[key] = key * 3 if typed else f"v{key}"
+            oracle[key] = value_of(key)
         elif op == "del":
             oracle.pop(key, None)
     for tree in trees:

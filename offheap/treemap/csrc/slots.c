@@ -7,7 +7,7 @@
  * Descent over the shape the Tree last gave it, release the lock, and hand the value out fresh.
  * A store runs in C when Tree.put would only edit the leaf of the tree's hint: a map with the
  * write cache, no limit budget and no flush timer, a value stored as it is (a scalar of an
- * object tree), and a hint leaf that holds the key's range and has room. It then does what
+ * object tree, an exact str, bytes or float of a typed one), and a hint leaf that holds the key's range and has room. It then does what
  * Tree.put does: overwrite or insert in the leaf's lists, mark the leaf dirty, add one to the
  * entry counts along the hint's path (marking those nodes dirty) and to the tree's n_entries
  * and mods. Deletes, and every other store, go to the map's _delete_item / _put_item.
@@ -40,6 +40,7 @@ typedef struct {
     PyObject *tree;         /* the Tree, for stores (n_entries, mods); NULL: stores go to _put_item */
     PyObject *hint;         /* its hint Cursor (leaf, lo, hi, path) */
     Py_ssize_t node_size;
+    PyObject *stored_types; /* a tuple: values of these exact types are stored as they are */
 } TreeSlots;
 
 static PyObject *str_lookup, *str_over_capacity, *missing, *str_put_item, *str_delete_item, *str_leaf,
@@ -342,7 +343,7 @@ slots_ass_subscript(TreeSlots *self, PyObject *key, PyObject *value)
     }
     int stored = 0;
     if (self->tree != NULL && (PyObject *)Py_TYPE(key) == self->key_type
-            && is_scalar(self->scalar_types, value)) {
+            && is_scalar(self->stored_types, value)) {
         int in_range = 1;
         if (PyLong_CheckExact(key)) {
             int overflow;
@@ -404,6 +405,7 @@ slots_detach(TreeSlots *self)
 {
     Py_CLEAR(self->tree);
     Py_CLEAR(self->hint);
+    Py_CLEAR(self->stored_types);
     Py_CLEAR(self->acquire);
     Py_CLEAR(self->release);
     Py_CLEAR(self->descent);
@@ -414,25 +416,27 @@ slots_detach(TreeSlots *self)
 }
 
 PyDoc_STRVAR(attach_doc,
-"_attach_slots(lock, descent, cache, key_type, scalar_types, fresh, tree, hint, node_size)\n--\n\n"
+"_attach_slots(lock, descent, cache, key_type, scalar_types, fresh, tree, hint, node_size,\n"
+"              stored_types)\n--\n\n"
 "Answer lookups of keys of exactly key_type in C, under lock, through the Descent (whose shape\n"
 "the Tree keeps current) unless the NodeCache is over capacity; values of the scalar_types\n"
 "tuple as they are, others through fresh(value). With a Tree (not None), store values of the\n"
-"scalar_types in the leaf of its hint Cursor when that leaf holds the key's range and has room\n"
+"stored_types tuple in the leaf of its hint Cursor when that leaf holds the key's range and has room\n"
 "(at most node_size entries), as Tree.put does with the write cache.");
 
 static PyObject *
 slots_attach(TreeSlots *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (check_positional("_attach_slots", nargs, 9, 9) < 0)
+    if (check_positional("_attach_slots", nargs, 10, 10) < 0)
         return NULL;
     Py_ssize_t node_size = PyLong_AsSsize_t(args[8]);
     if (node_size == -1 && PyErr_Occurred())
         return NULL;
-    if (!is_descent(args[1]) || !PyType_Check(args[3]) || !PyTuple_Check(args[4])) {
+    if (!is_descent(args[1]) || !PyType_Check(args[3]) || !PyTuple_Check(args[4])
+            || !PyTuple_Check(args[9])) {
         PyErr_SetString(PyExc_TypeError,
                         "_attach_slots takes a lock, a Descent, a NodeCache, a type, a tuple of "
-                        "types and a function");
+                        "types, a function, a Tree or None, a Cursor, a size and a tuple of types");
         return NULL;
     }
     PyObject *acquire = PyObject_GetAttrString(args[0], "acquire");
@@ -453,6 +457,7 @@ slots_attach(TreeSlots *self, PyObject *const *args, Py_ssize_t nargs)
         self->tree = Py_NewRef(args[6]);
         self->hint = Py_NewRef(args[7]);
         self->node_size = node_size;
+        self->stored_types = Py_NewRef(args[9]);
     }
     Py_RETURN_NONE;
 }
@@ -480,6 +485,7 @@ slots_traverse(TreeSlots *self, visitproc visit, void *arg)
     Py_VISIT(self->fresh);
     Py_VISIT(self->tree);
     Py_VISIT(self->hint);
+    Py_VISIT(self->stored_types);
     return 0;
 }
 
