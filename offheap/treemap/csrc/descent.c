@@ -955,29 +955,45 @@ PyDoc_STRVAR(position_doc,
 "position(root, height, key, right) -> int\n\n"
 "How many keys are below key (at or below it with right).");
 
-static PyObject *
-descent_position(Descent *self, PyObject *const *args, Py_ssize_t nargs)
+/* One descent to `key`: how many keys are below it (at or below it with `right`) in *position
+ * and, when `holds` is not NULL, whether the tree holds it. 0, or -1 with an exception. */
+static int
+position_of(Descent *self, int64_t root, Py_ssize_t height, PyObject *key_object, int right,
+            Py_ssize_t *position, int *holds)
 {
-    PyObject *result = NULL;
-    int64_t root;
-    Py_ssize_t height, before, i;
+    int status = -1;
+    Py_ssize_t before, i;
     Key key;
     Path path;
     Leaf leaf;
     path.n = 0;
     leaf_init(&leaf);
-    int right;
-    if (check_nargs("position", nargs, 4) < 0 || parse_shape(args, &root, &height) < 0
-            || checked_key(self, args[2], &key) < 0 || (right = PyObject_IsTrue(args[3])) < 0)
-        return NULL;
+    if (checked_key(self, key_object, &key) < 0)
+        return -1;
     if (descend_from(self, &path, root, height, BY_KEY, &key) == 0
             && counts_left(&path, &before) == 0
             && leaf_open(self, path_end(&path, root), &leaf) == 0
-            && (i = leaf_bisect(self, &leaf, &key, right)) >= 0)
-        result = PyLong_FromSsize_t(before + i);
+            && (i = leaf_bisect(self, &leaf, &key, right)) >= 0
+            && (holds == NULL || (*holds = leaf_holds(&leaf, i, &key)) >= 0)) {
+        *position = before + i;
+        status = 0;
+    }
     leaf_close(&leaf);
     path_clear(&path);
-    return result;
+    return status;
+}
+
+static PyObject *
+descent_position(Descent *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    int64_t root;
+    Py_ssize_t height, position;
+    int right;
+    if (check_nargs("position", nargs, 4) < 0 || parse_shape(args, &root, &height) < 0
+            || (right = PyObject_IsTrue(args[3])) < 0
+            || position_of(self, root, height, args[2], right, &position, NULL) < 0)
+        return NULL;
+    return PyLong_FromSsize_t(position);
 }
 
 PyDoc_STRVAR(index_doc,
@@ -987,27 +1003,13 @@ PyDoc_STRVAR(index_doc,
 static PyObject *
 descent_index(Descent *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    PyObject *result = NULL;
     int64_t root;
-    Py_ssize_t height, before, i;
-    Key key;
-    Path path;
-    Leaf leaf;
-    path.n = 0;
-    leaf_init(&leaf);
+    Py_ssize_t height, position;
     int holds;
     if (check_nargs("index", nargs, 3) < 0 || parse_shape(args, &root, &height) < 0
-            || checked_key(self, args[2], &key) < 0)
+            || position_of(self, root, height, args[2], 0, &position, &holds) < 0)
         return NULL;
-    if (descend_from(self, &path, root, height, BY_KEY, &key) == 0
-            && counts_left(&path, &before) == 0
-            && leaf_open(self, path_end(&path, root), &leaf) == 0
-            && (i = leaf_bisect(self, &leaf, &key, 0)) >= 0
-            && (holds = leaf_holds(&leaf, i, &key)) >= 0)
-        result = PyLong_FromSsize_t(holds ? before + i : -1);
-    leaf_close(&leaf);
-    path_clear(&path);
-    return result;
+    return PyLong_FromSsize_t(holds ? position : -1);
 }
 
 /* The child of a level that holds the entry at `*index` of its subtree, found by the live

@@ -65,13 +65,11 @@ is_scalar(PyObject *types, PyObject *value)
     return 0;
 }
 
-/* The value of `key`, or a new reference to `dflt`: as the leaf holds it with `stored` (a
- * membership test), else fresh. */
+/* Take the map's lock (its acquire() may give up the GIL while it waits): a new reference to its
+ * release(), held so that a detach meanwhile cannot drop it, or NULL with an exception. */
 static PyObject *
-slots_lookup(TreeSlots *self, PyObject *key, PyObject *dflt, int stored)
+take_lock(TreeSlots *self)
 {
-    if (self->acquire == NULL || (PyObject *)Py_TYPE(key) != self->key_type)
-        return slow_lookup(self, key, dflt, stored);
     PyObject *release = Py_NewRef(self->release);
     PyObject *taken = PyObject_CallNoArgs(self->acquire);
     if (taken == NULL) {
@@ -79,6 +77,39 @@ slots_lookup(TreeSlots *self, PyObject *key, PyObject *dflt, int stored)
         return NULL;
     }
     Py_DECREF(taken);
+    return release;
+}
+
+/* Release the lock (`release` consumed), keeping the exception set before, if any: 0, or -1 with
+ * release()'s own exception instead. */
+static int
+give_lock(PyObject *release)
+{
+    PyObject *type, *error, *traceback;
+    PyErr_Fetch(&type, &error, &traceback);
+    PyObject *released = PyObject_CallNoArgs(release);
+    Py_DECREF(release);
+    if (released == NULL) {
+        Py_XDECREF(type);
+        Py_XDECREF(error);
+        Py_XDECREF(traceback);
+        return -1;
+    }
+    Py_DECREF(released);
+    PyErr_Restore(type, error, traceback);
+    return 0;
+}
+
+/* The value of `key`, or a new reference to `dflt`: as the leaf holds it with `stored` (a
+ * membership test), else fresh. */
+static PyObject *
+slots_lookup(TreeSlots *self, PyObject *key, PyObject *dflt, int stored)
+{
+    if (self->acquire == NULL || (PyObject *)Py_TYPE(key) != self->key_type)
+        return slow_lookup(self, key, dflt, stored);
+    PyObject *release = take_lock(self);
+    if (release == NULL)
+        return NULL;
     PyObject *value = NULL, *descent = NULL, *fresh = NULL, *scalar_types = NULL;
     int slow = self->acquire == NULL; /* closed while the lock was awaited */
     if (!slow) {
@@ -91,21 +122,10 @@ slots_lookup(TreeSlots *self, PyObject *key, PyObject *dflt, int stored)
         if (slow == 0)
             value = descent_lookup(descent, key, missing);
     }
-    PyObject *type, *error, *traceback;
-    PyErr_Fetch(&type, &error, &traceback);
-    PyObject *released = PyObject_CallNoArgs(release);
-    Py_DECREF(release);
-    if (released == NULL) {
-        Py_XDECREF(type);
-        Py_XDECREF(error);
-        Py_XDECREF(traceback);
+    int released = give_lock(release) == 0;
+    if (!released)
         Py_CLEAR(value);
-    }
-    else {
-        Py_DECREF(released);
-        PyErr_Restore(type, error, traceback);
-    }
-    if (released != NULL && slow > 0)
+    if (released && slow > 0)
         value = slow_lookup(self, key, dflt, stored);
     else if (value == missing) {
         Py_SETREF(value, Py_NewRef(dflt));
@@ -353,30 +373,16 @@ slots_ass_subscript(TreeSlots *self, PyObject *key, PyObject *value)
             in_range = !overflow;
         }
         if (in_range) {
-            PyObject *release = Py_NewRef(self->release);
-            PyObject *taken = PyObject_CallNoArgs(self->acquire);
-            if (taken == NULL) {
-                Py_DECREF(release);
+            PyObject *release = take_lock(self);
+            if (release == NULL)
                 return -1;
-            }
-            Py_DECREF(taken);
             if (self->tree != NULL) { /* still attached once the lock was taken */
                 PyObject *tree = Py_NewRef(self->tree);
                 stored = store_in_hint(self, key, value);
                 Py_DECREF(tree);
             }
-            PyObject *type, *error, *traceback;
-            PyErr_Fetch(&type, &error, &traceback);
-            PyObject *released = PyObject_CallNoArgs(release);
-            Py_DECREF(release);
-            if (released == NULL) {
-                Py_XDECREF(type);
-                Py_XDECREF(error);
-                Py_XDECREF(traceback);
+            if (give_lock(release) < 0)
                 return -1;
-            }
-            Py_DECREF(released);
-            PyErr_Restore(type, error, traceback);
             if (stored != 0)
                 return stored < 0 ? -1 : 0;
         }
