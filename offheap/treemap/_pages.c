@@ -425,10 +425,93 @@ done:
     return result;
 }
 
+/* -- inner nodes ------------------------------------------------------------------------------ */
+
+#define INNER_SMALL_KEYS 256 /* offheap.kernels.smallpack.SMALL_BLOCK_VALUES: larger int64
+                                separator blocks are left to the reference */
+
+/* A column of page.py's _pack_column at the reader: varint base, u8 width, `count` offsets of
+ * that width; a new list of ints. */
+static PyObject *
+read_packed_column(PageReader *reader, Py_ssize_t count, uint64_t *scratch)
+{
+    uint64_t base;
+    uint8_t width;
+    if (read_varint(reader, &base) < 0 || read_byte(reader, &width, "column width") < 0)
+        return NULL;
+    if (width > 64) {
+        page_corrupt("column width %d is over 64: the data is corrupt", width);
+        return NULL;
+    }
+    if (read_above(reader, count, width, base, scratch) < 0)
+        return NULL;
+    for (Py_ssize_t i = 0; i < count; i++)
+        if (scratch[i] < base) {
+            page_corrupt("a column value overflows 64 bits: the data is corrupt");
+            return NULL;
+        }
+    PyObject *list = PyList_New(count);
+    for (Py_ssize_t i = 0; list != NULL && i < count; i++) {
+        PyObject *item = PyLong_FromUnsignedLongLong(scratch[i]);
+        if (item == NULL)
+            Py_CLEAR(list);
+        else
+            PyList_SET_ITEM(list, i, item);
+    }
+    return list;
+}
+
+PyDoc_STRVAR(decode_inner_body_doc,
+"decode_inner_body(body, offset, count, key_kind) -> (separators, children, counts) | None\n\n"
+"The lists of an inner page of count >= 2 children whose body (decompressed) is body[offset:],\n"
+"as page.decode_inner reads a format 2 page; None for what the reference reads alone (int64\n"
+"separator blocks above 256 keys).");
+
+static PyObject *
+decode_inner_body(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    Py_buffer body;
+    Py_ssize_t offset, count;
+    int key_kind;
+    if (!PyArg_ParseTuple(args, "y*nni:decode_inner_body", &body, &offset, &count, &key_kind))
+        return NULL;
+    PyObject *result = NULL, *separators = NULL, *children = NULL, *counts = NULL;
+    uint64_t *scratch = NULL;
+    PageReader reader = {body.buf, body.len, offset};
+    if (check_kinds(key_kind, 0) < 0)
+        goto done;
+    if (offset < 0 || offset > body.len || count < 2 || count > PAGE_MAX_ENTRIES) {
+        PyErr_Format(PyExc_ValueError, "offset %zd and count %zd do not name an inner body in "
+                     "%zd bytes", offset, count, body.len);
+        goto done;
+    }
+    if (key_kind == KEY_INT64 && count - 1 > INNER_SMALL_KEYS) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    if ((scratch = PyMem_Malloc(sizeof(uint64_t) * (size_t)count)) == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if ((separators = read_keys(&reader, count - 1, key_kind, scratch)) == NULL
+            || (children = read_packed_column(&reader, count, scratch)) == NULL
+            || (counts = read_packed_column(&reader, count, scratch)) == NULL)
+        goto done;
+    result = PyTuple_Pack(3, separators, children, counts);
+done:
+    Py_XDECREF(separators);
+    Py_XDECREF(children);
+    Py_XDECREF(counts);
+    PyMem_Free(scratch);
+    PyBuffer_Release(&body);
+    return result;
+}
+
 static PyMethodDef pages_methods[] = {
     {"encode_leaf", encode_leaf, METH_VARARGS, encode_leaf_doc},
     {"decode_leaf", decode_leaf, METH_VARARGS, decode_leaf_doc},
     {"decode_leaf_body", decode_leaf_body, METH_VARARGS, decode_leaf_body_doc},
+    {"decode_inner_body", decode_inner_body, METH_VARARGS, decode_inner_body_doc},
     {NULL, NULL, 0, NULL},
 };
 

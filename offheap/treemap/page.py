@@ -46,7 +46,10 @@ serializers to it: raw pages whole (header and body), and the body alone of a pa
 compresses or decompresses. It writes and reads the same bytes as :func:`encode_leaf_body` and
 :func:`decode_leaf_body`, the reference here, which also runs for what the compiled codec
 declines (custom serializers, object columns of mixed types, keys or values that are not exact
-int/float/str/bytes objects). Codecs and inner nodes stay in Python.
+int/float/str/bytes objects). It also reads the body of a format 2 inner page
+(``decode_inner_body``: separators, child record ids and counts, byte for byte as
+:func:`decode_inner`, which runs itself for int64 separator blocks above 256 keys and format 1
+pages). Codecs and the encoding of inner nodes stay in Python.
 
 Damaged pages. Decoding raises :class:`CorruptionError` for a page that does not follow this
 layout, before allocating more than the page can hold: a count above :data:`MAX_NODE_SIZE`, a
@@ -356,6 +359,11 @@ def decode_inner(page, key_kind: str, with_counts: bool = True) -> tuple[list, l
     count, body, offset = _open(page, INNER)
     if count < 1:
         raise CorruptionError("inner page without children")
+    if _compiled_pages is not None and with_counts and count >= 2:
+        decoded = _compiled_pages.decode_inner_body(body, offset, count,
+                                                    _KEY_KIND_NUMBERS[key_kind])
+        if decoded is not None:
+            return decoded
     try:
         separators, offset = decode_keys(body, count - 1, key_kind, offset)
         children, offset = _unpack_column(body, offset, count)

@@ -292,3 +292,41 @@ def test_a_zstd_leaf_beyond_the_ratio_bound_is_written_raw(path):
         data = encode_on(path, keys, values, "int64", "bytes", codec)
         assert (data[0] >> 1 == page.CODEC_IDS["zstd"]) is compressed
         assert decode_on(path, data, "int64", "bytes") == (keys, values)
+
+@st.composite
+def inner_nodes(draw):
+    """An inner node's key kind, sorted distinct separators, child record ids and entry counts."""
+    key_kind = draw(st.sampled_from(sorted(KEYS)))
+    separators = draw(KEYS[key_kind].filter(lambda keys: len(keys) >= 1))
+    n = len(separators) + 1
+    big = st.integers(0, (1 << 63) - 1)
+    children = draw(st.lists(st.one_of(st.integers(1, 5000), big), min_size=n, max_size=n))
+    counts = draw(st.lists(st.one_of(st.integers(0, 64), big), min_size=n, max_size=n))
+    return key_kind, separators, children, counts
+
+
+def decode_inner_on(path: str, data: bytes, key_kind: str):
+    """The lists of an inner page on one path, or the CorruptionError it raised."""
+    with on_path(path):
+        try:
+            return page.decode_inner(data, key_kind)
+        except CorruptionError as exc:
+            return exc
+
+
+@settings(max_examples=300, deadline=None)
+@given(node=inner_nodes(), codec=st.sampled_from([None, "zlib"]), data=st.data())
+def test_inner_nodes_decode_alike_and_damaged_ones_fail_alike(node, codec, data):
+    key_kind, separators, children, counts = node
+    chosen = None if codec is None else get_codec(codec)
+    encoded = page.encode_inner(separators, children, counts, key_kind, chosen)
+    for path in PATHS:
+        assert decode_inner_on(path, encoded, key_kind) == (separators, children, counts)
+    damaged_page = encoded
+    for _ in range(3):
+        damaged_page = damaged(damaged_page, data.draw) or b"\x01"
+    outcomes = [decode_inner_on(path, damaged_page, key_kind) for path in PATHS]
+    if any(isinstance(outcome, CorruptionError) for outcome in outcomes):
+        assert all(isinstance(outcome, CorruptionError) for outcome in outcomes), outcomes
+    else:
+        assert outcomes[0] == outcomes[1]

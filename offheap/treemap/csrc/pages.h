@@ -68,6 +68,9 @@ int read_varints(PageReader *reader, Py_ssize_t count, uint64_t *out);
 /* Fills the `count` slots of `out` from the column at the reader: the int64 delta block, or the
  * frame block when the byte after its first varint carries PAGE_FRAME_WIDTH_FLAG (count > 1). */
 int read_int64_column(PageReader *reader, Py_ssize_t count, uint64_t *out);
+/* `count` values of `width` (0..64) bits at the reader (the packing layout), each plus `base`
+ * (wrapping) into out: `base` alone at width 0. */
+int read_above(PageReader *reader, Py_ssize_t count, int width, uint64_t base, uint64_t *out);
 int read_int64_deltas(PageReader *reader, Py_ssize_t count, uint64_t *out);
 
 void writer_free(PageWriter *writer);

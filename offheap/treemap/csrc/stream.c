@@ -150,8 +150,7 @@ read_width(PageReader *reader, uint8_t flag, const char *what, int *width)
     return 0;
 }
 
-/* `count` values of `width` bits plus `base`, or `base` alone at width 0. */
-static int
+int
 read_above(PageReader *reader, Py_ssize_t count, int width, uint64_t base, uint64_t *out)
 {
     if (width)
