@@ -427,8 +427,8 @@ PyDoc_STRVAR(attach_doc,
 "Answer lookups of keys of exactly key_type in C, under lock, through the Descent (whose shape\n"
 "the Tree keeps current) unless the NodeCache is over capacity; values of the scalar_types\n"
 "tuple as they are, others through fresh(value). With a Tree (not None), store values of the\n"
-"stored_types tuple in the leaf of its hint Cursor when that leaf holds the key's range and has room\n"
-"(at most node_size entries), as Tree.put does with the write cache.");
+"stored_types tuple in the leaf of its hint Cursor when that leaf holds the key's range and has\n"
+"room (fewer than node_size entries), as Tree.put does with the write cache.");
 
 static PyObject *
 slots_attach(TreeSlots *self, PyObject *const *args, Py_ssize_t nargs)
