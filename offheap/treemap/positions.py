@@ -74,6 +74,8 @@ class PositionalAPI:
         """The position of ``key``; ValueError if it is absent, or outside positions
         ``start:stop`` (a slice of the keys, as ``SortedDict.index`` takes them)."""
         position = self._index_of(key)
+        if position is not None and start is None and stop is None:
+            return position
         first, last, _ = slice(start, stop).indices(len(self))
         if position is not None and first <= position < last:
             return position
