@@ -80,7 +80,9 @@ class Rebalancer:
         if neither sibling has room (nothing changed then)."""
         parent, ci = path[-1]
         for si in (ci - 1, ci + 1):
-            if not 0 <= si < len(parent.children):
+            # the parent's entry count of a leaf child is its length: a full sibling is
+            # passed over without loading its page
+            if not 0 <= si < len(parent.children) or parent.counts[si] > self._node_size - 2:
                 continue
             sibling = self._cache.leaf(parent.children[si])
             if len(sibling) > self._node_size - 2:
