@@ -461,6 +461,43 @@ read_packed_column(PageReader *reader, Py_ssize_t count, uint64_t *scratch)
     return list;
 }
 
+PyDoc_STRVAR(pack_column_doc,
+"pack_column(numbers) -> bytes | None\n\n"
+"page.py's _pack_column of a non-empty list of ints in [0, 2**64): varint base (the smallest),\n"
+"u8 width, the bit-packed offsets above it; None for anything else (the reference packs it).");
+
+static PyObject *
+pack_column(PyObject *Py_UNUSED(module), PyObject *numbers)
+{
+    if (!PyList_CheckExact(numbers) || PyList_GET_SIZE(numbers) == 0
+            || PyList_GET_SIZE(numbers) > PAGE_MAX_ENTRIES + 1)
+        Py_RETURN_NONE;
+    Py_ssize_t count = PyList_GET_SIZE(numbers);
+    uint64_t words[PAGE_MAX_ENTRIES + 1], low = UINT64_MAX, high = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *item = PyList_GET_ITEM(numbers, i);
+        if (!PyLong_CheckExact(item))
+            Py_RETURN_NONE;
+        words[i] = PyLong_AsUnsignedLongLong(item);
+        if (words[i] == (uint64_t)-1 && PyErr_Occurred()) {
+            PyErr_Clear();  /* negative, or 2**64 and above: the reference decides */
+            Py_RETURN_NONE;
+        }
+        low = words[i] < low ? words[i] : low;
+        high = words[i] > high ? words[i] : high;
+    }
+    int width = 0;
+    for (uint64_t spread = high - low; spread; spread >>= 1)
+        width++;
+    PageWriter writer = {0};
+    if (write_varint(&writer, low) < 0 || write_byte(&writer, (uint8_t)width) < 0
+            || write_packed(&writer, words, count, width, low) < 0) {
+        writer_free(&writer);
+        return NULL;
+    }
+    return writer_finish(&writer);
+}
+
 PyDoc_STRVAR(decode_inner_body_doc,
 "decode_inner_body(body, offset, count, key_kind) -> (separators, children, counts) | None\n\n"
 "The lists of an inner page of count >= 2 children whose body (decompressed) is body[offset:],\n"
@@ -512,6 +549,7 @@ static PyMethodDef pages_methods[] = {
     {"decode_leaf", decode_leaf, METH_VARARGS, decode_leaf_doc},
     {"decode_leaf_body", decode_leaf_body, METH_VARARGS, decode_leaf_body_doc},
     {"decode_inner_body", decode_inner_body, METH_VARARGS, decode_inner_body_doc},
+    {"pack_column", pack_column, METH_O, pack_column_doc},
     {NULL, NULL, 0, NULL},
 };
 

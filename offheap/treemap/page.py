@@ -49,7 +49,8 @@ declines (custom serializers, object columns of mixed types, keys or values that
 int/float/str/bytes objects). It also reads the body of a format 2 inner page
 (``decode_inner_body``: separators, child record ids and counts, byte for byte as
 :func:`decode_inner`, which runs itself for int64 separator blocks above 256 keys and format 1
-pages). Codecs and the encoding of inner nodes stay in Python.
+pages) and packs the child and count columns of inner pages (``pack_column``, as
+:func:`_pack_column`). Codecs and the rest of inner-page encoding stay in Python.
 
 Damaged pages. Decoding raises :class:`CorruptionError` for a page that does not follow this
 layout, before allocating more than the page can hold: a count above :data:`MAX_NODE_SIZE`, a
@@ -315,7 +316,12 @@ def decode_leaf_body(body, offset: int, count: int, key_kind: str,
 
 
 def _pack_column(numbers: list[int]) -> bytes:
-    """A column of non-negative ints: varint base (the smallest), u8 width, bit-packed offsets."""
+    """A column of non-negative ints: varint base (the smallest), u8 width, bit-packed offsets
+    (by the compiled codec when it is loaded and the numbers fit 64 bits)."""
+    if _compiled_pages is not None:
+        packed = _compiled_pages.pack_column(numbers)
+        if packed is not None:
+            return packed
     base = min(numbers)
     offsets = [number - base for number in numbers]
     width = max(offsets).bit_length()

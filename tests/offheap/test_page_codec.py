@@ -319,7 +319,10 @@ def decode_inner_on(path: str, data: bytes, key_kind: str):
 def test_inner_nodes_decode_alike_and_damaged_ones_fail_alike(node, codec, data):
     key_kind, separators, children, counts = node
     chosen = None if codec is None else get_codec(codec)
-    encoded = page.encode_inner(separators, children, counts, key_kind, chosen)
+    with on_path("reference"):
+        encoded = page.encode_inner(separators, children, counts, key_kind, chosen)
+    with on_path("compiled"):
+        assert page.encode_inner(separators, children, counts, key_kind, chosen) == encoded
     for path in PATHS:
         assert decode_inner_on(path, encoded, key_kind) == (separators, children, counts)
     damaged_page = encoded
@@ -330,3 +333,22 @@ def test_inner_nodes_decode_alike_and_damaged_ones_fail_alike(node, codec, data)
         assert all(isinstance(outcome, CorruptionError) for outcome in outcomes), outcomes
     else:
         assert outcomes[0] == outcomes[1]
+
+
+@settings(max_examples=300, deadline=None)
+@given(numbers=st.lists(st.one_of(st.integers(0, 64), st.integers(0, (1 << 64) - 1),
+                                  st.integers(1 << 64, 1 << 70), st.integers(-5, -1)),
+                        min_size=1, max_size=300))
+def test_columns_pack_alike_on_both_paths(numbers):
+    """The compiled pack_column writes the reference's bytes, and declines (None) what only the
+    reference packs: ints outside [0, 2**64) (a negative one is a ValueError there)."""
+    compiled = compiled_pages().pack_column(numbers)
+    with on_path("reference"):
+        try:
+            expected = page._pack_column(numbers)
+        except (ValueError, OverflowError):
+            expected = None
+    if all(0 <= n < 1 << 64 for n in numbers):
+        assert compiled == expected
+    else:
+        assert compiled is None

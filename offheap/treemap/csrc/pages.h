@@ -81,6 +81,10 @@ int write_bytes(PageWriter *writer, const void *bytes, Py_ssize_t size);
 int write_varint(PageWriter *writer, uint64_t value);
 Py_ssize_t varint_size(uint64_t value);
 int write_int64_deltas(PageWriter *writer, const uint64_t *values, Py_ssize_t count);
+/* values[i] - base, each below 2**width (0..64), bit-packed (the packing layout; nothing at
+ * width 0). */
+int write_packed(PageWriter *writer, const uint64_t *values, Py_ssize_t count, int width,
+                 uint64_t base);
 /* The shorter of the delta and the frame block of `count` >= 1 values, deltas on a tie. */
 int write_int64_column(PageWriter *writer, const uint64_t *values, Py_ssize_t count);
 

@@ -317,6 +317,13 @@ write_bits(PageWriter *writer, const uint64_t *values, Py_ssize_t count, int wid
     return 0;
 }
 
+int
+write_packed(PageWriter *writer, const uint64_t *values, Py_ssize_t count, int width,
+             uint64_t base)
+{
+    return width ? write_bits(writer, values, count, width, base) : 0;
+}
+
 typedef struct {
     uint64_t base;  /* smallest gap (deltas) or smallest value (frame, as int64 bits) */
     int width;      /* bit length of the spread above base */
