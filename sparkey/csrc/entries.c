@@ -109,10 +109,12 @@ static PyObject *delete_in_block_error(const sparkey_errors *errors, uint64_t po
 }
 
 static PyObject *value_if_key(const uint8_t *data, uint64_t key_start, const uint8_t *key,
-                              size_t key_len, uint64_t value_len)
+                              size_t key_len, uint64_t value_len, int found_only)
 {
     if (memcmp(data + key_start, key, key_len) != 0)
         Py_RETURN_NONE;
+    if (found_only)
+        Py_RETURN_TRUE;
     return PyBytes_FromStringAndSize((const char *)data + key_start + key_len,
                                      (Py_ssize_t)value_len);
 }
@@ -122,7 +124,7 @@ static PyObject *value_if_key(const uint8_t *data, uint64_t key_start, const uin
 /* LogReader.entry_at then _value_for_entry: walk entry_index + 1 entries from position. */
 static PyObject *walked_entry_value(const sparkey_errors *errors, const sparkey_log *log,
                                     uint64_t position, uint64_t entry_index,
-                                    const uint8_t *key, size_t key_len)
+                                    const uint8_t *key, size_t key_len, int found_only)
 {
     const uint8_t *data = log->data;
     uint64_t end = log->end, pos = position, a = 0, b = 0, payload = 0;
@@ -147,17 +149,17 @@ static PyObject *walked_entry_value(const sparkey_errors *errors, const sparkey_
         return delete_in_block_error(errors, position);
     if (a - 1 != key_len)
         Py_RETURN_NONE;
-    return value_if_key(data, payload, key, key_len, b);
+    return value_if_key(data, payload, key, key_len, b, found_only);
 }
 
 PyObject *sparkey_log_value(const sparkey_errors *errors, const sparkey_log *log,
                             uint64_t position, uint64_t entry_index,
-                            const uint8_t *key, size_t key_len)
+                            const uint8_t *key, size_t key_len, int found_only)
 {
     const uint8_t *data = log->data;
     uint64_t end = log->end, a, b, pos;
     if (entry_index || position < SPARKEY_LOG_HEADER_SIZE || position >= end)
-        return walked_entry_value(errors, log, position, entry_index, key, key_len);
+        return walked_entry_value(errors, log, position, entry_index, key, key_len, found_only);
     if (data[position] < 0x80) {
         a = data[position];
         pos = position + 1;
@@ -182,7 +184,7 @@ PyObject *sparkey_log_value(const sparkey_errors *errors, const sparkey_log *log
     }
     if (sat_add(pos + key_len, b) > end)
         return truncated_error(errors, position, end);
-    return value_if_key(data, pos, key, key_len, b);
+    return value_if_key(data, pos, key, key_len, b, found_only);
 }
 
 /* ---- compressed logs */
@@ -282,7 +284,7 @@ PyObject *sparkey_block_value(const sparkey_errors *errors, const uint8_t *block
         if (a - 1 != key_len)
             Py_RETURN_NONE;
         if (sat_add(pos + key_len, b) <= size)
-            return value_if_key(block, pos, key, key_len, b);
+            return value_if_key(block, pos, key, key_len, b, 0);
     }
     PyErr_Format(errors->spans_blocks, "entry %llu of the block at %llu continues past the "
                  "block; read it with LogReader.entry_at", (unsigned long long)entry_index,

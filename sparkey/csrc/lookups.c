@@ -205,15 +205,16 @@ static void lookup_dealloc(PyObject *op)
 
 /* ---- uncompressed stores */
 
-/* The rest of an uncompressed lookup whose probe is under way: the value, None, or NULL. */
+/* The rest of an uncompressed lookup whose probe is under way: the value (True with
+ * found_only), None, or NULL. */
 static PyObject *probe_values(const lookup_object *self, sparkey_probe *probe,
-                              const uint8_t *key, size_t key_len)
+                              const uint8_t *key, size_t key_len, int found_only)
 {
     unsigned bits = self->table.entry_block_bits;
     uint64_t address, mask = ((uint64_t)1 << bits) - 1;
     while (sparkey_probe_next(&self->table, probe, &address)) {
         PyObject *value = sparkey_log_value(self->errors, &self->entries, address >> bits,
-                                            address & mask, key, key_len);
+                                            address & mask, key, key_len, found_only);
         if (value != Py_None)
             return value;
         Py_DECREF(value);
@@ -363,20 +364,22 @@ static PyObject *compressed_get(lookup_object *self, PyObject *key)
 
 /* ---- methods */
 
-/* The value of `key` (any object entry_bytes takes), None when absent, NULL on error. */
-static PyObject *lookup_value(lookup_object *self, PyObject *key_object);
+/* The value of `key` (any object entry_bytes takes), None when absent, NULL on error. With
+ * found_only, an uncompressed store answers True for a present key without copying its value
+ * (a compressed one still returns the value: the block is decompressed either way). */
+static PyObject *lookup_value(lookup_object *self, PyObject *key_object, int found_only);
 
 int sparkey_is_lookup(PyObject *object)
 {
     return Py_TYPE(object)->tp_dealloc == lookup_dealloc;
 }
 
-PyObject *sparkey_lookup_value(PyObject *lookup, PyObject *key)
+PyObject *sparkey_lookup_value(PyObject *lookup, PyObject *key, int found_only)
 {
-    return lookup_value((lookup_object *)lookup, key);
+    return lookup_value((lookup_object *)lookup, key, found_only);
 }
 
-static PyObject *lookup_value(lookup_object *self, PyObject *key_object)
+static PyObject *lookup_value(lookup_object *self, PyObject *key_object, int found_only)
 {
     PyObject *value, *key = sparkey_entry_bytes(self->errors, key_object, "key");
     if (!key)
@@ -392,7 +395,7 @@ static PyObject *lookup_value(lookup_object *self, PyObject *key_object)
         sparkey_probe probe;
         sparkey_probe_start(&self->table, &probe,
                             sparkey_hash(data, size, self->table.seed, self->table.hash_size), 0);
-        value = probe_values(self, &probe, data, size);
+        value = probe_values(self, &probe, data, size, found_only);
     }
     Py_DECREF(key);
     return value;
@@ -409,7 +412,7 @@ static PyObject *lookup_get(PyObject *op, PyObject *const *args, Py_ssize_t narg
 {
     if (sparkey_check_nargs("get", nargs, 1, 2) < 0)
         return NULL;
-    PyObject *value = lookup_value((lookup_object *)op, args[0]);
+    PyObject *value = lookup_value((lookup_object *)op, args[0], 0);
     if (value == Py_None && nargs == 2) {
         Py_DECREF(value);
         return Py_NewRef(args[1]);
@@ -423,7 +426,7 @@ PyDoc_STRVAR(getitem_doc,
 
 static PyObject *lookup_getitem(PyObject *op, PyObject *key)
 {
-    PyObject *value = lookup_value((lookup_object *)op, key);
+    PyObject *value = lookup_value((lookup_object *)op, key, 0);
     if (value == Py_None) {
         Py_DECREF(value);
         PyErr_SetObject(PyExc_KeyError, key);
@@ -434,11 +437,12 @@ static PyObject *lookup_getitem(PyObject *op, PyObject *key)
 
 PyDoc_STRVAR(contains_doc,
 "contains($self, key, /)\n--\n\n"
-"Whether key is stored (Mapping.__contains__); keys of other types raise EntryTypeError.");
+"Whether key is stored (Mapping.__contains__); keys of other types raise EntryTypeError.\n"
+"An uncompressed store compares the key in place and copies no value.");
 
 static PyObject *lookup_contains(PyObject *op, PyObject *key)
 {
-    PyObject *value = lookup_value((lookup_object *)op, key);
+    PyObject *value = lookup_value((lookup_object *)op, key, 1);
     if (!value)
         return NULL;
     int found = value != Py_None;
@@ -480,10 +484,10 @@ static int uncompressed_many(lookup_object *self, const sparkey_column *keys, Py
                 value = Py_NewRef(Py_None);
             } else {
                 value = sparkey_log_value(self->errors, &self->entries, addresses[j] >> bits,
-                                          addresses[j] & mask, key, size);
+                                          addresses[j] & mask, key, size, 0);
                 if (value == Py_None) {
                     Py_DECREF(value);
-                    value = probe_values(self, &probes[j], key, size);
+                    value = probe_values(self, &probes[j], key, size, 0);
                 }
             }
             if (!value)

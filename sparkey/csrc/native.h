@@ -108,11 +108,12 @@ uint8_t *sparkey_write_put(uint8_t *out, const uint8_t *key, size_t key_len,
                            const uint8_t *value, size_t value_len);
 
 /* The value of the PUT at (position, entry_index) of an uncompressed log when its key is
- * `key`: a new bytes object, Py_None (a new reference) for another key, or NULL with
- * LogFormatError/IndexFormatError set. Mirrors LogReader.value_for of NONE logs. */
+ * `key`: a new bytes object (Py_True with found_only, which copies nothing), Py_None for
+ * another key (new references), or NULL with LogFormatError/IndexFormatError set. Mirrors
+ * LogReader.value_for of NONE logs. */
 PyObject *sparkey_log_value(const sparkey_errors *errors, const sparkey_log *log,
                             uint64_t position, uint64_t entry_index,
-                            const uint8_t *key, size_t key_len);
+                            const uint8_t *key, size_t key_len, int found_only);
 
 /* The compressed payload of the block at `position`: [*start, *stop) in the log, checked
  * against its end (LogReader.block_at before decompression). 0, or -1 with an error set. */
@@ -247,9 +248,10 @@ static inline void sparkey_row(const sparkey_column *column, Py_ssize_t i,
 int sparkey_add_lookup_type(PyObject *module);
 /* Whether `object` is a Lookup. */
 int sparkey_is_lookup(PyObject *object);
-/* The value a Lookup stores for `key` (a new bytes object), None when absent, NULL with an
- * exception (ClosedError once released, EntryTypeError for a key of another type). */
-PyObject *sparkey_lookup_value(PyObject *lookup, PyObject *key);
+/* The value a Lookup stores for `key` (a new bytes object; with found_only, True, or the
+ * value of a compressed store), None when absent, NULL with an exception (ClosedError once
+ * released, EntryTypeError for a key of another type). */
+PyObject *sparkey_lookup_value(PyObject *lookup, PyObject *key, int found_only);
 
 /* ---- slots.c */
 

@@ -18,12 +18,13 @@ typedef struct {
 
 static PyObject *str_lookup;
 
-/* The value of `key`: bytes, None when absent, NULL on error. */
-static PyObject *slots_value(slots_object *self, PyObject *key)
+/* The value of `key`: bytes (or, with found_only, any object but None), None when absent,
+ * NULL on error. */
+static PyObject *slots_value(slots_object *self, PyObject *key, int found_only)
 {
     if (self->lookup) {
         PyObject *lookup = Py_NewRef(self->lookup);
-        PyObject *value = sparkey_lookup_value(lookup, key);
+        PyObject *value = sparkey_lookup_value(lookup, key, found_only);
         Py_DECREF(lookup);
         return value;
     }
@@ -33,7 +34,7 @@ static PyObject *slots_value(slots_object *self, PyObject *key)
 
 static PyObject *slots_subscript(PyObject *op, PyObject *key)
 {
-    PyObject *value = slots_value((slots_object *)op, key);
+    PyObject *value = slots_value((slots_object *)op, key, 0);
     if (value != Py_None)
         return value;
     Py_DECREF(value);
@@ -47,7 +48,7 @@ static PyObject *slots_subscript(PyObject *op, PyObject *key)
 
 static int slots_contains(PyObject *op, PyObject *key)
 {
-    PyObject *value = slots_value((slots_object *)op, key);
+    PyObject *value = slots_value((slots_object *)op, key, 1);
     if (!value)
         return -1;
     Py_DECREF(value);

@@ -151,6 +151,8 @@ def test_lookups_answer_like_the_reader(tmp_path_factory, operations, compressio
         expected = [reader.get(key) for key in keys]
     assert [store.get(key) for key in keys] == expected
     assert store.get_many(keys) == expected
+    assert [store.lookup.contains(key) for key in keys] == [
+        value is not None for value in expected]
 
 
 @pytest.mark.parametrize("vector", VECTORS, ids=str)
@@ -162,6 +164,8 @@ def test_golden_vectors_read_like_the_reader(vector):
         expected = [reader.get(key) for key in keys]
     assert [store.get(key) for key in keys] == expected
     assert store.get_many(keys) == expected
+    assert [store.lookup.contains(key) for key in keys] == [
+        value is not None for value in expected]
 
 
 def test_get_many_takes_keys_like_the_reader(tmp_path):
