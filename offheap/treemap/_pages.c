@@ -544,12 +544,19 @@ done:
     return result;
 }
 
+PyDoc_STRVAR(walk_doc,
+"walk(inner_nodes, inner_of, root, levels, key) -> (path, lo, hi, recid)\n\n"
+"The loop of cursor.Cursor.descend (csrc/walk.c): down ``levels`` inner nodes from ``root``,\n"
+"each read as NodeCache.inner does (``inner_nodes`` its OrderedDict, ``inner_of`` the method),\n"
+"the (node, child index) path, the leaf's range [lo, hi) and its record id.");
+
 static PyMethodDef pages_methods[] = {
     {"encode_leaf", encode_leaf, METH_VARARGS, encode_leaf_doc},
     {"decode_leaf", decode_leaf, METH_VARARGS, decode_leaf_doc},
     {"decode_leaf_body", decode_leaf_body, METH_VARARGS, decode_leaf_body_doc},
     {"decode_inner_body", decode_inner_body, METH_VARARGS, decode_inner_body_doc},
     {"pack_column", pack_column, METH_O, pack_column_doc},
+    {"walk", (PyCFunction)(void (*)(void))walk, METH_FASTCALL, walk_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -32,6 +32,13 @@ through the cache's dict or :meth:`NodeCache.read_leaf`, and records no path and
 bisects compact C forms of the inner nodes it has read, which the cache drops whenever their
 nodes leave it or change (``forms`` in :mod:`offheap.treemap.nodecache`).
 
+Compiled changes. :meth:`Cursor.descend`, the descent of every insert and delete, runs its
+inner levels through ``_pages.walk`` (``offheap/treemap/csrc/walk.c``) when the compiled codec
+is loaded, else through :func:`_walk`, its reference: the same path of the same Inner objects,
+the same range, and the same effect on the node cache (a cached inner node moves to the end of
+the LRU order, a missing one is read by :meth:`NodeCache.inner`); differential tests hold them
+equal.
+
 Interface. A compiled cursor provides the same class: ``Cursor(cache)``, the attributes ``leaf``,
 ``lo``, ``hi`` and ``path``, and the methods below, reading nodes only through
 :meth:`NodeCache.inner`, :meth:`NodeCache.leaf` and :meth:`NodeCache.read_leaf`, and ordering keys
@@ -91,21 +98,13 @@ class Cursor:
     def descend(self, shape: TreeShape, key) -> Leaf:
         """Move to the leaf whose range holds ``key``, caching the nodes on the way and recording
         the path; return the leaf."""
-        inner_of = self._cache.inner
-        path: Path = []
-        lo = hi = None
-        recid = shape.root
-        for _ in range(shape.height - 1):
-            node = inner_of(recid)
-            separators = node.keys
-            i = bisect_right(separators, key)
-            if i:
-                lo = separators[i - 1]
-            if i < len(separators):
-                hi = separators[i]
-            path.append((node, i))
-            recid = node.children[i]
-        leaf = self._cache.leaf(recid)
+        cache = self._cache
+        if _compiled_pages is not None:
+            path, lo, hi, recid = _compiled_pages.walk(cache._inner, cache.inner, shape.root,
+                                                       shape.height - 1, key)
+        else:
+            path, lo, hi, recid = _walk(cache.inner, shape.root, shape.height - 1, key)
+        leaf = cache.leaf(recid)
         self.path, self.leaf, self.lo, self.hi = path, leaf, lo, hi
         return leaf
 
@@ -178,6 +177,26 @@ def compiled_descent(cache: NodeCache, nodes):
         return None
     return _compiled_pages.Descent(cache._inner, cache._leaves, cache.inner, cache.read_leaf,
                                    nodes.store, *kinds)
+
+
+def _walk(inner_of, root: int, levels: int, key) -> tuple[Path, object, object, int]:
+    """The inner levels of :meth:`Cursor.descend` (the reference of ``_pages.walk``): the path
+    down ``levels`` inner nodes from ``root``, the range ``lo, hi`` its separators give, and the
+    record id it ends at."""
+    path: Path = []
+    lo = hi = None
+    recid = root
+    for _ in range(levels):
+        node = inner_of(recid)
+        separators = node.keys
+        i = bisect_right(separators, key)
+        if i:
+            lo = separators[i - 1]
+        if i < len(separators):
+            hi = separators[i]
+        path.append((node, i))
+        recid = node.children[i]
+    return path, lo, hi, recid
 
 
 def _bounds(path: Path) -> tuple:

@@ -165,6 +165,16 @@ class NodeCache:
     def __contains__(self, recid: int) -> bool:
         return recid in self._leaves or recid in self._inner
 
+    def holds(self, leaf: Leaf, path: Iterable[tuple[Inner, int]]) -> bool:
+        """Whether ``leaf`` and every inner node of ``path`` (a cursor's) are cached."""
+        if leaf.recid not in self._leaves:
+            return False
+        inner = self._inner
+        for node, _ in path:
+            if node.recid not in inner:
+                return False
+        return True
+
     def __iter__(self) -> Iterator[Node]:
         return itertools.chain(self._leaves.values(), self._inner.values())
 
@@ -183,7 +193,8 @@ class NodeCache:
         reading never raises :class:`CapacityError`.
         """
         try:
-            if self._write_over_budget(strict) and self._evict(self._leaves, strict):
+            if (self._write_over_budget(strict) and self._evict(self._leaves, strict)
+                    and len(self._inner) > self.capacity):
                 self._evict(self._inner, strict)
         finally:
             self.over_capacity = (len(self._leaves) > self.capacity
@@ -196,7 +207,7 @@ class NodeCache:
     def _write_over_budget(self, strict: bool) -> bool:
         """Write every dirty node when the budget is spent; False if a write failed
         (``strict=False``) and trimming stops."""
-        if not self._over_budget():
+        if self.budget_bytes is None or self.unwritten_bytes <= self.budget_bytes:
             return True
         try:
             self.write_dirty()

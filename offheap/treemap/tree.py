@@ -132,10 +132,9 @@ class Tree:
 
     def trim(self, strict: bool = True) -> None:
         """Evict cached nodes down to the cache's capacity (:meth:`NodeCache.trim`)."""
-        self.cache.trim(strict)
-        hint, cache = self.hint, self.cache
-        if hint.leaf is not None and (hint.leaf.recid not in cache
-                                      or any(node.recid not in cache for node, _ in hint.path)):
+        cache, hint = self.cache, self.hint
+        cache.trim(strict)
+        if hint.leaf is not None and not cache.holds(hint.leaf, hint.path):
             hint.forget()
 
     # -- lookups ------------------------------------------------------------------------------

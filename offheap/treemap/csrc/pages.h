@@ -179,6 +179,10 @@ int is_descent(PyObject *object);
  * exception. May call Python code (the node cache) when a node is not cached. */
 PyObject *descent_lookup(PyObject *descent, PyObject *key, PyObject *dflt);
 
+/* walk(inner_nodes, inner_of, root, levels, key) (walk.c): the inner levels of a change's
+ * descent, as (path, lo, hi, leaf recid); METH_FASTCALL. */
+PyObject *walk(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+
 /* The item slots of a TreeMap (slots.c): adds the base type TreeSlots to the module. */
 int add_slots_type(PyObject *module);
 /* The iteration of a range (ranges.c): adds the type RangeItems to the module. */
