@@ -14,7 +14,7 @@ from offheap.errors import CorruptionError
 from offheap.hashmap.keyslots import (
     INLINE_MAX, LONG, KEY_TYPES, Unadmitted, check_key_type, home_of, inline_slot, key_bytes,
     key_hash, key_of, long_slot, lookup_bytes, parse_slot, slot_tag)
-from offheap.kernels.siphash import siphash
+from offheap.kernels.siphash import siphash, siphash_array
 
 ZERO_SEED = bytes(16)
 PAPER_SEED = bytes(range(16))
@@ -45,6 +45,37 @@ def test_siphash13_matches_cpythons_bytes_hash():
 def test_siphash_refuses_a_seed_of_another_length():
     with pytest.raises(ValueError, match="16 bytes, got 8"):
         siphash(bytes(8), b"x")
+
+
+def _rows(messages: list[bytes], width: int) -> tuple[np.ndarray, np.ndarray]:
+    data = np.zeros((len(messages), width), np.uint8)
+    for row, message in zip(data, messages):
+        row[:len(message)] = np.frombuffer(message, np.uint8)
+    return data, np.array([len(m) for m in messages], np.int64)
+
+
+@given(st.lists(st.binary(max_size=40), max_size=30), st.binary(min_size=16, max_size=16),
+       st.sampled_from([(1, 3), (2, 4)]), st.integers(0, 9))
+def test_siphash_array_is_siphash_of_every_row(messages, seed, variant, spare):
+    data, lengths = _rows(messages, max(map(len, messages), default=0) + spare)
+    hashes = siphash_array(seed, data, lengths, *variant)
+    assert hashes.dtype == np.uint64
+    assert hashes.tolist() == [siphash(seed, m, *variant) for m in messages]
+
+
+def test_siphash_array_takes_numpy_bytes_arrays_as_rows():
+    keys = np.array([b"user:1", b"", b"a-key-longer-than-sixteen-bytes"])
+    rows = keys.view(np.uint8).reshape(len(keys), -1)
+    hashes = siphash_array(ZERO_SEED, rows, np.char.str_len(keys))
+    assert hashes.tolist() == [siphash(ZERO_SEED, bytes(k)) for k in keys]
+
+
+def test_siphash_array_refuses_rows_that_do_not_hold_their_messages():
+    data, lengths = _rows([b"abc", b"de"], 4)
+    with pytest.raises(ValueError, match="longer than its row"):
+        siphash_array(ZERO_SEED, data, lengths + 2)
+    with pytest.raises(ValueError, match="not zero past its message"):
+        siphash_array(ZERO_SEED, data, lengths - 1)
 
 
 def test_keys_crafted_to_collide_under_one_seed_spread_under_a_fresh_one():
