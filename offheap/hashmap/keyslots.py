@@ -29,6 +29,11 @@ NaN equals nothing, not even itself: it is refused as a key. Other types (lists,
 objects of other classes) are refused: their equality is not a function of any bytes we could
 write. Inside a tuple the same rules apply to each element.
 
+Keys in bulk (:func:`key_rows`): a list, or a numpy array of ``U`` / ``S`` / ``StringDType`` /
+object / integer items, becomes a matrix of key bytes, one zero-padded row per key, and their
+lengths: what :func:`~offheap.kernels.siphash.siphash_array` hashes. A numpy ``U`` or ``S`` item
+has no trailing NULs (numpy strips them), so its key is the stripped str or bytes, as ``a[i]``.
+
 Admission. A store of a key its table cannot hold raises TypeError (wrong type) or ValueError /
 OverflowError (a NaN, an int outside int64 for "int64"); a lookup of such a key is a miss (``in``
 is False, ``get`` gives the default, ``[]`` raises KeyError), as a dict's lookup of a key it does
@@ -60,6 +65,8 @@ from __future__ import annotations
 import math
 import operator
 import struct
+
+import numpy as np
 
 from offheap.errors import CorruptionError
 from offheap.kernels.bounds import as_int64, lookup_key
@@ -252,3 +259,49 @@ def check_key_type(key_type: str) -> str:
         raise ValueError(f"key={key_type!r} is not a HashMap key type; use one of "
                          f"{', '.join(map(repr, KEY_TYPES))}")
     return key_type
+
+
+def key_rows(key_type: str, keys, *, lookup: bool = False
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The key bytes of many keys: ``(rows, lengths, admitted)``, a uint8 matrix whose row ``i``
+    holds key ``i``'s bytes zero-padded, their int64 lengths, and a bool array.
+
+    For a store (``lookup=False``) every key must be admitted: Unadmitted for the first that is
+    not, and ``admitted`` is all True. For a lookup an unadmitted key is a miss: its row is
+    zero, its length 0, and ``admitted`` False there.
+    """
+    array = keys if isinstance(keys, np.ndarray) else None
+    if array is not None and array.ndim != 1:
+        raise ValueError(f"keys must be one-dimensional, got shape {array.shape}")
+    if array is not None and _fits_as_is(key_type, array.dtype):
+        return _rows_of_array(key_type, array)
+    items = keys.tolist() if array is not None else list(keys)
+    if lookup:
+        found = [lookup_bytes(key_type, key) for key in items]
+        admitted = np.array([data is not None for data in found], bool)
+        datas = [b"" if data is None else data for data in found]
+    else:
+        datas = [key_bytes(key_type, key) for key in items]
+        admitted = np.ones(len(datas), bool)
+    lengths = np.fromiter(map(len, datas), np.int64, len(datas))
+    width = max(1, int(lengths.max(initial=0)))
+    rows = np.array(datas, dtype=f"S{width}").view(np.uint8).reshape(len(datas), width)
+    return rows, lengths, admitted
+
+
+def _fits_as_is(key_type: str, dtype: np.dtype) -> bool:
+    """Whether an array of ``dtype`` gives its keys' bytes without a Python object per key."""
+    return ((key_type == "str" and dtype.kind == "U") or (key_type == "bytes" and dtype.kind == "S")
+            or (key_type == "int64" and dtype.kind == "i"))
+
+
+def _rows_of_array(key_type: str, array: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    if key_type == "int64":
+        words = array.astype("<i8")
+        rows = words.view(np.uint8).reshape(len(array), 8)
+        return rows, np.full(len(array), 8, np.int64), np.ones(len(array), bool)
+    encoded = np.char.encode(array, "utf-8", "surrogatepass") if key_type == "str" else array
+    if encoded.itemsize == 0:
+        encoded = encoded.astype("S1")
+    rows = np.ascontiguousarray(encoded).view(np.uint8).reshape(len(array), encoded.itemsize)
+    return rows, np.char.str_len(encoded).astype(np.int64), np.ones(len(array), bool)

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from offheap.errors import CorruptionError
 from offheap.hashmap.keyslots import (
     INLINE_MAX, LONG, KEY_TYPES, Unadmitted, check_key_type, home_of, inline_slot, key_bytes,
-    key_hash, key_of, long_slot, lookup_bytes, parse_slot, slot_tag)
+    key_hash, key_of, key_rows, long_slot, lookup_bytes, parse_slot, slot_tag)
 from offheap.kernels.siphash import siphash, siphash_array
 
 ZERO_SEED = bytes(16)
@@ -177,6 +177,53 @@ def test_key_types_are_checked():
     assert [check_key_type(t) for t in KEY_TYPES] == list(KEY_TYPES)
     with pytest.raises(ValueError, match="'str', 'bytes', 'int64', 'object'"):
         check_key_type("float")
+
+
+# -- keys in bulk ----------------------------------------------------------------------------
+
+def _unpadded(rows: np.ndarray, lengths: np.ndarray) -> list[bytes]:
+    assert all(not row[length:].any() for row, length in zip(rows, lengths))
+    return [bytes(row[:length]) for row, length in zip(rows, lengths)]
+
+
+_STRS = ["ab", "", "\u20ac", "\ud800x", "user:12345678901234567890"]
+
+
+@pytest.mark.parametrize("key_type, keys", [
+    ("str", _STRS), ("str", np.array(_STRS)), ("str", np.array(_STRS, object)),
+    ("str", np.array(_STRS[:3] + _STRS[4:], np.dtypes.StringDType())),
+    ("bytes", [b"a\x00b", b"", bytearray(b"xy")]), ("bytes", np.array([b"a\x00b", b"", b"xy"])),
+    ("int64", np.array([1, -1, 2**40])), ("int64", np.array([1, 2], np.uint8)),
+    ("int64", [True, 7]), ("object", [1, 1.0, "a", (None, b"b"), 2.5]), ("str", []),
+    ("str", np.array([], "U"))])
+def test_key_rows_hold_every_keys_bytes(key_type, keys):
+    rows, lengths, admitted = key_rows(key_type, keys)
+    assert rows.dtype == np.uint8 and lengths.dtype == np.int64 and admitted.all()
+    assert _unpadded(rows, lengths) == [key_bytes(key_type, key) for key in keys]
+
+
+def test_key_rows_of_a_lookup_mark_the_misses():
+    rows, lengths, admitted = key_rows("str", ["ab", 5, b"x", "c"], lookup=True)
+    assert admitted.tolist() == [True, False, False, True]
+    assert _unpadded(rows, lengths) == [b"ab", b"", b"", b"c"]
+    _, _, admitted = key_rows("int64", np.array([2**64 - 1, 3], np.uint64), lookup=True)
+    assert admitted.tolist() == [False, True]
+
+
+def test_key_rows_of_a_store_refuse_the_first_bad_key():
+    with pytest.raises(Unadmitted, match="not int"):
+        key_rows("str", ["ab", 5, b"x"])
+    with pytest.raises(Unadmitted, match="not bytes"):
+        key_rows("str", np.array([b"ab"]))
+    with pytest.raises(ValueError, match="one-dimensional"):
+        key_rows("str", np.array([["a"]]))
+
+
+def test_key_rows_hash_as_the_scalar_keys_do():
+    keys = [f"user:{i}" for i in range(100)] + ["x" * 100]
+    rows, lengths, _ = key_rows("str", np.array(keys))
+    assert siphash_array(ZERO_SEED, rows, lengths).tolist() == \
+        [key_hash(ZERO_SEED, key_bytes("str", key)) for key in keys]
 
 
 # -- slots ------------------------------------------------------------------------------------
