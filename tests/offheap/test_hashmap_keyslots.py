@@ -5,6 +5,8 @@ import subprocess
 import sys
 from collections import Counter
 
+import importlib
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -14,6 +16,7 @@ from offheap.errors import CorruptionError
 from offheap.hashmap.keyslots import (
     INLINE_MAX, LONG, KEY_TYPES, Unadmitted, check_key_type, home_of, inline_slot, key_bytes,
     key_hash, key_of, key_rows, long_slot, lookup_bytes, parse_slot, slot_tag)
+from offheap.kernels import native
 from offheap.kernels.siphash import siphash, siphash_array
 
 ZERO_SEED = bytes(16)
@@ -45,6 +48,25 @@ def test_siphash13_matches_cpythons_bytes_hash():
 def test_siphash_refuses_a_seed_of_another_length():
     with pytest.raises(ValueError, match="16 bytes, got 8"):
         siphash(bytes(8), b"x")
+
+
+def _compiled_siphash():
+    if native.PURE_PYTHON:
+        return pytest.importorskip("offheap.hashmap._core").siphash
+    return importlib.import_module("offheap.hashmap._core").siphash
+
+
+@given(st.binary(max_size=80), st.binary(min_size=16, max_size=16),
+       st.sampled_from([(1, 3), (2, 4)]))
+def test_the_compiled_siphash_is_the_references(message, seed, variant):
+    compiled = _compiled_siphash()
+    assert compiled(seed, message, *variant) == siphash(seed, message, *variant)
+    assert compiled(seed, bytearray(message)) == key_hash(seed, message) == siphash(seed, message)
+
+
+def test_the_compiled_siphash_refuses_a_seed_of_another_length():
+    with pytest.raises(ValueError, match="16 bytes, got 15"):
+        _compiled_siphash()(bytes(15), b"x")
 
 
 def _rows(messages: list[bytes], width: int) -> tuple[np.ndarray, np.ndarray]:
