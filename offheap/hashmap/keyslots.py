@@ -23,7 +23,7 @@ The "object" encoding: one tag byte, then the body.
     0x05  tuple         per element: its length in 4 bytes little-endian, then its encoding
 
 Dict equality decides what is one key: ``1 == 1.0 == True`` are one key of a dict, so a bool and
-an integral float are encoded as the int they equal (``-0.0`` as ``0``), and they read back as that
+an integral float (numpy's included) are encoded as the int they equal (``-0.0`` as ``0``), and they read back as that
 int: ``m[True] = x`` then ``list(m)`` gives ``[1]``, as a dict whose key 1 came first would. A
 NaN equals nothing, not even itself: it is refused as a key. Other types (lists, sets, frozensets,
 objects of other classes) are refused: their equality is not a function of any bytes we could
@@ -139,6 +139,8 @@ def lookup_bytes(key_type: str, key) -> bytes | None:
 
 
 def _object_bytes(key) -> bytes:
+    if isinstance(key, (np.bool_, np.floating)):
+        key = key.item()  # the bool or float it equals (np.float64 is a float already)
     if key is None:
         return b"\x00"
     if isinstance(key, str):

@@ -157,6 +157,8 @@ def test_object_keys_equal_in_a_dict_have_equal_bytes():
     assert key_bytes("object", 0) == key_bytes("object", -0.0) == key_bytes("object", False) \
         == b"\x01"
     assert key_bytes("object", (1, "a")) == key_bytes("object", (True, "a"))
+    assert key_bytes("object", np.True_) == key_bytes("object", np.float32(1)) == b"\x01\x01"
+    assert key_bytes("object", np.float32(1.5)) == key_bytes("object", 1.5)
     assert key_of("object", key_bytes("object", True)) == 1
     assert type(key_of("object", key_bytes("object", 2.0))) is int
     assert key_bytes("object", "a") != key_bytes("object", b"a")
