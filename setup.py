@@ -12,7 +12,7 @@ from setuptools import Extension, setup
 
 FLAGS = [] if sys.platform == "win32" else ["-O2", "-Wall", "-Wextra"]
 HASHMAP_SOURCES = ["offheap/hashmap/_core.c"] + [f"offheap/hashmap/csrc/{name}.c" for name in (
-    "table", "values", "operations", "iterator", "bulk", "build", "lock")]
+    "table", "values", "operations", "iterator", "bulk", "build", "lock", "siphash")]
 SPARKEY_SOURCES = ["sparkey/_native.c"] + [f"sparkey/csrc/{name}.c" for name in (
     "arguments", "cutting", "lookups", "murmur", "entries", "scans", "slots", "table")]
 PAGES_SOURCES = ["offheap/treemap/_pages.c"] + [f"offheap/treemap/csrc/{name}.c" for name in (
@@ -20,7 +20,8 @@ PAGES_SOURCES = ["offheap/treemap/_pages.c"] + [f"offheap/treemap/csrc/{name}.c"
 
 setup(
     ext_modules=[
-        Extension("offheap.hashmap._core", HASHMAP_SOURCES, depends=["offheap/hashmap/csrc/core.h", "offheap/hashmap/csrc/build.h"],
+        Extension("offheap.hashmap._core", HASHMAP_SOURCES, depends=["offheap/hashmap/csrc/core.h", "offheap/hashmap/csrc/build.h",
+                                                                    "offheap/hashmap/csrc/siphash.h"],
                   extra_compile_args=FLAGS),
         Extension("offheap.treemap._pages", PAGES_SOURCES, depends=["offheap/treemap/csrc/pages.h"],
                   extra_compile_args=FLAGS),

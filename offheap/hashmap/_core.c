@@ -36,6 +36,7 @@
  */
 
 #include "csrc/core.h"
+#include "csrc/siphash.h"
 
 /* Imported once at module init. */
 PyObject *ClosedError, *CorruptionError;
@@ -693,7 +694,31 @@ bind_methods(PyObject *module, PyObject *cls)
     Py_RETURN_NONE;
 }
 
+static PyObject *
+core_siphash(PyObject *Py_UNUSED(module), PyObject *args, PyObject *kwargs)
+{
+    static char *names[] = {"seed", "data", "c_rounds", "d_rounds", NULL};
+    Py_buffer seed, data;
+    int c_rounds = 1, d_rounds = 3;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*y*|ii:siphash", names, &seed, &data,
+                                     &c_rounds, &d_rounds))
+        return NULL;
+    PyObject *result = NULL;
+    if (seed.len != SIPHASH_SEED_BYTES)
+        PyErr_Format(PyExc_ValueError, "a SipHash seed is %d bytes, got %zd",
+                     SIPHASH_SEED_BYTES, seed.len);
+    else
+        result = PyLong_FromUnsignedLongLong(siphash(seed.buf, data.buf, (size_t)data.len,
+                                                     c_rounds, d_rounds));
+    PyBuffer_Release(&seed);
+    PyBuffer_Release(&data);
+    return result;
+}
+
 static PyMethodDef core_functions[] = {
+    {"siphash", (PyCFunction)(void (*)(void))core_siphash, METH_VARARGS | METH_KEYWORDS,
+     "siphash(seed, data, c_rounds=1, d_rounds=3)\n--\n\nSipHash-c-d of the bytes-like data "
+     "under the 16-byte seed, as offheap.kernels.siphash.siphash."},
     {"bind_methods", bind_methods, METH_O,
      "bind_methods(cls, /)\n--\n\nGive subclass cls its own descriptors of MapCore's methods, "
      "so that CPython's call specialization applies to its instances (same functions)."},

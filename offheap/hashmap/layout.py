@@ -101,6 +101,7 @@ INITIAL_HOMES = SMALL_REGION_BYTES // 4 - SLACK  # 752: a new index fills one sm
 SMALL_GROWTH = 4  # the growth factor of chunk 0 and of a small index
 SMALL_HOMES = CHUNK_ENTRIES  # an index grows SMALL_GROWTH-fold while the result stays within this
 MAX_ENTRIES = (1 << 32) - 2  # entry numbers + 1 fit an index word
+KEY_BYTES = 8  # an int64 key
 VALUE_WIDTHS = (0, 2, 4, 8)  # 0: a set's table, of the value type "empty" alone
 SET_VALUE_TYPE = "empty"
 
@@ -155,13 +156,20 @@ def parse_meta(meta: bytes) -> TableMeta:
     if meta_version(meta) != 2:
         raise CorruptionError("LongHashMap metadata is of format 1, not 2")
     _, name, homes, width, n, used, first, index_region, chunk_list = _META.unpack(meta)
+    check_ranges("LongHashMap", name_of(name), homes, width, n, used, first)
+    return TableMeta(name_of(name), homes, width, n, used, first, index_region, chunk_list)
+
+
+def check_ranges(kind: str, value: str, homes: int, width: int, n: int, used: int,
+                 first: int) -> None:
+    """CorruptionError unless a metadata record's sizes are ones a table of this format has
+    (shared by the keyed table's format, :mod:`offheap.hashmap.keyedlayout`)."""
     if not (MIN_HOMES <= homes <= MAX_HOMES and width in VALUE_WIDTHS
-            and (width == 0) == (_name(name) == SET_VALUE_TYPE) and n <= used
+            and (width == 0) == (value == SET_VALUE_TYPE) and n <= used
             and n <= homes and used <= MAX_ENTRIES and MIN_CAPACITY <= first <= CHUNK_ENTRIES
             and first & (first - 1) == 0 and (used <= first or first == CHUNK_ENTRIES)):
-        raise CorruptionError(f"LongHashMap metadata is out of range (homes={homes}, width={width}, "
+        raise CorruptionError(f"{kind} metadata is out of range (homes={homes}, width={width}, "
                               f"n={n}, used={used}, first chunk={first})")
-    return TableMeta(_name(name), homes, width, n, used, first, index_region, chunk_list)
 
 
 def parse_meta_v1(meta: bytes) -> TableMetaV1:
@@ -172,10 +180,10 @@ def parse_meta_v1(meta: bytes) -> TableMetaV1:
     if not MIN_HOMES <= homes <= MAX_HOMES or width not in VALUE_WIDTHS or not width or n > homes:
         raise CorruptionError(f"LongHashMap metadata is out of range (homes={homes}, "
                               f"width={width}, n={n})")
-    return TableMetaV1(_name(name), homes, width, n, (keys_off, dist_off, vals_off))
+    return TableMetaV1(name_of(name), homes, width, n, (keys_off, dist_off, vals_off))
 
 
-def _name(raw: bytes) -> str:
+def name_of(raw: bytes) -> str:
     return raw.rstrip(b"\0").decode("ascii", "replace")
 
 
@@ -199,16 +207,19 @@ def capacity_of(n_chunks: int, first_capacity: int) -> int:
     return first_capacity if n_chunks == 1 else n_chunks * CHUNK_ENTRIES
 
 
-def chunk_bytes(capacity: int, value_itemsize: int) -> int:
-    """The region size of a chunk: keys, values (none for a set: itemsize 0), live bits."""
-    return capacity * (8 + value_itemsize) + (capacity >> 3)
+def chunk_bytes(capacity: int, value_itemsize: int, key_itemsize: int = KEY_BYTES) -> int:
+    """The region size of a chunk: keys, values (none for a set: itemsize 0), live bits.
+    ``key_itemsize`` is 8 here; a keyed table's chunks (:mod:`offheap.hashmap.keyedlayout`)
+    hold 16-byte key slots in the same layout."""
+    return capacity * (key_itemsize + value_itemsize) + (capacity >> 3)
 
 
-def initial_capacity(value_itemsize: int) -> int:
+def initial_capacity(value_itemsize: int, key_itemsize: int = KEY_BYTES) -> int:
     """Chunk 0's capacity in a new table: the largest power of two of entries whose chunk fits
-    ``SMALL_REGION_BYTES`` (256 for values of 0 to 4 bytes, 128 for 8)."""
+    ``SMALL_REGION_BYTES`` (256 for values of 0 to 4 bytes, 128 for 8; 128 for every value
+    width beside 16-byte key slots)."""
     capacity = MIN_CAPACITY
-    while chunk_bytes(capacity * 2, value_itemsize) <= SMALL_REGION_BYTES:
+    while chunk_bytes(capacity * 2, value_itemsize, key_itemsize) <= SMALL_REGION_BYTES:
         capacity *= 2
     return capacity
 
@@ -216,7 +227,12 @@ def initial_capacity(value_itemsize: int) -> int:
 def homes_of(keys: np.ndarray, homes: int) -> np.ndarray:
     """``mix64(key) * homes >> 64`` for every key (int64 result), exact for ``homes <= 2**32``:
     the 64x32-bit product is formed from the hash's two 32-bit halves."""
-    h = mix64_array(keys)
+    return scale_to_homes(mix64_array(keys), homes)
+
+
+def scale_to_homes(h: np.ndarray, homes: int) -> np.ndarray:
+    """``h * homes >> 64`` for every uint64 hash (int64 result), exact for ``homes <= 2**32``:
+    the 64x32-bit product is formed from the hash's two 32-bit halves."""
     n = np.uint64(homes)
     low = (h & np.uint64(0xFFFF_FFFF)) * n
     high = (h >> np.uint64(32)) * n + (low >> np.uint64(32))

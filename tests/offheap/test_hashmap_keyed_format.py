@@ -1,0 +1,71 @@
+"""The keyed hash table's format: its metadata record, chunk sizes and the homes of key slots."""
+
+import os
+
+import numpy as np
+import pytest
+
+from offheap.errors import CorruptionError
+from offheap.hashmap.keyedlayout import KeyedMeta, homes_of_slots, pack_meta, parse_meta
+from offheap.hashmap.keyslots import home_of, inline_slot, key_bytes, key_hash, long_slot
+from offheap.hashmap.layout import SMALL_REGION_BYTES, TableMeta, chunk_bytes, initial_capacity
+
+SEED = bytes(range(16))
+META = KeyedMeta("str", SEED, TableMeta("object", 752, 2, 3, 4, 128, 4096, 7))
+
+
+def test_the_metadata_record_is_pinned_byte_for_byte():
+    record = pack_meta(META)
+    assert len(record) == 104
+    assert record[:8] == b"OHKHMAP1" and record[8:16] == b"str\0\0\0\0\0"
+    assert record[16:32] == b"object".ljust(16, b"\0") and record[32:48] == SEED
+    assert record[48:].hex() == (
+        "f002000000000000" "0200000000000000" "0300000000000000" "0400000000000000"
+        "8000000000000000" "0010000000000000" "0700000000000000")
+    assert parse_meta(record) == META
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda r: b"OHLHMAP2" + r[8:], "bad magic"), (lambda r: r[:-1], "bad magic or size"),
+    (lambda r: r[:8] + b"float\0\0\0" + r[16:], "key type 'float'"),
+    (lambda r: r[:48] + (8).to_bytes(8, "little") + r[56:], "out of range")])
+def test_a_damaged_metadata_record_is_corruption(damage, message):
+    with pytest.raises(CorruptionError, match=message):
+        parse_meta(damage(pack_meta(META)))
+
+
+def test_a_new_keyed_tables_chunk_0_fills_one_small_region():
+    for width in (0, 2, 4, 8):
+        capacity = initial_capacity(width, 16)
+        assert capacity == 128
+        assert chunk_bytes(capacity, width, 16) <= SMALL_REGION_BYTES \
+            < chunk_bytes(2 * capacity, width, 16)
+    assert chunk_bytes(128, 2, 16) == 128 * 18 + 16
+    assert [initial_capacity(width) for width in (0, 2, 4, 8)] == [256, 256, 256, 128]
+
+
+def test_homes_of_slots_are_the_keys_homes_inline_and_long():
+    seed = os.urandom(16)
+    keys = ["", "a", "user:1234567890", "\u20ac" * 5, "a key of more than fifteen bytes",
+            "x" * 1024]
+    records = {}
+    slots = []
+    for key in keys:
+        data = key_bytes("str", key)
+        if len(data) <= 15:
+            slots.append(inline_slot(data))
+        else:
+            records[100 + len(records)] = data
+            slots.append(long_slot(99 + len(records), key_hash(seed, data)))
+    matrix = np.frombuffer(b"".join(slots), np.uint8).reshape(-1, 16)
+    homes = homes_of_slots(matrix, seed, 3008, records.__getitem__)
+    assert homes.dtype == np.int64
+    assert homes.tolist() == [home_of(key_hash(seed, key_bytes("str", k)), 3008) for k in keys]
+    assert homes_of_slots(matrix[:0], seed, 3008, records.__getitem__).tolist() == []
+
+
+@pytest.mark.parametrize("slot, message", [
+    (b"a" * 15 + b"\x10", "byte 15 is 16"), (b"ab\0x" + bytes(11) + b"\x02", "padding")])
+def test_homes_of_damaged_slots_are_corruption(slot, message):
+    with pytest.raises(CorruptionError, match=message):
+        homes_of_slots(np.frombuffer(slot, np.uint8), SEED, 752, {}.__getitem__)
