@@ -19,6 +19,8 @@ from offheap.errors import (
     UncommittedChangesWarning,
 )
 from offheap.db.database import DB, CollectionStats, DBStats
+from offheap.hashmap.keyedmap import HashMap
+from offheap.hashmap.keyedset import HashSet
 from offheap.hashmap.longhashmap import HashMapStats, LongHashMap
 from offheap.hashmap.longhashset import HashSetStats, LongHashSet
 from offheap.hashmap.reader import HashReader, HashSetReader
@@ -41,8 +43,10 @@ __all__ = [
     "CorruptionError",
     "DB",
     "DBStats",
+    "HashMap",
     "HashMapStats",
     "HashReader",
+    "HashSet",
     "HashSetReader",
     "HashSetStats",
     "LockedError",

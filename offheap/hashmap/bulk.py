@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from offheap.hashmap import placement
-from offheap.hashmap.layout import as_key_array
+from offheap.hashmap.layout import as_key_array, homes_of
 from offheap.hashmap.valueslots import ValueSlots
 
 if TYPE_CHECKING:
@@ -131,6 +131,10 @@ class BulkOperations:
         return count
 
     # -- probing and changes in bulk ----------------------------------------------------------
+
+    def _homes_of(self, keys: np.ndarray, homes: int) -> np.ndarray:
+        """The homes of an array of keys (items of the key column) in a table of ``homes``."""
+        return homes_of(keys, homes)
 
     def _find_many(self, keys: np.ndarray) -> np.ndarray:
         """The entry of each int64 key, -1 where absent (the core's probe)."""
@@ -245,8 +249,8 @@ class BulkOperations:
         live = r.live_mask(start)
         entries = np.concatenate([np.flatnonzero(live), new_entries])
         index = np.zeros(r.n_slots, np.uint32)
-        if not placement.place(index, r.homes, [(entries, r.keys.take(entries))]):
-            r.keys.put(new_entries, np.zeros(len(keys), np.int64))  # undo, grow, append again
+        if not placement.place(index, [(entries, self._homes_of(r.keys.take(entries), r.homes))]):
+            r.keys.put(new_entries, np.zeros(len(keys), r.key_dtype))  # undo, grow, append again
             self._outgrow_index(self._n + len(keys))
             return self._append_many(keys, words)
         r.values.put(new_entries, words)
@@ -264,7 +268,7 @@ class BulkOperations:
         kept = np.flatnonzero(live)
         used = int(kept[-1]) + 1 if kept.size else 0
         r.index[:] = 0
-        placement.place(r.index, r.homes, [(kept, r.keys.take(kept))])  # fewer entries always fit
+        placement.place(r.index, [(kept, self._homes_of(r.keys.take(kept), r.homes))])  # fewer fit
         r.set_live(live[:used])
         self._used, self._n = used, len(kept)
         self._mods += 1

@@ -25,6 +25,9 @@ The contract between the core and the map built on it:
   (:class:`~offheap.hashmap.valueslots.ValueSlots`): ``encode``, ``decode``, ``release``.
 - Failure atomicity: a value's record is made before the table changes and released if the insert
   fails; the table changes only once the insert cannot fail.
+- The homes of keys of the key column come from the map's ``_homes_of(keys, homes)``
+  (:func:`~offheap.hashmap.layout.homes_of` for int64 keys; a keyed table's from its key
+  slots, :mod:`offheap.hashmap.keyedcore`).
 - Growth asks the core to place the live entries into a grown index (``_place_entries``, a
   region not attached yet): the compiled core sorts them by hash in C, this reference places
   them with numpy over the current index; the same bytes.
@@ -54,12 +57,12 @@ Thread safety: none here; the map runs every operation of this core under its Ma
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
 from offheap.errors import ClosedError
-from offheap.hashmap.layout import CHUNK_BITS, CHUNK_MASK, MAX_LOAD, as_key, homes_of, lookup_key
+from offheap.hashmap.layout import CHUNK_BITS, CHUNK_MASK, MAX_LOAD, as_key, lookup_key
 from offheap.hashmap.placement import find_in_groups, index_chunks, place
 from offheap.hashmap.regions import Column
 from offheap.hashmap.valueslots import width_for_word
@@ -71,6 +74,10 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from offheap.hashmap.valueslots import ValueSlots
+
+ProbeKey = Any
+"""A key in the form the probe takes: an int64 here, a
+:class:`~offheap.hashmap.keycodec.KeyProbe` in the keyed core."""
 
 _MISSING = object()
 _C1 = 0xFF51AFD7ED558CCD
@@ -127,6 +134,8 @@ class MapCore:
 
         def _remove_present(self, keys: np.ndarray) -> np.ndarray: ...
 
+        def _homes_of(self, keys: np.ndarray, homes: int) -> np.ndarray: ...
+
     def _attach(self, codec: ValueSlots, index: np.ndarray, key_chunks: list[np.ndarray],
                 value_chunks: list[np.ndarray], live_chunks: list[np.ndarray], homes: int,
                 width: int) -> None:
@@ -138,7 +147,7 @@ class MapCore:
         # a typed value's word is the validated value itself (ValueSlots.encode)
         self._encode: Callable = codec.serializer.validate if codec.typed else codec.encode
         self._index = index.data.cast("B").cast("I")
-        self._keys = [chunk.data.cast("B").cast("q") for chunk in key_chunks]
+        self._keys = self._key_views(key_chunks)
         if width:
             fmt = _VALUE_FORMATS[codec.dtype_for_width(width).name]
             self._values = [chunk.data.cast("B").cast(fmt) for chunk in value_chunks]
@@ -148,9 +157,18 @@ class MapCore:
         self._homes = homes
         self._n_slots = len(self._index)
         self._width = width
-        self._capacity = sum(len(chunk) for chunk in self._keys)
+        self._capacity = sum(len(chunk) for chunk in key_chunks)
         self._max_n = int(MAX_LOAD * homes)
         self._homes_mods = None
+
+    def _key_views(self, key_chunks: list[np.ndarray]) -> list[memoryview]:
+        """The views the core reads and writes the keys through: int64 items."""
+        return [chunk.data.cast("B").cast("q") for chunk in key_chunks]
+
+    def _key_column(self) -> Column:
+        """The key column as numpy arrays over the attached chunks (to be dropped before the
+        call that made it returns)."""
+        return Column([np.frombuffer(chunk, np.int64) for chunk in self._keys])
 
     def _detach(self) -> None:
         """Release the table's buffers (idempotent); operations raise ClosedError until the
@@ -182,10 +200,11 @@ class MapCore:
         occupied = np.flatnonzero(slots)
         entries = slots[occupied].astype(np.int64) - 1
         del slots  # no export of the index outlives this call
-        keys = np.concatenate([np.frombuffer(chunk, np.int64) for chunk in self._keys])[entries]
+        key_column = self._key_column()
         code: Literal["I", "Q"] = "I" if n_slots < 1 << 32 else "Q"
         slot_homes = np.arange(n_slots + 1, dtype=code)
-        slot_homes[occupied] = homes_of(keys, self._homes)
+        slot_homes[occupied] = self._homes_of(key_column.take(entries), self._homes)
+        del key_column
         self._slot_homes = slot_homes.data.cast("B").cast(code)
         self._slot_home_array = slot_homes  # the same memory, for the bulk probe
         self._homes_mods = self._mods
@@ -244,7 +263,7 @@ class MapCore:
         _, slot, e = self._probe(key)
         return slot, e
 
-    def _probe(self, key: int) -> tuple[int, int, int]:
+    def _probe(self, key: ProbeKey) -> tuple[int, int, int]:
         """``(home, slot, entry)`` of an int64 ``key``: the slot holding it, or the slot where
         it would go and -1. A step passes an entry of a lower home, compares the key of an entry
         of the same home, and stops at a higher home or an empty slot."""
@@ -272,7 +291,7 @@ class MapCore:
         word = self._values[e >> CHUNK_BITS][e & CHUNK_MASK]
         return word if self._typed else self._codec.decode(word)
 
-    def _key_of(self, e: int) -> int:
+    def _key_of(self, e: int) -> Any:
         return self._keys[e >> CHUNK_BITS][e & CHUNK_MASK]
 
     # -- changes ------------------------------------------------------------------------------
@@ -280,8 +299,7 @@ class MapCore:
     def __setitem__(self, key, value) -> None:
         if self._index is None:
             raise self._closed_error()
-        if type(key) is not int or not INT64_MIN <= key <= INT64_MAX:
-            key = as_key(key)
+        key = self._admit(key)
         word = self._encode(value)
         if self._typed:
             self._put(key, word)  # a typed word holds no record: nothing to release
@@ -292,7 +310,21 @@ class MapCore:
             self._codec.release(word)
             raise
 
-    def _put(self, key: int, word) -> None:
+    def _admit(self, key) -> ProbeKey:
+        """The form of a key to store that the probe takes; the error a store of a key the
+        table cannot hold raises."""
+        if type(key) is not int or not INT64_MIN <= key <= INT64_MAX:
+            key = as_key(key)
+        return key
+
+    def _lookup_form(self, key) -> ProbeKey | None:
+        """The form of a key to look up that the probe takes, None for a key the table cannot
+        hold (a miss)."""
+        if type(key) is int and INT64_MIN <= key <= INT64_MAX:
+            return key
+        return lookup_key(key)
+
+    def _put(self, key: ProbeKey, word) -> None:
         """Store ``word`` under ``key``; the caller owns ``word`` until this returns."""
         width = self._width if self._typed else width_for_word(word)
         while True:
@@ -339,12 +371,12 @@ class MapCore:
                 slot += len(run)
         return -1
 
-    def _append(self, home: int, slot: int, end: int, key: int, word) -> None:
+    def _append(self, home: int, slot: int, end: int, key: ProbeKey, word) -> None:
         """Append entry ``used`` for ``key`` (of home ``home``) and point index slot ``slot``
         at it, moving the run ``slot..end-1`` one place right (``end`` is empty)."""
         e = self._used
         chunk, at = e >> CHUNK_BITS, e & CHUNK_MASK
-        self._keys[chunk][at] = key
+        self._set_key(chunk, at, key)
         self._values[chunk][at] = word
         self._live[chunk][at >> 3] |= 1 << (at & 7)
         index, slot_homes = self._attached_index(), self._slot_homes
@@ -357,6 +389,10 @@ class MapCore:
         self._n += 1
         self._mods += 1
         self._homes_mods = self._mods
+
+    def _set_key(self, chunk: int, at: int, key: ProbeKey) -> None:
+        """Write the key of a new entry (position ``at`` of chunk ``chunk``)."""
+        self._keys[chunk][at] = key
 
     def _add_key(self, key) -> None:
         """``self[key] = None``: the add of a set, whose values are all None (this core's
@@ -386,13 +422,12 @@ class MapCore:
 
     def _find_admitted(self, key) -> tuple[int, int]:
         """``(slot, entry)`` of ``key`` as a lookup admits it; ``(-1, -1)`` when absent."""
-        if type(key) is not int or not INT64_MIN <= key <= INT64_MAX:
-            if self._homes_mods != self._mods:
-                self._sync_homes()  # ClosedError first, as for any key
-            key = lookup_key(key)
-            if key is None:
-                return -1, -1
-        _, slot, e = self._probe(key)
+        if self._homes_mods != self._mods:
+            self._sync_homes()  # ClosedError first, as for any key
+        probed = self._lookup_form(key)
+        if probed is None:
+            return -1, -1
+        _, slot, e = self._probe(probed)
         return slot, e
 
     def popitem(self):
@@ -400,12 +435,12 @@ class MapCore:
         if self._index is None:
             raise self._closed_error()
         if not self._n:
-            raise KeyError("popitem(): LongHashMap is empty")
+            raise KeyError(f"popitem(): {self._kind} is empty")
         e = self._used - 1  # the last entry is never a hole
         key = self._key_of(e)
         word = self._values[e >> CHUNK_BITS][e & CHUNK_MASK]
         value = self._codec.decode(word)
-        self._remove(key)
+        self._remove_at(self._find_admitted(key)[0], e)
         self._codec.release(word)
         return key, value
 
@@ -416,7 +451,7 @@ class MapCore:
         self[key] = default
         return default
 
-    def _remove(self, key: int) -> None:
+    def _remove(self, key: ProbeKey) -> None:
         """Remove present ``key`` (see :meth:`_remove_at`)."""
         _, slot, e = self._probe(key)
         self._remove_at(slot, e)
@@ -465,7 +500,7 @@ class MapCore:
         if self._homes_mods != self._mods:
             self._sync_homes()
         index = np.frombuffer(self._attached_index(), np.uint32)
-        key_column = Column([np.frombuffer(chunk, np.int64) for chunk in self._keys])
+        key_column = self._key_column()
         try:
             return find_in_groups(index, self._slot_home_array, key_column, self._homes, keys)
         finally:
@@ -484,9 +519,10 @@ class MapCore:
         (:func:`~offheap.hashmap.placement.place` over the current index's slot order); False
         when one would land past its end."""
         current = np.frombuffer(self._attached_index(), np.uint32)
-        key_column = Column([np.frombuffer(chunk, np.int64) for chunk in self._keys])
+        key_column = self._key_column()
         try:
-            return place(index, homes, index_chunks(current, key_column, self._homes))
+            chunks = index_chunks(current, lambda e: self._homes_of(key_column.take(e), self._homes))
+            return place(index, ((e, self._homes_of(key_column.take(e), homes)) for e in chunks))
         finally:
             del current, key_column
 
@@ -523,7 +559,7 @@ class MapCore:
             if start >= self._used:
                 return
             chunk, at = start >> CHUNK_BITS, start & CHUNK_MASK
-            stop = min(at + _ITER_RUN, len(self._keys[chunk]), self._used - (chunk << CHUNK_BITS))
+            stop = min(at + _ITER_RUN, len(self._live[chunk]) * 8, self._used - (chunk << CHUNK_BITS))
             positions, keys, words, values = self._run(chunk, at, stop, what != 0)
             if what == 0:
                 for key in keys:
@@ -549,6 +585,10 @@ class MapCore:
                     yield value if what == 1 else (key, value)
             start = (chunk << CHUNK_BITS) + stop
 
+    def _keys_at(self, chunk: int, positions: np.ndarray) -> list:
+        """The keys at these positions of chunk ``chunk``, as the map hands them out."""
+        return np.frombuffer(self._keys[chunk], np.int64)[positions].tolist()
+
     def _iteration_error(self) -> Exception:
         """Why an iterator cannot go on: the map was closed, or its entries changed."""
         if self._index is None:
@@ -565,7 +605,7 @@ class MapCore:
         bits = np.frombuffer(self._live[chunk], np.uint8)[at >> 3: (stop + 7) >> 3]
         positions = np.flatnonzero(np.unpackbits(bits, bitorder="little")[: stop - at]) + at
         del bits
-        keys = np.frombuffer(self._keys[chunk], np.int64)[positions].tolist()
+        keys = self._keys_at(chunk, positions)
         if not with_values or self._typed or not len(positions):
             return positions.tolist(), keys, [], []
         column = self._values[chunk]

@@ -278,7 +278,7 @@ class TableGrowth:
                 values.put(target, r.value_chunks[chunk][kept].copy())
                 write += kept.size
         tail = np.arange(n, used)
-        keys.put(tail, np.zeros(len(tail), np.int64))
+        keys.put(tail, np.zeros(len(tail), r.key_dtype))
         values.put(tail, np.zeros(len(tail), r.value_dtype))
         r.set_live(np.ones(n, bool))
         placement.renumber_index(r.index, np.cumsum(live, dtype=np.int64) - 1)
@@ -286,11 +286,14 @@ class TableGrowth:
         self._mods += 1
 
     def _new_chunks(self, capacities: list[int], value_dtype: np.dtype) -> list[int]:
-        """Zeroed chunk regions of these capacities: all or none (CapacityError)."""
+        """Zeroed chunk regions of these capacities, for the table's keys: all or none
+        (CapacityError)."""
+        key_dtype = self._table().key_dtype
         offsets: list[int] = []
         try:
             for capacity in capacities:
-                offsets.append(self._store.allocate_region(chunk_bytes(capacity, value_dtype.itemsize)))
+                offsets.append(self._store.allocate_region(
+                    chunk_bytes(capacity, value_dtype.itemsize, key_dtype.itemsize)))
         except BaseException:
             for offset in offsets:
                 self._store.free_region(offset)
@@ -299,7 +302,7 @@ class TableGrowth:
 
     def _chunk_views(self, offsets: list[int], capacities: list[int], value_dtype: np.dtype):
         """Views (keys, values, live bits) of chunk regions not installed yet."""
-        views = Regions(0, 0, value_dtype, 0, 0, [])
+        views = Regions(0, 0, value_dtype, 0, 0, [], self._table().key_dtype)
         for offset, capacity in zip(offsets, capacities):
             views.map_chunk(self._store, offset, capacity)
         return views.key_chunks, views.value_chunks, views.live_chunks

@@ -8,8 +8,9 @@ the entries in chunks, insertion order, Robin Hood order, growth) with two diffe
   value width (none for a set), then ``capacity / 8`` bytes of live bits
   (``layout.chunk_bytes(capacity, width, SLOT_BYTES)``). A new table's chunk 0 holds 128
   entries, whatever the value width, so that it fills one small region.
-- A key's home is ``siphash13(seed, key bytes) * homes >> 64`` under the table's seed, not
-  ``mix64(key) * homes >> 64``; a long key's bytes are read from its record to find its home.
+- A key's home is ``(siphash13(seed, key bytes) & ~0xFF) * homes >> 64`` under the table's
+  seed, not ``mix64(key) * homes >> 64``: from the hash's top 56 bits, which a long key's slot
+  holds, so the home of every slot is a function of the slot (:func:`homes_of_slots`).
 
 The metadata record (:class:`KeyedMeta`, ``_META``, 104 bytes, little-endian): magic
 ``OHKHMAP1``, the key type (8 bytes, ASCII, NUL-padded), the value serializer's name (16
@@ -21,13 +22,12 @@ list, each 8 bytes: the fields of LongHashMap's record, in its order, after key 
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
 from offheap.errors import CorruptionError
-from offheap.hashmap.keyslots import INLINE_MAX, KEY_TYPES, LONG, SLOT_BYTES, key_hash
+from offheap.hashmap.keyslots import INLINE_MAX, KEY_TYPES, LONG, SLOT_BYTES
 from offheap.hashmap.layout import TableMeta, check_ranges, name_of, scale_to_homes
 from offheap.kernels.siphash import SEED_BYTES, siphash_array
 
@@ -54,8 +54,11 @@ def pack_meta(meta: KeyedMeta) -> bytes:
 
 
 def parse_meta(record: bytes) -> KeyedMeta:
-    """Decode a keyed table's metadata record; CorruptionError if it is not one or out of
-    range."""
+    """Decode a keyed table's metadata record; ValueError for a LongHashMap's record,
+    CorruptionError for anything else or values out of range."""
+    if record[:7] == b"OHLHMAP":  # offheap.hashmap.layout's magic: not damaged, another kind
+        raise ValueError("the stored table is a LongHashMap's or LongHashSet's (int64 keys), not "
+                         "a keyed one; open it as a LongHashMap or LongHashSet")
     if record[:8] != _MAGIC or len(record) != _META.size:
         raise CorruptionError("HashMap metadata is damaged (bad magic or size)")
     _, key, value, seed, homes, width, n, used, first, index_region, chunk_list = \
@@ -69,13 +72,18 @@ def parse_meta(record: bytes) -> KeyedMeta:
                                                index_region, chunk_list))
 
 
-def homes_of_slots(slots: np.ndarray, seed: bytes, homes: int,
-                   long_key: Callable[[int], bytes]) -> np.ndarray:
+def homes_of_slots(slots: np.ndarray, seed: bytes, homes: int) -> np.ndarray:
     """The home of the key in each 16-byte key slot (a uint8 matrix of ``SLOT_BYTES`` columns),
-    as int64: inline keys hashed together with numpy, each long key's bytes read with
-    ``long_key(record id)``. CorruptionError for a damaged slot."""
+    as int64: inline keys hashed together with numpy, long keys from the hash bits their slots
+    keep. CorruptionError for a damaged slot."""
     if len(seed) != SEED_BYTES:
         raise CorruptionError(f"a HashMap seed is {SEED_BYTES} bytes, got {len(seed)}")
+    return scale_to_homes(slot_hashes(slots, seed), homes)
+
+
+def slot_hashes(slots: np.ndarray, seed: bytes) -> np.ndarray:
+    """The hash of the key in each key slot with its low 8 bits cleared (what its home is
+    computed from), as uint64; CorruptionError for a damaged slot."""
     slots = np.asarray(slots, np.uint8).reshape(-1, SLOT_BYTES)
     marker = slots[:, INLINE_MAX].astype(np.int64)
     inline = marker <= INLINE_MAX
@@ -90,6 +98,7 @@ def homes_of_slots(slots: np.ndarray, seed: bytes, homes: int,
     except ValueError:
         raise CorruptionError("damaged HashMap key slot: non-zero padding after an inline "
                               "key") from None
-    recids = slots[long, :8].copy().view("<u8").reshape(-1)
-    hashes[long] = [key_hash(seed, long_key(recid)) for recid in recids.tolist()]
-    return scale_to_homes(hashes, homes)
+    tags = np.zeros((int(long.sum()), 8), np.uint8)
+    tags[:, 1:] = slots[long, 8:INLINE_MAX]
+    hashes[long] = tags.view("<u8").reshape(-1)
+    return hashes & np.uint64(~0xFF & 0xFFFF_FFFF_FFFF_FFFF)

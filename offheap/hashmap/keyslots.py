@@ -42,7 +42,9 @@ not hold.
 The hash: SipHash-1-3 (:mod:`offheap.kernels.siphash`, or its C twin in the compiled core
 ``offheap.hashmap._core.siphash``, 30x faster, the same hashes) of the key bytes under the table's
 16-byte seed, drawn at random for each new table and kept in its metadata, so that keys crafted
-to collide under one seed spread under another. A key's home is ``hash * homes >> 64``.
+to collide under one seed spread under another. A key's home is ``(hash & ~0xFF) * homes >>
+64``: the hash's top 56 bits scaled to ``[0, homes)``, which a long key's slot keeps, so that the
+home of every slot is known from the slot alone (no record read).
 
 The key slot: 16 bytes per entry.
 
@@ -225,8 +227,8 @@ def key_hash(seed: bytes, data: bytes) -> int:
 
 
 def home_of(hash_value: int, homes: int) -> int:
-    """The home of a key of this hash in a table of ``homes`` homes."""
-    return hash_value * homes >> 64
+    """The home of a key of this hash in a table of ``homes`` homes (its top 56 bits scaled)."""
+    return (hash_value & ~0xFF) * homes >> 64
 
 
 def inline_slot(data: bytes) -> bytes:

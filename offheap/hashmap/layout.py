@@ -143,11 +143,15 @@ def pack_meta(meta: TableMeta) -> bytes:
 
 
 def meta_version(meta: bytes) -> int:
-    """1 or 2 for a LongHashMap metadata record of that format; CorruptionError otherwise."""
+    """1 or 2 for a LongHashMap metadata record of that format; ValueError for a keyed table's
+    record, CorruptionError for anything else."""
     if meta[:8] == _MAGIC and len(meta) == _META.size:
         return 2
     if meta[:8] == _MAGIC_V1 and len(meta) == _META_V1.size:
         return 1
+    if meta[:7] == b"OHKHMAP":  # offheap.hashmap.keyedlayout's magic: not damaged, another kind
+        raise ValueError("the stored table is a keyed one (a HashMap or HashSet), not a "
+                         "LongHashMap's or LongHashSet's; open it as a HashMap or HashSet")
     raise CorruptionError("LongHashMap metadata is damaged (bad magic or size)")
 
 

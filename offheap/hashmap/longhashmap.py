@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from offheap.arena.arena import Arena, format_bytes
+from offheap.arena.arena import format_bytes
 from offheap.collection.dictapi import DictAPI
 from offheap.collection.display import html_table, setting_rows, settings_text
 from offheap.collection.readers import open_file_reader
@@ -202,10 +202,10 @@ class HashMapFacade(TableFacade, DictAPI, MutableMapping):
     @locked
     def __repr__(self) -> str:
         if self._closed:
-            return "<LongHashMap (closed)>"
+            return f"<{self._kind} (closed)>"
         s = self.stats()
         per_entry = f"{s.bytes_per_entry:.1f} B/entry" if self._n else "empty"
-        return (f"<LongHashMap {self._n:,} entries, value={self._slots.serializer.name}, "
+        return (f"<{self._kind} {self._n:,} entries, {self._types_text()}, "
                 f"{format_bytes(s.reserved_bytes)} reserved, {per_entry}, load {s.load_factor:.2f}, "
                 f"{'compiled' if self._compiled_core else 'pure-Python'} core"
                 f"{settings_text(self._store.arena)}>")
@@ -213,16 +213,24 @@ class HashMapFacade(TableFacade, DictAPI, MutableMapping):
     @locked
     def _repr_html_(self) -> str:
         if self._closed:
-            return "<p><b>LongHashMap</b> (closed)</p>"
+            return f"<p><b>{self._kind}</b> (closed)</p>"
         s = self.stats()
-        rows = [("entries", f"{s.n_entries:,}"), ("value type", self._slots.serializer.name),
+        rows = [("entries", f"{s.n_entries:,}"), *self._type_rows(),
                 ("reserved", format_bytes(s.reserved_bytes)),
                 ("bytes/entry", f"{s.bytes_per_entry:.2f}" if s.n_entries else "-"),
                 ("slots", f"{s.n_slots:,}"), ("load factor", f"{s.load_factor:.3f}"),
                 ("value slot width", f"{s.value_width_bytes} B"),
                 ("core", "compiled" if self._compiled_core else "pure Python"),
                 *setting_rows(self._store.arena)]
-        return html_table("LongHashMap", rows)
+        return html_table(self._kind, rows)
+
+    def _types_text(self) -> str:
+        """The key and value types as the repr names them."""
+        return f"value={self._slots.serializer.name}"
+
+    def _type_rows(self) -> list[tuple[str, str]]:
+        """The key and value types as rows of the HTML repr."""
+        return [("value type", self._slots.serializer.name)]
 
 
     @locked

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import numpy as np
 
-from offheap.arena.arena import Arena, format_bytes
+from offheap.arena.arena import format_bytes
 from offheap.collection.display import html_table, setting_rows, settings_text
 from offheap.collection.readers import open_file_reader
 from offheap.collection.setapi import SetAPI
@@ -93,7 +93,7 @@ class SetOperations(_CoreBase):
         """Remove and return the last element added (the table's order); KeyError when empty."""
         self._check_open()
         if not len(self):
-            raise KeyError("pop from an empty LongHashSet")
+            raise KeyError(f"pop from an empty {self._kind}")
         return super().popitem()[0]
 
     def __getitem__(self, element) -> NoReturn:

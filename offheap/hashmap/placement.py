@@ -6,7 +6,7 @@ call them. Shared by the compiled and the pure-Python code paths, so both build 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
 
@@ -78,9 +78,9 @@ def find_in_groups(index: np.ndarray, slot_homes: np.ndarray, keys: Column, home
     return entries
 
 
-def place(index: np.ndarray, homes: int, chunks: Iterable[tuple[np.ndarray, np.ndarray]]) -> bool:
-    """Fill an empty index from ``(entry numbers, keys)`` chunks; False when an entry would land
-    past the slack (the index must be larger).
+def place(index: np.ndarray, chunks: Iterable[tuple[np.ndarray, np.ndarray]]) -> bool:
+    """Fill an empty index from ``(entry numbers, their homes in it)`` chunks; False when an
+    entry would land past the slack (the index must be larger).
 
     The chunks' homes must not decrease from one chunk to the next (inside a chunk any order);
     a home may run on into the next chunk. Robin Hood placement without wrap-around: with the
@@ -93,11 +93,11 @@ def place(index: np.ndarray, homes: int, chunks: Iterable[tuple[np.ndarray, np.n
     carry = 0  # the first slot the next entries may use
     held_entries = np.zeros(0, np.int64)  # the last home's entries so far, not placed yet
     held_homes = np.zeros(0, np.int64)
-    for entries, keys in chunks:
-        if not len(keys):
+    for entries, entry_homes in chunks:
+        if not len(entries):
             continue
         entries = np.concatenate([held_entries, entries])
-        home = np.concatenate([held_homes, homes_of(keys, homes)])
+        home = np.concatenate([held_homes, entry_homes])
         # stable: timsort, fast on keys that come (as from an old index) nearly in home order
         order = np.argsort(home.astype(np.uint64) << np.uint64(32) | entries.astype(np.uint64),
                            kind="stable")
@@ -123,9 +123,10 @@ def _place_sorted(index: np.ndarray, home: np.ndarray, entries: np.ndarray, carr
     return int(slots[-1]) + 1
 
 
-def index_chunks(index: np.ndarray, keys: Column, homes: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """An index's ``(entry numbers, keys)`` in slot order, in chunks of about ``REBUILD_CHUNK``
-    slots, for :func:`place` into a larger index.
+def index_chunks(index: np.ndarray, homes_here: Callable[[np.ndarray], np.ndarray]
+                 ) -> Iterator[np.ndarray]:
+    """An index's entry numbers in slot order, in chunks of about ``REBUILD_CHUNK`` slots, for
+    :func:`place` into a larger index; ``homes_here`` gives entries' homes in this index.
 
     Chunks are cut before a slot that is empty or holds an entry at its home, so no home has
     entries in two chunks. Slot order is home order and a home in any larger table grows with
@@ -136,11 +137,10 @@ def index_chunks(index: np.ndarray, keys: Column, homes: int) -> Iterator[tuple[
     while start < n_slots:
         stop = min(start + REBUILD_CHUNK, n_slots)
         while stop < n_slots and index[stop] and \
-                int(homes_of(keys.take(index[stop: stop + 1].astype(np.int64) - 1), homes)[0]) != stop:
+                int(homes_here(index[stop: stop + 1].astype(np.int64) - 1)[0]) != stop:
             stop += 1
         ix = index[start:stop]
-        entries = ix[ix != 0].astype(np.int64) - 1
-        yield entries, keys.take(entries)
+        yield ix[ix != 0].astype(np.int64) - 1
         start = stop
 
 

@@ -19,6 +19,8 @@ from offheap.errors import ClosedError, CorruptionError
 from offheap.hashmap.layout import CHUNK_BITS, CHUNK_ENTRIES, CHUNK_MASK, SLACK, capacity_of, chunk_bytes
 from offheap.store.records import RecordStore
 
+INT64_KEYS = np.dtype(np.int64)
+
 
 class Column:
     """One column of the entries (a view per chunk) addressed by entry number."""
@@ -74,14 +76,17 @@ class Regions:
 
     ``index_offset`` and ``chunk_offsets`` are arena extents; ``first_capacity`` is chunk 0's
     capacity (``CHUNK_ENTRIES`` once there are other chunks); ``value_dtype`` the values' dtype
-    (``width`` bytes).
+    (``width`` bytes); ``key_dtype`` the keys': int64, or the 16-byte key slots (``V16``) of a
+    keyed table (:mod:`offheap.hashmap.keyedlayout`).
     """
 
     def __init__(self, homes: int, width: int, value_dtype: np.dtype, first_capacity: int,
-                 index_offset: int, chunk_offsets: list[int]) -> None:
+                 index_offset: int, chunk_offsets: list[int],
+                 key_dtype: np.dtype = INT64_KEYS) -> None:
         self.homes = homes
         self.width = width
         self.value_dtype = np.dtype(value_dtype)
+        self.key_dtype = np.dtype(key_dtype)
         self.first_capacity = first_capacity
         self.index_offset = index_offset
         self.chunk_offsets = chunk_offsets
@@ -118,16 +123,17 @@ class Regions:
 
     @classmethod
     def allocate(cls, store: RecordStore, homes: int, width: int, value_dtype,
-                 capacity: int) -> Regions:
+                 capacity: int, key_dtype: np.dtype = INT64_KEYS) -> Regions:
         """A new empty table: an index and chunk 0 of ``capacity`` entries (CapacityError:
         nothing allocated)."""
         index_offset = store.allocate_region((homes + SLACK) * 4)
         try:
-            chunk = store.allocate_region(chunk_bytes(capacity, np.dtype(value_dtype).itemsize))
+            chunk = store.allocate_region(chunk_bytes(capacity, np.dtype(value_dtype).itemsize,
+                                                      np.dtype(key_dtype).itemsize))
         except BaseException:
             store.free_region(index_offset)
             raise
-        regions = cls(homes, width, value_dtype, capacity, index_offset, [chunk])
+        regions = cls(homes, width, value_dtype, capacity, index_offset, [chunk], key_dtype)
         regions.map_views(store)
         return regions
 
@@ -139,12 +145,12 @@ class Regions:
             self.map_chunk(store, offset, CHUNK_ENTRIES if chunk else self.first_capacity)
 
     def map_chunk(self, store: RecordStore, offset: int, capacity: int) -> None:
-        itemsize = self.value_dtype.itemsize
-        self.key_chunks.append(store.region_array(offset, np.int64, capacity))
+        key_bytes = capacity * self.key_dtype.itemsize
+        self.key_chunks.append(store.region_array(offset, self.key_dtype, capacity))
         self.value_chunks.append(store.region_array(offset, self.value_dtype, capacity,
-                                                    capacity * 8))
+                                                    key_bytes))
         self.live_chunks.append(store.region_array(offset, np.uint8, capacity >> 3,
-                                                   capacity * (8 + itemsize)))
+                                                   key_bytes + capacity * self.value_dtype.itemsize))
 
     def checked_views(self, store: RecordStore) -> None:
         """:meth:`map_views` for a stored table: a missing or short region is CorruptionError."""

@@ -37,7 +37,6 @@ from offheap.hashmap.layout import (
     SET_VALUE_TYPE,
     SLACK,
     TableMeta,
-    homes_of,
     initial_capacity,
     meta_version,
     pack_chunk_list,
@@ -113,6 +112,7 @@ class TableFacade(BulkOperations, TableGrowth, StandaloneFileMap):
 
     _lock: threading.RLock  # the table's (or its DB's) lock: offheap.hashmap.locking
     _kind: str  # the class name that errors give: "LongHashMap", "LongHashSet"
+    _key_dtype = np.dtype(np.int64)  # the key column's items
 
     def _open_file(self, store: RecordStore, value, allow_pickle: bool) -> None:
         """Set up on the store of a map's own file: the map it holds (``value`` None: of the
@@ -120,7 +120,7 @@ class TableFacade(BulkOperations, TableGrowth, StandaloneFileMap):
         try:
             meta_recid = standalone_meta_recid(store.root) if store.root else None
             serializer = get_serializer(value or table_serializer(
-                stored_value_type(store, meta_recid)))
+                self._stored_value_type(store, meta_recid)))
             self._setup(store, serializer, meta_recid=meta_recid, owns_store=True,
                         allow_pickle=allow_pickle)
             if meta_recid is None:
@@ -223,7 +223,7 @@ class TableFacade(BulkOperations, TableGrowth, StandaloneFileMap):
         entries = r.index[occupied].astype(np.int64) - 1
         assert np.array_equal(np.sort(entries), np.flatnonzero(live)), "index and live bits differ"
         keys = r.keys.take(entries)
-        home = homes_of(keys, r.homes)
+        home = self._homes_of(keys, r.homes)
         assert np.all(home <= occupied), "an entry sits before its home"
         assert np.all(home[1:] >= home[:-1]), "Robin Hood order broken"
         gaps = np.flatnonzero(np.diff(occupied) > 1)
@@ -244,11 +244,16 @@ class TableFacade(BulkOperations, TableGrowth, StandaloneFileMap):
         self._attach(self._slots, r.index, r.key_chunks, r.value_chunks, r.live_chunks, r.homes,
                      r.width)
 
+    def _keys_out(self, keys: np.ndarray) -> list:
+        """Items of the key column as the map hands its keys out."""
+        return keys.tolist()
+
     def _new_table(self) -> Regions:
         width = self._slots.initial_width
         dtype = self._slots.dtype_for_width(width)
         return Regions.allocate(self._store, INITIAL_HOMES, width, dtype,
-                                initial_capacity(dtype.itemsize))
+                                initial_capacity(dtype.itemsize, self._key_dtype.itemsize),
+                                self._key_dtype)
 
     def _replace_table(self, new: Regions) -> None:
         """Detach the core, free the current table, attach ``new``."""
@@ -406,7 +411,7 @@ class TableFacade(BulkOperations, TableGrowth, StandaloneFileMap):
             stop = min(at + chunk_entries, self._used - (chunk << CHUNK_BITS))
             bits = r.live_chunks[chunk][at >> 3: (stop + 7) >> 3]
             live = np.flatnonzero(np.unpackbits(bits, bitorder="little")[: stop - at]) + at
-            keys = r.key_chunks[chunk].take(live).tolist()
+            keys = self._keys_out(r.key_chunks[chunk].take(live))
             values = self._slots.decode_many(r.value_chunks[chunk].take(live)).tolist() \
                 if with_values else None
             yield keys, values
@@ -423,7 +428,7 @@ class TableFacade(BulkOperations, TableGrowth, StandaloneFileMap):
             start = max(0, stop - ITER_CHUNK)
             r = self._table()
             live = (np.flatnonzero(r.live_mask(stop)[start:]) + start)[::-1]
-            keys = r.keys.take(live).tolist()
+            keys = self._keys_out(r.keys.take(live))
             values = self._slots.decode_many(r.values.take(live)).tolist() if what else keys
             for key, value in zip(keys, values):
                 if self._mods != mods:
@@ -440,11 +445,20 @@ class TableFacade(BulkOperations, TableGrowth, StandaloneFileMap):
         meta = TableMeta(self._slots.serializer.name, r.homes, r.width, self._n, self._used,
                          r.first_capacity, r.index_offset, self._chunk_list_recid)
         self._store.update(self._chunk_list_recid, pack_chunk_list(r.chunk_offsets))
-        self._store.update(self._meta_recid, pack_meta(meta))
+        self._store.update(self._meta_recid, self._meta_bytes(meta))
+
+    def _meta_bytes(self, meta: TableMeta) -> bytes:
+        """The metadata record of this table, whose shared fields are ``meta``."""
+        return pack_meta(meta)
+
+    @staticmethod
+    def _stored_value_type(store: RecordStore, meta_recid: int | None) -> str:
+        """:func:`stored_value_type` of this kind of table."""
+        return stored_value_type(store, meta_recid)
 
     def _load_meta(self, serializer) -> None:
         record = self._meta_record()
-        if meta_version(record) == 1:
+        if self._of_format_1(record):
             self._convert_v1(record, serializer)
             return
         meta, regions = self._stored_table(record, serializer)
@@ -478,7 +492,7 @@ class TableFacade(BulkOperations, TableGrowth, StandaloneFileMap):
     def _stored_table(self, record: bytes, serializer) -> tuple[TableMeta, Regions]:
         """The format-2 table a metadata record names (no views made yet), checked: the
         record and its chunk list in range, the value type ``serializer``'s."""
-        meta = parse_meta(record)
+        meta = self._parse_meta(record)
         _check_value_type(meta.value, serializer, self._kind)
         try:
             chunk_list = self._store.get(meta.chunk_list_recid)
@@ -487,7 +501,15 @@ class TableFacade(BulkOperations, TableGrowth, StandaloneFileMap):
                                   f"missing") from None
         chunks = parse_chunk_list(chunk_list, meta.used, meta.first_capacity)
         return meta, Regions(meta.homes, meta.width, self._slots.dtype_for_width(meta.width),
-                             meta.first_capacity, meta.index_region, chunks)
+                             meta.first_capacity, meta.index_region, chunks, self._key_dtype)
+
+    def _parse_meta(self, record: bytes) -> TableMeta:
+        """The fields of a metadata record (CorruptionError if it is not this kind's)."""
+        return parse_meta(record)
+
+    def _of_format_1(self, record: bytes) -> bool:
+        """Whether a metadata record is of LongHashMap's format 1 (converted on open)."""
+        return meta_version(record) == 1
 
     def _convert_v1(self, record: bytes, serializer) -> None:
         """Rebuild a format-1 table as format 2 (entries numbered in slot order) and free the
@@ -529,8 +551,8 @@ def _check_live_count(regions: Regions, meta: TableMeta) -> None:
 def _check_value_type(stored: str, serializer, kind: str) -> None:
     """ValueError unless the stored table's value type is ``serializer``'s and fits ``kind``
     (the opener's class name): a set's table (:data:`~offheap.hashmap.layout.SET_VALUE_TYPE`)
-    opens only as a LongHashSet, a map's only as a LongHashMap."""
-    held = "LongHashSet" if stored == SET_VALUE_TYPE else "LongHashMap"
+    opens only as a set (LongHashSet, HashSet), a map's only as a map (LongHashMap, HashMap)."""
+    held = kind.replace("Map", "Set") if stored == SET_VALUE_TYPE else kind.replace("Set", "Map")
     if held != kind:
         raise ValueError(f"the stored table is a {held}, not a {kind}; open it as a {held}")
     if stored == serializer.name:

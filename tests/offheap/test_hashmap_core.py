@@ -128,6 +128,9 @@ class Table:
         self.index = np.zeros(homes + self.slack, np.uint32)
         self.reattach(homes, width)
 
+    def _homes_of(self, keys: np.ndarray, homes: int) -> np.ndarray:
+        return homes_of(keys, homes)
+
     def compact(self) -> None:
         """Renumber the live entries densely, in order, in the chunks they are in."""
         live, n = self.live_mask(), self._n

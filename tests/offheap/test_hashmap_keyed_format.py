@@ -1,4 +1,4 @@
-"""The keyed hash table's format: its metadata record, chunk sizes and the homes of key slots."""
+"""The keyed hash table's format: its metadata record, chunks of key slots, the homes of key slots."""
 
 import os
 
@@ -9,6 +9,8 @@ from offheap.errors import CorruptionError
 from offheap.hashmap.keyedlayout import KeyedMeta, homes_of_slots, pack_meta, parse_meta
 from offheap.hashmap.keyslots import home_of, inline_slot, key_bytes, key_hash, long_slot
 from offheap.hashmap.layout import SMALL_REGION_BYTES, TableMeta, chunk_bytes, initial_capacity
+from offheap.hashmap.regions import Regions
+from offheap.hashmap.table import own_store
 
 SEED = bytes(range(16))
 META = KeyedMeta("str", SEED, TableMeta("object", 752, 2, 3, 4, 128, 4096, 7))
@@ -26,12 +28,17 @@ def test_the_metadata_record_is_pinned_byte_for_byte():
 
 
 @pytest.mark.parametrize("damage, message", [
-    (lambda r: b"OHLHMAP2" + r[8:], "bad magic"), (lambda r: r[:-1], "bad magic or size"),
+    (lambda r: b"OHXXMAP1" + r[8:], "bad magic"), (lambda r: r[:-1], "bad magic or size"),
     (lambda r: r[:8] + b"float\0\0\0" + r[16:], "key type 'float'"),
     (lambda r: r[:48] + (8).to_bytes(8, "little") + r[56:], "out of range")])
 def test_a_damaged_metadata_record_is_corruption(damage, message):
     with pytest.raises(CorruptionError, match=message):
         parse_meta(damage(pack_meta(META)))
+
+
+def test_a_long_hash_maps_record_is_another_kind_not_damage():
+    with pytest.raises(ValueError, match="open it as a LongHashMap"):
+        parse_meta(b"OHLHMAP2" + pack_meta(META)[8:])
 
 
 def test_a_new_keyed_tables_chunk_0_fills_one_small_region():
@@ -58,14 +65,31 @@ def test_homes_of_slots_are_the_keys_homes_inline_and_long():
             records[100 + len(records)] = data
             slots.append(long_slot(99 + len(records), key_hash(seed, data)))
     matrix = np.frombuffer(b"".join(slots), np.uint8).reshape(-1, 16)
-    homes = homes_of_slots(matrix, seed, 3008, records.__getitem__)
+    homes = homes_of_slots(matrix, seed, 3008)
     assert homes.dtype == np.int64
     assert homes.tolist() == [home_of(key_hash(seed, key_bytes("str", k)), 3008) for k in keys]
-    assert homes_of_slots(matrix[:0], seed, 3008, records.__getitem__).tolist() == []
+    assert homes_of_slots(matrix[:0], seed, 3008).tolist() == []
 
 
 @pytest.mark.parametrize("slot, message", [
     (b"a" * 15 + b"\x10", "byte 15 is 16"), (b"ab\0x" + bytes(11) + b"\x02", "padding")])
 def test_homes_of_damaged_slots_are_corruption(slot, message):
     with pytest.raises(CorruptionError, match=message):
-        homes_of_slots(np.frombuffer(slot, np.uint8), SEED, 752, {}.__getitem__)
+        homes_of_slots(np.frombuffer(slot, np.uint8), SEED, 752)
+
+
+def test_a_table_of_16_byte_key_slots_lays_its_chunk_out_as_the_format_says():
+    store = own_store(None)
+    regions = Regions.allocate(store, 752, 2, np.uint16, 128, np.dtype("V16"))
+    (chunk,) = regions.chunk_offsets
+    raw = store.region_array(chunk, np.uint8, chunk_bytes(128, 2, 16))
+    assert not raw.any()
+    regions.keys.put(np.array([1]), np.frombuffer(inline_slot(b"ab"), "V16"))
+    regions.values.put(np.array([1]), np.array([0x0302], np.uint16))
+    regions.live_chunks[0][0] = 0b10
+    assert bytes(raw[16:32]) == inline_slot(b"ab")
+    assert raw[128 * 16 + 2: 128 * 16 + 4].tolist() == [2, 3]
+    assert raw[128 * 18] == 0b10 and len(raw) == 128 * 18 + 16
+    assert regions.keys.take(np.array([0, 1])).tolist() == [bytes(16), inline_slot(b"ab")]
+    del raw  # no view of a region outlives it
+    regions.free(store)

@@ -18,7 +18,7 @@ import unittest
 
 import pytest
 
-from offheap import DB, LongHashMap, TreeMap
+from offheap import DB, HashMap, LongHashMap, TreeMap
 from offheap.hashmap.longhashmap import ReferenceLongHashMap
 
 mapping_tests = pytest.importorskip("test.mapping_tests")
@@ -278,8 +278,8 @@ class _IntKeyCases:
     def test_repr(self):
         """A map's repr is its summary (entries, bytes per entry), not dict's; it never calls
         a value's repr, so a failing one (CPython's BadRepr) does not reach it."""
-        name = "TreeMap" if self._is_tree() else "LongHashMap"
         d = self._empty_mapping()
+        name = "TreeMap" if self._is_tree() else d._kind
         self.assertIn(f"{name} 0 entries", repr(d))
         d[1] = 2
         self.assertIn(f"{name} 1 entries", repr(d))
@@ -359,10 +359,9 @@ class _StrTree(TreeMap):
         super().__init__(data, **options)
 
 
-class TestStrTreeMap(_TreeViews, mapping_tests.TestMappingProtocol):
-    """CPython's tests that write int keys, with str keys in their place."""
-
-    type2test = _StrTree
+class _StrKeyCases:
+    """CPython's tests that write int keys, with str keys in their place; mixed in before a
+    ``test.mapping_tests`` class whose ``type2test`` takes str keys."""
 
     def _key(self, i: int):
         return f"k{i}"
@@ -400,14 +399,15 @@ class TestStrTreeMap(_TreeViews, mapping_tests.TestMappingProtocol):
         self.assertEqual(d, {"1": 2, "2": 4, "3": 4, "5": 6})
 
     def test_fromkeys(self):
-        self.assertEqual(_StrTree.fromkeys("abc"), {"a": None, "b": None, "c": None})
+        cls = self.type2test
+        self.assertEqual(cls.fromkeys("abc"), {"a": None, "b": None, "c": None})
         d = self._empty_mapping()
         self.assertTrue(not (d.fromkeys("abc") is d))
         self.assertEqual(d.fromkeys(("4", "5"), 0), {"4": 0, "5": 0})
         self.assertEqual(d.fromkeys([]), {})
-        self.assertRaises(TypeError, _StrTree.fromkeys, 3)
+        self.assertRaises(TypeError, cls.fromkeys, 3)
 
-        class dictlike(_StrTree):
+        class dictlike(cls):
             pass
 
         self.assertTrue(type(dictlike.fromkeys("a")) is dictlike)
@@ -424,7 +424,10 @@ class TestStrTreeMap(_TreeViews, mapping_tests.TestMappingProtocol):
     def test_popitem(self):
         d = self._empty_mapping()
         self.assertRaises(KeyError, d.popitem)
-        self.assertRaises(KeyError, d.popitem, 42)  # SortedDict's popitem(index): a position
+        if isinstance(d, TreeMap):  # SortedDict's popitem(index): a position
+            self.assertRaises(KeyError, d.popitem, 42)
+        else:
+            self.assertRaises(TypeError, d.popitem, 42)
         for size in (1, 7, 300):
             a = self._full_mapping({repr(i): i for i in range(size)})
             b = a.copy()
@@ -433,6 +436,83 @@ class TestStrTreeMap(_TreeViews, mapping_tests.TestMappingProtocol):
                 self.assertEqual(va, int(ka))
                 self.assertEqual(b.popitem(), ta)
             self.assertTrue(not a and not b)
+
+
+class TestStrTreeMap(_StrKeyCases, _TreeViews, mapping_tests.TestMappingProtocol):
+    type2test = _StrTree
+
+
+class _StrHashMap(HashMap):
+    """A str-keyed HashMap that CPython's tests can construct bare."""
+
+    def __init__(self, data=(), /, **options) -> None:
+        super().__init__(data, **{"key": "str", **options})
+
+
+class TestStrHashMap(_StrKeyCases, mapping_tests.TestHashMappingProtocol):
+    type2test = _StrHashMap
+
+    def test_repr(self):
+        self.assertIn("HashMap 0 entries, key=str", repr(self._empty_mapping()))
+        self.assertIn("HashMap 1 entries", repr(self._full_mapping({"a": FailingEquality()})))
+
+    test_repr_deep = _IntKeyCases.test_repr_deep
+
+    def test_getitem(self):
+        mapping_tests.BasicTestMappingProtocol.test_getitem(self)
+        d = self._full_mapping({"a": 1, "b": 2})
+        del d["a"]
+        self.assertEqual(d, {"b": 2})
+        self.assertRaises(KeyError, d.__getitem__, 1)  # a key of another type is a miss
+        self.assertRaises(TypeError, d.__setitem__, 1, 1)  # and no key to store
+
+    def test_eq(self):
+        d1 = self._full_mapping({"a": FailingEquality()})
+        self.assertRaises(Failure, lambda: d1 == self._full_mapping({"a": 1}))
+
+    def test_pop(self):
+        mapping_tests.BasicTestMappingProtocol.test_pop(self)
+        d = self._full_mapping({"a": 1})
+        self.assertEqual(d.pop(1, "absent"), "absent")
+
+    def test_values(self):
+        mapping_tests.BasicTestMappingProtocol.test_values(self)
+        self.assertEqual(list(self._full_mapping({"a": 2}).values()), [2])
+
+    def test_items(self):
+        mapping_tests.BasicTestMappingProtocol.test_items(self)
+        self.assertEqual(list(self._full_mapping({"a": 2}).items()), [("a", 2)])
+
+    def test_mutatingiteration(self):
+        d = self._full_mapping({"a": 1})
+        with self.assertRaises(RuntimeError):
+            for key in d:
+                d[key + "a"] = 1
+
+
+class _ObjectHashMap(HashMap):
+    """An "object"-keyed HashMap that CPython's tests can construct bare."""
+
+    def __init__(self, data=(), /, **options) -> None:
+        super().__init__(data, **{"key": "object", **options})
+
+
+class TestObjectHashMap(_int_keyed(mapping_tests.TestHashMappingProtocol, _ObjectHashMap)):
+    """Any hashable keys of the "object" key type: int keys where CPython writes str ones, so
+    that the failing ``__index__`` keys stand for CPython's failing ``__hash__``, as a key of
+    an "object" map is admitted by ``__index__`` when it is no int, float, str, bytes or tuple."""
+
+    def test_constructor(self):
+        mapping_tests.BasicTestMappingProtocol.test_constructor(self)
+        self.assertEqual(self._map_class()(x=1, y=2), {"x": 1, "y": 2})
+
+    def test_update(self):
+        mapping_tests.BasicTestMappingProtocol.test_update(self)
+        d = self._full_mapping({1: 3})
+        d.update([(1, 100), ("x", 20)], x=1, y=2)
+        self.assertEqual(d, {1: 100, "x": 1, "y": 2})
+        d.update({1.0: 7, True: 8})  # one key, as in a dict
+        self.assertEqual(d, {1: 8, "x": 1, "y": 2})
 
 
 class _DBCollections:
