@@ -75,7 +75,7 @@ MapCore_attach(MapCore *self, PyObject *args, PyObject *kwargs)
     for (int i = 0; i < 3; i++)
         if ((chunks[i] = PySequence_Tuple(chunk_lists[i])) == NULL)
             goto fail;
-    if (export_table(index, chunks[0], chunks[1], chunks[2], item_size, &table,
+    if (export_table(index, chunks[0], chunks[1], chunks[2], KEY_SIZE(self), item_size, &table,
                      &n_slots, &capacity) < 0)
         goto fail;
     if (n_slots < homes) {
@@ -127,7 +127,7 @@ MapCore_length(MapCore *self)
 static PyObject *
 MapCore_subscript(MapCore *self, PyObject *obj)
 {
-    int64_t key;
+    Key key = {0};
     uint64_t word;
     int held = 0;
     PyObject *value = NULL;
@@ -136,6 +136,7 @@ MapCore_subscript(MapCore *self, PyObject *obj)
         value = decode_word(self, word);
     else if (e == -1)
         set_key_error(obj);
+    key_clear(&key);
     end_turn(self, held);
     return value;
 }
@@ -143,24 +144,27 @@ MapCore_subscript(MapCore *self, PyObject *obj)
 static int
 MapCore_contains(MapCore *self, PyObject *obj)
 {
-    int64_t key;
+    Key key = {0};
     int held = 0;
     Py_ssize_t slot, e = lookup(self, obj, &key, &slot, &held);
+    key_clear(&key);
     end_turn(self, held);
     return e == -2 ? -1 : e >= 0;
 }
 
+/* Remove the key `obj`: 1, 0 when absent, -1 with an error. */
 static int
-delete_item(MapCore *self, PyObject *obj)
+discard_key(MapCore *self, PyObject *obj)
 {
-    int64_t key;
+    Key key = {0};
     uint64_t word;
     int held = 0, status = -1;
     Py_ssize_t slot, e = lookup_entry(self, obj, &key, &slot, &word, &held);
-    if (e >= 0 && remove_at(self, slot, e) == 0)
-        status = owns_record(self, word) ? release_word(self, word) : 0;
+    if (e >= 0)
+        status = remove_entry(self, slot, e, word) < 0 ? -1 : 1;
     else if (e == -1)
-        set_key_error(obj);
+        status = 0;
+    key_clear(&key);
     end_turn(self, held);
     return status;
 }
@@ -168,16 +172,22 @@ delete_item(MapCore *self, PyObject *obj)
 static int
 MapCore_ass_subscript(MapCore *self, PyObject *obj, PyObject *value)
 {
-    if (value == NULL)
-        return delete_item(self, obj);
-    int64_t key;
+    if (value == NULL) {
+        int found = discard_key(self, obj);
+        if (found == 0)
+            set_key_error(obj);
+        return found == 1 ? 0 : -1;
+    }
+    Key key = {0};
     int held = 0, status = -1;
+    key.owner = NULL;
     if (begin_turn(self, &held) < 0)
         return -1;
     if (!ATTACHED(self))
         closed_error(self);
-    else if (store_key(obj, &key) == 0)
-        status = store(self, key, value, &held);
+    else if (key_for_store(self, obj, &key) == 0)
+        status = store(self, &key, value, &held);
+    key_clear(&key);
     end_turn(self, held);
     return status;
 }
@@ -200,6 +210,7 @@ MapCore_traverse(MapCore *self, visitproc visit, void *arg)
 {
     Py_VISIT(Py_TYPE(self));
     Py_VISIT(self->codec);
+    Py_VISIT(self->keycodec);
     Py_VISIT(self->lock);
     Py_VISIT(self->table.index_owner);
     for (Py_ssize_t i = 0; i < self->table.n_exports; i++)
@@ -212,6 +223,7 @@ MapCore_clear(MapCore *self)
 {
     detach(self);
     Py_CLEAR(self->codec);
+    Py_CLEAR(self->keycodec);
     Py_CLEAR(self->lock);
     return 0;
 }
@@ -234,7 +246,7 @@ static PyObject *
 MapCore_get(MapCore *self, PyObject *const *args, Py_ssize_t nargs)
 {
     PyObject *obj, *default_value, *value = NULL;
-    int64_t key;
+    Key key = {0};
     uint64_t word;
     int held = 0;
     Py_ssize_t e = lookup_argument(self, "get", args, nargs, &obj, &default_value, &key,
@@ -243,6 +255,7 @@ MapCore_get(MapCore *self, PyObject *const *args, Py_ssize_t nargs)
         value = decode_word(self, word);
     else if (e == -1)
         value = Py_NewRef(default_value != NULL ? default_value : Py_None);
+    key_clear(&key);
     end_turn(self, held);
     return value;
 }
@@ -251,26 +264,27 @@ static PyObject *
 MapCore_pop(MapCore *self, PyObject *const *args, Py_ssize_t nargs)
 {
     PyObject *obj, *default_value, *value = NULL;
-    int64_t key;
+    Key key = {0};
     uint64_t word;
     int held = 0;
     Py_ssize_t e = lookup_argument(self, "pop", args, nargs, &obj, &default_value, &key,
                                    &word, &held);
     if (e >= 0)
-        value = take(self, key, e, word);
+        value = take(self, e, word);
     else if (e == -1) {
         if (default_value == NULL)
             set_key_error(obj);
         value = Py_XNewRef(default_value);
     }
+    key_clear(&key);
     end_turn(self, held);
     return value;
 }
 
-/* The last entry in use, for popitem, in the operation's turn: its number (*key and *word set),
- * or -1 with an error. */
+/* The last entry in use, for popitem, in the operation's turn: its number (*word set), or -1
+ * with an error; the lock is held when its key or word calls into Python. */
 static Py_ssize_t
-last_entry(MapCore *self, int64_t *key, uint64_t *word, int *held)
+last_entry(MapCore *self, uint64_t *word, int *held)
 {
     for (;;) {
         if (begin_turn(self, held) < 0)
@@ -278,22 +292,23 @@ last_entry(MapCore *self, int64_t *key, uint64_t *word, int *held)
         if (!ATTACHED(self))
             return closed_error(self);
         if (self->n == 0) {
-            PyErr_SetString(PyExc_KeyError, "popitem(): LongHashMap is empty");
+            PyObject *kind = kind_name(self);
+            if (kind != NULL) {
+                PyErr_Format(PyExc_KeyError, "popitem(): %U is empty", kind);
+                Py_DECREF(kind);
+            }
             return -1;
         }
         if (check_used(self) < 0)
             return -1;
-        Py_ssize_t slot, e = self->used - 1;
-        *key = e >= 0 ? key_at(self, e) : 0;
-        if (e < 0 || !is_live_at(self, e) || find(self, *key, 1, &slot) != e) {
-            if (!PyErr_Occurred())
-                PyErr_Format(CorruptionError,
-                             "LongHashMap entry %zd, the last in use, is not a live entry of the "
-                             "index: the table is damaged", e);
+        Py_ssize_t e = self->used - 1;
+        if (e < 0 || !is_live_at(self, e)) {
+            PyErr_Format(CorruptionError, "entry %zd, the last in use, is not a live entry: "
+                         "the table is damaged", e);
             return -1;
         }
         *word = value_at(self, e);
-        if (*held || !word_needs_codec(self, *word))
+        if (*held || !entry_needs_lock(self, e, *word))
             return e;
         int waited = hold_lock(self, held);
         if (waited <= 0)
@@ -304,15 +319,14 @@ last_entry(MapCore *self, int64_t *key, uint64_t *word, int *held)
 static PyObject *
 MapCore_popitem(MapCore *self, PyObject *Py_UNUSED(ignored))
 {
-    int64_t key = 0;
     uint64_t word = 0;
     int held = 0;
-    PyObject *item = NULL, *key_object = NULL, *value = NULL;
-    Py_ssize_t e = last_entry(self, &key, &word, &held);
-    if (e >= 0 && (key_object = PyLong_FromLongLong(key)) != NULL
-        && (value = take(self, key, e, word)) != NULL)
-        item = PyTuple_Pack(2, key_object, value);
-    Py_XDECREF(key_object);
+    PyObject *item = NULL, *key_object_ = NULL, *value = NULL;
+    Py_ssize_t e = last_entry(self, &word, &held);
+    if (e >= 0 && (key_object_ = key_object(self, e)) != NULL
+        && (value = take(self, e, word)) != NULL)
+        item = PyTuple_Pack(2, key_object_, value);
+    Py_XDECREF(key_object_);
     Py_XDECREF(value);
     end_turn(self, held);
     return item;
@@ -322,7 +336,7 @@ static PyObject *
 MapCore_setdefault(MapCore *self, PyObject *const *args, Py_ssize_t nargs)
 {
     PyObject *obj, *default_value, *value = NULL;
-    int64_t key;
+    Key key = {0};
     uint64_t word;
     int held = 0;
     Py_ssize_t e;
@@ -331,6 +345,7 @@ MapCore_setdefault(MapCore *self, PyObject *const *args, Py_ssize_t nargs)
                             &word, &held);
         if (e != -1 || held)
             break;
+        key_clear(&key);
         int waited = hold_lock(self, &held); /* the look-up and the store: one operation */
         if (waited <= 0) {
             e = waited < 0 ? -2 : -1;
@@ -345,6 +360,7 @@ MapCore_setdefault(MapCore *self, PyObject *const *args, Py_ssize_t nargs)
         if (PyObject_SetItem((PyObject *)self, obj, default_value) == 0)
             value = Py_NewRef(default_value);
     }
+    key_clear(&key);
     end_turn(self, held);
     return value;
 }
@@ -364,20 +380,40 @@ MapCore_iter_items(MapCore *self, PyObject *Py_UNUSED(ignored))
 static PyObject *
 MapCore_lookup(MapCore *self, PyObject *obj)
 {
-    int64_t key;
+    Key key = {0};
     int held = 0;
     Py_ssize_t slot, e = lookup(self, obj, &key, &slot, &held);
+    key_clear(&key);
     end_turn(self, held);
     return e == -2 ? NULL : PyLong_FromSsize_t(e);
 }
 
 static PyObject *
+MapCore_discard_key(MapCore *self, PyObject *obj)
+{
+    int found = discard_key(self, obj);
+    return found < 0 ? NULL : PyBool_FromLong(found);
+}
+
+/* An attached table of int64 keys, for the methods that take int64 keys: 0, or -1 with an
+ * error (ClosedError, or TypeError on a keyed table). */
+int
+int64_table(MapCore *self, const char *method)
+{
+    if (!ATTACHED(self))
+        return closed_error(self);
+    if (!KEYED(self))
+        return 0;
+    PyErr_Format(PyExc_TypeError, "%s() takes int64 keys: this table's keys are key slots",
+                 method);
+    return -1;
+}
+
+static PyObject *
 MapCore_find(MapCore *self, PyObject *obj)
 {
-    if (!ATTACHED(self)) {
-        closed_error(self);
+    if (int64_table(self, "_find") < 0)
         return NULL;
-    }
     if (!PyLong_Check(obj))
         return PyErr_Format(PyExc_TypeError, "_find() takes an int, not %.100s",
                             Py_TYPE(obj)->tp_name);
@@ -396,16 +432,47 @@ MapCore_put(MapCore *self, PyObject *const *args, Py_ssize_t nargs)
 {
     if (nargs != 2)
         return PyErr_Format(PyExc_TypeError, "_put() takes a key and a word (%zd given)", nargs);
-    if (!ATTACHED(self)) {
-        closed_error(self);
+    if (int64_table(self, "_put") < 0)
         return NULL;
-    }
-    long long key = PyLong_AsLongLong(args[0]);
-    if (key == -1 && PyErr_Occurred())
+    Key key = {0};
+    key.int_key = PyLong_AsLongLong(args[0]);
+    if (key.int_key == -1 && PyErr_Occurred())
         return NULL;
     uint64_t bits;
     int width;
-    if (word_of(self, args[1], &bits, &width) < 0 || put(self, key, bits, width) != PUT_STORED)
+    if (word_of(self, args[1], &bits, &width) < 0 || put(self, &key, bits, width) != PUT_STORED)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+/* _put_key(key, word, slot): a keyed table's _put: store a codec word under a key object; a
+ * new long key takes `slot` (bytes, made by KeyCodec.long_slot_of, still the caller's on
+ * failure) or None to make its own. */
+static PyObject *
+MapCore_put_key(MapCore *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3)
+        return PyErr_Format(PyExc_TypeError, "_put_key() takes a key, a word and a slot "
+                            "(%zd given)", nargs);
+    if (!ATTACHED(self))
+        return closed_error(self), NULL;
+    if (!KEYED(self))
+        return PyErr_Format(PyExc_TypeError, "_put_key() is a keyed table's; use _put()");
+    if (args[2] != Py_None && (!PyBytes_Check(args[2]) || PyBytes_GET_SIZE(args[2]) != SLOT_BYTES))
+        return PyErr_Format(PyExc_TypeError, "_put_key()'s slot is 16 bytes or None");
+    Key key = {0};
+    uint64_t bits;
+    int width, held = 0, status = PUT_FAILED;
+    if (word_of(self, args[1], &bits, &width) < 0 || key_for_store(self, args[0], &key) < 0)
+        return NULL;
+    if (args[2] != Py_None && key.is_long) {
+        memcpy(key.slot, PyBytes_AS_STRING(args[2]), SLOT_BYTES);
+        key.made = 2; /* the caller's record: not dropped here */
+    }
+    status = put_turn(self, &key, bits, width, &held);
+    key_clear(&key);
+    end_turn(self, held);
+    if (status != PUT_STORED)
         return NULL;
     Py_RETURN_NONE;
 }
@@ -413,10 +480,8 @@ MapCore_put(MapCore *self, PyObject *const *args, Py_ssize_t nargs)
 static PyObject *
 MapCore_remove(MapCore *self, PyObject *obj)
 {
-    if (!ATTACHED(self)) {
-        closed_error(self);
+    if (int64_table(self, "_remove") < 0)
         return NULL;
-    }
     long long key = PyLong_AsLongLong(obj);
     if (key == -1 && PyErr_Occurred())
         return NULL;
@@ -435,7 +500,7 @@ static PyObject *
 MapCore_key_of(MapCore *self, PyObject *arg)
 {
     Py_ssize_t e = entry_arg(self, arg);
-    return e < 0 ? NULL : PyLong_FromLongLong(key_at(self, e));
+    return e < 0 ? NULL : key_object(self, e);
 }
 
 static PyObject *
@@ -518,6 +583,14 @@ static PyMethodDef MapCore_methods[] = {
      "it fits; the caller owns the word until this returns."},
     {"_remove", (PyCFunction)MapCore_remove, METH_O,
      "Remove a present int64 key without releasing its word."},
+    {"_put_key", (PyCFunction)(void (*)(void))MapCore_put_key, METH_FASTCALL,
+     "_put_key(key, word, slot)\n--\n\nStore a codec word under a key of a keyed table; a "
+     "new long key takes slot (16 bytes, the caller's) or None to make its own record."},
+    {"_discard_key", (PyCFunction)MapCore_discard_key, METH_O,
+     "Remove key (its key and word released) and return True, or False when it is absent."},
+    {"_set_keys", (PyCFunction)MapCore_set_keys, METH_O,
+     "_set_keys(keycodec)\n--\n\nMake this core a keyed table's, of the KeyCodec's key type "
+     "and seed; before the first attach."},
     {"_find_entries", (PyCFunction)(void (*)(void))MapCore_find_entries, METH_FASTCALL,
      "_find_entries(keys, out)\n--\n\nout[i] = the entry holding keys[i], or -1 (int64 "
      "buffers)."},
@@ -737,7 +810,8 @@ static struct PyModuleDef core_module = {
 PyMODINIT_FUNC
 PyInit__core(void)
 {
-    if (PyType_Ready(&EntryIterType) < 0 || PyType_Ready(&MapLockType) < 0 || import_names() < 0)
+    if (PyType_Ready(&EntryIterType) < 0 || PyType_Ready(&MapLockType) < 0 || import_names() < 0
+        || import_key_names() < 0)
         return NULL;
     PyObject *module = PyModule_Create(&core_module);
     if (module == NULL)

@@ -400,13 +400,19 @@ class MapCore:
         MapCore.__setitem__(self, key, None)
 
     def __delitem__(self, key) -> None:
+        if not self._discard_key(key):
+            raise KeyError(key)
+
+    def _discard_key(self, key) -> bool:
+        """Remove ``key`` (its word released): True, or False when it is absent."""
         slot, e = self._find_admitted(key)
         if e < 0:
-            raise KeyError(key)
+            return False
         word = self._values[e >> CHUNK_BITS][e & CHUNK_MASK]
         self._remove_at(slot, e)
         if not self._typed:
             self._codec.release(word)
+        return True
 
     def pop(self, key, default=_MISSING, /):
         slot, e = self._find_admitted(key)

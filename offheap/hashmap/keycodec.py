@@ -95,10 +95,18 @@ class KeyCodec:
 
     def store_slot(self, probe: KeyProbe) -> bytes:
         """The slot a new entry of this key stores: a long key's bytes become a record now
-        (CapacityError: nothing made); the entry owns it from here on."""
+        (CapacityError: nothing made), unless one was made for it ahead (``probe.stored``);
+        the entry owns it from here on."""
+        if probe.stored is not None:
+            return probe.stored
         if not probe.long:
             return probe.compared
-        return long_slot(self.store.put(probe.data), probe.hash)
+        return self.long_slot_of(probe.data, probe.hash)
+
+    def long_slot_of(self, data: bytes, hash_value: int) -> bytes:
+        """The slot of a new long key of these bytes and hash: its record made now
+        (CapacityError: nothing made), owned by the entry that stores the slot."""
+        return long_slot(self.store.put(data), hash_value)
 
     def release_slot(self, slot: bytes | memoryview) -> None:
         """Free what a removed entry's slot owned: a long key's record."""

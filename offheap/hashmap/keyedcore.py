@@ -18,14 +18,18 @@ Thread safety: none here, as the core it extends: the map runs every operation u
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from offheap.hashmap.core import MapCore
+from offheap.hashmap.locking import LockedReferenceCore
 from offheap.hashmap.keycodec import KeyCodec, KeyProbe
 from offheap.hashmap.keyedlayout import homes_of_slots
 from offheap.hashmap.keyslots import SLOT_BYTES, home_of
 from offheap.hashmap.layout import CHUNK_BITS, CHUNK_MASK
 from offheap.hashmap.regions import Column
+from offheap.kernels import native
 
 KEY_SLOTS = np.dtype(f"V{SLOT_BYTES}")
 """The numpy dtype of a key slot: what a keyed table's key column holds."""
@@ -65,6 +69,18 @@ class KeyedCore(MapCore):
 
     # -- probing ------------------------------------------------------------------------------
 
+    def _set_keys(self, keycodec: KeyCodec) -> None:
+        """Take the map's key codec (the compiled core reads its key type and seed)."""
+        self._keycodec = keycodec
+
+    def _put_key(self, key, word, slot: bytes | None) -> None:
+        """Store ``word`` under ``key``; a new long key takes ``slot`` (made by the caller with
+        :meth:`KeyCodec.long_slot_of`), or None to make its own record."""
+        probe = self._admit(key)
+        if probe.long:
+            probe.stored = slot
+        self._put(probe, word)
+
     def _admit(self, key) -> KeyProbe:
         return self._keycodec.admit(key)
 
@@ -103,3 +119,18 @@ class KeyedCore(MapCore):
         stored = bytes(self._slot_of(e))
         super()._remove_at(slot, e)
         self._keycodec.release_slot(stored)
+
+
+class LockedKeyedCore(LockedReferenceCore, KeyedCore):
+    """The keyed reference core with each operation under the map's lock: what a HashMap or
+    HashSet takes when the compiled core is not selected."""
+
+
+if TYPE_CHECKING:
+    KeyedMapCore = LockedKeyedCore  # the compiled type mirrors the reference's interface
+else:
+    _compiled = native.compiled_module("offheap.hashmap._core")
+    KeyedMapCore = LockedKeyedCore if _compiled is None else _compiled.MapCore
+"""The core a HashMap or HashSet is built on: LongHashMap's compiled core, made a keyed
+table's by ``_set_keys`` (offheap/hashmap/csrc/keys.c), when :mod:`offheap.kernels.native`
+selects it, else the keyed reference core under the table's lock."""

@@ -6,8 +6,9 @@ seeded hash, :mod:`offheap.hashmap.keyedlayout`; how a key becomes its bytes, wh
 key type admits, and how ``1 == 1.0 == True`` are one key of an ``"object"`` map is
 :mod:`offheap.hashmap.keyslots`. The parts:
 
-- the core: :class:`~offheap.hashmap.keyedcore.KeyedCore`, the pure-Python reference core over
-  key slots, under the map's lock (the compiled core probes int64 keys only so far);
+- the core: LongHashMap's compiled core made a keyed table's (offheap/hashmap/csrc/keys.c), or
+  its pure-Python reference :class:`~offheap.hashmap.keyedcore.KeyedCore` under the map's lock,
+  as :mod:`offheap.kernels.native` selects;
 - the key codec (:class:`~offheap.hashmap.keycodec.KeyCodec`): keys in and out of their slots,
   and the records of long keys;
 - the facade shared with LongHashMap (:class:`~offheap.hashmap.longhashmap.HashMapFacade`), with
@@ -27,10 +28,11 @@ import threading
 
 import numpy as np
 
-from offheap.hashmap.keyedcore import KeyedCore
+from offheap.hashmap.keyedcore import KeyedMapCore, LockedKeyedCore
 from offheap.hashmap.keyedtable import KeyedTable, as_list
-from offheap.hashmap.locking import LockedReferenceCore, locked
+from offheap.hashmap.locking import locked
 from offheap.hashmap.longhashmap import HashMapFacade
+from offheap.hashmap.table import bind_core_methods
 from offheap.kernels.sizes import ByteLimit
 from offheap.store.records import RecordStore
 from offheap.store.serializers import get_serializer
@@ -129,7 +131,7 @@ class KeyedFacade(KeyedTable, HashMapFacade):
         other.put_many(*self._export())
 
 
-class HashMap(LockedReferenceCore, KeyedCore, KeyedFacade):
+class HashMap(KeyedMapCore, KeyedFacade):
     """A ``MutableMapping`` for keys of one key type, stored off the Python heap, in insertion
     order like a dict.
 
@@ -142,3 +144,12 @@ class HashMap(LockedReferenceCore, KeyedCore, KeyedFacade):
     :class:`~offheap.LongHashMap`'s; keyword arguments (``HashMap(key="str", a=1)``) are
     entries, as dict's.
     """
+
+
+bind_core_methods(HashMap)  # dict's call speed for m.get(k) and the like
+
+
+class ReferenceHashMap(LockedKeyedCore, KeyedFacade):
+    """A HashMap on the keyed pure-Python reference core whatever :mod:`offheap.kernels.native`
+    selected: what the differential tests hold the compiled core to. Its files are the same
+    bytes."""

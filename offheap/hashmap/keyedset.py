@@ -19,9 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from offheap.hashmap.keyedcore import KeyedCore
+from offheap.hashmap.keyedcore import KeyedMapCore, LockedKeyedCore
 from offheap.hashmap.keyedtable import KeyedTable, as_list
-from offheap.hashmap.locking import LockedReferenceCore, locked
+from offheap.hashmap.locking import locked
 from offheap.hashmap.longhashset import HashSetFacade, SetOperations
 from offheap.kernels.sizes import ByteLimit
 from offheap.store.records import RecordStore
@@ -92,7 +92,7 @@ class KeyedSetFacade(KeyedTable, HashSetFacade):
         return self._key_serializer()
 
 
-class HashSet(SetOperations, LockedReferenceCore, KeyedCore, KeyedSetFacade):
+class HashSet(SetOperations, KeyedMapCore, KeyedSetFacade):
     """A ``MutableSet`` of elements of one key type (``key=``: ``"str"``, ``"bytes"``,
     ``"int64"``, ``"object"``, as :class:`~offheap.HashMap`'s keys), stored off the Python heap
     in the order they were added (``pop()`` takes the last). The options, files, algebra and
@@ -101,4 +101,12 @@ class HashSet(SetOperations, LockedReferenceCore, KeyedCore, KeyedSetFacade):
     """
 
     _kind = "HashSet"
-    add = LockedReferenceCore._add_key
+    add = KeyedMapCore._add_key  # the core's method itself: ``s.add(x)`` runs no Python frame
+
+
+class ReferenceHashSet(SetOperations, LockedKeyedCore, KeyedSetFacade):
+    """A HashSet on the keyed pure-Python reference core whatever :mod:`offheap.kernels.native`
+    selected: what the differential tests hold the compiled core to."""
+
+    _kind = "HashSet"
+    add = LockedKeyedCore._add_key

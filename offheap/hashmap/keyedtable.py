@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from offheap.hashmap.core import MapCore as ReferenceCore
+from offheap.errors import CorruptionError
 from offheap.hashmap.keycodec import KeyCodec, KeyProbe
 from offheap.hashmap.keyedcore import KEY_SLOTS, KeyedCore
 from offheap.hashmap.keyedlayout import KeyedMeta, pack_meta, parse_meta
@@ -42,8 +42,6 @@ else:
 _COLUMN_SERIALIZERS = {"str": "str", "bytes": "bytes", "int64": "int64", "object": "object"}
 """The serializer that packs a column of each key type's keys (a pickle of the map or set)."""
 
-_ABSENT = object()
-
 
 class KeyedTable(_FacadeBase):
     """The keyed table's side of a hash map's or set's facade (see the module docstring)."""
@@ -53,14 +51,14 @@ class KeyedTable(_FacadeBase):
     _key_type: str | None  # the key type asked for: a new table's, or None to take a file's
 
     if TYPE_CHECKING:
-        # the core's (offheap.hashmap.keyedcore)
-        def _probe(self, key: KeyProbe) -> tuple[int, int, int]: ...
+        # the core's (offheap.hashmap.keyedcore, or the compiled one)
+        def _set_keys(self, keycodec: KeyCodec) -> None: ...
 
-        def _put(self, key: Any, word) -> None: ...  # a KeyProbe here
+        def _put_key(self, key: Any, word, slot: bytes | None) -> None: ...
 
-        def _encode(self, value): ...
+        def _lookup(self, key: Any) -> int: ...
 
-        def _find_admitted(self, key) -> tuple[int, int]: ...
+        def _discard_key(self, key: Any) -> bool: ...
 
         _width: int
 
@@ -78,7 +76,8 @@ class KeyedTable(_FacadeBase):
     def _setup(self, store: RecordStore, serializer, *, meta_recid, owns_store: bool,
                allow_pickle: bool, lock: threading.RLock | None = None) -> None:
         if meta_recid is None:  # a new table: a new seed; a stored one's comes with its record
-            self._keycodec = KeyCodec(self._key_type or "object", os.urandom(SEED_BYTES), store)
+            self._take_keycodec(KeyCodec(self._key_type or "object", os.urandom(SEED_BYTES),
+                                         store))
         super()._setup(store, serializer, meta_recid=meta_recid, owns_store=owns_store,
                        allow_pickle=allow_pickle, lock=lock)
 
@@ -90,8 +89,19 @@ class KeyedTable(_FacadeBase):
         if self._key_type is not None and meta.key != self._key_type:
             raise ValueError(f'the stored table has key="{meta.key}", not key="{self._key_type}"; '
                              f'open it with key="{meta.key}" (or no key=)')
-        self._keycodec = KeyCodec(meta.key, meta.seed, self._store)
+        held = getattr(self, "_keycodec", None)
+        if held is not None and (held.key_type, held.seed) == (meta.key, meta.seed):
+            return meta.table
+        if self._regions is not None:  # a check of the table held (a commit's), not a load
+            raise CorruptionError("HashMap metadata names another key type or seed than the "
+                                  "table the map holds")
+        self._take_keycodec(KeyCodec(meta.key, meta.seed, self._store))
         return meta.table
+
+    def _take_keycodec(self, keycodec: KeyCodec) -> None:
+        """Use ``keycodec`` for this table's keys, and give it to the core (detached)."""
+        self._keycodec = keycodec
+        self._set_keys(keycodec)
 
     def _of_format_1(self, record: bytes) -> bool:
         return False  # keyed tables start at their format 1, after LongHashMap's 2
@@ -147,30 +157,29 @@ class KeyedTable(_FacadeBase):
         if len(values) != len(keys):
             raise ValueError(f"{len(keys)} keys but {len(values)} values")
         last: dict[bytes, int] = {}
-        probes: dict[bytes, KeyProbe] = {}
+        first: dict[bytes, tuple[Any, KeyProbe]] = {}
         for i, key in enumerate(keys):
             probe = self._keycodec.admit(key)
-            probes.setdefault(probe.data, probe)
+            first.setdefault(probe.data, (key, probe))
             last[probe.data] = i
-        new = [probe for probe in probes.values() if self._probe(probe)[2] < 0]
+        absent = [data for data, (key, _) in first.items() if self._lookup(key) < 0]
         words: list = []
-        slots: list[bytes] = []
+        slots: dict[bytes, bytes] = {}
         try:
-            for probe in probes.values():
-                words.append(self._encode(values[last[probe.data]]))
-            for probe in new:
-                slots.append(self._keycodec.store_slot(probe))
-            self._reserve(len(new), max(map(self._width_of_word, words), default=self._width))
+            for data in first:
+                words.append(self._slots.encode(values[last[data]]))
+            for data in absent:
+                if first[data][1].long:
+                    slots[data] = self._keycodec.store_slot(first[data][1])
+            self._reserve(len(absent), max(map(self._width_of_word, words), default=self._width))
         except BaseException:
-            for slot in slots:
+            for slot in slots.values():
                 self._keycodec.release_slot(slot)
             if not self._slots.typed:
                 self._slots.release_many(np.array(words, np.uint64))
             raise
-        for probe, slot in zip(new, slots):
-            probe.stored = slot
-        for probe, word in zip(probes.values(), words):
-            self._put(probe, word)
+        for (data, (key, _)), word in zip(first.items(), words):
+            self._put_key(key, word, slots.get(data))
 
     def _width_of_word(self, word) -> int:
         if self._slots.typed:
@@ -179,13 +188,12 @@ class KeyedTable(_FacadeBase):
 
     def _contains_column(self, keys) -> np.ndarray:
         self._check_open()
-        return np.array([self._find_admitted(key)[1] >= 0 for key in as_list(keys)], bool)
+        return np.array([self._lookup(key) >= 0 for key in as_list(keys)], bool)
 
     def _delete_column(self, keys) -> int:
         """Remove the keys that are present; how many went. Lock held by the caller."""
         self._check_open()
-        removed = [ReferenceCore.pop(self, key, _ABSENT) for key in as_list(keys)]  # type: ignore[arg-type]
-        return len(removed) - sum(1 for value in removed if value is _ABSENT)
+        return sum(1 for key in as_list(keys) if self._discard_key(key))
 
 def as_list(items) -> list:
     """Keys or values given as a list, a numpy array (its items as Python objects) or any

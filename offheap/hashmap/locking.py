@@ -105,6 +105,7 @@ class LockedReferenceCore(ReferenceCore):
         popitem = locked(ReferenceCore.popitem)
         setdefault = locked(ReferenceCore.setdefault)
         _add_key = locked(ReferenceCore._add_key)
+        _discard_key = locked(ReferenceCore._discard_key)
         __iter__ = locked_generator(ReferenceCore.__iter__)
         _iter_values = locked_generator(ReferenceCore._iter_values)
         _iter_items = locked_generator(ReferenceCore._iter_items)

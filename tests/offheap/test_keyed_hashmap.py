@@ -133,6 +133,9 @@ def test_long_keys_live_in_records_that_deletes_and_clears_free():
     assert len(m._store) == records + 199
     m.clear()
     assert len(m._store) == records and len(m) == 0
+    m.put_many(keys[:50] + keys[:10], [None] * 60)  # one record a key, however often given
+    assert len(m._store) == records + 50
+    assert m.delete_many(keys) == 50 and len(m._store) == records
     m._check()
 
 

@@ -230,7 +230,7 @@ sorted_entries(const MapCore *self, Record *records, Record *scratch)
         if (!is_live_at(self, e))
             continue;
         if (count < self->n)
-            records[count] = (Record){mix64((uint64_t)key_at(self, e)), e};
+            records[count] = (Record){entry_hash(self, e), e};
         count++;
     }
     if (count != self->n) {

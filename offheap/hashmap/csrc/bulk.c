@@ -52,12 +52,12 @@ export_words(PyObject *obj, Py_buffer *view, int writable, Py_ssize_t n, const c
     return export_array(obj, view, 8, writable, n, what);
 }
 
-/* The keys argument of every call; ClosedError while detached. */
+/* The keys argument of every call; ClosedError while detached, TypeError on a keyed table. */
 static Py_ssize_t
 export_keys(MapCore *self, PyObject *keys, Py_buffer *view)
 {
-    if (!ATTACHED(self))
-        return closed_error(self);
+    if (int64_table(self, "the bulk path") < 0)
+        return -1;
     return export_words(keys, view, 0, -1, "keys");
 }
 
@@ -227,7 +227,8 @@ put_each(MapCore *self, const int64_t *keys, const uint64_t *words, Py_ssize_t n
     const int typed = TYPED_CODEC(self->value_codec);
     for (Py_ssize_t i = 0; i < n; i++) {
         prefetch_ahead(self, keys, i, n, 0);
-        int status = put(self, keys[i], words[i], typed ? (int)self->width : word_width(words[i]));
+        Key key = {.int_key = keys[i]};
+        int status = put(self, &key, words[i], typed ? (int)self->width : word_width(words[i]));
         if (status == PUT_FAILED_AFTER_STORING)
             done[0] = i + 1;
         if (status != PUT_STORED)

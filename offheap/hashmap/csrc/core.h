@@ -13,6 +13,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "siphash.h"
+
 #if SIZEOF_SIZE_T < 8
 #error "offheap's compiled core needs a 64-bit platform"
 #endif
@@ -24,6 +26,15 @@
 #define MAX_HOMES ((Py_ssize_t)1 << 32)
 #define EXTERNAL 0xFF            /* byte 0 of a word whose value is a record in the store */
 #define INLINE_MAX 7             /* serialized bytes an inline word holds */
+
+/* A keyed table's key slots (offheap.hashmap.keyslots) */
+#define SLOT_BYTES 16
+#define SLOT_INLINE_MAX 15       /* key bytes an inline slot holds; byte 15 is their length */
+#define SLOT_LONG 0x80           /* byte 15 of a long key's slot */
+
+/* What a table's keys are: int64 (LongHashMap's, 8 bytes an entry) or 16-byte key slots of one
+ * key type (HashMap's, keyslots.KEY_TYPES). */
+typedef enum { KEYS_INT64, KEYED_STR, KEYED_BYTES, KEYED_INT64, KEYED_OBJECT } KeyKind;
 
 /* "object" serializer tags (offheap.store.serializers) that the inline codec reads and writes */
 enum { TAG_NONE = 0, TAG_FALSE = 1, TAG_TRUE = 2, TAG_INT = 3, TAG_TEXT = 6, TAG_BYTES = 7 };
@@ -54,7 +65,7 @@ extern PyObject *s_encode, *s_decode, *s_release, *s_width_of, *s_make_room, *s_
  */
 
 typedef struct {
-    int64_t *keys;
+    int64_t *keys; /* int64 keys, or the 16-byte key slots of a keyed table (slot_at) */
     char *values;  /* item_size bytes per entry; NULL for item_size 0 (no values region) */
     uint8_t *live; /* bit at % 8 of byte at / 8 for position at */
 } Chunk;
@@ -88,7 +99,27 @@ typedef struct {
     ValueCodec value_codec;
     int item_size; /* bytes per value: 8 for int64 and float64, 0 for empty, else width */
     Table table;
+    KeyKind key_kind;       /* KEYS_INT64 until _set_keys makes the core a keyed table's */
+    uint8_t seed[SIPHASH_SEED_BYTES]; /* a keyed table's hash seed */
+    PyObject *keycodec;     /* a keyed table's KeyCodec (keycodec.py), NULL for int64 keys */
 } MapCore;
+
+#define KEYED(self) ((self)->key_kind != KEYS_INT64)
+
+/* A key on its way into a probe (keys.c): an int64 table's int64, or a keyed table's key bytes,
+ * hash and slot. For a keyed key `slot` is the slot a new entry stores: the inline slot, or for
+ * a long key the hash's tag in bytes 8..15 and, once `made`, the record id of the key bytes in
+ * bytes 0..7. `data` is borrowed from the key object or from `owner`. */
+typedef struct {
+    int64_t int_key;
+    uint64_t hash;
+    uint8_t slot[SLOT_BYTES];
+    int is_long, made;
+    const char *data;
+    Py_ssize_t len;
+    PyObject *owner;
+    char buffer[SLOT_BYTES]; /* the tagged bytes of a short "object" key */
+} Key;
 
 typedef struct {
     PyObject_HEAD
@@ -106,6 +137,7 @@ enum { ITER_KEYS, ITER_VALUES, ITER_ITEMS };
 extern PyTypeObject EntryIterType, MapLockType;
 
 #define ATTACHED(self) ((self)->table.index != NULL)
+#define KEY_SIZE(self) (KEYED(self) ? SLOT_BYTES : 8)
 
 
 enum { PUT_STORED = 0, PUT_FAILED = -1, PUT_FAILED_AFTER_STORING = -2 };
@@ -135,12 +167,12 @@ int check_used(const MapCore *self);
 int check_writable(const MapCore *self);
 int corrupt_slot(const MapCore *self, Py_ssize_t slot, size_t entry);
 Py_ssize_t empty_slot_from(const MapCore *self, Py_ssize_t slot);
-void append(MapCore *self, Py_ssize_t slot, Py_ssize_t end, int64_t key, uint64_t word);
+void append(MapCore *self, Py_ssize_t slot, Py_ssize_t end, const Key *key, uint64_t word);
 int remove_at(MapCore *self, Py_ssize_t slot, Py_ssize_t e);
 void release_table(Table *table);
 void detach(MapCore *self);
 int value_codec_of(PyObject *codec, ValueCodec *value_codec);
-int export_table(PyObject *index, PyObject *key_chunks, PyObject *value_chunks, PyObject *live_chunks, Py_ssize_t value_size, Table *table, Py_ssize_t *n_slots, Py_ssize_t *capacity);
+int export_table(PyObject *index, PyObject *key_chunks, PyObject *value_chunks, PyObject *live_chunks, Py_ssize_t key_size, Py_ssize_t value_size, Table *table, Py_ssize_t *n_slots, Py_ssize_t *capacity);
 int int_key(PyObject *value, int64_t *key);
 int lookup_key(PyObject *obj, int64_t *key);
 int store_key(PyObject *obj, int64_t *key);
@@ -152,17 +184,18 @@ int release_word(MapCore *self, uint64_t word);
 void release_unstored(MapCore *self, PyObject *made);
 int word_of(MapCore *self, PyObject *word, uint64_t *bits, int *width);
 int make_room(MapCore *self, int width, int index_full);
-int put_turn(MapCore *self, int64_t key, uint64_t bits, int width, int *held);
-int put(MapCore *self, int64_t key, uint64_t bits, int width);
-int store(MapCore *self, int64_t key, PyObject *value, int *held);
-Py_ssize_t lookup(MapCore *self, PyObject *obj, int64_t *key, Py_ssize_t *slot, int *held);
-Py_ssize_t lookup_entry(MapCore *self, PyObject *obj, int64_t *key, Py_ssize_t *slot,
+int put_turn(MapCore *self, Key *key, uint64_t bits, int width, int *held);
+int put(MapCore *self, Key *key, uint64_t bits, int width);
+int store(MapCore *self, Key *key, PyObject *value, int *held);
+Py_ssize_t lookup(MapCore *self, PyObject *obj, Key *key, Py_ssize_t *slot, int *held);
+Py_ssize_t lookup_entry(MapCore *self, PyObject *obj, Key *key, Py_ssize_t *slot,
                         uint64_t *word, int *held);
-PyObject * take(MapCore *self, int64_t key, Py_ssize_t e, uint64_t word);
+PyObject * take(MapCore *self, Py_ssize_t e, uint64_t word);
+int remove_entry(MapCore *self, Py_ssize_t slot, Py_ssize_t e, uint64_t word);
 Py_ssize_t entry_arg(MapCore *self, PyObject *arg);
 Py_ssize_t lookup_argument(MapCore *self, const char *method, PyObject *const *args,
                            Py_ssize_t nargs, PyObject **obj,
-                           PyObject **default_value, int64_t *key, uint64_t *word, int *held);
+                           PyObject **default_value, Key *key, uint64_t *word, int *held);
 PyObject * iterate(MapCore *self, int what);
 PyObject *MapCore_find_entries(MapCore *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *MapCore_count_absent(MapCore *self, PyObject *keys);
@@ -171,6 +204,22 @@ PyObject *MapCore_remove_keys(MapCore *self, PyObject *const *args, Py_ssize_t n
 PyObject *MapCore_put_batch(MapCore *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *MapCore_find_values(MapCore *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *MapCore_place_entries(MapCore *self, PyObject *const *args, Py_ssize_t nargs);
+
+/* keys.c: keys of either kind of table */
+int import_key_names(void);
+void key_clear(Key *key);
+int key_for_lookup(MapCore *self, PyObject *obj, Key *key);
+int key_for_store(MapCore *self, PyObject *obj, Key *key);
+Py_ssize_t key_find(MapCore *self, Key *key, Py_ssize_t *slot, int *held);
+int make_key_slot(MapCore *self, Key *key);
+void drop_key_slot(MapCore *self, Key *key);
+int release_key_of(MapCore *self, const uint8_t stored[SLOT_BYTES]);
+int key_needs_lock(const MapCore *self, Py_ssize_t e);
+int entry_needs_lock(const MapCore *self, Py_ssize_t e, uint64_t word);
+int int64_table(MapCore *self, const char *method);
+PyObject *key_object(MapCore *self, Py_ssize_t e);
+Py_ssize_t slot_of_entry(const MapCore *self, Py_ssize_t e);
+PyObject *MapCore_set_keys(MapCore *self, PyObject *keycodec);
 
 
 /* The entries that may be read: min(_used, _capacity), 0 for a negative _used. */
@@ -251,6 +300,37 @@ key_at(const MapCore *self, Py_ssize_t e)
     return self->table.chunks[e >> CHUNK_BITS].keys[e & CHUNK_MASK];
 }
 
+/* Entry e's key slot in a keyed table. */
+static inline const uint8_t *
+slot_at(const MapCore *self, Py_ssize_t e)
+{
+    return (const uint8_t *)self->table.chunks[e >> CHUNK_BITS].keys
+           + (size_t)(e & CHUNK_MASK) * SLOT_BYTES;
+}
+
+/* The hash a key slot's home comes from (keyedlayout.slot_hashes): the seeded hash of an inline
+ * key's bytes, a long key's kept top 56 bits, the low 8 bits clear either way. A damaged length
+ * byte hashes the whole 15 bytes (nothing is read past the slot; salvage reports the damage). */
+static inline uint64_t
+slot_hash(const MapCore *self, const uint8_t *slot)
+{
+    if (slot[SLOT_INLINE_MAX] == SLOT_LONG) {
+        uint64_t tag = 0;
+        for (int i = SLOT_INLINE_MAX - 1; i >= 8; i--)
+            tag = tag << 8 | slot[i];
+        return tag << 8;
+    }
+    size_t n = slot[SLOT_INLINE_MAX] <= SLOT_INLINE_MAX ? slot[SLOT_INLINE_MAX] : SLOT_INLINE_MAX;
+    return siphash(self->seed, slot, n, 1, 3) & ~(uint64_t)0xFF;
+}
+
+/* The hash entry e's home comes from: mix64 of an int64 key, slot_hash of a key slot. */
+static inline uint64_t
+entry_hash(const MapCore *self, Py_ssize_t e)
+{
+    return KEYED(self) ? slot_hash(self, slot_at(self, e)) : mix64((uint64_t)key_at(self, e));
+}
+
 static inline uint64_t
 value_at(const MapCore *self, Py_ssize_t e)
 {
@@ -319,6 +399,41 @@ find(const MapCore *self, int64_t key, int can_match, Py_ssize_t *slot)
             return (Py_ssize_t)e;
         }
         if (home_of(k, homes) > home)
+            break;
+    }
+    *slot = s;
+    return -1;
+}
+
+/* find() in a keyed table, from slot `from` (the key's home, or past a long key's candidate
+ * whose bytes differed): the entry whose slot is the key's (an inline key) or whose slot has the
+ * key's tag (a long key: a candidate, whose record's bytes the caller compares), -1 when there
+ * is none, -2 with CorruptionError set; *slot as find()'s. Precondition: attached, from >= the
+ * key's home. */
+static inline Py_ssize_t
+find_slot(const MapCore *self, const Key *key, Py_ssize_t from, Py_ssize_t *slot)
+{
+    const uint32_t *index = self->table.index;
+    const Py_ssize_t n_slots = self->n_slots;
+    const size_t limit = entry_limit(self);
+    const Py_ssize_t home = home_of_hash(key->hash & ~(uint64_t)0xFF, self->homes);
+    const size_t skip = key->is_long ? 8 : 0; /* a long key's slot: compare its tag */
+    Py_ssize_t s = from;
+    for (; s < n_slots; s++) {
+        uint32_t ix = index[s];
+        if (ix == 0)
+            break;
+        size_t e = (size_t)ix - 1;
+        if (e >= limit) {
+            *slot = s;
+            return corrupt_slot(self, s, e) - 1;
+        }
+        const uint8_t *stored = slot_at(self, (Py_ssize_t)e);
+        if (memcmp(stored + skip, key->slot + skip, SLOT_BYTES - skip) == 0) {
+            *slot = s;
+            return (Py_ssize_t)e;
+        }
+        if (home_of_hash(slot_hash(self, stored), self->homes) > home)
             break;
     }
     *slot = s;

@@ -24,16 +24,11 @@ iterate(MapCore *self, int what)
  * exhausted.
  */
 
-/* The (key, value) tuple of an item, taking `value`'s reference: the tuple of the previous step
- * when only the iterator still holds it (its old items are dropped), else a new one. */
+/* The (key, value) tuple of an item, taking the references of both: the tuple of the previous
+ * step when only the iterator still holds it (its old items are dropped), else a new one. */
 static PyObject *
-item_of(EntryIter *it, int64_t key, PyObject *value)
+item_of(EntryIter *it, PyObject *key_object, PyObject *value)
 {
-    PyObject *key_object = PyLong_FromLongLong(key);
-    if (key_object == NULL) {
-        Py_DECREF(value);
-        return NULL;
-    }
     PyObject *pair = it->pair;
     if (pair != NULL && Py_REFCNT(pair) == 1) {
         PyObject *old_key = PyTuple_GET_ITEM(pair, 0), *old_value = PyTuple_GET_ITEM(pair, 1);
@@ -88,9 +83,10 @@ next_in_turn(EntryIter *it, int *held)
             e++;
         if ((size_t)e >= limit)
             return NULL;
-        int64_t key = key_at(core, e);
         uint64_t word = value_at(core, e); /* copied out: decoding may run Python code */
-        if (it->what != ITER_KEYS && !*held && word_needs_codec(core, word)) {
+        int calls_python = (it->what != ITER_KEYS && word_needs_codec(core, word))
+                           || (it->what != ITER_VALUES && key_needs_lock(core, e));
+        if (calls_python && !*held) {
             int waited = hold_lock(core, held);
             if (waited < 0)
                 return NULL;
@@ -98,11 +94,14 @@ next_in_turn(EntryIter *it, int *held)
                 continue;
         }
         it->next = e + 1;
-        if (it->what == ITER_KEYS)
-            return PyLong_FromLongLong(key);
+        PyObject *key = it->what == ITER_VALUES ? NULL : key_object(core, e);
+        if (it->what == ITER_KEYS || (key == NULL && it->what == ITER_ITEMS))
+            return key;
         PyObject *value = decode_word(core, word);
-        if (value == NULL || it->what == ITER_VALUES)
+        if (value == NULL || it->what == ITER_VALUES) {
+            Py_XDECREF(key);
             return value;
+        }
         return item_of(it, key, value);
     }
 }

@@ -23,34 +23,39 @@ make_room(MapCore *self, int width, int index_full)
 
 
 /* Store `bits` (a word of `width` bytes, or a raw typed value) under `key`, asking the map for
- * room until it fits, as the reference's _put, in the turn of an operation (lock.c).
- * PUT_FAILED leaves the table as it was and the word to the caller; PUT_FAILED_AFTER_STORING
- * means the word is stored but releasing the word it replaced failed. */
+ * room until it fits, as the reference's _put, in the turn of an operation (lock.c). A new long
+ * key's record is made once the table has room for it (make_key_slot), and dropped again if the
+ * put fails. PUT_FAILED leaves the table as it was and the word to the caller;
+ * PUT_FAILED_AFTER_STORING means the word is stored but releasing the word it replaced failed. */
 int
-put_turn(MapCore *self, int64_t key, uint64_t bits, int width, int *held)
+put_turn(MapCore *self, Key *key, uint64_t bits, int width, int *held)
 {
+    int status = PUT_FAILED;
     for (;;) {
         if (begin_turn(self, held) < 0)
-            return PUT_FAILED;
-        if (!ATTACHED(self))
-            return closed_error(self);
-        Py_ssize_t slot, e = find(self, key, 1, &slot);
+            break;
+        if (!ATTACHED(self)) {
+            closed_error(self);
+            break;
+        }
+        Py_ssize_t slot, e = key_find(self, key, &slot, held);
         if (e == -2)
-            return PUT_FAILED;
+            break;
         int index_full = 0;
         if (e >= 0) {
             if (width <= self->width) {
                 if (check_writable(self) < 0)
-                    return PUT_FAILED;
+                    break;
                 uint64_t old = value_at(self, e);
                 if (owns_record(self, old)) { /* its release calls the codec */
                     int waited = hold_lock(self, held);
                     if (waited < 0)
-                        return PUT_FAILED;
+                        break;
                     if (waited)
                         continue;
                 }
                 set_value_at(self, e, bits);
+                drop_key_slot(self, key); /* a record made before another thread stored it */
                 if (owns_record(self, old) && release_word(self, old) < 0)
                     return PUT_FAILED_AFTER_STORING;
                 return PUT_STORED;
@@ -58,7 +63,13 @@ put_turn(MapCore *self, int64_t key, uint64_t bits, int width, int *held)
         }
         else if (width <= self->width && self->n < self->max_n && self->used < self->capacity) {
             if (check_writable(self) < 0 || check_used(self) < 0)
-                return PUT_FAILED;
+                break;
+            if (key->is_long && !key->made) { /* the record, then the probe again */
+                int waited = hold_lock(self, held);
+                if (waited < 0 || (!waited && make_key_slot(self, key) < 0))
+                    break;
+                continue;
+            }
             Py_ssize_t end = empty_slot_from(self, slot);
             if (end >= 0) {
                 append(self, slot, end, key, bits);
@@ -68,15 +79,17 @@ put_turn(MapCore *self, int64_t key, uint64_t bits, int width, int *held)
         }
         int waited = hold_lock(self, held);
         if (waited < 0)
-            return PUT_FAILED;
+            break;
         if (!waited && make_room(self, width, index_full) < 0)
-            return PUT_FAILED;
+            break;
     }
+    drop_key_slot(self, key);
+    return status;
 }
 
 /* put_turn as a whole operation (the bulk path's, under the map's lock). */
 int
-put(MapCore *self, int64_t key, uint64_t bits, int width)
+put(MapCore *self, Key *key, uint64_t bits, int width)
 {
     int held = 0;
     int status = put_turn(self, key, bits, width, &held);
@@ -87,7 +100,7 @@ put(MapCore *self, int64_t key, uint64_t bits, int width)
 /* self[key] = value once the key is admitted: encode (inline, or through the codec, whose
  * record is released again if the put fails), then put. */
 int
-store(MapCore *self, int64_t key, PyObject *value, int *held)
+store(MapCore *self, Key *key, PyObject *value, int *held)
 {
     uint64_t bits;
     int width;
@@ -109,37 +122,38 @@ store(MapCore *self, int64_t key, PyObject *value, int *held)
     return status == PUT_STORED ? 0 : -1;
 }
 
-/* The entry of a looked-up key (>= 0), -1 for a miss, -2 with an exception set; *key and
- * *slot are set for a hit. ClosedError when detached, before or after admitting the key. The
- * admission may run Python code; the probe is in the operation's turn. */
+/* The entry of a looked-up key (>= 0), -1 for a miss, -2 with an exception set; *key (which the
+ * caller clears) and *slot are set for a hit. ClosedError when detached, before or after
+ * admitting the key. The admission may run Python code; the probe is in the operation's turn. */
 Py_ssize_t
-lookup(MapCore *self, PyObject *obj, int64_t *key, Py_ssize_t *slot, int *held)
+lookup(MapCore *self, PyObject *obj, Key *key, Py_ssize_t *slot, int *held)
 {
+    key->owner = NULL;
     if (begin_turn(self, held) < 0)
         return -2;
     if (!ATTACHED(self))
         return closed_error(self) - 1;
-    if (!PyLong_CheckExact(obj)) { /* the admission may run Python code: another turn after it */
-        int admitted = lookup_key(obj, key);
+    if (KEYED(self) || !PyLong_CheckExact(obj)) { /* may run Python code: another turn after it */
+        int admitted = key_for_lookup(self, obj, key);
         if (admitted <= 0)
             return admitted - 1;
         if (begin_turn(self, held) < 0)
             return -2;
         if (!ATTACHED(self))
             return closed_error(self) - 1;
+        return key_find(self, key, slot, held);
     }
-    else {
-        int admitted = exact_int_key(obj, key); /* 0 outside int64: no key of the map */
-        if (admitted <= 0)
-            return admitted - 1;
-    }
-    return find(self, *key, 1, slot);
+    int admitted = exact_int_key(obj, &key->int_key); /* 0 outside int64: no key of the map */
+    if (admitted <= 0)
+        return admitted - 1;
+    return find(self, key->int_key, 1, slot);
 }
 
 /* lookup(), with *word the entry's word, and the lock held when reading or dropping the word
- * calls the codec (the look-up is done again if other threads ran while it waited for it). */
+ * or the key calls into Python (the look-up is done again if other threads ran while it waited
+ * for it). */
 Py_ssize_t
-lookup_entry(MapCore *self, PyObject *obj, int64_t *key, Py_ssize_t *slot, uint64_t *word,
+lookup_entry(MapCore *self, PyObject *obj, Key *key, Py_ssize_t *slot, uint64_t *word,
              int *held)
 {
     for (;;) {
@@ -147,7 +161,7 @@ lookup_entry(MapCore *self, PyObject *obj, int64_t *key, Py_ssize_t *slot, uint6
         if (e < 0)
             return e;
         *word = value_at(self, e);
-        if (*held || !word_needs_codec(self, *word))
+        if (*held || !entry_needs_lock(self, e, *word))
             return e;
         int waited = hold_lock(self, held);
         if (waited <= 0)
@@ -155,12 +169,13 @@ lookup_entry(MapCore *self, PyObject *obj, int64_t *key, Py_ssize_t *slot, uint6
     }
 }
 
-/* Decode entry e's value (`word`, read by lookup_entry in this turn), then remove the entry and
- * release its word (pop and popitem). The decoding may run Python code: the entry is removed
- * only if it still holds the same word. */
+/* Decode entry e's value (`word`, read in this turn), then remove the entry and release what it
+ * owned (pop and popitem). The decoding may run Python code: the entry is removed only if the
+ * entries did not change meanwhile and it still holds the same word. */
 PyObject *
-take(MapCore *self, int64_t key, Py_ssize_t e, uint64_t word)
+take(MapCore *self, Py_ssize_t e, uint64_t word)
 {
+    Py_ssize_t mods = self->mods;
     PyObject *value = decode_word(self, word);
     if (value == NULL)
         return NULL;
@@ -169,19 +184,32 @@ take(MapCore *self, int64_t key, Py_ssize_t e, uint64_t word)
         closed_error(self);
         return NULL;
     }
-    Py_ssize_t slot, found = find(self, key, 1, &slot);
-    if (found != e || value_at(self, e) != word) {
-        if (found != -2)
-            PyErr_SetString(PyExc_RuntimeError,
-                            "LongHashMap changed while a value was being taken out");
+    if (self->mods != mods || value_at(self, e) != word) {
+        PyErr_SetString(PyExc_RuntimeError, "the map changed while a value was being taken out");
         Py_DECREF(value);
         return NULL;
     }
-    if (remove_at(self, slot, e) < 0 || (owns_record(self, word) && release_word(self, word) < 0)) {
+    Py_ssize_t slot = slot_of_entry(self, e);
+    if (slot < 0 || remove_entry(self, slot, e, word) < 0) {
         Py_DECREF(value);
         return NULL;
     }
     return value;
+}
+
+/* Remove entry e at index slot `slot` and release what it owned: its key's record (a long
+ * key's) and its word's. The caller holds the lock when either calls into Python. */
+int
+remove_entry(MapCore *self, Py_ssize_t slot, Py_ssize_t e, uint64_t word)
+{
+    uint8_t stored[SLOT_BYTES];
+    if (KEYED(self))
+        memcpy(stored, slot_at(self, e), SLOT_BYTES);
+    if (remove_at(self, slot, e) < 0)
+        return -1;
+    if (KEYED(self) && release_key_of(self, stored) < 0)
+        return -1;
+    return owns_record(self, word) ? release_word(self, word) : 0;
 }
 
 /* An entry number argument in [0, _capacity) of an attached table, or -1 with an error. */
@@ -219,10 +247,11 @@ key_and_default(const char *method, PyObject *const *args, Py_ssize_t nargs, PyO
  * for bad arguments); *obj and *default_value (NULL when not given) are the arguments. */
 Py_ssize_t
 lookup_argument(MapCore *self, const char *method, PyObject *const *args, Py_ssize_t nargs,
-                PyObject **obj, PyObject **default_value, int64_t *key,
+                PyObject **obj, PyObject **default_value, Key *key,
                 uint64_t *word, int *held)
 {
     Py_ssize_t slot;
+    key->owner = NULL;
     if (key_and_default(method, args, nargs, obj, default_value) < 0)
         return -2;
     return lookup_entry(self, *obj, key, &slot, word, held);

@@ -81,13 +81,17 @@ empty_slot_from(const MapCore *self, Py_ssize_t slot)
 }
 
 /* Append entry _used for `key` and point index slot `slot` at it, moving the run slot..end-1
- * one place right. Preconditions: attached, 0 <= _used < _capacity, index[end] == 0. */
+ * one place right. Preconditions: attached, 0 <= _used < _capacity, index[end] == 0, and a
+ * long key's slot made (make_key_slot). */
 void
-append(MapCore *self, Py_ssize_t slot, Py_ssize_t end, int64_t key, uint64_t word)
+append(MapCore *self, Py_ssize_t slot, Py_ssize_t end, const Key *key, uint64_t word)
 {
     Py_ssize_t e = self->used;
     uint32_t *index = self->table.index;
-    self->table.chunks[e >> CHUNK_BITS].keys[e & CHUNK_MASK] = key;
+    if (KEYED(self))
+        memcpy((uint8_t *)slot_at(self, e), key->slot, SLOT_BYTES);
+    else
+        self->table.chunks[e >> CHUNK_BITS].keys[e & CHUNK_MASK] = key->int_key;
     set_value_at(self, e, word);
     set_live_at(self, e, 1);
     memmove(index + slot + 1, index + slot, (size_t)(end - slot) * sizeof(uint32_t));
@@ -114,7 +118,7 @@ remove_at(MapCore *self, Py_ssize_t slot, Py_ssize_t e)
             break;
         if ((size_t)ix - 1 >= limit)
             return corrupt_slot(self, end, (size_t)ix - 1);
-        if (home_of(key_at(self, ix - 1), self->homes) == end)
+        if (home_of_hash(entry_hash(self, ix - 1), self->homes) == end)
             break;
     }
     memmove(index + slot, index + slot + 1, (size_t)(end - slot - 1) * sizeof(uint32_t));
@@ -204,14 +208,14 @@ value_codec_of(PyObject *codec, ValueCodec *value_codec)
     return known ? 0 : -1;
 }
 
-/* The exports of one chunk's keys, values and live bits (exports[0..2]): its capacity, or -1
- * with an error. With value_size 0 (a set) the chunk has no values region: that export is not
+/* The exports of one chunk's keys (items of key_size bytes), values and live bits
+ * (exports[0..2]): its capacity, or -1 with an error. With value_size 0 (a set) the chunk has no values region: that export is not
  * held and chunk->values is NULL. */
 static Py_ssize_t
-export_chunk(PyObject *keys, PyObject *values, PyObject *live, Py_ssize_t value_size,
-             Py_buffer *exports, Chunk *chunk)
+export_chunk(PyObject *keys, PyObject *values, PyObject *live, Py_ssize_t key_size,
+             Py_ssize_t value_size, Py_buffer *exports, Chunk *chunk)
 {
-    Py_ssize_t capacity = export_items(keys, &exports[0], 8, "keys");
+    Py_ssize_t capacity = export_items(keys, &exports[0], key_size, "keys");
     Py_ssize_t n_values = capacity < 0 || value_size == 0
                               ? capacity
                               : export_items(values, &exports[1], value_size, "values");
@@ -235,8 +239,8 @@ export_chunk(PyObject *keys, PyObject *values, PyObject *live, Py_ssize_t value_
 /* The exports of the index and the chunks, into `table` (released by the caller on error). */
 int
 export_table(PyObject *index, PyObject *key_chunks, PyObject *value_chunks,
-             PyObject *live_chunks, Py_ssize_t value_size, Table *table, Py_ssize_t *n_slots,
-             Py_ssize_t *capacity)
+             PyObject *live_chunks, Py_ssize_t key_size, Py_ssize_t value_size, Table *table,
+             Py_ssize_t *n_slots, Py_ssize_t *capacity)
 {
     Py_ssize_t n_chunks = PyTuple_GET_SIZE(key_chunks);
     if (PyTuple_GET_SIZE(value_chunks) != n_chunks || PyTuple_GET_SIZE(live_chunks) != n_chunks) {
@@ -257,7 +261,7 @@ export_table(PyObject *index, PyObject *key_chunks, PyObject *value_chunks,
     for (Py_ssize_t i = 0; i < n_chunks; i++) {
         Py_ssize_t chunk_capacity = export_chunk(
             PyTuple_GET_ITEM(key_chunks, i), PyTuple_GET_ITEM(value_chunks, i),
-            PyTuple_GET_ITEM(live_chunks, i), value_size, &table->exports[1 + 3 * i],
+            PyTuple_GET_ITEM(live_chunks, i), key_size, value_size, &table->exports[1 + 3 * i],
             &table->chunks[i]);
         if (chunk_capacity < 0)
             return -1;
