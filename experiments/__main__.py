@@ -187,6 +187,12 @@ def _add_maps_bench(subparsers) -> None:
                         help="also fill a TreeMap with N random keys one by one for its "
                              "bytes/entry (minutes at 2M; default: not run)")
     parser.add_argument("--no-tree-goals", action="store_true", help="skip the TreeMap rows")
+    parser.add_argument("--keyed-goals", type=_count, nargs=3, metavar=("KEYS", "PURE_KEYS", "BYTES_N"),
+                        default=(1_000_000, 100_000, 1_000_000),
+                        help="the HashMap(key='str') rows against dict: keys of the compiled "
+                             "core's rows, of the reference's, entries of the bytes/entry row "
+                             "(default 1M 100K 1M)")
+    parser.add_argument("--no-keyed-goals", action="store_true", help="skip the HashMap rows")
     parser.add_argument("--out", type=Path, default=Path("experiment-results/maps-bench"),
                         help="directory for results.json and maps-bench.txt")
     parser.set_defaults(run=_run_maps_bench)
@@ -201,6 +207,7 @@ def _run_maps_bench(args) -> int:
                               goals=None if args.no_goals else tuple(args.goals),
                               tree_goals=None if args.no_tree_goals else (
                                   *args.tree_goals, args.tree_random_fill or 0),
+                              keyed_goals=None if args.no_keyed_goals else tuple(args.keyed_goals),
                               progress=lambda text: print(text, file=sys.stderr))
     _write(args.out, "maps-bench", document, _with_partial_note(_maps_tables))
     return _exit_code(document)
@@ -212,6 +219,8 @@ def _maps_tables(document: dict) -> str:
         table += "\n\n" + report.hashmap_goals_table(document["hashmap_goals"])
     if "treemap_goals" in document:
         table += "\n\n" + report.treemap_goals_table(document["treemap_goals"])
+    if "keyed_goals" in document:
+        table += "\n\n" + report.keyed_goals_table(document["keyed_goals"])
     return table
 
 

@@ -64,7 +64,7 @@ def _make(core: str, value: str):
     return ReferenceLongHashMap(value=value)
 
 
-def _timers(keys: list, misses: list, values: list) -> dict:
+def scalar_timers(keys: list, misses: list, values: list) -> dict:
     """The scalar loops of the table, each a function of a filled map returning seconds."""
 
     def get_hit(m):
@@ -107,7 +107,7 @@ def _timers(keys: list, misses: list, values: list) -> dict:
             "set (overwrite)": overwrite, "get hit, random": get_hit, "iterate items": iterate}
 
 
-def _insert(make: Callable[[], object], keys: list, values: list) -> tuple[float, object]:
+def timed_insert(make: Callable[[], object], keys: list, values: list) -> tuple[float, object]:
     m = make()
     started = time.perf_counter()
     for k, v in zip(keys, values):
@@ -115,7 +115,7 @@ def _insert(make: Callable[[], object], keys: list, values: list) -> tuple[float
     return time.perf_counter() - started, m
 
 
-def _close(m) -> None:
+def close_map(m) -> None:
     close = getattr(m, "close", None)
     if close is not None:
         close()
@@ -134,9 +134,9 @@ def _round(n: int, stream: KeyStream, value: str, cores: tuple[str, ...]) -> dic
     makers.update({core: (lambda core=core: _make(core, value)) for core in cores})
     out: dict[str, dict] = {}
     for name, make in makers.items():
-        seconds, m = _insert(make, keys, values)
+        seconds, m = timed_insert(make, keys, values)
         cells = {"insert one by one": seconds}
-        for row, timer in _timers(keys, misses, values).items():
+        for row, timer in scalar_timers(keys, misses, values).items():
             cells[row] = timer(m)
         if name == "dict":
             started = time.perf_counter()
@@ -155,8 +155,8 @@ def _round(n: int, stream: KeyStream, value: str, cores: tuple[str, ...]) -> dic
             started = time.perf_counter()
             fresh.put_many(keys_array, values_array if value == "int64" else values)
             cells["put_many vs a dict loop"] = time.perf_counter() - started
-            _close(fresh)
-        _close(m)
+            close_map(fresh)
+        close_map(m)
         out[name] = {row: seconds / len(keys) for row, seconds in cells.items()}
     return out
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from experiments import keyed_goals as keyed
 from experiments import treemap_goals
 from experiments.hashmap_goals import run_goals
 from experiments.keys import KeyStream
@@ -189,13 +190,16 @@ def _close(mapping) -> None:
 
 def run_maps_bench(n: int, key_order: str, value_type: str, *, repeat: int = 1,
                    goals: tuple[int, int, int | None] | None = None,
-                   tree_goals: tuple[int, int, int] | None = None, progress=print) -> dict:
+                   tree_goals: tuple[int, int, int] | None = None,
+                   keyed_goals: tuple[int, int, int] | None = None, progress=print) -> dict:
     """Every map kind on the same keys, ``repeat`` times (each cell keeps its fastest run);
     returns the results document. "LongHashMap (pure)" is the map on its pure-Python reference
     core, beside the compiled one, in the same run. ``goals`` (small and large key counts, and
     the entries of the bytes/entry row or None) adds :mod:`experiments.hashmap_goals`;
     ``tree_goals`` (the keys of the maps, the operations a row, the entries of the random
-    one-by-one fill or 0) adds :mod:`experiments.treemap_goals`. A Ctrl-C or a failure ends the
+    one-by-one fill or 0) adds :mod:`experiments.treemap_goals`; ``keyed_goals`` (the keys of the
+    compiled core's and the reference's rows, the entries of the bytes/entry row or 0) adds
+    :mod:`experiments.keyed_goals`. A Ctrl-C or a failure ends the
     run with what was measured (:mod:`experiments.partial`)."""
     batch = Batch.make(n, key_order, value_type)
     document = {"experiment": "maps-bench", "machine": describe_machine(),
@@ -218,4 +222,11 @@ def run_maps_bench(n: int, key_order: str, value_type: str, *, repeat: int = 1,
             large, ops, random_fill = tree_goals
             document["treemap_goals"] = treemap_goals.run_goals(
                 large, ops, repeat=repeat, random_fill=random_fill, progress=progress)
+        if keyed_goals is not None:
+            from offheap import compiled
+
+            n_keys, pure_keys, bytes_n = keyed_goals
+            document["keyed_goals"] = keyed.run_goals(
+                n_keys, pure_keys, repeat=repeat, compiled=compiled, bytes_n=bytes_n or None,
+                progress=progress)
     return document

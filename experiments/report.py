@@ -375,6 +375,37 @@ def hashmap_goals_table(goals: dict, *, markdown: bool = False) -> str:
     return "\n".join(parts)
 
 
+def keyed_goals_table(goals: dict, *, markdown: bool = False) -> str:
+    """maps-bench's HashMap(key="str") rows: ns per operation of dict and the map on each core
+    (each core timed beside its own dict, on its own number of keys), ratio ours / dict, the
+    goal and the bar; then bytes per entry against dict's."""
+    from experiments.keyed_goals import GOALS
+
+    seconds = goals["seconds_per_op"]
+    headers = ["measure"]
+    for core in seconds:
+        headers += [f"keys ({core})", f"dict ns ({core})", f"HashMap ns ({core})",
+                    f"ratio ({core})"]
+    rows = []
+    for goal in GOALS:
+        row = [goal.name]
+        for core, cells in seconds.items():
+            peer, ours = cells["dict"][goal.name], cells[core][goal.name]
+            row += [format_count(goals["n"][core]), f"{peer * 1e9:,.1f}", f"{ours * 1e9:,.1f}",
+                    f"{ours / peer:.2f}x"]
+        rows.append(row + [goal.goal, goal.must])
+    parts = [f"HashMap(key=\"str\") against dict, keys user:DDDDDDD -> \"\" (fastest of "
+             f"{goals['repeat']} rounds; ratio = ours / dict)", "",
+             format_table(headers + ["goal", "must reach"], rows, markdown=markdown)]
+    size = goals.get("bytes_per_entry")
+    if size:
+        parts.append(f"\nbytes/entry at {format_count(size['n'])} keys: HashMap "
+                     f"{size['HashMap']:.2f}, dict {size['dict']:.2f}: "
+                     f"{size['HashMap'] / size['dict']:.2f}x (goal {size['goal']}, must reach "
+                     f"{size['must']})")
+    return "\n".join(parts)
+
+
 def treemap_goals_table(goals: dict, *, markdown: bool = False) -> str:
     """maps-bench's TreeMap rows: ns per operation of SortedDict and TreeMap on each code path
     (each path timed its own SortedDict), the ratio ours / SortedDict, the goal and the bar."""

@@ -53,7 +53,8 @@ def test_sparkey_appends_and_index_builds(sparkey_document):
 
 def test_maps_bench_times_every_operation_of_every_map(tmp_path):
     done = run_runner("maps-bench", "--n", "5000", "--repeat", "2", "--goals", "2K", "20K", "50K",
-                      "--tree-goals", "5K", "500", "--tree-random-fill", "3K", "--out", str(tmp_path))
+                      "--tree-goals", "5K", "500", "--tree-random-fill", "3K",
+                      "--keyed-goals", "5K", "1K", "5K", "--out", str(tmp_path))
     assert done.returncode == 0, done.stderr
     document = json.loads((tmp_path / "results.json").read_text())
     results = document["results"]
@@ -83,14 +84,23 @@ def test_maps_bench_times_every_operation_of_every_map(tmp_path):
                                                    "random (3,000), node 32, write cache"]
         assert 0 < result["bytes_per_entry"]["sequential, node 32, write cache"] < 64
     assert "TreeMap against SortedDict" in table and "peekitem" in table
+    keyed = document["keyed_goals"]
+    assert list(keyed["seconds_per_op"]) == list(available_cores())
+    for core, names in keyed["seconds_per_op"].items():
+        assert set(names) == {"dict", core}
+        assert all(len(cells) == 6 and min(cells.values()) > 0 for cells in names.values())
+    sizes = keyed["bytes_per_entry"]
+    assert sizes["n"] == 5000 and 0 < sizes["HashMap"] and 50 < sizes["dict"] < 400
+    assert 'HashMap(key="str") against dict' in table and "bytes/entry at 5,000 keys" in table
 
 
 def test_maps_bench_skips_the_tree_goals_when_told(tmp_path):
     done = run_runner("maps-bench", "--n", "2000", "--repeat", "1", "--no-goals", "--no-tree-goals",
-                      "--out", str(tmp_path))
+                      "--no-keyed-goals", "--out", str(tmp_path))
     assert done.returncode == 0, done.stderr
     document = json.loads((tmp_path / "results.json").read_text())
     assert "treemap_goals" not in document and "hashmap_goals" not in document
+    assert "keyed_goals" not in document
 
 
 def test_sparkey_bench_refuses_a_tiny_max_n():
