@@ -178,6 +178,7 @@ int lookup_key(PyObject *obj, int64_t *key);
 int store_key(PyObject *obj, int64_t *key);
 int encode_inline(const MapCore *self, PyObject *value, uint64_t *bits, int *width);
 PyObject * decode_inline(ValueCodec codec, uint64_t word);
+PyObject *decode_text(const unsigned char *data, Py_ssize_t size);
 PyObject * codec_call(MapCore *self, PyObject *method, PyObject *arg);
 PyObject * decode_word(MapCore *self, uint64_t word);
 int release_word(MapCore *self, uint64_t word);
@@ -429,6 +430,9 @@ find_slot(const MapCore *self, const Key *key, Py_ssize_t from, Py_ssize_t *slot
             return corrupt_slot(self, s, e) - 1;
         }
         const uint8_t *stored = slot_at(self, (Py_ssize_t)e);
+        if (self->item_size) /* a hit reads it next: let its miss overlap the slot's */
+            __builtin_prefetch(self->table.chunks[e >> CHUNK_BITS].values
+                               + (e & CHUNK_MASK) * (size_t)self->item_size);
         if (memcmp(stored + skip, key->slot + skip, SLOT_BYTES - skip) == 0) {
             *slot = s;
             return (Py_ssize_t)e;

@@ -398,11 +398,9 @@ common_key_of(const MapCore *self, const uint8_t *slot)
 {
     const char *data = (const char *)slot;
     uint8_t n = slot[SLOT_INLINE_MAX];
-    PyObject *key;
     switch (self->key_kind) {
     case KEYED_STR:
-        key = PyUnicode_DecodeUTF8(data, n, "surrogatepass");
-        break;
+        return decode_text(slot, n);
     case KEYED_BYTES:
         return PyBytes_FromStringAndSize(data, n);
     case KEYED_INT64:
@@ -414,11 +412,8 @@ common_key_of(const MapCore *self, const uint8_t *slot)
             return PyBytes_FromStringAndSize(data + 1, n - 1);
         if (slot[0] == KEY_TAG_INT)
             return n == 1 ? PyLong_FromLong(0) : int_of_body(slot + 1, n - 1);
-        key = PyUnicode_DecodeUTF8(data + 1, n - 1, "surrogatepass");
+        return decode_text(slot + 1, n - 1);
     }
-    if (key == NULL && PyErr_ExceptionMatches(PyExc_UnicodeDecodeError))
-        PyErr_Clear();
-    return key;
 }
 
 /* Entry e's key as the map hands it out (a new reference), or NULL with an error. An int64

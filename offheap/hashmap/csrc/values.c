@@ -197,10 +197,20 @@ encode_inline(const MapCore *self, PyObject *value, uint64_t *bits, int *width)
     return done;
 }
 
-/* A str decoded from UTF-8 (surrogatepass), or NULL without an error for malformed bytes. */
-static PyObject *
+/* A str decoded from UTF-8 (surrogatepass), or NULL without an error for malformed bytes;
+ * ASCII (the common keys and values) copied straight into a new str. */
+PyObject *
 decode_text(const unsigned char *data, Py_ssize_t size)
 {
+    unsigned char high = 0;
+    for (Py_ssize_t i = 0; i < size; i++)
+        high |= data[i];
+    if (high < 0x80) {
+        PyObject *ascii = PyUnicode_New(size, 127);
+        if (ascii != NULL && size > 0)
+            memcpy(PyUnicode_1BYTE_DATA(ascii), data, (size_t)size);
+        return ascii;
+    }
     PyObject *text = PyUnicode_DecodeUTF8((const char *)data, size, "surrogatepass");
     if (text == NULL && PyErr_ExceptionMatches(PyExc_UnicodeDecodeError))
         PyErr_Clear();
