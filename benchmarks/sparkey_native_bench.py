@@ -11,6 +11,11 @@ parentheses), and the load average is printed before and after: the machine is s
   ``k in reader`` and ``get_many`` per key, on the compiled core and on the reference opened
   side by side in the same run; ``get`` of keys in log order (the Lookup's last-block cache);
   compressed stores also time the codec alone on random blocks.
+* the C floor of those lookups (sparkey_lookup_floor.c, compiled here with the C compiler
+  Python was built with): the compiled Lookup called from a C loop for the same keys, free
+  running and fenced (each lookup waits for the previous one, as between two Python calls),
+  ``contains`` alike, and the hash alone; beside them ``reader.get(k)`` with the value dropped
+  (a ``for`` loop), the Python figure that compares with them.
 * write + index: ``Writer.put_many`` then ``close()`` (log, then the canonical index), on the
   compiled core and on the Python reference; both files are checked byte for byte.
 * put_many on 1 and 2 threads of 300K pre-encoded ``bytes`` entries (pairs, and two list
@@ -18,11 +23,14 @@ parentheses), and the load average is printed before and after: the machine is s
 """
 
 import argparse
+import ctypes
 import os
 import pathlib
 import random
+import shlex
 import subprocess
 import sys
+import sysconfig
 import tempfile
 
 
@@ -62,8 +70,9 @@ def bench_lookups(directory, compression, keys, values, lookups, repeat):
                  best_of(repeat, lambda: reader.get_many(wanted)), lookups)
         get = fast.get
         show("compiled: reader.get(k), keys in log order",
-             best_of(repeat, lambda: [get(k) for k in in_log_order]), lookups)
+             best_of(repeat, lambda: [get(k) for k in in_log_order]), len(in_log_order))
         show("the loop alone", best_of(repeat, lambda: [k for k in wanted]), lookups)
+        bench_floor(directory, fast, wanted, repeat)
         if compression != "none":
             header = fast.log_header
             codec = codec_for(header.compression_type)
@@ -78,6 +87,61 @@ def bench_lookups(directory, compression, keys, values, lookups, repeat):
                 raw = codec.raw_decompress
                 show("codec.raw_decompress of a random block",
                      best_of(repeat, lambda: [raw(p) for p in chosen]), lookups)
+
+
+def bench_floor(directory, reader, wanted, repeat):
+    """The compiled Lookup of ``reader`` called from a C loop (sparkey_lookup_floor.c)."""
+    floor = build_floor(directory)
+    if floor is None:
+        return
+    core = ctypes.CDLL(native.module.__file__)  # the loaded extension: its own functions
+    lookup_value = ctypes.cast(core.sparkey_lookup_value, ctypes.c_void_p)
+    lookup, header = reader._index.native, reader.index_header
+
+    def loop(found_only, fenced):
+        return lambda: floor.lookup_loop(lookup_value, lookup, wanted, found_only, fenced)
+    assert loop(0, 0)() == loop(1, 0)() == len(wanted)
+    get = reader.get
+
+    def dropped():
+        for key in wanted:
+            get(key)
+    show("compiled: reader.get(k), value dropped", best_of(repeat, dropped), len(wanted))
+    show("C loop: Lookup get, value dropped", best_of(repeat, loop(0, 0)), len(wanted))
+    if floor.can_fence():
+        show("C loop: Lookup get, fenced", best_of(repeat, loop(0, 1)), len(wanted))
+    show("C loop: Lookup contains", best_of(repeat, loop(1, 0)), len(wanted))
+    if floor.can_fence():
+        show("C loop: Lookup contains, fenced", best_of(repeat, loop(1, 1)), len(wanted))
+    hash_key = ctypes.cast(core.sparkey_hash, ctypes.c_void_p)
+    show("C loop: the hash alone", best_of(repeat, lambda: floor.hash_loop(
+        hash_key, wanted, header.hash_seed, header.hash_size)), len(wanted))
+
+
+def build_floor(directory):
+    """sparkey_lookup_floor.c as a loaded library, or None (saying why) without a compiler."""
+    source = pathlib.Path(__file__).resolve().parent / "sparkey_lookup_floor.c"
+    library = pathlib.Path(directory) / "sparkey_lookup_floor.so"
+    if not library.exists():
+        command = [*shlex.split(sysconfig.get_config_var("CC") or "cc"), "-O2", "-shared",
+                   "-fPIC", f"-I{sysconfig.get_paths()['include']}", str(source),
+                   "-o", str(library)]
+        try:
+            built = subprocess.run(command, capture_output=True, text=True)
+            failure = built.stderr.strip() if built.returncode else None
+        except OSError as exc:  # no compiler at all
+            failure = str(exc)
+        if failure is not None:
+            print(f"  C loop: skipped, {shlex.join(command)} failed: {failure}")
+            return None
+    floor = ctypes.PyDLL(str(library))  # calls hold the GIL: the loops create Python objects
+    floor.lookup_loop.argtypes = [ctypes.c_void_p, ctypes.py_object, ctypes.py_object,
+                                  ctypes.c_int, ctypes.c_int]
+    floor.lookup_loop.restype = ctypes.c_ssize_t
+    floor.hash_loop.argtypes = [ctypes.c_void_p, ctypes.py_object, ctypes.c_uint32,
+                                ctypes.c_uint]
+    floor.hash_loop.restype = ctypes.c_uint64
+    return floor
 
 
 def block_payloads(log):
@@ -146,16 +210,21 @@ def main(argv=None):
     parser.add_argument("--lookups", type=int, default=200_000)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--parallel-entries", type=int, default=300_000)
+    parser.add_argument("--compressions", default="none,snappy,zstd",
+                        help="the stores whose lookups are timed (comma-separated)")
+    parser.add_argument("--no-writes", action="store_true",
+                        help="time the lookups only, not the writers")
     args = parser.parse_args(argv)
     print("load:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
     keys = [b"key_%d" % i for i in range(args.n)]
     values = [b"value_%d" % i for i in range(args.n)]
     with tempfile.TemporaryDirectory() as directory:
-        bench_lookups(directory, "none", keys, values, args.lookups, args.repeat)
-        for compression in ("snappy", "zstd"):
-            bench_lookups(directory, compression, keys, values, args.lookups // 10, args.repeat)
-        bench_write(directory, keys, values, args.repeat)
-        bench_parallel_put_many(directory, args.parallel_entries, args.repeat)
+        for compression in args.compressions.split(","):
+            lookups = args.lookups if compression == "none" else args.lookups // 10
+            bench_lookups(directory, compression, keys, values, lookups, args.repeat)
+        if not args.no_writes:
+            bench_write(directory, keys, values, args.repeat)
+            bench_parallel_put_many(directory, args.parallel_entries, args.repeat)
     print("load:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
     print(f"({os.cpu_count()} CPUs; figures are wall time, CPU time in parentheses)")
 

@@ -85,6 +85,7 @@ static int parse_layout(lookup_object *self, PyObject *layout)
     t->slots = (const uint8_t *)self->index.buf + SPARKEY_INDEX_HEADER_SIZE;
     t->capacity = capacity;
     t->probe_limit = probe_limit < capacity ? probe_limit : capacity - 1;
+    t->home_multiplier = sparkey_home_multiplier(capacity, t->hash_size);
     t->entry_block_bits = (unsigned)bits;
     self->entries.data = self->log.buf;
     self->entries.end = data_end;
@@ -347,7 +348,7 @@ static PyObject *compressed_get(lookup_object *self, PyObject *key)
     uint64_t address, mask = ((uint64_t)1 << bits) - 1;
     sparkey_probe probe;
     sparkey_probe_start(&self->table, &probe,
-                        sparkey_hash(data, size, self->table.seed, self->table.hash_size), 0);
+                        sparkey_hash(data, size, self->table.seed, self->table.hash_size));
     while (1) {
         if (self->released) {  /* a codec call let another thread close the store */
             closed_error(self);
@@ -394,7 +395,7 @@ static PyObject *lookup_value(lookup_object *self, PyObject *key_object, int fou
         size_t size = (size_t)PyBytes_GET_SIZE(key);
         sparkey_probe probe;
         sparkey_probe_start(&self->table, &probe,
-                            sparkey_hash(data, size, self->table.seed, self->table.hash_size), 0);
+                            sparkey_hash(data, size, self->table.seed, self->table.hash_size));
         value = probe_values(self, &probe, data, size, found_only);
     }
     Py_DECREF(key);
@@ -467,7 +468,7 @@ static int uncompressed_many(lookup_object *self, const sparkey_column *keys, Py
             const uint8_t *key;
             size_t size;
             sparkey_row(keys, first + j, &key, &size);
-            sparkey_probe_start(t, &probes[j], sparkey_hash(key, size, t->seed, t->hash_size), 0);
+            sparkey_probe_start(t, &probes[j], sparkey_hash(key, size, t->seed, t->hash_size));
             __builtin_prefetch(t->slots + probes[j].slot * slot_size);
         }
         for (Py_ssize_t j = 0; j < batch; j++) {

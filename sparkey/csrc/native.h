@@ -140,11 +140,33 @@ typedef struct {
     const uint8_t *slots;       /* slot 0, right after the 112-byte header */
     uint64_t capacity;
     uint64_t probe_limit;       /* the largest displacement a probe reads, below capacity */
+    uint64_t home_multiplier;   /* sparkey_home_multiplier(capacity, hash_size) */
     uint32_t seed;
     unsigned hash_size;
     unsigned address_size;
     unsigned entry_block_bits;
 } sparkey_table;
+
+/* hash % capacity without a division when both fit 32 bits (Lemire, Kaser and Kurz, "Faster
+ * remainder by direct computation", 2019): with M = floor((2**64 - 1) / capacity) + 1,
+ * hash % capacity is the high 64 bits of (M * hash mod 2**64) * capacity. The multiplier is
+ * that M for hash_size 4 and a capacity below 2**32, else 0 (as is M for capacity 1, wrapped):
+ * sparkey_home then divides. A probe takes one remainder per slot it passes, a build one per
+ * slot it moves through. */
+static inline uint64_t sparkey_home_multiplier(uint64_t capacity, unsigned hash_size)
+{
+    return hash_size == 4 && capacity >> 32 == 0 ? UINT64_MAX / capacity + 1 : 0;
+}
+
+/* The home slot of `hash` in a table of `capacity` slots: hash % capacity. */
+static inline uint64_t sparkey_home(uint64_t hash, uint64_t capacity, uint64_t multiplier)
+{
+    if (!multiplier)
+        return hash % capacity;
+    uint64_t low = multiplier * hash;
+    /* the high 64 bits of low * capacity, in 64-bit products (capacity < 2**32) */
+    return ((low >> 32) * capacity + ((low & UINT32_MAX) * capacity >> 32)) >> 32;
+}
 
 /* A lookup in progress: the key's hash, the slot to read next and its displacement. */
 typedef struct {
@@ -154,9 +176,8 @@ typedef struct {
     int finished;
 } sparkey_probe;
 
-/* Start probing for `hash` at `displacement` slots past its home slot. */
-void sparkey_probe_start(const sparkey_table *table, sparkey_probe *probe, uint64_t hash,
-                         uint64_t displacement);
+/* Start probing for `hash` at its home slot. */
+void sparkey_probe_start(const sparkey_table *table, sparkey_probe *probe, uint64_t hash);
 
 /* The address of the next slot holding the probe's hash: 1 and *address, or 0 once the probe
  * has reached an empty slot, the Robin Hood early exit or probe_limit (HashIndex.get). */

@@ -19,53 +19,57 @@
 
 /* ---- lookups */
 
-static inline uint64_t displacement_of(uint64_t slot, uint64_t hash, uint64_t capacity)
+static inline uint64_t displacement_of(uint64_t slot, uint64_t home, uint64_t capacity)
 {
-    uint64_t home = hash % capacity;
     return slot >= home ? slot - home : slot + capacity - home;
 }
 
-void sparkey_probe_start(const sparkey_table *table, sparkey_probe *probe, uint64_t hash,
-                         uint64_t displacement)
+void sparkey_probe_start(const sparkey_table *table, sparkey_probe *probe, uint64_t hash)
 {
-    uint64_t capacity = table->capacity;
-    uint64_t slot = hash % capacity + (displacement < capacity ? displacement
-                                                                : displacement % capacity);
     probe->hash = hash;
-    probe->slot = slot >= capacity ? slot - capacity : slot;
-    probe->displacement = displacement;
+    probe->slot = sparkey_home(hash, table->capacity, table->home_multiplier);
+    probe->displacement = 0;
     probe->finished = 0;
 }
 
 int sparkey_probe_next(const sparkey_table *table, sparkey_probe *probe, uint64_t *address)
 {
-    unsigned hash_size = table->hash_size, slot_size = hash_size + table->address_size;
-    while (!probe->finished) {
-        const uint8_t *slot = table->slots + probe->slot * slot_size;
-        uint64_t other_hash = load_le(slot, hash_size);
-        uint64_t other_address = load_le(slot + hash_size, table->address_size);
-        if (!other_address)
+    /* the probe's state in locals for the loop: the slot reads cannot alias it */
+    unsigned hash_size = table->hash_size, address_size = table->address_size;
+    uint64_t capacity = table->capacity, hash = probe->hash;
+    uint64_t slot = probe->slot, displacement = probe->displacement;
+    const uint8_t *at = table->slots + slot * (hash_size + address_size);
+    int finished = probe->finished, found = 0;
+    while (!finished && !found) {
+        uint64_t other_hash = load_le(at, hash_size);
+        uint64_t other_address = load_le(at + hash_size, address_size);
+        if (!other_address) {
+            finished = 1;
             break;
-        /* an occupant with the probe's hash shares its home, hence (below a whole turn of
-         * the table) its displacement: no division needed to compare them */
-        int same_hash = other_hash == probe->hash;
-        int same_displacement = same_hash && probe->displacement < table->capacity;
-        if (probe->displacement >= table->probe_limit
-                || (!same_displacement && probe->displacement > displacement_of(
-                        probe->slot, other_hash, table->capacity))) {
-            probe->finished = 1;
+        }
+        /* an occupant with the probe's hash shares its home, hence its displacement (which
+         * stays at most probe_limit, below capacity): no remainder needed to compare them */
+        found = other_hash == hash;
+        if (displacement >= table->probe_limit
+                || (!found && displacement > displacement_of(
+                        slot, sparkey_home(other_hash, capacity, table->home_multiplier),
+                        capacity))) {
+            finished = 1;
         } else {
-            probe->displacement++;
-            if (++probe->slot == table->capacity)
-                probe->slot = 0;
+            displacement++;
+            at += hash_size + address_size;
+            if (++slot == capacity) {
+                slot = 0;
+                at = table->slots;
+            }
         }
-        if (same_hash) {
+        if (found)
             *address = other_address;
-            return 1;
-        }
     }
-    probe->finished = 1;
-    return 0;
+    probe->slot = slot;
+    probe->displacement = displacement;
+    probe->finished = finished;
+    return found;
 }
 
 /* ---- the sequential build */
@@ -73,11 +77,16 @@ int sparkey_probe_next(const sparkey_table *table, sparkey_probe *probe, uint64_
 typedef struct {
     uint8_t *slots;
     size_t *slot_entry;         /* entry number held by each slot; NULL when keys are distinct */
-    uint64_t capacity;
+    uint64_t capacity, home_multiplier;
     unsigned hash_size, address_size, slot_size;
     const sparkey_entries *entries;
     int java;
 } builder;
+
+static inline uint64_t home_of(const builder *b, uint64_t hash)
+{
+    return sparkey_home(hash, b->capacity, b->home_multiplier);
+}
 
 enum { PLACED = 0, TABLE_FULL = -2 };
 
@@ -119,7 +128,7 @@ static uint64_t put_garbage(const builder *b, size_t entry)
 static int insert(builder *b, size_t entry, uint64_t *garbage)
 {
     uint64_t hash = b->entries->hashes[entry], address = b->entries->addresses[entry];
-    uint64_t capacity = b->capacity, slot = hash % capacity, displacement = 0;
+    uint64_t capacity = b->capacity, slot = home_of(b, hash), displacement = 0;
     int original = 1;
     for (uint64_t steps = 0; steps <= capacity; steps++) {
         uint64_t other_address = slot_address(b, slot);
@@ -134,7 +143,7 @@ static int insert(builder *b, size_t entry, uint64_t *garbage)
             *garbage += put_garbage(b, other_entry);
             return PLACED;
         }
-        uint64_t other_displacement = displacement_of(slot, other_hash, capacity);
+        uint64_t other_displacement = displacement_of(slot, home_of(b, other_hash), capacity);
         if (displacement > other_displacement || (b->java && displacement == other_displacement
                                                    && address < other_address)) {
             store_slot(b, slot, hash, address, entry);
@@ -155,7 +164,7 @@ static int insert(builder *b, size_t entry, uint64_t *garbage)
 static int remove_key(builder *b, size_t entry, uint64_t *garbage)
 {
     uint64_t hash = b->entries->hashes[entry], capacity = b->capacity;
-    uint64_t slot = hash % capacity, displacement = 0;
+    uint64_t slot = home_of(b, hash), displacement = 0;
     for (; displacement <= capacity; displacement++) {
         if (!slot_address(b, slot))
             return PLACED;
@@ -165,7 +174,7 @@ static int remove_key(builder *b, size_t entry, uint64_t *garbage)
             for (uint64_t shifted = 0;; shifted++) {
                 uint64_t following = slot + 1 < capacity ? slot + 1 : 0;
                 uint64_t following_hash = slot_hash(b, following);
-                if (!slot_address(b, following) || following_hash % capacity == following)
+                if (!slot_address(b, following) || home_of(b, following_hash) == following)
                     break;
                 if (shifted == capacity)
                     return TABLE_FULL;
@@ -177,7 +186,7 @@ static int remove_key(builder *b, size_t entry, uint64_t *garbage)
             *garbage += put_garbage(b, other_entry);
             return PLACED;
         }
-        if (displacement > displacement_of(slot, other_hash, capacity))
+        if (displacement > displacement_of(slot, home_of(b, other_hash), capacity))
             return PLACED;
         if (++slot == capacity)
             slot = 0;
@@ -189,8 +198,8 @@ int sparkey_fill_slots(uint8_t *slots, uint64_t capacity, unsigned hash_size,
                        unsigned address_size, const sparkey_entries *entries, int java,
                        uint64_t *garbage)
 {
-    builder b = {slots, NULL, capacity, hash_size, address_size, hash_size + address_size,
-                 entries, java};
+    builder b = {slots, NULL, capacity, sparkey_home_multiplier(capacity, hash_size), hash_size,
+                 address_size, hash_size + address_size, entries, java};
     if (entries->keys) {
         b.slot_entry = PyMem_RawMalloc(capacity * sizeof(size_t));
         if (!b.slot_entry)

@@ -9,10 +9,12 @@ import threading
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 import sparkey
 from sparkey import native
 from sparkey.errors import ClosedError, EntryTypeError
+from sparkey.format import INDEX_HEADER_SIZE, IndexHeader
 
 pytestmark = pytest.mark.skipif(not native.compiled, reason="the compiled core is not running")
 
@@ -65,6 +67,39 @@ def test_readers_give_the_same_answers(base, monkeypatch):
             reader.get(b"key_1")
         with pytest.raises(ClosedError):
             reader.get_many([b"key_1"])
+
+
+def _answer(function, key):
+    """What a lookup gives: ``("value", result)``, or the type of the ValueError it raises."""
+    try:
+        return "value", function(key)
+    except ValueError as exc:
+        return "error", type(exc)
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data(), hash_size=st.sampled_from([4, 8]), count=st.integers(1, 14))
+def test_probes_of_rearranged_slots_agree(tmp_path_factory, monkeypatch, data, hash_size, count):
+    """The slots of a table in any order (so occupants sit at any distance from their home,
+    across the wrap past the last slot, in clusters the build never makes): both cores read
+    the same slots and give the same answers and errors."""
+    base = tmp_path_factory.mktemp("slots") / "data"
+    with sparkey.Writer(base, "none", hash_size=hash_size) as writer:
+        for i in range(count):
+            writer.put(b"key_%d" % i, b"value_%d" % i)
+    index = base.with_suffix(".spi").read_bytes()
+    header = IndexHeader.unpack(index)
+    size = hash_size + header.address_size
+    slots = [index[start:start + size]
+             for start in range(INDEX_HEADER_SIZE, len(index), size)][:header.hash_capacity]
+    shuffled = data.draw(st.permutations(slots))
+    base.with_suffix(".spi").write_bytes(index[:INDEX_HEADER_SIZE] + b"".join(shuffled))
+    keys = [b"key_%d" % i for i in range(count + 2)]
+    with sparkey.open(base) as fast, _open_pure(base, monkeypatch) as pure:
+        for key in keys:
+            assert _answer(fast.get, key) == _answer(pure.get, key)
+            assert _answer(fast.__contains__, key) == _answer(pure.__contains__, key)
 
 
 def test_closed_log_under_an_open_index_raises_closed_error(base):
