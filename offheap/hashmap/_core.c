@@ -153,7 +153,7 @@ MapCore_contains(MapCore *self, PyObject *obj)
 }
 
 /* Remove the key `obj`: 1, 0 when absent, -1 with an error. */
-static int
+int
 discard_key(MapCore *self, PyObject *obj)
 {
     Key key = {0};
@@ -445,38 +445,6 @@ MapCore_put(MapCore *self, PyObject *const *args, Py_ssize_t nargs)
     Py_RETURN_NONE;
 }
 
-/* _put_key(key, word, slot): a keyed table's _put: store a codec word under a key object; a
- * new long key takes `slot` (bytes, made by KeyCodec.long_slot_of, still the caller's on
- * failure) or None to make its own. */
-static PyObject *
-MapCore_put_key(MapCore *self, PyObject *const *args, Py_ssize_t nargs)
-{
-    if (nargs != 3)
-        return PyErr_Format(PyExc_TypeError, "_put_key() takes a key, a word and a slot "
-                            "(%zd given)", nargs);
-    if (!ATTACHED(self))
-        return closed_error(self), NULL;
-    if (!KEYED(self))
-        return PyErr_Format(PyExc_TypeError, "_put_key() is a keyed table's; use _put()");
-    if (args[2] != Py_None && (!PyBytes_Check(args[2]) || PyBytes_GET_SIZE(args[2]) != SLOT_BYTES))
-        return PyErr_Format(PyExc_TypeError, "_put_key()'s slot is 16 bytes or None");
-    Key key = {0};
-    uint64_t bits;
-    int width, held = 0, status = PUT_FAILED;
-    if (word_of(self, args[1], &bits, &width) < 0 || key_for_store(self, args[0], &key) < 0)
-        return NULL;
-    if (args[2] != Py_None && key.is_long) {
-        memcpy(key.slot, PyBytes_AS_STRING(args[2]), SLOT_BYTES);
-        key.made = 2; /* the caller's record: not dropped here */
-    }
-    status = put_turn(self, &key, bits, width, &held);
-    key_clear(&key);
-    end_turn(self, held);
-    if (status != PUT_STORED)
-        return NULL;
-    Py_RETURN_NONE;
-}
-
 static PyObject *
 MapCore_remove(MapCore *self, PyObject *obj)
 {
@@ -583,11 +551,18 @@ static PyMethodDef MapCore_methods[] = {
      "it fits; the caller owns the word until this returns."},
     {"_remove", (PyCFunction)MapCore_remove, METH_O,
      "Remove a present int64 key without releasing its word."},
-    {"_put_key", (PyCFunction)(void (*)(void))MapCore_put_key, METH_FASTCALL,
-     "_put_key(key, word, slot)\n--\n\nStore a codec word under a key of a keyed table; a "
-     "new long key takes slot (16 bytes, the caller's) or None to make its own record."},
     {"_discard_key", (PyCFunction)MapCore_discard_key, METH_O,
      "Remove key (its key and word released) and return True, or False when it is absent."},
+    {"_get_keys", (PyCFunction)(void (*)(void))MapCore_get_keys, METH_FASTCALL,
+     "_get_keys(keys, default)\n--\n\nThe value of each key of a list, or default, as a list."},
+    {"_key_states", (PyCFunction)(void (*)(void))MapCore_key_states, METH_FASTCALL,
+     "_key_states(keys, for_store)\n--\n\nA byte a key of a list: 0 present, 1 absent, 2 "
+     "absent and long; for_store admits each as a store does."},
+    {"_discard_keys", (PyCFunction)MapCore_discard_keys, METH_O,
+     "Remove the keys of a list that are present; how many went."},
+    {"_put_key_words", (PyCFunction)(void (*)(void))MapCore_put_key_words, METH_FASTCALL,
+     "_put_key_words(keys, words, slots, done)\n--\n\nStore words[i] under keys[i] of a list "
+     "(room reserved), a new long key taking slots[i]; done[0] counts the words stored."},
     {"_set_keys", (PyCFunction)MapCore_set_keys, METH_O,
      "_set_keys(keycodec)\n--\n\nMake this core a keyed table's, of the KeyCodec's key type "
      "and seed; before the first attach."},

@@ -81,6 +81,32 @@ class KeyedCore(MapCore):
             probe.stored = slot
         self._put(probe, word)
 
+    # -- the bulk steps over a column of keys (offheap.hashmap.keyedtable), key by key ----------
+
+    def _key_states(self, keys: list, for_store: bool) -> bytes:
+        """A byte a key: 0 present, 1 absent, 2 absent and long; ``for_store`` admits each key
+        as a store does (its error), else a key no table holds is absent."""
+        states = bytearray()
+        for key in keys:
+            probe = self._admit(key) if for_store else self._lookup_form(key)
+            absent = probe is None or self._probe(probe)[2] < 0
+            states.append(0 if not absent else 2 if probe is not None and probe.long else 1)
+        return bytes(states)
+
+    def _get_keys(self, keys: list, default) -> list:
+        return [MapCore.get(self, key, default) for key in keys]
+
+    def _discard_keys(self, keys: list) -> int:
+        return sum(1 for key in keys if MapCore._discard_key(self, key))
+
+    def _put_key_words(self, keys: list, words: np.ndarray, slots: list | None,
+                       done: np.ndarray) -> None:
+        """Store ``words[i]`` under ``keys[i]`` (room reserved), a new long key taking
+        ``slots[i]``; ``done[0]`` counts the words stored."""
+        for i, (key, word) in enumerate(zip(keys, words.tolist())):
+            self._put_key(key, word, None if slots is None else slots[i])
+            done[0] = i + 1
+
     def _admit(self, key) -> KeyProbe:
         return self._keycodec.admit(key)
 

@@ -29,7 +29,7 @@ import threading
 import numpy as np
 
 from offheap.hashmap.keyedcore import KeyedMapCore, LockedKeyedCore
-from offheap.hashmap.keyedtable import KeyedTable, as_list
+from offheap.hashmap.keyedtable import KeyedTable
 from offheap.hashmap.locking import locked
 from offheap.hashmap.longhashmap import HashMapFacade
 from offheap.hashmap.table import bind_core_methods
@@ -87,11 +87,11 @@ class KeyedFacade(KeyedTable, HashMapFacade):
         self._put_column(keys, values)
 
     @locked
-    def get_many(self, keys, default=None) -> list:
-        """The values of many keys (a list, or numpy array of keys); ``default`` for the
-        missing ones."""
-        self._check_open()
-        return [self.get(key, default) for key in as_list(keys)]
+    def get_many(self, keys, default=None):
+        """The values of many keys (a list or numpy array of keys): a list, ``default`` for the
+        missing ones; an ndarray for typed values, where missing keys without a default are a
+        KeyError (None has no int64/float64 form), as LongHashMap's."""
+        return self._get_column(keys, default)
 
     @locked
     def contains_many(self, keys) -> np.ndarray:

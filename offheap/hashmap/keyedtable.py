@@ -8,9 +8,12 @@ and seed), the key column's items (16-byte key slots, decoded by the key codec),
 long keys (freed by ``clear``, counted in the map's bytes, copied by compaction), and the bulk
 steps over columns of keys of any key type: lists or numpy arrays.
 
-Failure atomicity of :meth:`KeyedTable._put_column`: every key is admitted, every record
-(values, long keys) made and the room for the new keys reserved before an entry changes; a
-failure releases what was made and leaves the table as it was.
+The bulk steps hand a whole column (a list of keys) to one call of the core
+(``_key_states``, ``_get_keys``, ``_discard_keys``, ``_put_key_words``: C loops in the compiled
+core, the scalar operations in the reference). Failure atomicity of
+:meth:`KeyedTable._put_column`: every key is admitted, every record (values, long keys) made and
+the room for the new keys reserved before an entry changes; a failure releases what was made
+and leaves the table as it was.
 
 Thread safety: every method holds the table's lock (:func:`~offheap.hashmap.locking.locked`).
 """
@@ -39,6 +42,8 @@ if TYPE_CHECKING:
 else:
     _FacadeBase = object
 
+_ABSENT = object()
+
 _COLUMN_SERIALIZERS = {"str": "str", "bytes": "bytes", "int64": "int64", "object": "object"}
 """The serializer that packs a column of each key type's keys (a pickle of the map or set)."""
 
@@ -54,13 +59,14 @@ class KeyedTable(_FacadeBase):
         # the core's (offheap.hashmap.keyedcore, or the compiled one)
         def _set_keys(self, keycodec: KeyCodec) -> None: ...
 
-        def _put_key(self, key: Any, word, slot: bytes | None) -> None: ...
+        def _key_states(self, keys: list, for_store: bool) -> bytes: ...
 
-        def _lookup(self, key: Any) -> int: ...
+        def _get_keys(self, keys: list, default: Any) -> list: ...
 
-        def _discard_key(self, key: Any) -> bool: ...
+        def _discard_keys(self, keys: list) -> int: ...
 
-        _width: int
+        def _put_key_words(self, keys: list, words: np.ndarray, slots: list | None,
+                           done: np.ndarray) -> None: ...
 
     def _ask_key_type(self, key: str | None) -> None:
         """Take the key type asked for (None: ``"object"`` for a new table, else the file's)."""
@@ -146,7 +152,7 @@ class KeyedTable(_FacadeBase):
         """Bytes this table holds in its store: the table, value records, long keys' records."""
         return super()._live_bytes() + self._store.record_bytes(self._long_key_records())
 
-    # -- columns of keys -----------------------------------------------------------------------
+    # -- columns of keys: one call of the core's for the whole column ----------------------
 
     def _put_column(self, keys, values) -> None:
         """Insert or overwrite many entries, as ``dict.update`` with the pairs in order (a key
@@ -156,44 +162,62 @@ class KeyedTable(_FacadeBase):
         keys, values = as_list(keys), as_list(values)
         if len(values) != len(keys):
             raise ValueError(f"{len(keys)} keys but {len(values)} values")
-        last: dict[bytes, int] = {}
-        first: dict[bytes, tuple[Any, KeyProbe]] = {}
-        for i, key in enumerate(keys):
-            probe = self._keycodec.admit(key)
-            first.setdefault(probe.data, (key, probe))
-            last[probe.data] = i
-        absent = [data for data, (key, _) in first.items() if self._lookup(key) < 0]
-        words: list = []
-        slots: dict[bytes, bytes] = {}
+        if self._keycodec.key_type == "bytes":  # the hashable form of every bytes key
+            keys = [bytes(key) if isinstance(key, (bytearray, memoryview)) else key
+                    for key in keys]
+        pairs = dict(zip(keys, values))  # dict's own rule: first place, last value
+        keys, values = list(pairs), list(pairs.values())
+        states = np.frombuffer(self._key_states(keys, True), np.uint8)  # every key admitted
+        words = self._slots.encode_many(values)
+        slots: list[bytes | None] | None = None
         try:
-            for data in first:
-                words.append(self._slots.encode(values[last[data]]))
-            for data in absent:
-                if first[data][1].long:
-                    slots[data] = self._keycodec.store_slot(first[data][1])
-            self._reserve(len(absent), max(map(self._width_of_word, words), default=self._width))
+            long_new = np.flatnonzero(states == 2).tolist()
+            if long_new:
+                slots = [None] * len(keys)
+                for i in long_new:
+                    slots[i] = self._keycodec.store_slot(self._keycodec.admit(keys[i]))
+            self._reserve(int(np.count_nonzero(states)), self._slots.width_of_many(words))
         except BaseException:
-            for slot in slots.values():
-                self._keycodec.release_slot(slot)
-            if not self._slots.typed:
-                self._slots.release_many(np.array(words, np.uint64))
+            self._release_made(slots, words, 0)
             raise
-        for (data, (key, _)), word in zip(first.items(), words):
-            self._put_key(key, word, slots.get(data))
+        done = np.zeros(1, np.int64)
+        try:
+            self._put_key_words(keys, np.ascontiguousarray(words), slots, done)
+        except BaseException:
+            self._release_made(slots, words, int(done[0]))
+            raise
 
-    def _width_of_word(self, word) -> int:
-        if self._slots.typed:
-            return self._width
-        return self._slots.width_of_many(np.array([word], np.uint64))
+    def _release_made(self, slots: list | None, words: np.ndarray, done: int) -> None:
+        """Free the records a failed put of a column made and did not store: the long keys'
+        slots and the value words from position ``done`` on."""
+        for slot in (slots or [])[done:]:
+            if slot is not None:
+                self._keycodec.release_slot(slot)
+        self._slots.release_many(words[done:])
+
+    def _get_column(self, keys, default):
+        """The values of a column of keys: a list (``default`` for the missing), or for typed
+        values an ndarray (KeyError for missing keys without a default)."""
+        self._check_open()
+        keys = as_list(keys)
+        if not self._slots.typed:
+            return self._get_keys(keys, default)
+        values = self._get_keys(keys, _ABSENT)
+        missing = [key for key, value in zip(keys, values) if value is _ABSENT]
+        if missing and default is None:
+            raise KeyError(f"{len(missing)} keys are missing (first: {missing[0]!r}); pass "
+                           f"default= to fill them")
+        return np.array([default if value is _ABSENT else value for value in values],
+                        self._slots.serializer.dtype)
 
     def _contains_column(self, keys) -> np.ndarray:
         self._check_open()
-        return np.array([self._lookup(key) >= 0 for key in as_list(keys)], bool)
+        return np.frombuffer(self._key_states(as_list(keys), False), np.uint8) == 0
 
     def _delete_column(self, keys) -> int:
         """Remove the keys that are present; how many went. Lock held by the caller."""
         self._check_open()
-        return sum(1 for key in as_list(keys) if self._discard_key(key))
+        return self._discard_keys(as_list(keys))
 
 def as_list(items) -> list:
     """Keys or values given as a list, a numpy array (its items as Python objects) or any

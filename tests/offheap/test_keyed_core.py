@@ -205,3 +205,40 @@ def test_reading_while_another_thread_iterates_gives_consistent_items():
     stop.set()
     thread.join()
     assert set(seen) <= {sum(range(3000))}
+
+
+@compiled_only
+@pytest.mark.parametrize("key_type", sorted(KEYS))
+def test_bulk_paths_agree_on_both_cores(key_type, monkeypatch):
+    monkeypatch.setattr(keyedtable.os, "urandom", lambda n: SEED[:n])
+
+    @given(st.lists(st.tuples(KEYS[key_type], VALUES), max_size=40),
+           st.lists(KEYS[key_type], max_size=20))
+    @settings(max_examples=40, deadline=None)
+    def check(pairs, others):
+        keys, values = [k for k, _ in pairs], [v for _, v in pairs]
+        maps = [HashMap(key=key_type), ReferenceHashMap(key=key_type)]
+        outcomes = []
+        for m in maps:
+            outcome = [_apply(m, ("put_many", pairs))]
+            outcome.append(_apply(m, ("put_many", list(zip(others, range(len(others)))))))
+            for probe in (keys + others,):
+                try:
+                    outcome += [m.get_many(probe, "absent"), m.contains_many(probe).tolist()]
+                except Exception as error:  # noqa: BLE001  # compared below
+                    outcome.append(type(error).__name__)
+            outcome.append(_apply(m, ("delete_many", others)))
+            outcomes.append(outcome)
+        assert outcomes[0] == outcomes[1]
+        assert _table_bytes(maps[0]) == _table_bytes(maps[1])
+        maps[0]._check()
+
+    check()
+
+
+def test_typed_get_many_gives_an_array_and_refuses_missing_keys_without_a_default():
+    m = HashMap({"a": 1, "b": 2}, key="str", value="int64")
+    assert m.get_many(["b", "a"]).tolist() == [2, 1]
+    assert m.get_many(np.array(["a", "zz"]), default=-1).tolist() == [1, -1]
+    with pytest.raises(KeyError, match="1 keys are missing"):
+        m.get_many(["a", "zz"])

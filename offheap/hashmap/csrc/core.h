@@ -221,6 +221,13 @@ int int64_table(MapCore *self, const char *method);
 PyObject *key_object(MapCore *self, Py_ssize_t e);
 Py_ssize_t slot_of_entry(const MapCore *self, Py_ssize_t e);
 PyObject *MapCore_set_keys(MapCore *self, PyObject *keycodec);
+int discard_key(MapCore *self, PyObject *obj);
+
+/* keyedbulk.c: the bulk operations on lists of keys */
+PyObject *MapCore_get_keys(MapCore *self, PyObject *const *args, Py_ssize_t nargs);
+PyObject *MapCore_key_states(MapCore *self, PyObject *const *args, Py_ssize_t nargs);
+PyObject *MapCore_discard_keys(MapCore *self, PyObject *keys);
+PyObject *MapCore_put_key_words(MapCore *self, PyObject *const *args, Py_ssize_t nargs);
 
 
 /* The entries that may be read: min(_used, _capacity), 0 for a negative _used. */
