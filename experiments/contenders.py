@@ -332,6 +332,27 @@ def _build_dict_of_user_keys(budget_bytes: int, workdir: Path) -> HeapTarget:
     return HeapTarget({}, key_form=user_keys)
 
 
+def _build_hash_map_of_user_keys(budget_bytes: int, workdir: Path) -> ArenaTarget:
+    from offheap import HashMap
+
+    def put_many(mapping, keys):
+        mapping.put_many(keys, _empty_values(len(keys)))
+
+    return ArenaTarget(HashMap(key="str", value="str", limit=budget_bytes), put_many,
+                       key_form=user_keys)
+
+
+def _build_hash_set_of_user_keys(budget_bytes: int, workdir: Path) -> ArenaTarget:
+    from offheap import HashSet
+
+    return ArenaTarget(HashSet(key="str", limit=budget_bytes), lambda s, keys: s.add_many(keys),
+                       key_form=user_keys, is_set=True)
+
+
+def _build_set_of_user_keys(budget_bytes: int, workdir: Path) -> HeapTarget:
+    return HeapTarget(set(), key_form=user_keys, is_set=True)
+
+
 def _build_set(budget_bytes: int, workdir: Path) -> HeapTarget:
     return HeapTarget(set(), is_set=True)
 
@@ -383,8 +404,13 @@ CONTENDERS: dict[str, Contender] = {
                   (MAPDB_TREEMAP_RANDOM,), keys="random", repeats="treemap-cache"),
         Contender("sparkey", "Sparkey (log + index)", "sparkey", SparkeyTarget),
         Contender("dict-str", 'dict, keys f"user:{k}"', "builtins", _build_dict_of_user_keys),
+        Contender("hashmap-str", 'HashMap(key="str"), keys f"user:{k}"', "offheap",
+                  _build_hash_map_of_user_keys),
         Contender("set", "set (int64 elements)", "builtins", _build_set),
         Contender("longhashset", "LongHashSet", "offheap", _build_long_hash_set),
+        Contender("set-str", 'set, elements f"user:{k}"', "builtins", _build_set_of_user_keys),
+        Contender("hashset-str", 'HashSet(key="str"), elements f"user:{k}"', "offheap",
+                  _build_hash_set_of_user_keys),
     )
 }
 

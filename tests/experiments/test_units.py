@@ -149,3 +149,18 @@ def test_a_long_hash_set_fills_its_limit_and_holds_exactly_the_keys_counted(batc
 
 def test_user_keys_are_the_str_keys_of_a_typical_dict():
     assert user_keys(np.array([0, 1234567, -5])) == ["user:0", "user:1234567", "user:-5"]
+
+
+@pytest.mark.parametrize("name", ["hashmap-str", "hashset-str"])
+def test_the_str_keyed_contenders_fill_their_limit_with_the_user_keys_counted(name):
+    """HashMap(key="str") and HashSet(key="str") stop at their arena's limit holding exactly the
+    ``user:`` keys counted, in bulk (all or nothing) and key by key."""
+    for batch in (False, True):
+        target = CONTENDERS[name].build(1 << 20, None)
+        result = Fill(target, KeyStream("random"), budget_bytes=1 << 20, batch=batch,
+                      max_seconds=60).run()
+        assert result["stop"] == "budget" and 0 < result["memory_bytes"] <= 1 << 20
+        assert len(target.map) == result["entries"] > 1000
+        expected = user_keys(KeyStream("random").take(result["entries"]))
+        assert target.map.contains_many(expected).all()
+        target.close()
