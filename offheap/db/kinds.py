@@ -154,7 +154,6 @@ HASH_SET = CollectionKind(
     region_bytes=LongHashSet._table_bytes)
 
 
-
 def _keyed_hash_in_store(store: RecordStore, options: dict[str, Any], meta_recid: int | None,
                          lock: threading.RLock, allow_pickle: bool) -> HashMap:
     return HashMap.in_store(store, options["value"], meta_recid, lock=lock,

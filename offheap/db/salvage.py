@@ -45,6 +45,7 @@ and the report says so; every other file has each page it is read from verified.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -67,7 +68,7 @@ from offheap.errors import CorruptionError
 from offheap.hashmap import salvage as hash_salvage
 from offheap.hashmap.keyedlayout import KeyedMeta, parse_meta as parse_keyed_meta
 from offheap.hashmap.layout import SET_VALUE_TYPE, meta_version, parse_meta as parse_table_meta
-from offheap.hashmap.layout import parse_meta_v1
+from offheap.hashmap.layout import TableMeta, TableMetaV1, parse_meta_v1
 from offheap.hashmap.table import table_serializer
 from offheap.arena.damage import FileDamage
 from offheap.arena.arena import Arena
@@ -368,27 +369,26 @@ def _copy_standalone(store: RecordStore, kind: CollectionKind[Any, Any], meta_re
 
 # -- LongHashMap ------------------------------------------------------------------------------
 
-def _table_meta(store: RecordStore, meta_recid: int, report: CollectionReport):
+def _table_meta(store: RecordStore, meta_recid: int, report: CollectionReport,
+                keyed: bool = False):
+    """The checked metadata of a LongHashMap's or LongHashSet's table (a
+    :class:`~offheap.hashmap.keyedlayout.KeyedMeta` when ``keyed``: a HashMap's or HashSet's),
+    or None with ``report.error`` set."""
+    meta: KeyedMeta | TableMeta | TableMetaV1
+    table: TableMeta | TableMetaV1
     try:
         record = _read_record(store, meta_recid)
-        meta = parse_meta_v1(record) if meta_version(record) == 1 else parse_table_meta(record)
-        table_serializer(meta.value)
+        if keyed:
+            meta = parse_keyed_meta(record)
+            table = meta.table
+        else:
+            meta = table = parse_meta_v1(record) if meta_version(record) == 1 \
+                else parse_table_meta(record)
+        table_serializer(table.value)
     except Exception as exc:  # a damaged record may fail in any decoder
         report.error = f"metadata record {meta_recid} is unreadable: {exc}"
         return None
-    report.expected_entries = meta.n_entries
-    return meta
-
-
-def _keyed_table_meta(store: RecordStore, meta_recid: int,
-                      report: CollectionReport) -> KeyedMeta | None:
-    try:
-        meta = parse_keyed_meta(_read_record(store, meta_recid))
-        table_serializer(meta.table.value)
-    except Exception as exc:  # a damaged record may fail in any decoder
-        report.error = f"metadata record {meta_recid} is unreadable: {exc}"
-        return None
-    report.expected_entries = meta.table.n_entries
+    report.expected_entries = table.n_entries
     return meta
 
 
@@ -429,8 +429,8 @@ _SALVAGE: dict[str, _KindSalvage] = {  # the walkers of every kind in KINDS, by 
             store, meta, treeset._tree, report, commit, _COMMIT_EVERY, _TREE_READING)),
     HASH_SET.name: _KindSalvage(_table_meta, lambda meta: {}, _copy_table),
     KEYED_HASH_MAP.name: _KindSalvage(
-        _keyed_table_meta, lambda meta: {"key": meta.key, "value": meta.table.value},
-        _copy_keyed_table),
-    KEYED_HASH_SET.name: _KindSalvage(_keyed_table_meta, lambda meta: {"key": meta.key},
-                                      _copy_keyed_table),
+        functools.partial(_table_meta, keyed=True),
+        lambda meta: {"key": meta.key, "value": meta.table.value}, _copy_keyed_table),
+    KEYED_HASH_SET.name: _KindSalvage(functools.partial(_table_meta, keyed=True),
+                                      lambda meta: {"key": meta.key}, _copy_keyed_table),
 }
