@@ -1,8 +1,9 @@
 """The collection protocol (layer 6): what a DB, a reader, compaction and salvage ask of a map.
 
-A collection (a :class:`~offheap.TreeMap`, a :class:`~offheap.LongHashMap`, their sets
-:class:`~offheap.TreeSet` and :class:`~offheap.LongHashSet`) keeps its entries
-in a record store that it owns (a standalone map) or shares with the other collections of a DB.
+A collection (a :class:`~offheap.TreeMap`, a :class:`~offheap.LongHashMap`, a
+:class:`~offheap.HashMap`, their sets :class:`~offheap.TreeSet`, :class:`~offheap.LongHashSet`
+and :class:`~offheap.HashSet`) keeps its entries in a record store that it owns (a standalone
+map) or shares with the other collections of a DB.
 The code that holds collections without knowing their insides reaches them only through
 :class:`StoredCollection`: the DB (layer 7: its catalog, commit, rollback, statistics,
 compaction), the read-only readers of :mod:`offheap.collection.readers`, and salvage. The

@@ -3,6 +3,7 @@
     with DB.file("data.offheap") as db:
         prices = db.tree_map("prices", key="int64", value="float64", compression="zstd")
         seen = db.hash_map("seen", value="object")
+        users = db.hash_map("users", key="str", value="int64")
         prices[20240101] = 3.5
         db.commit()                      # durable and atomic from here on
 
@@ -67,7 +68,18 @@ from offheap.collection.filemap import check_reopenable, check_stored_reopens
 from offheap.collection.protocol import CollectionT, StoredCollection
 from offheap.collection.readers import CollectionReader, ReaderT, ReadSession, refuse_write
 from offheap.db.catalog import Catalog, CatalogEntry, check_same, encode_catalog, parse_catalog
-from offheap.db.kinds import HASH_MAP, HASH_SET, TREE_MAP, TREE_SET, CollectionKind, kind_named
+from offheap.db.kinds import (
+    HASH_MAP,
+    HASH_SET,
+    KEYED_HASH_MAP,
+    KEYED_HASH_SET,
+    TREE_MAP,
+    TREE_SET,
+    CollectionKind,
+    kind_named,
+)
+from offheap.hashmap.keyedmap import HashMap
+from offheap.hashmap.keyedset import HashSet
 from offheap.hashmap.locking import new_lock
 from offheap.hashmap.longhashmap import LongHashMap
 from offheap.hashmap.longhashset import LongHashSet
@@ -86,7 +98,8 @@ COMPACT_SUFFIX = ".compact"
 class CollectionStats:
     """One collection's share of a DB."""
 
-    kind: str  # the catalog's name of its kind: "tree_map", "hash_map", "tree_set", "hash_set"
+    kind: str  # the catalog's name of its kind: "tree_map", "hash_map", "tree_set", "hash_set",
+    #            "keyed_hash_map", "keyed_hash_set"
     n_entries: int
     live_bytes: int  # pages (TreeMap, as last written) or table arrays and value records
 
@@ -191,10 +204,16 @@ class DB:
         (in a read-only DB: a :class:`~offheap.treemap.reader.TreeReader` of an existing one)."""
         return self._collection(name, TREE_MAP, options)
 
-    def hash_map(self, name: str, **options: Any) -> LongHashMap | HashReader:
-        """The :class:`LongHashMap` called ``name``, created with ``options`` if it does not exist
-        (in a read-only DB: a :class:`~offheap.hashmap.reader.HashReader` of an existing one)."""
-        return self._collection(name, HASH_MAP, options)
+    def hash_map(self, name: str, key: str | None = None,
+                 **options: Any) -> LongHashMap | HashMap | HashReader:
+        """The :class:`LongHashMap` called ``name``, created with ``options`` if it does not
+        exist; with ``key=`` (``"str"``, ``"bytes"``, ``"int64"``, ``"object"``) the
+        :class:`HashMap` of that key type. An existing collection opens as what it was created
+        as, with or without ``key=`` (a keyed one's must name its key type; a LongHashMap's is
+        refused). In a read-only DB: a :class:`~offheap.hashmap.reader.HashReader` of an
+        existing one."""
+        return self._collection(name, self._hash_kind(name, key, HASH_MAP, KEYED_HASH_MAP),
+                                options if key is None else {**options, "key": key})
 
     def tree_set(self, name: str, **options: Any) -> TreeSet | TreeSetReader:
         """The :class:`TreeSet` called ``name``, created with ``options`` (``key``, and the
@@ -202,11 +221,30 @@ class DB:
         DB: a :class:`~offheap.treemap.treeset.TreeSetReader` of an existing one)."""
         return self._collection(name, TREE_SET, options)
 
-    def hash_set(self, name: str, **options: Any) -> LongHashSet | HashSetReader:
-        """The :class:`LongHashSet` called ``name``, created if it does not exist (in a
-        read-only DB: a :class:`~offheap.hashmap.reader.HashSetReader` of an existing one). A
-        set has no options: any given is a TypeError naming it."""
-        return self._collection(name, HASH_SET, options)
+    def hash_set(self, name: str, key: str | None = None,
+                 **options: Any) -> LongHashSet | HashSet | HashSetReader:
+        """The :class:`LongHashSet` called ``name``, created if it does not exist; with ``key=``
+        the :class:`HashSet` of that key type, as :meth:`hash_map` (in a read-only DB: a
+        :class:`~offheap.hashmap.reader.HashSetReader` of an existing one). A set has no other
+        options: any given is a TypeError naming it."""
+        return self._collection(name, self._hash_kind(name, key, HASH_SET, KEYED_HASH_SET),
+                                options if key is None else {**options, "key": key})
+
+    def _hash_kind(self, name: str, key: str | None, int64_kind: CollectionKind[Any, Any],
+                   keyed_kind: CollectionKind[Any, Any]) -> CollectionKind[Any, Any]:
+        """The kind :meth:`hash_map` or :meth:`hash_set` opens ``name`` as: the keyed one when
+        ``key`` is given or the catalog names it, else the int64 one. ValueError for ``key=``
+        on a collection of the int64 kind."""
+        self._check_open()
+        with self._read_section():
+            entry = self._catalog.get(name)
+        stored = None if entry is None else entry["kind"]
+        if key is None:
+            return keyed_kind if stored == keyed_kind.name else int64_kind
+        if stored == int64_kind.name:
+            raise ValueError(f"{name!r} is a {int64_kind.class_name} (int64 keys, made without "
+                             f"key=); open it without key=")
+        return keyed_kind
 
     def _collection(self, name: str, kind: CollectionKind[CollectionT, ReaderT],
                     options: dict[str, Any]) -> CollectionT | ReaderT:

@@ -9,7 +9,11 @@ many bytes it keeps outside store records. The collection itself is reached only
 against it through the bound of ``CollectionKind``'s type parameter.
 
 A new kind is one more record here (and a ``DB`` method that opens it by name, as
-:meth:`~offheap.DB.tree_map` does).
+:meth:`~offheap.DB.tree_map` does). The keyed hash kinds (``keyed_hash_map``,
+``keyed_hash_set``: :class:`~offheap.HashMap`, :class:`~offheap.HashSet`) have no method of
+their own: :meth:`~offheap.DB.hash_map` and :meth:`~offheap.DB.hash_set` open them when given
+``key=`` or when the catalog names them, so ``hash_map``/``hash_set`` without ``key=`` keep
+meaning a LongHashMap/LongHashSet, in every file written before.
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ from typing import Any, Generic
 from offheap.collection.protocol import CollectionT
 from offheap.collection.readers import ReaderT
 from offheap.errors import CorruptionError
+from offheap.hashmap.keyedmap import HashMap
+from offheap.hashmap.keyedset import HashSet
 from offheap.hashmap.longhashmap import LongHashMap
 from offheap.hashmap.table import standalone_meta_recid as hash_meta_recid
 from offheap.hashmap.longhashset import LongHashSet
@@ -38,7 +44,8 @@ from offheap.treemap.meta import standalone_meta_recid as tree_meta_recid
 class CollectionKind(Generic[CollectionT, ReaderT]):
     """One kind of collection, as a DB registers it. Immutable and shared by every DB."""
 
-    name: str  # the kind in the catalog ("tree_map"), also the DB method that opens one
+    name: str  # the kind in the catalog ("tree_map"), also the DB method that opens one (the
+    #            keyed hash kinds: that of the int64 kind they extend, with key=)
     collection: type[CollectionT]
     reader: type[ReaderT]  # ``reader(collection, session, owns_session)`` wraps one read-only
     defaults: Mapping[str, Any]  # every option, with its default: what the catalog stores
@@ -146,11 +153,37 @@ HASH_SET = CollectionKind(
     standalone_meta_recid=hash_meta_recid, copy_compacted=LongHashSet._copy_to,
     region_bytes=LongHashSet._table_bytes)
 
+
+def _keyed_hash_in_store(store: RecordStore, options: dict[str, Any], meta_recid: int | None,
+                         lock: threading.RLock, allow_pickle: bool) -> HashMap:
+    return HashMap.in_store(store, options["value"], meta_recid, lock=lock,
+                            allow_pickle=allow_pickle, key=options["key"])
+
+
+def _keyed_set_in_store(store: RecordStore, options: dict[str, Any], meta_recid: int | None,
+                        lock: threading.RLock, allow_pickle: bool) -> HashSet:
+    """A set has no values: nothing of it is ever pickled, whatever the DB allows."""
+    return HashSet.in_store(store, meta_recid, lock=lock, key=options["key"])
+
+
+KEYED_HASH_MAP = CollectionKind(
+    name="keyed_hash_map", collection=HashMap, reader=HashReader,
+    defaults=MappingProxyType(dict(key="object", value="object")), fixed=("key", "value"),
+    in_store=_keyed_hash_in_store, standalone_meta_recid=hash_meta_recid,
+    copy_compacted=HashMap._copy_to, region_bytes=HashMap._table_bytes)
+
+KEYED_HASH_SET = CollectionKind(
+    name="keyed_hash_set", collection=HashSet, reader=HashSetReader,
+    defaults=MappingProxyType(dict(key="object")), fixed=("key",),
+    in_store=_keyed_set_in_store, standalone_meta_recid=hash_meta_recid,
+    copy_compacted=HashSet._copy_to, region_bytes=HashSet._table_bytes)
+
 KINDS: Mapping[str, CollectionKind[Any, Any]] = MappingProxyType(
-    {kind.name: kind for kind in (TREE_MAP, HASH_MAP, TREE_SET, HASH_SET)})
+    {kind.name: kind for kind in (TREE_MAP, HASH_MAP, TREE_SET, HASH_SET, KEYED_HASH_MAP,
+                                  KEYED_HASH_SET)})
 """Every kind by its catalog name; salvage tries a standalone file's root on each in this order
-(a standalone set's root is its map's: salvage tells them apart by the metadata,
-:func:`offheap.db.salvage._standalone_kind`)."""
+(every standalone hash file's root is a LongHashMap's: salvage tells the four hash kinds
+apart by the metadata, :func:`offheap.db.salvage._standalone_kind`)."""
 
 
 def kind_named(name: str) -> CollectionKind[Any, Any]:

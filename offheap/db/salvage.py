@@ -7,8 +7,9 @@ never changed), which checks every page's checksum where the checksums mean some
 what fails instead of raising (:attr:`offheap.arena.Arena.damage`); the report says what was
 checked (:attr:`SalvageReport.checksums`). It reads every collection *defensively*, inside one
 read section (a writer's commit waits), and writes what passes into a fresh file at ``dst``
-with ``durability="commit"``, of the same kind as ``src``: a DB, a standalone TreeMap or a
-standalone LongHashMap. It returns a :class:`SalvageReport`.
+with ``durability="commit"``, of the same kind as ``src``: a DB, a standalone TreeMap, or a
+standalone hash map or set (LongHashMap, LongHashSet, HashMap, HashSet). It returns a
+:class:`SalvageReport`.
 
 Nothing is copied wrong; what cannot be shown consistent is skipped and counted:
 
@@ -20,8 +21,9 @@ Nothing is copied wrong; what cannot be shown consistent is skipped and counted:
 - TreeMap: the tree is walked from the root its metadata names, each node checked for its
   place in the tree, and a node that fails is skipped with everything below it
   (:mod:`offheap.treemap.salvage` has the checks). The keys it copies rise.
-- LongHashMap: the checks of :mod:`offheap.hashmap.salvage` (an entry must be live, pointed at
-  from an index slot, its key unique and found by a lookup, its value decodable).
+- LongHashMap, HashMap and their sets: the checks of :mod:`offheap.hashmap.salvage` (an entry
+  must be live, pointed at from an index slot, its key unique and found by a lookup, its key
+  and value decodable: a long key's record too). A keyed copy hashes under a seed of its own.
 - Pickled values are copied as their bytes (:mod:`offheap.store.pickled`): salvage never
   unpickles, so a crafted source runs no code, and reading them from the copy needs
   ``allow_pickle=True`` as from the source. A pickle that does not load is copied as it is and
@@ -43,6 +45,7 @@ and the report says so; every other file has each page it is read from verified.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -51,11 +54,21 @@ from typing import Any
 
 from offheap.db.catalog import CatalogEntry, parse_catalog
 from offheap.db.database import DB
-from offheap.db.kinds import HASH_MAP, HASH_SET, KINDS, TREE_MAP, TREE_SET, CollectionKind
+from offheap.db.kinds import (
+    HASH_MAP,
+    HASH_SET,
+    KEYED_HASH_MAP,
+    KEYED_HASH_SET,
+    KINDS,
+    TREE_MAP,
+    TREE_SET,
+    CollectionKind,
+)
 from offheap.errors import CorruptionError
 from offheap.hashmap import salvage as hash_salvage
+from offheap.hashmap.keyedlayout import KeyedMeta, parse_meta as parse_keyed_meta
 from offheap.hashmap.layout import SET_VALUE_TYPE, meta_version, parse_meta as parse_table_meta
-from offheap.hashmap.layout import parse_meta_v1
+from offheap.hashmap.layout import TableMeta, TableMetaV1, parse_meta_v1
 from offheap.hashmap.table import table_serializer
 from offheap.arena.damage import FileDamage
 from offheap.arena.arena import Arena
@@ -71,7 +84,7 @@ class CollectionReport:
     """What salvage did with one collection."""
 
     name: str
-    kind: str  # "tree_map", "hash_map", "tree_set" or "hash_set"
+    kind: str  # "tree_map", "hash_map", "tree_set", "hash_set", "keyed_hash_map", "keyed_hash_set"
     expected_entries: int | None = None  # what the metadata claimed (None: unreadable)
     recovered_entries: int = 0
     skipped_entries: int = 0  # read but rejected: misplaced, duplicated, out of order, bad value
@@ -94,7 +107,7 @@ class SalvageReport:
 
     source: str
     destination: str
-    kind: str  # "db" or a collection kind ("tree_map", "hash_map", "tree_set", "hash_set")
+    kind: str  # "db" or a collection kind (as CollectionReport.kind)
     checksums: str = "verified"  # else what failed, or why the pages were read without them
     failed_pages: int = 0  # live pages whose checksum failed (what touches them was skipped)
     lost_bytes: int = 0  # file bytes no intact extent tag covers (the extents there are lost)
@@ -286,13 +299,22 @@ def _salvage_store(store: RecordStore, dst: str, report: SalvageReport) -> None:
 
 def _standalone_kind(store: RecordStore, kind: CollectionKind[Any, Any],
                      meta_recid: int) -> CollectionKind[Any, Any]:
-    """The kind of a standalone file whose root ``kind`` reads: a LongHashSet's root is a
-    LongHashMap's, told apart by its table's value type. (A TreeSet's file is a TreeMap of
-    ``b""`` values and is salvaged as one, which ``TreeSet(path=...)`` opens.)"""
+    """The kind of a standalone file whose root ``kind`` reads: the root of every hash file is
+    a LongHashMap's, told apart by its table's metadata: a keyed table's magic (HashMap,
+    HashSet), and a set's value type. (A TreeSet's file is a TreeMap of ``b""`` values and is
+    salvaged as one, which ``TreeSet(path=...)`` opens.)"""
     if kind is not HASH_MAP:
         return kind
     try:
         record = _read_record(store, meta_recid)
+    except Exception:  # a damaged record: the map's walker reports it
+        return kind
+    try:
+        keyed = parse_keyed_meta(record)
+        return KEYED_HASH_SET if keyed.table.value == SET_VALUE_TYPE else KEYED_HASH_MAP
+    except ValueError:  # not a keyed table's (CorruptionError is a ValueError)
+        pass
+    try:
         if meta_version(record) == 2 and parse_table_meta(record).value == SET_VALUE_TYPE:
             return HASH_SET
     except Exception:  # a damaged record: the map's walker reports it
@@ -347,23 +369,35 @@ def _copy_standalone(store: RecordStore, kind: CollectionKind[Any, Any], meta_re
 
 # -- LongHashMap ------------------------------------------------------------------------------
 
-def _table_meta(store: RecordStore, meta_recid: int, report: CollectionReport):
+def _table_meta(store: RecordStore, meta_recid: int, report: CollectionReport,
+                keyed: bool = False):
+    """The checked metadata of a LongHashMap's or LongHashSet's table (a
+    :class:`~offheap.hashmap.keyedlayout.KeyedMeta` when ``keyed``: a HashMap's or HashSet's),
+    or None with ``report.error`` set."""
+    meta: KeyedMeta | TableMeta | TableMetaV1
+    table: TableMeta | TableMetaV1
     try:
         record = _read_record(store, meta_recid)
-        meta = parse_meta_v1(record) if meta_version(record) == 1 else parse_table_meta(record)
-        table_serializer(meta.value)
+        if keyed:
+            meta = parse_keyed_meta(record)
+            table = meta.table
+        else:
+            meta = table = parse_meta_v1(record) if meta_version(record) == 1 \
+                else parse_table_meta(record)
+        table_serializer(table.value)
     except Exception as exc:  # a damaged record may fail in any decoder
         report.error = f"metadata record {meta_recid} is unreadable: {exc}"
         return None
-    report.expected_entries = meta.n_entries
+    report.expected_entries = table.n_entries
     return meta
 
 
-def _copy_table(store: RecordStore, meta, table, report: CollectionReport, commit) -> None:
+def _copy_table(store: RecordStore, meta, table, report: CollectionReport, commit,
+                key_column: hash_salvage.KeyColumn = hash_salvage.INT64_KEYS) -> None:
     copied_since_commit = 0
     for keys, values in hash_salvage.read_table(store, meta, report,
                                                 lambda recid: _read_record(store, recid),
-                                                _DamagedRecord):
+                                                _DamagedRecord, key_column):
         if len(keys):
             if meta.value == SET_VALUE_TYPE:
                 table.add_many(keys)
@@ -374,6 +408,11 @@ def _copy_table(store: RecordStore, meta, table, report: CollectionReport, commi
         if copied_since_commit >= _COMMIT_EVERY:
             commit()
             copied_since_commit = 0
+
+
+def _copy_keyed_table(store: RecordStore, meta: KeyedMeta, table, report: CollectionReport,
+                      commit) -> None:
+    _copy_table(store, meta.table, table, report, commit, hash_salvage.keyed_column(meta))
 
 
 _SALVAGE: dict[str, _KindSalvage] = {  # the walkers of every kind in KINDS, by its name
@@ -389,4 +428,9 @@ _SALVAGE: dict[str, _KindSalvage] = {  # the walkers of every kind in KINDS, by 
         lambda store, meta, treeset, report, commit: copy_tree(
             store, meta, treeset._tree, report, commit, _COMMIT_EVERY, _TREE_READING)),
     HASH_SET.name: _KindSalvage(_table_meta, lambda meta: {}, _copy_table),
+    KEYED_HASH_MAP.name: _KindSalvage(
+        functools.partial(_table_meta, keyed=True),
+        lambda meta: {"key": meta.key, "value": meta.table.value}, _copy_keyed_table),
+    KEYED_HASH_SET.name: _KindSalvage(functools.partial(_table_meta, keyed=True),
+                                      lambda meta: {"key": meta.key}, _copy_keyed_table),
 }

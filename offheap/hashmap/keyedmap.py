@@ -126,9 +126,12 @@ class KeyedFacade(KeyedTable, HashMapFacade):
     @locked
     def _copy_to(self, other: KeyedFacade) -> None:  # type: ignore[override]
         """Make ``other``, an empty map of the same key and value type in another store, hold
-        this map's entries in the same order (long keys' and values' records copied)."""
+        this map's entries in the same order (long keys' and values' records copied), each
+        value as stored: a pickled one as its placeholder, never unpickled."""
         self._check_open()
-        other.put_many(*self._export())
+        keys, words = self._live_entries()
+        values = self._slots.load_many(words)
+        other.put_many(self._keys_out(keys), values if self._slots.typed else values.tolist())
 
 
 class HashMap(KeyedMapCore, KeyedFacade):

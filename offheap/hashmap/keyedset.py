@@ -77,6 +77,12 @@ class KeyedSetFacade(KeyedTable, HashSetFacade):
 
     __copy__ = copy
 
+    @locked
+    def _copy_to(self, other: KeyedSetFacade) -> None:  # type: ignore[override]
+        """Make ``other``, an empty set of the same key type in another store (a compacted
+        DB's), hold this set's elements in the same order; long elements get records there."""
+        other.add_many(self._elements())
+
     def _column(self, elements) -> list:  # type: ignore[override]  # str/bytes columns are lists
         return as_list(elements)
 

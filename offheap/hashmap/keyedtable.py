@@ -53,7 +53,8 @@ class KeyedTable(_FacadeBase):
 
     _key_dtype = KEY_SLOTS
     _keycodec: KeyCodec
-    _key_type: str | None  # the key type asked for: a new table's, or None to take a file's
+    _key_type: str | None = None  # the key type asked for: a new table's, or None (a reader's
+    #                               too) to take a file's
 
     if TYPE_CHECKING:
         # the core's (offheap.hashmap.keyedcore, or the compiled one)

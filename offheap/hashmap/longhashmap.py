@@ -51,7 +51,6 @@ from offheap.hashmap.table import (
     bind_core_methods,
     own_store,
     standalone_meta_recid,
-    stored_value_type,
     table_serializer,
 )
 from offheap.kernels.sizes import ByteLimit
@@ -112,8 +111,8 @@ class HashMapFacade(TableFacade, DictAPI, MutableMapping):
     def reader(cls, path: str | os.PathLike[str], value=None, *, limit: ByteLimit = None,
                verify: bool = True, recover: bool = False,
                allow_pickle: bool = False) -> HashReader:
-        """A read-only :class:`~offheap.hashmap.reader.HashReader` of the LongHashMap file at
-        ``path``, beside the one writer process (:mod:`offheap.collection.readers`). ``value``
+        """A read-only :class:`~offheap.hashmap.reader.HashReader` of the map file (of this
+        class: LongHashMap, HashMap) at ``path``, beside the one writer process (:mod:`offheap.collection.readers`). ``value``
         is the constructor's (None: the file's); ``limit``, ``verify``, ``recover`` and
         ``allow_pickle`` apply to this open."""
 
@@ -123,7 +122,7 @@ class HashMapFacade(TableFacade, DictAPI, MutableMapping):
             hashmap = cls.__new__(cls)
             meta_recid = standalone_meta_recid(store.root)
             serializer = get_serializer(value or table_serializer(
-                stored_value_type(store, meta_recid)))
+                cls._stored_value_type(store, meta_recid)))
             hashmap._setup(store, serializer, meta_recid=meta_recid, owns_store=True, lock=lock,
                            allow_pickle=allow_pickle)
             return hashmap

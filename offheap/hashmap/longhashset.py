@@ -131,8 +131,9 @@ class HashSetFacade(TableFacade, SetAPI, MutableSet):
     @classmethod
     def reader(cls, path: str | os.PathLike[str], *, limit: ByteLimit = None,
                verify: bool = True, recover: bool = False) -> HashSetReader:
-        """A read-only :class:`~offheap.hashmap.reader.HashSetReader` of the LongHashSet file at
-        ``path``, beside the one writer process (:mod:`offheap.collection.readers`)."""
+        """A read-only :class:`~offheap.hashmap.reader.HashSetReader` of the set file (of this
+        class: LongHashSet, HashSet) at ``path``, beside the one writer process
+        (:mod:`offheap.collection.readers`)."""
         lock = new_lock()
 
         def build(store: RecordStore) -> HashSetFacade:

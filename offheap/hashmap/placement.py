@@ -19,15 +19,18 @@ _JUMP_SLOTS = 1 << 18  # in an index of at most this many slots (1 MiB of slot h
 
 
 def find_many(index: np.ndarray, keys: Column, homes: int, wanted: np.ndarray,
-              opaque: np.ndarray | None = None) -> np.ndarray:
-    """Entry numbers of many int64 keys (-1 where absent): one vectorized round per probe step.
+              opaque: np.ndarray | None = None,
+              homes_of_keys: Callable[[np.ndarray, int], np.ndarray] = homes_of) -> np.ndarray:
+    """Entry numbers of many keys (-1 where absent): one vectorized round per probe step.
 
     A probe goes on past a slot while the entry there has a home at or before the key's own, and
     past every slot flagged in ``opaque`` (a damaged one whose entry cannot be read: salvage).
+    Keys are compared as items of the key column; ``homes_of_keys`` gives their homes (int64
+    keys': :func:`~offheap.hashmap.layout.homes_of`; a keyed table's slots have their own).
     """
     entries = np.full(len(wanted), -1, np.int64)
     pending = np.arange(len(wanted))
-    home = homes_of(wanted, homes)
+    home = homes_of_keys(wanted, homes)
     slot = home.copy()
     while pending.size:
         ix = index[slot].astype(np.int64)
@@ -39,7 +42,7 @@ def find_many(index: np.ndarray, keys: Column, homes: int, wanted: np.ndarray,
         hit = readable & (found == wanted[pending])
         entries[pending[hit]] = e[hit]
         going = readable & ~hit
-        going[going] = homes_of(found[going], homes) <= home[going]
+        going[going] = homes_of_keys(found[going], homes) <= home[going]
         going |= blind
         pending, slot, home = pending[going], slot[going] + 1, home[going]
     return entries

@@ -1,5 +1,5 @@
-"""HashReader and HashSetReader: a read-only LongHashMap or LongHashSet over a file another
-process writes (layer 6).
+"""HashReader and HashSetReader: a read-only hash map or set (LongHashMap, HashMap; LongHashSet,
+HashSet) over a file another process writes (layer 6).
 
 The reading machinery (session, reload, refusal of writes) is :mod:`offheap.collection.readers`;
 this module adds the chunked iteration and bulk reads of a hash table.
@@ -27,8 +27,8 @@ file's header) spread over them; measured as fast as
 
 
 class HashReader(MapReader["HashMapFacade"]):
-    """A read-only LongHashMap: lookups, iteration and the bulk reads of
-    :class:`~offheap.LongHashMap`."""
+    """A read-only LongHashMap or HashMap: lookups, iteration and the bulk reads of
+    :class:`~offheap.LongHashMap` (:class:`~offheap.HashMap`)."""
 
     def _chunks(self, with_values: bool) -> Iterator:
         return self._guarded(lambda: self._map._chunks(with_values, READ_CHUNK_ENTRIES))
@@ -55,7 +55,7 @@ class HashReader(MapReader["HashMapFacade"]):
 
 
 class HashSetReader(SetReader["HashSetFacade"]):
-    """A read-only LongHashSet: ``in``, ``len``, iteration in the set's order (a chunk of
+    """A read-only LongHashSet or HashSet: ``in``, ``len``, iteration in the set's order (a chunk of
     :data:`READ_CHUNK_ENTRIES` elements per read section, as :class:`HashReader`) and
     ``contains_many``."""
 

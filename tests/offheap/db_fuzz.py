@@ -3,8 +3,9 @@ CorruptionError (never another exception, a wrong entry, a hang or a crash).
 
 ``run_db_fuzz(trials, seed, workdir)`` is the core, shared by ``tests/offheap/test_db_fuzz.py``
 and ``scripts/fuzz_files.py --mode db``. Source files: a commit-mode DB holding TreeMaps (int64
-keys with object values and zlib pages, str keys with int64 values) and LongHashMaps (object
-values, many of them external records; int64 values), the same DB written with
+keys with object values and zlib pages, str keys with int64 values), LongHashMaps (object
+values, many of them external records; int64 values) and a HashMap of str keys (a third of them
+long keys' records) and object values, the same DB written with
 ``durability="none"`` and closed cleanly, and a standalone TreeMap and LongHashMap file. Each
 trial damages a copy with one of :data:`arena_fuzz.MUTATIONS` (header, tags, live pages,
 checksums, anywhere; truncation, zeroed ranges, garbage) and opens it read-only or as a writer,
@@ -25,7 +26,8 @@ from tests.offheap.arena_fuzz import (MUTATIONS, FuzzSummary, _write_sparse, cou
 N_ENTRIES = 1500
 TREE_OPTIONS = {"objects": dict(key="int64", value="object", node_size=16, compression="zlib"),
                 "names": dict(key="str", value="int64", node_size=8)}
-HASH_OPTIONS = {"seen": dict(value="object"), "counts": dict(value="int64")}
+HASH_OPTIONS = {"seen": dict(value="object"), "counts": dict(value="int64"),
+                "users": dict(key="str", value="object")}
 
 
 def _fill_db(db: DB, rng: np.random.Generator) -> None:
@@ -37,6 +39,10 @@ def _fill_db(db: DB, rng: np.random.Generator) -> None:
     db.hash_map("seen", **HASH_OPTIONS["seen"]).put_many(
         keys, ["s" * int(k % 40) for k in keys.tolist()])
     db.hash_map("counts", **HASH_OPTIONS["counts"]).put_many(keys, keys * 3)
+    db.hash_map("users", **HASH_OPTIONS["users"]).put_many(
+        [f"user:{k}" if k % 3 else f"a user key of more than fifteen bytes {k}"
+         for k in keys.tolist()], [int(k) % 1000 if k % 2 else "u" * int(k % 30)
+                                   for k in keys.tolist()])
 
 
 def db_content(db: DB) -> dict:

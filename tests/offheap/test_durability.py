@@ -299,18 +299,33 @@ def test_salvage_skips_only_what_lies_on_a_page_that_fails_its_checksum(tmp_path
         db.tree_map("t", node_size=8).update({i: "v" * (i % 40) for i in range(3000)})
         db.hash_map("h").put_many(np.arange(3000), [f"value-{i}" * (i % 5) for i in range(3000)])
         db.hash_map("n", value="int64").put_many(np.arange(3000), np.arange(3000) * 2)
-    with DB.file(path, readonly=True) as db:
-        truth = {name: dict((db.tree_map if name == "t" else db.hash_map)(name).items())
-                 for name in ("t", "h", "n")}
-    source = describe_source(str(path), None)
-    clean = path.read_bytes()
+    step = 4  # a quarter of the 87 pages is enough to meet every structure
+    pages = len(describe_source(str(path), None).live_pages[::step])
     damaged_somewhere = 0
-    pages = source.live_pages[::4]  # a quarter of the 87 is enough to meet every structure
-    for number, page in enumerate(pages):
+    for collection, copied, truth in salvaged_collections(
+            path, tmp_path, lambda db, name: dict(
+                (db.tree_map if name == "t" else db.hash_map)(name).items()), step):
+        lost = collection.damaged_entries + collection.damaged_records
+        assert (len(copied) < len(truth)) == bool(lost or collection.error)
+        damaged_somewhere += bool(lost)
+    assert damaged_somewhere >= pages // 2
+
+
+def salvaged_collections(path, workdir, read, step: int):
+    """Flip one bit in every ``step``-th live page of the DB file ``path`` (closed cleanly), one
+    page at a time, salvage it into ``workdir``, and yield ``(collection report, copied
+    entries, entries of the clean file)`` for each collection of each copy, once the checks
+    every copy passes hold: exactly that page failed its checksum, every entry copied is the
+    clean file's, and nothing was skipped by the structural checks. ``read(db, name)`` is a
+    collection's entries as a dict."""
+    with DB.file(path, readonly=True) as db:
+        truth = {name: read(db, name) for name in db.names()}
+    clean = path.read_bytes()
+    for number, page in enumerate(describe_source(str(path), None).live_pages[::step]):
         data = bytearray(clean)
         data[page + 77] ^= 0x04
         path.write_bytes(bytes(data))
-        rescued = tmp_path / f"rescued-{number}"
+        rescued = workdir / f"rescued-{number}"
         report = salvage(path, rescued)
         assert report.failed_pages == 1 and not report.verified, str(report)
         assert "1 pages failed their checksum" in report.checksums
@@ -319,14 +334,10 @@ def test_salvage_skips_only_what_lies_on_a_page_that_fails_its_checksum(tmp_path
         with DB.file(rescued, readonly=True) as db:
             for collection in report.collections:
                 name = collection.name
-                copied = {} if name not in db else dict(
-                    (db.tree_map if name == "t" else db.hash_map)(name).items())
+                copied = read(db, name) if name in db else {}
                 assert all(truth[name][k] == v for k, v in copied.items()), (page, name)
-                assert collection.skipped_entries == collection.skipped_records == 0
-                lost = collection.damaged_entries + collection.damaged_records
-                assert (len(copied) < len(truth[name])) == bool(lost or collection.error)
-                damaged_somewhere += bool(lost)
-    assert damaged_somewhere >= len(pages) // 2
+                assert collection.skipped_entries == collection.skipped_records == 0, str(report)
+                yield collection, copied, truth[name]
 
 
 def test_salvage_of_a_standalone_tree_keeps_its_kind(tmp_path):

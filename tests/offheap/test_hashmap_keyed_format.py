@@ -1,11 +1,27 @@
-"""The keyed hash table's format: its metadata record, chunks of key slots, the homes of key slots."""
+"""The keyed hash table's format: its metadata record, chunks of key slots, the homes of key slots.
 
+Golden files pin it whole. ``golden/keyed_hashmap_str_table.bin`` and
+``golden/keyed_hashset_object_table.bin`` hold the bytes a fixed sequence of operations on a
+``HashMap(key="str")`` and a ``HashSet(key="object")`` under a fixed seed leaves in the metadata,
+the chunk list, the index, the chunks and the records of long keys: what a writer makes.
+``golden/keyed_hashmap_str_v1.offheap.gz`` and ``golden/keyed_hashset_object_v1.offheap.gz``
+are those two tables' files as first written: what a reader must go on opening.
+"""
+
+import dataclasses
+import gzip
 import os
+import shutil
+import struct
+import types
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+from offheap import HashMap, HashSet
 from offheap.errors import CorruptionError
+from offheap.hashmap import keyedtable
 from offheap.hashmap.keyedlayout import KeyedMeta, homes_of_slots, pack_meta, parse_meta
 from offheap.hashmap.keyslots import home_of, inline_slot, key_bytes, key_hash, long_slot
 from offheap.hashmap.layout import SMALL_REGION_BYTES, TableMeta, chunk_bytes, initial_capacity
@@ -93,3 +109,101 @@ def test_a_table_of_16_byte_key_slots_lays_its_chunk_out_as_the_format_says():
     assert regions.keys.take(np.array([0, 1])).tolist() == [bytes(16), inline_slot(b"ab")]
     del raw  # no view of a region outlives it
     regions.free(store)
+
+
+GOLDEN = Path(__file__).parent / "golden"
+
+
+@pytest.fixture
+def fixed_seed(monkeypatch):
+    """New keyed tables draw ``SEED`` instead of a random seed (the module's ``os`` replaced
+    for this test alone: no knob of the library fixes a seed)."""
+    monkeypatch.setattr(keyedtable, "os", types.SimpleNamespace(urandom=lambda n: SEED[:n]))
+
+
+def _golden_map(path=None) -> HashMap:
+    m = HashMap(key="str", value="object", path=path)
+    for i in range(-40, 120):
+        m[f"user:{i}"] = i % 7 if i % 3 else ""
+    for i in range(-40, 120, 4):
+        del m[f"user:{i}"]
+    m["a key of more than fifteen bytes"] = "a value long enough to live in its own record"
+    m.put_many([f"\u20ac{i}" * (i % 6) for i in range(60)], [b"x"] * 60)
+    del m["\u20ac1"]
+    m.popitem()
+    m[""] = None
+    return m
+
+
+def _golden_set(path=None) -> HashSet:
+    s = HashSet(key="object", path=path)
+    s.update([None, 0, 1, -1, 2**70, 2.5, "s", b"s", (1, "a"), (), ("x" * 40,), True, 1.0])
+    s.add_many(list(range(100, 300)))
+    s.discard_many(list(range(100, 300, 3)))
+    s.pop()
+    s.add("a str element of more than fifteen bytes")
+    return s
+
+
+def _table_parts(table) -> list[bytes]:
+    """The metadata record, the chunk list, the index, each chunk and each long key's record
+    (in entry order)."""
+    meta = table._store.get(table.meta_recid)
+    r = table._regions
+    parts = [meta, table._store.get(parse_meta(meta).table.chunk_list_recid), r.index.tobytes()]
+    parts += [table._store.arena.view(offset).tobytes() for offset in r.chunk_offsets]
+    return parts + [table._store.get(int(recid)) for recid in table._long_key_records()]
+
+
+def _table_bytes(table) -> bytes:
+    """:func:`_table_parts`, each after its length."""
+    return b"".join(struct.pack("<Q", len(part)) + part for part in _table_parts(table))
+
+
+def _parts_of(table_bytes: bytes) -> list[bytes]:
+    parts, at = [], 0
+    while at < len(table_bytes):
+        (n,), at = struct.unpack_from("<Q", table_bytes, at), at + 8
+        parts.append(table_bytes[at: at + n])
+        at += n
+    return parts
+
+
+GOLDEN_TABLES = {"keyed_hashmap_str": _golden_map, "keyed_hashset_object": _golden_set}
+
+
+@pytest.mark.parametrize("name", list(GOLDEN_TABLES))
+def test_table_bytes_match_the_golden_file(name, fixed_seed):
+    table = GOLDEN_TABLES[name]()
+    table.flush()
+    assert table._keycodec.seed == SEED
+    assert _table_bytes(table) == (GOLDEN / f"{name}_table.bin").read_bytes()
+
+
+@pytest.mark.parametrize("name", list(GOLDEN_TABLES))
+def test_a_golden_file_opens_reads_and_grows(name, fixed_seed, tmp_path):
+    path = tmp_path / name
+    with gzip.open(GOLDEN / f"{name}_v1.offheap.gz") as packed, open(path, "wb") as file:
+        shutil.copyfileobj(packed, file)
+    expected = GOLDEN_TABLES[name]()
+    cls = type(expected)
+    with cls.reader(path) as reader:
+        assert list(reader) == list(expected)
+        if cls is HashMap:
+            assert dict(reader.items()) == dict(expected.items())
+        # the same table, at other offsets of the arena (a file's regions are placed after
+        # the ones its first commit wrote)
+        stored, golden = _table_parts(reader._map), _parts_of(
+            (GOLDEN / f"{name}_table.bin").read_bytes())
+        assert stored[2:] == golden[2:]
+        file_meta, golden_meta = parse_meta(stored[0]), parse_meta(golden[0])
+        assert (file_meta.key, file_meta.seed) == (golden_meta.key, golden_meta.seed)
+        assert dataclasses.replace(file_meta.table, index_region=0, chunk_list_recid=0) == \
+            dataclasses.replace(golden_meta.table, index_region=0, chunk_list_recid=0)
+    with cls(path=path) as table:  # a writer of today goes on from it
+        table._check()
+        more = [f"more {i}" for i in range(3000)]
+        table.update(dict.fromkeys(more, 1) if cls is HashMap else more)
+        table._check()
+    with cls(path=path) as table:
+        assert len(table) == len(expected) + 3000
