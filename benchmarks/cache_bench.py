@@ -33,8 +33,8 @@ def zipf_keys(ops: int, universe: int, exponent: float, seed: int = 7) -> list[s
     return [f"user:{rank}" for rank in ranks.tolist()]
 
 
-def run_dict(keys: list[str], entries: int) -> int:
-    cache: dict = {}
+def cache_aside(cache, keys: list[str]) -> int:
+    """Get each key, set it on a miss; the hits."""
     hits = 0
     for key in keys:
         value = cache.get(key)
@@ -63,16 +63,9 @@ def run_ordered_lru(keys: list[str], entries: int) -> int:
 def run_cache(keys: list[str], entries: int, ttl: float | None = None) -> int:
     from offheap import Cache
 
-    cache = Cache(key="str", value="str", max_entries=entries, ttl=ttl)
-    hits = 0
-    for key in keys:
-        value = cache.get(key)
-        if value is None:
-            cache[key] = "v"
-        else:
-            hits += 1
-    assert cache.stats().hits == hits
-    cache.close()
+    with Cache(key="str", value="str", max_entries=entries, ttl=ttl) as cache:
+        hits = cache_aside(cache, keys)
+        assert cache.stats().hits == hits
     return hits
 
 
@@ -95,7 +88,7 @@ def main() -> None:
           f"{'compiled' if not isinstance(offheap.HashMap(), offheap.hashmap.core.MapCore) else 'pure-Python'})")
     keys = zipf_keys(args.ops, args.universe, args.zipf)
     contenders = {
-        "dict": lambda: run_dict(keys, args.entries),
+        "dict": lambda: cache_aside({}, keys),
         "OrderedDict LRU": lambda: run_ordered_lru(keys, args.entries),
         "Cache": lambda: run_cache(keys, args.entries),
         f"Cache, ttl={args.ttl:g}": lambda: run_cache(keys, args.entries, args.ttl),
