@@ -1,4 +1,4 @@
-"""Cache: a bounded, expiring mapping on a HashMap, evicting in LRU order (layer 6).
+"""Cache: a bounded, expiring mapping on a HashMap, evicting by LRU or CLOCK (layer 6).
 
 MapDB's HTreeMap doubles as a cache (``expireMaxSize``, ``expireStoreSize``,
 ``expireAfterWrite/Access``); :class:`Cache` is that for offheap: a ``MutableMapping`` whose
@@ -10,41 +10,45 @@ Composition, not a subclass: the cache *holds* its table. A HashMap's interface 
 past the cache's rules (counts, stamps, stats), so the cache offers only what it can keep
 consistent: the dict interface, ``stats()``, ``copy()``, ``close()``.
 
-Order. The table's entry order is the LRU order: a hit (``c[k]``, ``c.get(k)``) and a write
-delete the entry and insert it again, at the newest end; ``k in c``, iteration, ``len`` and
-``pop`` neither move an entry nor count as a hit. Iteration runs from the least recently used
-entry, and ``popitem()`` takes that one (as ``cachetools``' LRU cache, where a dict takes the
-newest).
+Policy and order. A write deletes the entry and inserts it again at the newest end of the
+table's entry order. With ``policy="lru"`` (the default) a hit (``c[k]``, ``c.get(k)``) does
+the same, so the order is the recency order and an eviction takes the least recently used
+entry. With ``policy="clock"`` a hit only marks its entry; the eviction hand sweeps the entry
+order, unmarking and passing marked entries and evicting the first unmarked one (CLOCK, a
+second chance): a hit costs one probe and no write to the table. ``k in c``, iteration,
+``len`` and ``pop`` neither move nor mark an entry, nor count as a hit. Iteration runs in the
+entry order (LRU: least recently used first), and ``popitem()`` takes the entry an eviction
+would take (as ``cachetools``' LRU cache, where a dict takes the newest).
 
-Bounds, checked by every write:
+Bounds, checked by every write; evictions by them count as ``size_evictions``:
 
-- ``max_entries``: a new key first evicts the least recently used entries until there is room.
+- ``max_entries``: a new key first evicts entries until there is room for it.
 - ``max_bytes`` (an int or a size such as ``"64MiB"``): the bytes the table holds in its store,
   its regions (index and entries) and its records (values and keys that do not fit a slot).
   The table never grows past it (:class:`~offheap.hashmap.cachetable.BudgetStore`: the
   growth is refused, the cache evicts and retries), and after a write the cache evicts until
   the records fit again: an entry too large for the bound on its own is evicted at once.
-- ``limit``: the arena's hard limit. Where a HashMap raises CapacityError, the cache evicts its
-  least recently used entry and tries again; a failed attempt leaves the table as it was (the
-  table's failure atomicity). Only a write that fails with the cache empty raises
-  CapacityError, the key then absent.
+- ``limit``: the arena's hard limit. Where a HashMap raises CapacityError, the cache evicts an
+  entry and tries again; a failed attempt leaves the table as it was (the table's failure
+  atomicity). Only a write that fails with the cache empty raises CapacityError, the key then
+  absent.
 
-Evictions by these bounds count as ``size_evictions`` in :meth:`Cache.stats`.
-
-Expiry, with ``ttl`` (seconds, on ``clock``, ``time.monotonic`` unless given: tests pass a
-fake clock and never sleep): an entry expires ``ttl`` after its last write
-(``expire_after="write"``) or its last write or hit (``"access"``); ``now - stamp >= ttl``.
+Expiry, with ``ttl`` (seconds, on ``clock``, ``time.monotonic`` unless given, never going
+back; tests pass a fake clock and never sleep): an entry expires ``ttl`` after its last write
+(``expire_after="write"``) or its last write or hit (``"access"``): ``now - stamp >= ttl``.
 An expired entry is never seen: a lookup of it removes it and misses (lazily), and every
-write, ``len``, iteration, ``popitem`` and ``stats`` first remove every expired entry (in
-bulk), counted as ``expiry_evictions``. With ``"access"`` the stamps grow along the LRU order,
-so the expired entries are the oldest ones and the bulk removal stops at the first live one:
-O(expired). With ``"write"`` a hit moves an entry but keeps its stamp; the cache keeps a lower
-bound of the oldest stamp held, and only once that has expired does one numpy pass over the
-stamps (O(n), about 10 ns an entry) find every expired entry and the new bound.
+write, ``len``, iteration, ``popitem``, ``copy`` and ``stats`` first remove every expired
+entry (in bulk), counted as ``expiry_evictions``. With LRU and ``"access"`` the stamps grow
+along the entry order, so the expired entries are the oldest ones and the bulk removal stops
+at the first live one: O(expired). Otherwise (a hit keeps the stamp of an entry it moves, or
+CLOCK moves nothing) the cache keeps a lower bound of the oldest stamp held, and only once
+that has expired does one numpy pass over the stamps (O(n)) find every expired entry and the
+new bound.
 
-Cost: a hit is three probes of the table (find, delete, insert) and a value decoded and
-encoded again; a write with eviction adds the eviction's delete. The table is a HashMap, so
-the cache runs on the HashMap's core (see docs/cache.md for figures).
+Cost: an LRU hit is three probes of the table (find, delete, insert) and a value decoded and
+encoded again, a CLOCK hit one probe and a decode; a write with eviction adds the eviction's
+delete. The table is a HashMap, so the cache runs on the HashMap's core (docs/cache.md has
+figures).
 
 Thread safety: every operation holds the table's lock (:mod:`offheap.hashmap.locking`) from
 start to end, so it is atomic; iterators take it step by step and raise RuntimeError at the
@@ -69,6 +73,7 @@ from offheap.kernels.sizes import ByteLimit, byte_limit
 
 _MISSING = object()
 _EXPIRE_AFTER = ("write", "access")
+_POLICIES = ("lru", "clock")
 
 
 @dataclass(frozen=True)
@@ -96,9 +101,10 @@ class CacheStats:
 
 
 class Cache(MutableMapping):
-    """A ``MutableMapping`` off the Python heap that evicts its least recently used entries to
-    stay within ``max_entries`` entries, ``max_bytes`` bytes and the arena's ``limit``, and
-    drops entries ``ttl`` seconds after their last write (or access, ``expire_after="access"``).
+    """A ``MutableMapping`` off the Python heap that evicts entries (``policy="lru"``: the least
+    recently used; ``"clock"``: CLOCK's second chance) to stay within ``max_entries`` entries,
+    ``max_bytes`` bytes and the arena's ``limit``, and drops entries ``ttl`` seconds after
+    their last write (or access, ``expire_after="access"``).
 
     ``key`` and ``value`` are :class:`~offheap.HashMap`'s key and value types; ``clock`` is a
     function returning seconds (``time.monotonic``). The module docstring gives the rules.
@@ -107,7 +113,8 @@ class Cache(MutableMapping):
     def __init__(self, data=(), /, *, key: str = "str", value=None,
                  max_entries: int | None = None, max_bytes: ByteLimit = None,
                  ttl: float | None = None, expire_after: str = "write",
-                 clock: Callable[[], float] = time.monotonic, limit: ByteLimit = None) -> None:
+                 clock: Callable[[], float] = time.monotonic, limit: ByteLimit = None,
+                 policy: str = "lru") -> None:
         if max_entries is not None and (type(max_entries) is not int or max_entries < 1):
             raise ValueError(f"max_entries is a number of entries of at least 1 (or None), "
                              f"not {max_entries!r}")
@@ -115,15 +122,21 @@ class Cache(MutableMapping):
             raise ValueError(f"ttl is a positive number of seconds (or None), not {ttl!r}")
         if expire_after not in _EXPIRE_AFTER:
             raise ValueError(f'expire_after is "write" or "access", not {expire_after!r}')
+        if policy not in _POLICIES:
+            raise ValueError(f'policy is "lru" or "clock", not {policy!r}')
         self._options = dict(key=key, value=value, max_entries=max_entries, max_bytes=max_bytes,
-                             ttl=ttl, expire_after=expire_after, clock=clock, limit=limit)
+                             ttl=ttl, expire_after=expire_after, clock=clock, limit=limit,
+                             policy=policy)
         self._max_entries = max_entries
         self._max_bytes = byte_limit(max_bytes)
         self._ttl = ttl
         self._by_access = expire_after == "access"
         self._clock = clock
+        self._clock_policy = policy == "clock"
+        # the stamps grow along the entry order only when every access moves its entry
+        self._stamps_ordered = self._by_access and not self._clock_policy
         self._table = CacheTable.new(key, value, limit=limit, max_bytes=self._max_bytes,
-                                     stamped=ttl is not None)
+                                     stamped=ttl is not None, marked=self._clock_policy)
         self._lock = self._table._lock
         self._oldest_stamp = math.inf  # with "write": at most the oldest stamp held
         self._hits = self._misses = self._size_evictions = self._expiry_evictions = 0
@@ -152,7 +165,9 @@ class Cache(MutableMapping):
             self._misses += 1
             return _MISSING
         self._hits += 1
-        if e == table._used - 1:  # the newest already: no move
+        if self._clock_policy or e == table._used - 1:  # marked, or the newest: no move
+            if self._clock_policy:
+                table._set_mark(e, 1)
             if self._by_access:
                 table._set_stamp(e, self._clock())
             return table._value_of(e)
@@ -197,8 +212,8 @@ class Cache(MutableMapping):
         return _CacheItemsView(self)
 
     def _entries(self, what: int) -> Iterator:
-        """Keys (0), values (1) or items (2) from the least recently used, after the expired
-        entries went; the table's iterator, each step under the lock."""
+        """Keys (0), values (1) or items (2) in entry order (LRU: least recently used first),
+        after the expired entries went; the table's iterator, each step under the lock."""
         with self._lock:
             self._expire()
             table = self._table
@@ -217,15 +232,15 @@ class Cache(MutableMapping):
             del table[key]
         elif self._max_entries is not None:
             while len(table) >= self._max_entries:
-                self._evict_oldest()
+                self._evict()
         self._insert(key, value, self._clock() if self._ttl is not None else math.nan)
         if self._max_bytes is not None:
             while table.held_bytes > self._max_bytes and len(table):
-                self._evict_oldest()
+                self._evict()
 
     def _insert(self, key, value, stamp: float) -> None:
-        """Insert absent ``key`` at the newest end with ``stamp``, evicting the least recently
-        used entries while the table raises CapacityError (its limit, or a growth
+        """Insert absent ``key`` at the newest end with ``stamp`` (unmarked), evicting entries
+        while the table raises CapacityError (its limit, or a growth
         ``max_bytes`` refuses). An entry that ``max_bytes`` refuses with the cache empty is
         not stored (a size eviction); one the limit refuses raises. Lock held by the caller."""
         table = self._table
@@ -236,7 +251,7 @@ class Cache(MutableMapping):
                 break
             except CapacityError as exc:
                 if len(table):
-                    self._evict_oldest()
+                    self._evict()
                 elif isinstance(exc, BudgetError):
                     self._size_evictions += 1
                     return
@@ -244,14 +259,17 @@ class Cache(MutableMapping):
                     raise CapacityError(f"the entry does not fit the Cache's limit even with "
                                         f"every other entry evicted ({exc}); raise limit= or "
                                         f"store smaller values") from exc
+        if self._clock_policy:
+            table._set_mark(table._used - 1, 0)
         if self._ttl is not None:
             table._set_stamp(table._used - 1, stamp)
             self._oldest_stamp = min(self._oldest_stamp, stamp)
 
-    def _evict_oldest(self) -> None:
-        """Remove the least recently used entry, counted as a size eviction."""
+    def _evict(self) -> None:
+        """Remove the entry the policy evicts (LRU: the least recently used), counted as a
+        size eviction."""
         table = self._table
-        del table[table._key_of(table._oldest_entry())]
+        del table[table._key_of(table._victim())]
         self._size_evictions += 1
 
     def _expire(self) -> None:
@@ -261,9 +279,9 @@ class Cache(MutableMapping):
         if self._ttl is None or not len(table):
             return
         now = self._clock()
-        if self._by_access:
+        if self._stamps_ordered:
             while len(table):
-                e = table._oldest_entry()
+                e = table._victim()
                 if now - table._stamp(e) < self._ttl:
                     return
                 del table[table._key_of(e)]
@@ -296,12 +314,13 @@ class Cache(MutableMapping):
 
     @locked
     def popitem(self):
-        """Remove and return the least recently used ``(key, value)``; KeyError when empty."""
+        """Remove and return the ``(key, value)`` an eviction would take (LRU: the least
+        recently used); KeyError when empty."""
         self._expire()
         table = self._table
         if not len(table):
             raise KeyError("popitem(): the Cache is empty")
-        key = table._key_of(table._oldest_entry())
+        key = table._key_of(table._victim())
         return key, table.pop(key)
 
     @locked
@@ -338,6 +357,9 @@ class Cache(MutableMapping):
                           held_bytes=table.held_bytes,
                           reserved_bytes=table._store.arena.reserved_bytes)
 
+    def _policy_name(self) -> str:
+        return "CLOCK" if self._clock_policy else "LRU"
+
     def _bounds_text(self) -> str:
         parts = [f"{name}={value}" for name, value in (
             ("max_entries", self._max_entries),
@@ -353,7 +375,8 @@ class Cache(MutableMapping):
             return "<Cache (closed)>"
         s = self.stats()
         ratio = f"{s.hit_ratio:.1%}" if s.hits + s.misses else "-"
-        return (f"<Cache {s.n_entries:,} entries, {self._table._types_text()}, LRU, "
+        return (f"<Cache {s.n_entries:,} entries, {self._table._types_text()}, "
+                f"{self._policy_name()}, "
                 f"{self._bounds_text()}, hits {ratio}, "
                 f"{s.size_evictions + s.expiry_evictions:,} evicted, "
                 f"{format_bytes(s.held_bytes)} held{settings_text(self._table._store.arena)}>")
@@ -364,7 +387,7 @@ class Cache(MutableMapping):
             return "<p><b>Cache</b> (closed)</p>"
         s = self.stats()
         rows = [("entries", f"{s.n_entries:,}"), *self._table._type_rows(),
-                ("policy", "LRU"), ("bounds", self._bounds_text()),
+                ("policy", self._policy_name()), ("bounds", self._bounds_text()),
                 ("hits", f"{s.hits:,}"), ("misses", f"{s.misses:,}"),
                 ("hit ratio", f"{s.hit_ratio:.3f}" if s.hits + s.misses else "-"),
                 ("evicted by size", f"{s.size_evictions:,}"),
@@ -404,7 +427,7 @@ class Cache(MutableMapping):
             assert table.held_bytes <= self._max_bytes, (table.held_bytes, self._max_bytes)
         if self._ttl is not None and len(table):
             stamps = table._live_stamps()[1]
-            if self._by_access:
+            if self._stamps_ordered:
                 assert np.all(np.diff(stamps) >= 0), "stamps out of LRU order"
             else:
                 assert self._oldest_stamp <= stamps.min(), "oldest stamp bound too high"

@@ -1,28 +1,32 @@
-"""The table of a :class:`~offheap.hashmap.cache.Cache`: a HashMap that knows its oldest entry,
-keeps a time stamp per entry and grows within a byte budget (layer 6).
+"""The table of a :class:`~offheap.hashmap.cache.Cache`: a HashMap with a hand over its
+entries, a time stamp and a mark per entry, growing within a byte budget (layer 6).
 
 A cache keeps its entries in a :class:`CacheTable`, a :class:`~offheap.HashMap` whose entry
-order is the cache's LRU order (the cache moves an entry to the newest end by deleting and
-inserting it again). What the table adds:
+order is the cache's order: with LRU the recency order (a hit deletes the entry and inserts it
+again at the newest end), with CLOCK the order of writes. What the table adds:
 
-- *The oldest live entry* (:meth:`CacheTable._oldest_entry`) without a scan of the whole
-  table: ``_cursor`` is an entry number below which every entry is a hole (deleted), so the
-  first live entry is the first set live bit at or after it. An eviction leaves a hole at the
-  cursor and the next search goes on from there, so evicting every entry in turn reads each
-  live bit once: O(1) amortized. Compaction (growth renumbers the live entries from 0) and
-  ``clear`` set the cursor back to 0; an insert first lowers it to ``_used``, which a delete of
-  the last entries may have lowered under it, since the new entry is numbered ``_used``.
-- *Time stamps* (``_stamps``, with a ``ttl``): one float64 per entry number, the time of the
-  entry's last write or access (the cache says which). A numpy array beside the table, on the
-  Python heap (8 bytes an entry; a cache has no file to keep them in), grown with the table's
-  capacity and compacted with it (:meth:`CacheTable._compact`). Holes' stamps are stale and
-  never read.
+- *The hand* (``_hand``, an entry number) and :meth:`CacheTable._victim`, the entry an
+  eviction takes, found without a scan of the whole table: the first live entry at or after
+  the hand (the first set live bit, read ``_SCAN_BYTES`` at a time), wrapping to entry 0 past
+  the last one. With LRU every entry below the hand is a hole (the hand only ever moves to the
+  first live entry, and entries are only appended), so the victim is the least recently used
+  entry and evicting every entry in turn reads each live bit once: O(1) amortized. With CLOCK
+  a marked victim is unmarked and passed, the hand going on after it (a second chance), so a
+  sweep passes each entry at most twice. Compaction renumbers the entries and moves the hand
+  with them; an insert past a hand at or past the last entry first sends the hand back to 0
+  (the new entry, numbered ``_used``, is then reached last).
+- *Stamps* (``_stamps``, with a ``ttl``): one float64 per entry number, the time of the
+  entry's last write or access (the cache says which), and *marks* (``_marks``, with CLOCK):
+  one byte per entry number, 1 once a hit marked it. Numpy arrays beside the table, on the
+  Python heap (a cache has no file to keep them in), set at every insert, grown with the
+  table's capacity and compacted with it (:meth:`CacheTable._compact`). Holes' items are stale
+  and never read.
 - *A byte budget* (:class:`BudgetStore`): the table's own store refuses a region (an index, a
   chunk of entries) that would take the bytes it holds past ``max_bytes`` once the growth
   step ends (the regions the step replaces then freed) with a :class:`BudgetError`, the
   :class:`~offheap.errors.CapacityError` a full arena raises, before the table changes. So
-  the table never outgrows the budget: the cache evicts its oldest entry and tries again, and
-  the retry compacts holes or fits in the index it has.
+  the table never outgrows the budget: the cache evicts and tries again, and the retry
+  compacts holes or fits in the index it has.
 
 Thread safety: none of its own; the cache runs every operation under the table's lock.
 """
@@ -99,22 +103,25 @@ class BudgetStore(RecordStore):
 
 
 class CacheTable(HashMap):
-    """A HashMap with an oldest-entry cursor, per-entry stamps and a byte budget (see the
-    module docstring); made by :meth:`new`, used only by a :class:`~offheap.hashmap.cache.Cache`."""
+    """A HashMap with a hand over its entries, per-entry stamps and marks, and a byte budget
+    (see the module docstring); made by :meth:`new`, used only by a
+    :class:`~offheap.hashmap.cache.Cache`."""
 
-    _cursor: int
+    _hand: int
     _stamps: np.ndarray | None
+    _marks: np.ndarray | None
 
     @classmethod
-    def new(cls, key: str, value, *, limit: ByteLimit, max_bytes: int | None,
-            stamped: bool) -> CacheTable:
+    def new(cls, key: str, value, *, limit: ByteLimit, max_bytes: int | None, stamped: bool,
+            marked: bool) -> CacheTable:
         """An empty anonymous table of ``key`` and ``value`` types in its own
         :class:`BudgetStore` (``limit``: the arena's, ``max_bytes``: the budget), with a stamp
-        per entry if ``stamped``."""
+        per entry if ``stamped`` and a mark per entry if ``marked``."""
         table = cls.__new__(cls)
         table._ask_key_type(key)
-        table._cursor = 0
+        table._hand = 0
         table._stamps = np.zeros(0, np.float64) if stamped else None
+        table._marks = np.zeros(0, np.uint8) if marked else None
         store = BudgetStore(Arena.anonymous(limit_bytes=limit), max_bytes)
         try:
             table._setup(store, get_serializer(value or "object"), meta_recid=None,
@@ -134,47 +141,75 @@ class CacheTable(HashMap):
         """The bytes the table holds in its store (:class:`BudgetStore`)."""
         return self._budget().held_bytes
 
-    # -- the oldest entry ---------------------------------------------------------------------
+    # -- the hand -----------------------------------------------------------------------------
 
-    def _oldest_entry(self) -> int:
-        """The first live entry number (the least recently used), -1 when empty."""
-        if not self._n:
-            return -1
+    def _victim(self) -> int:
+        """The entry an eviction takes (the table is not empty): the first live entry at or
+        after the hand, wrapping to entry 0 past the last; with marks, a marked one is
+        unmarked and passed (CLOCK's second chance)."""
+        marks = self._marks
+        while True:
+            e = self._live_from(self._hand if self._hand < self._used else 0)
+            if e < 0:
+                e = self._live_from(0)
+            self._hand = e
+            if marks is None or e >= len(marks) or not marks[e]:
+                return e
+            marks[e] = 0
+            self._hand = e + 1
+
+    def _live_from(self, e: int) -> int:
+        """The first live entry at or after ``e``, or -1: the live bits read
+        ``_SCAN_BYTES`` at a time."""
         r = self._table()
-        e = min(self._cursor, self._used)
-        while True:  # a live entry lies at or after e, below _used
+        while e < self._used:
             chunk, at = e >> CHUNK_BITS, e & CHUNK_MASK
             bits = r.live_chunks[chunk]
             start = at >> 3
             window = bits[start: start + _SCAN_BYTES]
+            if at & 7:  # the bits of the first byte below e do not count
+                window = window.copy()
+                window[0] &= 0xFF << (at & 7) & 0xFF
             set_bytes = np.flatnonzero(window)
             if set_bytes.size:
-                byte = start + int(set_bytes[0])
-                low_bit = int(bits[byte]) & -int(bits[byte])
-                e = (chunk << CHUNK_BITS) + byte * 8 + low_bit.bit_length() - 1
-                self._cursor = e
-                return e
+                byte = int(window[set_bytes[0]])
+                found = (chunk << CHUNK_BITS) + (start + int(set_bytes[0])) * 8 + \
+                    (byte & -byte).bit_length() - 1
+                return found if found < self._used else -1
             e = (chunk << CHUNK_BITS) + (start + len(window)) * 8
+        return -1
 
     def _before_insert(self) -> None:
-        """Keep the cursor at or below the entry number the next insert takes."""
-        self._cursor = min(self._cursor, self._used)
+        """Send a hand past the last entry back to entry 0 before an insert appends the entry
+        numbered ``_used``: the hand then reaches the new entry last."""
+        if self._hand >= self._used:
+            self._hand = 0
 
-    # -- stamps -------------------------------------------------------------------------------
+    # -- stamps and marks ---------------------------------------------------------------------
 
     def _stamp(self, e: int) -> float:
         assert self._stamps is not None
         return float(self._stamps[e])
 
     def _set_stamp(self, e: int, stamp: float) -> None:
-        """Set entry ``e``'s stamp, growing the stamps to the table's capacity."""
-        stamps = self._stamps
-        assert stamps is not None
-        if e >= len(stamps):
-            grown = np.zeros(max(self._table().capacity, e + 1), np.float64)
-            grown[: len(stamps)] = stamps
-            self._stamps = stamps = grown
+        """Set entry ``e``'s stamp."""
+        self._stamps = stamps = self._column_for(self._stamps, e)
         stamps[e] = stamp
+
+    def _set_mark(self, e: int, mark: int) -> None:
+        """Mark entry ``e`` (1: used since the hand passed it) or unmark it (0)."""
+        self._marks = marks = self._column_for(self._marks, e)
+        marks[e] = mark
+
+    def _column_for(self, column: np.ndarray | None, e: int) -> np.ndarray:
+        """``column`` (stamps or marks), grown to the table's capacity if entry ``e`` is past
+        its end."""
+        assert column is not None
+        if e < len(column):
+            return column
+        grown = np.zeros(max(self._table().capacity, e + 1), column.dtype)
+        grown[: len(column)] = column
+        return grown
 
     def _live_stamps(self) -> tuple[np.ndarray, np.ndarray]:
         """The live entry numbers, in entry order, and their stamps."""
@@ -185,15 +220,17 @@ class CacheTable(HashMap):
     # -- what the table changes in its map ------------------------------------------------------
 
     def _compact(self) -> None:
-        """Compact the entries (:meth:`TableGrowth._compact`), their stamps with them; the
-        cursor goes back to entry 0."""
-        if self._stamps is not None and self._n != self._used:
-            _, kept = self._live_stamps()
-            super()._compact()
-            self._stamps[: kept.size] = kept
-        else:
-            super()._compact()
-        self._cursor = 0
+        """Compact the entries (:meth:`TableGrowth._compact`), their stamps and marks with
+        them; the hand moves with the entry it points at."""
+        if self._n == self._used:
+            return
+        live = np.flatnonzero(self._table().live_mask(self._used))
+        columns = [column for column in (self._stamps, self._marks) if column is not None]
+        kept = [column[live] for column in columns]  # every entry has its stamp and mark
+        super()._compact()
+        for column, items in zip(columns, kept):
+            column[: len(items)] = items
+        self._hand = int(np.searchsorted(live, self._hand))
 
     def _widen(self, width: int) -> None:
         """:meth:`TableGrowth._widen`, whose new chunks replace every chunk."""
@@ -215,15 +252,13 @@ class CacheTable(HashMap):
             super()._add_capacity(needed)
 
     def clear(self) -> None:
-        """Remove every entry (:meth:`HashMap.clear`) and set the cursor back to entry 0."""
+        """Remove every entry (:meth:`HashMap.clear`) and set the hand back to entry 0."""
         with self._lock:
             super().clear()
-            self._cursor = 0
+            self._hand = 0
 
     def _check(self) -> None:
-        """The map's invariants, and: entries below the cursor are holes, a stamp per entry."""
+        """The map's invariants, and a stamp per entry."""
         with self._lock:
             super()._check()
-            below = min(self._cursor, self._used)
-            assert not self._table().live_mask(self._used)[:below].any(), "live entry below cursor"
             assert self._stamps is None or len(self._stamps) >= self._used, "stamps missing"

@@ -31,13 +31,17 @@ class FakeClock:
 
 
 class CacheModel:
-    """The cache's rules on an OrderedDict ``key -> [value, stamp]`` in LRU order (oldest
-    first), the time read from the same clock."""
+    """The cache's rules on an OrderedDict ``key -> [value, stamp, mark, seq]`` in entry order
+    (LRU: least recently used first; CLOCK: insertion order, a write inserting again), the
+    time read from the same clock. CLOCK's hand is a ``seq``: the next victim is the first
+    entry of a ``seq`` at or past it, else the first entry."""
 
-    def __init__(self, clock, max_entries=None, ttl=None, expire_after="write"):
+    def __init__(self, clock, max_entries=None, ttl=None, expire_after="write", policy="lru"):
         self.clock, self.max_entries, self.ttl = clock, max_entries, ttl
         self.by_access = expire_after == "access"
+        self.clock_policy = policy == "clock"
         self.entries: OrderedDict = OrderedDict()
+        self.hand = self.next_seq = 0
         self.hits = self.misses = self.size_evictions = self.expiry_evictions = 0
 
     def expired(self, key) -> bool:
@@ -59,10 +63,28 @@ class CacheModel:
             self.misses += 1
             return default
         self.hits += 1
-        self.entries.move_to_end(key)
+        entry = self.entries[key]
+        if self.clock_policy:
+            entry[2] = 1
+        else:
+            self.entries.move_to_end(key)
         if self.by_access:
-            self.entries[key][1] = self.clock()
-        return self.entries[key][0]
+            entry[1] = self.clock()
+        return entry[0]
+
+    def victim(self):
+        """The key an eviction takes (the policy's), CLOCK's hand moved."""
+        if not self.clock_policy:
+            return next(iter(self.entries))
+        while True:
+            later = [key for key, entry in self.entries.items() if entry[3] >= self.hand]
+            key = later[0] if later else next(iter(self.entries))
+            entry = self.entries[key]
+            self.hand = entry[3]
+            if not entry[2]:
+                return key
+            entry[2] = 0
+            self.hand = entry[3] + 1
 
     def set(self, key, value) -> None:
         self.expire_all()
@@ -70,12 +92,19 @@ class CacheModel:
             del self.entries[key]
         elif self.max_entries is not None:
             while len(self.entries) >= self.max_entries:
-                self.entries.popitem(last=False)
+                del self.entries[self.victim()]
                 self.size_evictions += 1
-        self.entries[key] = [value, self.clock()]
+        if not any(entry[3] >= self.hand for entry in self.entries.values()):
+            self.hand = 0  # past the last entry: back to the first before the new one
+        self.entries[key] = [value, self.clock(), 0, self.next_seq]
+        self.next_seq += 1
+
+    def popitem(self):
+        key = self.victim()
+        return key, self.entries.pop(key)[0]
 
     def items(self) -> list:
-        return [(key, value) for key, (value, _) in self.entries.items()]
+        return [(key, entry[0]) for key, entry in self.entries.items()]
 
 
 keys = st.sampled_from(KEYS)
@@ -94,7 +123,8 @@ def cache_machine(values=short_values, **options):
             self.clock = FakeClock()
             self.cache = Cache(key="str", clock=self.clock, **options)
             self.model = CacheModel(self.clock, options.get("max_entries"), options.get("ttl"),
-                                    options.get("expire_after", "write"))
+                                    options.get("expire_after", "write"),
+                                    options.get("policy", "lru"))
 
         @rule(key=keys, value=values)
         def put(self, key, value):
@@ -142,8 +172,7 @@ def cache_machine(values=short_values, **options):
         def popitem(self):
             self.model.expire_all()
             if self.model.entries:
-                key, (value, _) = self.model.entries.popitem(last=False)
-                assert self.cache.popitem() == (key, value)
+                assert self.cache.popitem() == self.model.popitem()
             else:
                 with pytest.raises(KeyError):
                     self.cache.popitem()
@@ -210,6 +239,10 @@ TestMaxEntries = cache_machine(max_entries=4).TestCase
 TestExpireAfterWrite = cache_machine(ttl=5.0).TestCase
 TestExpireAfterAccess = cache_machine(ttl=5.0, expire_after="access", max_entries=6).TestCase
 TestExpireAfterWriteBounded = cache_machine(ttl=4.0, max_entries=5).TestCase
+TestClock = cache_machine(max_entries=4, policy="clock").TestCase
+TestClockExpireAfterAccess = cache_machine(ttl=5.0, expire_after="access", max_entries=6,
+                                           policy="clock").TestCase
+TestClockExpireAfterWrite = cache_machine(ttl=4.0, max_entries=5, policy="clock").TestCase
 TestMaxBytes = cache_machine(st.text(max_size=600), max_bytes="12KiB", ttl=6.0).TestCase
 TestLimit = cache_machine(st.binary(max_size=8000), value="bytes", limit="100KiB").TestCase
 
@@ -229,6 +262,17 @@ class TestBoundedCacheContract(MutableMappingContract):
     def make(self):
         return Cache(key="str", max_entries=1000, max_bytes="1MiB", ttl=3600.0,
                      expire_after="access")
+
+
+def test_clock_gives_a_second_chance_to_entries_hit_since_the_hand_passed():
+    cache = Cache(key="str", value="int64", max_entries=3, policy="clock")
+    cache.update(a=1, b=2, c=3)
+    assert cache["a"] == 1  # marked: the hand passes it once
+    cache["d"] = 4  # a is unmarked and passed, b evicted
+    assert list(cache) == ["a", "c", "d"]
+    cache["e"] = 5  # the hand goes on from b's place: c evicted
+    assert list(cache) == ["a", "d", "e"]
+    assert "CLOCK" in repr(cache) and cache.stats().size_evictions == 2
 
 
 def test_evicts_least_recently_used_first():
@@ -260,23 +304,26 @@ def test_expiry_on_a_fake_clock(expire_after):
     assert s.expiry_evictions == (1 if expire_after == "write" else 0)
 
 
-def test_stamps_follow_their_entries_through_compaction():
-    """Hits leave holes; growth compacts them and renumbers the entries, and each stamp must
-    move with its entry."""
+@pytest.mark.parametrize("policy", ["lru", "clock"])
+def test_stamps_marks_and_hand_follow_their_entries_through_compaction(policy):
+    """Hits (LRU) and overwrites leave holes; growth compacts them and renumbers the entries,
+    and each stamp and mark, and CLOCK's hand, must move with its entry."""
     clock = FakeClock()
-    cache = Cache(key="str", ttl=100.0, clock=clock)
-    model = CacheModel(clock, ttl=100.0)
-    for i in range(300):
+    cache = Cache(key="str", ttl=100.0, max_entries=60, clock=clock, policy=policy)
+    model = CacheModel(clock, max_entries=60, ttl=100.0, policy=policy)
+    for i in range(400):
         clock.now = float(i)
-        cache[f"k{i}"] = model_value = i
-        model.set(f"k{i}", model_value)
-        for j in range(0, i, 7):  # hits: delete and insert again, leaving holes
+        for key, value in ((f"k{i}", i), (f"k{i // 3}", -i)):  # a new key, an overwrite
+            cache[key] = value
+            model.set(key, value)
+        for j in range(0, i, 7):  # hits: LRU deletes and inserts again, CLOCK marks
             assert cache.get(f"k{j}") == model.get(f"k{j}")
     cache._check()
     assert list(cache.items()) == model.items()
-    clock.now = 350.0
+    clock.now = 420.0
     model.expire_all()
-    assert list(cache.items()) == model.items() and len(cache) == 49
+    assert list(cache.items()) == model.items() and len(cache) == len(model.entries)
+    assert cache.stats().size_evictions == model.size_evictions > 0
 
 
 def test_write_mode_finds_expired_entries_anywhere():
@@ -338,6 +385,7 @@ def test_an_entry_too_large_for_the_limit_raises_and_empties_the_cache():
     (dict(max_entries=0), "max_entries"), (dict(max_entries=2.5), "max_entries"),
     (dict(ttl=0), "ttl"), (dict(ttl=math.inf), "ttl"), (dict(ttl="1s"), "ttl"),
     (dict(expire_after="read"), "expire_after"), (dict(max_bytes="lots"), "size"),
+    (dict(policy="lfu"), "policy"),
 ])
 def test_bad_options_are_refused(options, message):
     with pytest.raises(ValueError, match=message):
