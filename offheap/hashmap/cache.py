@@ -33,6 +33,10 @@ Bounds, checked by every write; evictions by them count as ``size_evictions``:
   atomicity). Only a write that fails with the cache empty raises CapacityError, the key then
   absent.
 
+A key or value the table refuses (the TypeError of a wrong type) raises before the cache
+changes anything; an ``"object"`` value that fails to pickle raises after the evictions and
+the removal of the entry it overwrites.
+
 Expiry, with ``ttl`` (seconds, on ``clock``, ``time.monotonic`` unless given, never going
 back; tests pass a fake clock and never sleep): an entry expires ``ttl`` after its last write
 (``expire_after="write"``) or its last write or hit (``"access"``): ``now - stamp >= ttl``.
@@ -138,7 +142,7 @@ class Cache(MutableMapping):
         self._table = CacheTable.new(key, value, limit=limit, max_bytes=self._max_bytes,
                                      stamped=ttl is not None, marked=self._clock_policy)
         self._lock = self._table._lock
-        self._oldest_stamp = math.inf  # with "write": at most the oldest stamp held
+        self._oldest_stamp = math.inf  # at most the oldest stamp held (module docstring)
         self._hits = self._misses = self._size_evictions = self._expiry_evictions = 0
         self.update(data)
 
@@ -157,8 +161,8 @@ class Cache(MutableMapping):
         return default if value is _MISSING else value
 
     def _access(self, key):
-        """The value of ``key`` as a hit (moved to the newest end, counted), or _MISSING as a
-        miss (an expired entry removed). Lock held by the caller."""
+        """The value of ``key`` as a hit (counted; LRU: moved to the newest end, CLOCK:
+        marked), or _MISSING as a miss (an expired entry removed). Lock held by the caller."""
         table = self._table
         e, stamp = self._find_live(key)
         if e < 0:
@@ -229,8 +233,11 @@ class Cache(MutableMapping):
         table._check_open()
         self._expire()
         if table._lookup(key) >= 0:
+            table._slots.serializer.validate(value)  # a refused value: no change
             del table[key]
-        elif self._max_entries is not None:
+        elif self._max_entries is not None and len(table) >= self._max_entries:
+            table._keycodec.admit(key)  # a refused key or value evicts nothing
+            table._slots.serializer.validate(value)
             while len(table) >= self._max_entries:
                 self._evict()
         self._insert(key, value, self._clock() if self._ttl is not None else math.nan)
@@ -333,7 +340,7 @@ class Cache(MutableMapping):
     def copy(self) -> Cache:
         """A new Cache with the same options, entries, order and stamps, entry by entry under
         the same bounds (a table grown another way may hold fewer within ``max_bytes`` or
-        ``limit``: the oldest then go); its counters start at 0."""
+        ``limit``: the oldest then go); its CLOCK marks and counters start at 0."""
         self._expire()
         twin = Cache(**self._options)
         table = self._table

@@ -410,6 +410,16 @@ def test_reprs_name_bounds_and_counters():
         cache.get("a")
 
 
+def test_a_refused_key_or_value_changes_nothing():
+    cache = Cache(key="str", value="int64", max_entries=2)
+    cache.update(a=1, b=2)
+    for key, value in ((3, 3), (b"c", 3), ("c", "three"), ("a", "one")):
+        with pytest.raises(TypeError):
+            cache[key] = value
+    assert list(cache.items()) == [("a", 1), ("b", 2)]
+    assert cache.stats().size_evictions == 0
+
+
 def test_a_cache_does_not_pickle():
     import pickle
 
