@@ -147,6 +147,7 @@ class CacheTable(HashMap):
         """The entry an eviction takes (the table is not empty): the first live entry at or
         after the hand, wrapping to entry 0 past the last; with marks, a marked one is
         unmarked and passed (CLOCK's second chance)."""
+        assert self._n, "no victim in an empty table"
         marks = self._marks
         while True:
             e = self._live_from(self._hand if self._hand < self._used else 0)
@@ -258,7 +259,8 @@ class CacheTable(HashMap):
             self._hand = 0
 
     def _check(self) -> None:
-        """The map's invariants, and a stamp per entry."""
+        """The map's invariants, and a stamp and a mark per entry where the cache keeps them."""
         with self._lock:
             super()._check()
-            assert self._stamps is None or len(self._stamps) >= self._used, "stamps missing"
+            for column in (self._stamps, self._marks):
+                assert column is None or len(column) >= self._used, "stamps or marks missing"
