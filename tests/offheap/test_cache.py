@@ -230,7 +230,7 @@ def cache_machine(values=short_values, **options):
         def teardown(self):
             self.cache.close()
 
-    CacheVersusModel.TestCase.settings = settings(max_examples=60, stateful_step_count=60,
+    CacheVersusModel.TestCase.settings = settings(max_examples=40, stateful_step_count=50,
                                                   deadline=None)
     return CacheVersusModel
 
@@ -427,8 +427,9 @@ def test_a_cache_does_not_pickle():
         pickle.dumps(Cache())
 
 
-def test_threads_keep_the_cache_consistent():
-    cache = Cache(key="str", value="int64", max_entries=50)
+@pytest.mark.parametrize("policy", ["lru", "clock"])
+def test_threads_keep_the_cache_consistent(policy):
+    cache = Cache(key="str", value="int64", max_entries=50, ttl=3600.0, policy=policy)
     errors: list[BaseException] = []
 
     def work(seed: int) -> None:
