@@ -455,16 +455,13 @@ def test_threads_keep_the_cache_consistent(policy):
     assert len(cache) == 50 and s.hits + s.misses == 3 * 1000
 
 
-def test_lock_is_the_tables():
+def test_an_operation_waits_for_the_tables_lock():
     cache = Cache()
     assert cache._lock is cache._table._lock
-    acquired = threading.Event()
-
-    def hold() -> None:
-        with cache._lock:
-            acquired.set()
-
-    thread = threading.Thread(target=hold)
-    thread.start()
-    thread.join()
-    assert acquired.is_set()
+    writer = threading.Thread(target=cache.__setitem__, args=("a", 1))
+    with cache._lock:
+        writer.start()
+        writer.join(0.05)
+        assert writer.is_alive() and len(cache._table) == 0  # it cannot run while held
+    writer.join()
+    assert cache["a"] == 1
