@@ -19,6 +19,7 @@ from offheap.errors import (
     UncommittedChangesWarning,
 )
 from offheap.db.database import DB, CollectionStats, DBStats
+from offheap.hashmap.cache import Cache, CacheStats
 from offheap.hashmap.keyedmap import HashMap
 from offheap.hashmap.keyedset import HashSet
 from offheap.hashmap.longhashmap import HashMapStats, LongHashMap
@@ -36,6 +37,8 @@ or because the extension was not built; see :mod:`offheap.kernels.native`)."""
 
 __all__ = [
     "__version__",
+    "Cache",
+    "CacheStats",
     "CapacityError",
     "ClosedError",
     "CodecUnavailableError",

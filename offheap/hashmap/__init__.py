@@ -5,6 +5,8 @@
 - :mod:`~offheap.hashmap.table`: the part of both above the core: files, metadata, protocol.
 - :mod:`~offheap.hashmap.valueslots`: the value column (typed values or slot words).
 - :mod:`~offheap.hashmap.reader`: the read-only map over a file another process writes.
+- :mod:`~offheap.hashmap.cache`: the Cache, bounded and expiring, on a HashMap's table
+  (:mod:`~offheap.hashmap.cachetable`).
 
 May import: layers 1-5 and :mod:`offheap.collection`; never :mod:`offheap.treemap` or
 :mod:`offheap.db`.
