@@ -204,7 +204,7 @@ class DB:
         (in a read-only DB: a :class:`~offheap.treemap.reader.TreeReader` of an existing one)."""
         return self._collection(name, TREE_MAP, options)
 
-    def hash_map(self, name: str, key: str | None = None,
+    def hash_map(self, name: str, *, key: str | None = None,
                  **options: Any) -> LongHashMap | HashMap | HashReader:
         """The :class:`LongHashMap` called ``name``, created with ``options`` if it does not
         exist; with ``key=`` (``"str"``, ``"bytes"``, ``"int64"``, ``"object"``) the
@@ -221,7 +221,7 @@ class DB:
         DB: a :class:`~offheap.treemap.treeset.TreeSetReader` of an existing one)."""
         return self._collection(name, TREE_SET, options)
 
-    def hash_set(self, name: str, key: str | None = None,
+    def hash_set(self, name: str, *, key: str | None = None,
                  **options: Any) -> LongHashSet | HashSet | HashSetReader:
         """The :class:`LongHashSet` called ``name``, created if it does not exist; with ``key=``
         the :class:`HashSet` of that key type, as :meth:`hash_map` (in a read-only DB: a

@@ -226,3 +226,20 @@ def test_a_db_file_from_before_keyed_maps_opens_unchanged(tmp_path):
         assert db.hash_map("tags")[9] == 18 and db.hash_map("counts")[2997] == 999
         with pytest.raises(ReadOnlyError):
             db.hash_map("tags")[1] = 1
+
+
+def test_a_read_only_db_opens_keyed_collections_made_after_it_opened(tmp_path):
+    path = tmp_path / "db"
+    with DB.file(path) as writer:
+        writer.hash_map("ints")[1] = 1
+        writer.commit()
+        with DB.file(path, readonly=True) as db:
+            assert db.names() == ["ints"]
+            writer.hash_map("users", key="str")["ada"] = 1815
+            writer.hash_set("tags", key="bytes").add(b"q" * 20)
+            writer.commit()
+            users, tags = db.hash_map("users"), db.hash_set("tags")  # the kind from the catalog
+            assert isinstance(users._map, HashMap) and users["ada"] == 1815
+            assert isinstance(tags._map, HashSet) and list(tags) == [b"q" * 20]
+            with pytest.raises(ValueError, match="'ints' is a LongHashMap"):
+                db.hash_map("ints", key="int64")
