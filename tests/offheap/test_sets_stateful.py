@@ -1,10 +1,11 @@
-"""LongHashSet against a Python ``set`` and TreeSet against a ``SortedSet``: hypothesis state
+"""LongHashSet and HashSet against a Python ``set`` and TreeSet against a ``SortedSet``: hypothesis state
 machines interleaving add/discard/remove/pop, iteration, the algebra with another set and with
 arrays, bulk paths, clear, and for file sets commit, rollback, close and reopen; ``_check()``
 after every step. LongHashSet runs on both cores (its order, insertion order, is checked too)."""
 
 from __future__ import annotations
 
+import functools
 import shutil
 import tempfile
 
@@ -15,6 +16,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 from sortedcontainers import SortedSet
 
+from offheap.hashmap.keyedset import HashSet, ReferenceHashSet
 from offheap.hashmap.longhashset import LongHashSet, ReferenceLongHashSet
 from offheap.treemap.treeset import TreeSet
 
@@ -227,6 +229,21 @@ def test_longhashset_behaves_as_a_set(cls):
 
 @pytest.mark.parametrize("cls", [LongHashSet, ReferenceLongHashSet], ids=["default", "reference"])
 def test_a_file_longhashset_commits_and_reopens_as_a_set(cls):
+    _run(set_machine(cls, set, ordered=True, files=_Files))
+
+
+KEYED_SETS = [functools.partial(HashSet, key="int64"), functools.partial(ReferenceHashSet, key="int64")]
+"""HashSets of int64 elements: the machine's foreign elements ("a", 2**70, 1.5, None) are none
+of theirs, as for a LongHashSet (an "object" set would hold them)."""
+
+
+@pytest.mark.parametrize("cls", KEYED_SETS, ids=["default", "reference"])
+def test_hashset_behaves_as_a_set(cls):
+    _run(set_machine(cls, set, ordered=True))
+
+
+@pytest.mark.parametrize("cls", KEYED_SETS, ids=["default", "reference"])
+def test_a_file_hashset_commits_and_reopens_as_a_set(cls):
     _run(set_machine(cls, set, ordered=True, files=_Files))
 
 
