@@ -202,10 +202,15 @@ encode_inline(const MapCore *self, PyObject *value, uint64_t *bits, int *width)
 PyObject *
 decode_text(const unsigned char *data, Py_ssize_t size)
 {
-    unsigned char high = 0;
-    for (Py_ssize_t i = 0; i < size; i++)
+    uint64_t high = 0, word;
+    Py_ssize_t i = 0;
+    for (; i + 8 <= size; i += 8) {
+        memcpy(&word, data + i, 8);
+        high |= word;
+    }
+    for (; i < size; i++)
         high |= data[i];
-    if (high < 0x80) {
+    if (!(high & 0x8080808080808080ull)) {
         PyObject *ascii = PyUnicode_New(size, 127);
         if (ascii != NULL && size > 0)
             memcpy(PyUnicode_1BYTE_DATA(ascii), data, (size_t)size);
