@@ -220,6 +220,7 @@ int entry_needs_lock(const MapCore *self, Py_ssize_t e, uint64_t word);
 int int64_table(MapCore *self, const char *method);
 PyObject *key_object(MapCore *self, Py_ssize_t e);
 Py_ssize_t slot_of_entry(const MapCore *self, Py_ssize_t e);
+Py_ssize_t insert_slot(const MapCore *self, const Key *key);
 PyObject *MapCore_set_keys(MapCore *self, PyObject *keycodec);
 int discard_key(MapCore *self, PyObject *obj);
 
@@ -413,11 +414,18 @@ find(const MapCore *self, int64_t key, int can_match, Py_ssize_t *slot)
     return -1;
 }
 
+/* Probes of a keyed table compare slots only for this many steps before they compute the homes
+ * of the entries they pass (a SipHash of each inline slot): a hit within them never hashes a
+ * stored key. Passing an entry of a later home without noticing only lengthens a miss, never
+ * changes its answer (Robin Hood order: every later entry has a later home too). */
+#define UNHASHED_STEPS 8
+
 /* find() in a keyed table, from slot `from` (the key's home, or past a long key's candidate
  * whose bytes differed): the entry whose slot is the key's (an inline key) or whose slot has the
  * key's tag (a long key: a candidate, whose record's bytes the caller compares), -1 when there
- * is none, -2 with CorruptionError set; *slot as find()'s. Precondition: attached, from >= the
- * key's home. */
+ * is none, -2 with CorruptionError set. *slot is the slot of the entry found; for a miss it is
+ * some slot past the key's place (insert_slot() gives the place itself). Precondition: attached,
+ * from >= the key's home. */
 static inline Py_ssize_t
 find_slot(const MapCore *self, const Key *key, Py_ssize_t from, Py_ssize_t *slot)
 {
@@ -444,7 +452,7 @@ find_slot(const MapCore *self, const Key *key, Py_ssize_t from, Py_ssize_t *slot
             *slot = s;
             return (Py_ssize_t)e;
         }
-        if (home_of_hash(slot_hash(self, stored), self->homes) > home)
+        if (s - from >= UNHASHED_STEPS && home_of_hash(slot_hash(self, stored), self->homes) > home)
             break;
     }
     *slot = s;

@@ -439,6 +439,22 @@ key_object(MapCore *self, Py_ssize_t e)
     return key;
 }
 
+/* Where a new key goes in a keyed table's index: the first slot from its home that is empty
+ * or holds an entry of a later home (the place find_slot passes a miss by). Precondition:
+ * attached, the key absent. */
+Py_ssize_t
+insert_slot(const MapCore *self, const Key *key)
+{
+    const uint32_t *index = self->table.index;
+    const Py_ssize_t home = home_of_hash(key->hash & ~(uint64_t)0xFF, self->homes);
+    const size_t limit = entry_limit(self); /* the probe checked these entries already */
+    Py_ssize_t s = home;
+    for (; s < self->n_slots && index[s] != 0 && (size_t)index[s] - 1 < limit; s++)
+        if (home_of_hash(entry_hash(self, (Py_ssize_t)index[s] - 1), self->homes) > home)
+            break;
+    return s;
+}
+
 /* The index slot pointing at live entry e, or -1 with CorruptionError set (none does). */
 Py_ssize_t
 slot_of_entry(const MapCore *self, Py_ssize_t e)

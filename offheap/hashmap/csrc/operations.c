@@ -70,6 +70,8 @@ put_turn(MapCore *self, Key *key, uint64_t bits, int width, int *held)
                     break;
                 continue;
             }
+            if (KEYED(self))
+                slot = insert_slot(self, key); /* a keyed miss names no place: find it */
             Py_ssize_t end = empty_slot_from(self, slot);
             if (end >= 0) {
                 append(self, slot, end, key, bits);
