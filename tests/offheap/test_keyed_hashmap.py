@@ -276,3 +276,16 @@ def test_hashset_versus_set_on_random_operations():
         s._check()
 
     run()
+
+
+def test_bulk_paths_take_numpy_string_arrays_of_every_kind():
+    words = ["", "a", "user:1234567", "é" * 9, LONG]
+    m = HashMap(key="str")
+    m.put_many(np.array(words), list(range(len(words))))
+    assert m.get_many(np.array(words, dtype=np.dtypes.StringDType())) == list(range(len(words)))
+    assert m.contains_many(np.array(words, dtype=object)).all()
+    b = HashMap(key="bytes")
+    raw = np.array([w.encode() for w in words], dtype="S")  # numpy strips trailing NULs
+    b.put_many(raw, list(range(len(words))))
+    assert b.get_many([w.encode() for w in words]) == list(range(len(words)))
+    assert b.delete_many(raw[:2]) == 2 and len(b) == len(words) - 2
