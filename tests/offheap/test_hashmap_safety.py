@@ -1,24 +1,30 @@
-"""LongHashMap under the conditions that crash careless native code, on both cores: a closed
+"""LongHashMap and HashMap under the conditions that crash careless native code, on both cores: a closed
 map, a table regrown, cleared or rolled back under live iterators, numpy results kept past the
 memory they came from, a fork, two threads. Each must give an exception or a correct answer,
 never a crash (a crash fails the whole run, so these tests also run in CI on the pure core)."""
 
 from __future__ import annotations
 
+import functools
 import os
 
 import numpy as np
 import pytest
 
-from offheap import LongHashMap
+from offheap import HashMap, LongHashMap
 from offheap.errors import ClosedError
 from offheap.hashmap.core import MapCore as ReferenceCore
+from offheap.hashmap.keyedmap import ReferenceHashMap
 from offheap.hashmap.longhashmap import ReferenceLongHashMap
 from tests.contracts import run_racing_threads
 
-CORES = [pytest.param(ReferenceLongHashMap, id="pure")]
+CORES = [pytest.param(ReferenceLongHashMap, id="pure"),
+         pytest.param(functools.partial(ReferenceHashMap, key="int64"), id="keyed-pure")]
 if not issubclass(LongHashMap, ReferenceCore):  # the compiled core was built and selected
-    CORES.insert(0, pytest.param(LongHashMap, id="compiled"))
+    CORES[:0] = [pytest.param(LongHashMap, id="compiled"),
+                 pytest.param(functools.partial(HashMap, key="int64"), id="keyed-compiled")]
+"""LongHashMap, and HashMap(key="int64") (the keyed table: 16-byte key slots, seeded hashes,
+the keyed core), on each core."""
 
 
 @pytest.fixture(params=CORES)
