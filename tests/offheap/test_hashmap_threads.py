@@ -1,4 +1,4 @@
-"""LongHashMap shared by threads without a lock of their own, on both cores: writers of disjoint
+"""LongHashMap and HashMap shared by threads without a lock of their own, on both cores: writers of disjoint
 keys (inline values, values through the codec, growth from an empty table), writers against
 readers and iterators, every operation mixed, and the collections of one DB. Each must leave the
 union of what the threads wrote, pass ``_check()``, and never crash or raise anything but an
@@ -6,20 +6,26 @@ iterator's RuntimeError (a dict's rule for a size changed during iteration)."""
 
 from __future__ import annotations
 
+import functools
 import threading
 
 import numpy as np
 import pytest
 
-from offheap import DB, LongHashMap
+from offheap import DB, HashMap, LongHashMap
 from offheap.hashmap.core import MapCore as ReferenceCore
 from offheap.hashmap.locking import new_lock
+from offheap.hashmap.keyedmap import ReferenceHashMap
 from offheap.hashmap.longhashmap import ReferenceLongHashMap
 from tests.contracts import run_racing_threads
 
-CORES = [pytest.param(ReferenceLongHashMap, id="pure")]
+CORES = [pytest.param(ReferenceLongHashMap, id="pure"),
+         pytest.param(functools.partial(ReferenceHashMap, key="object"), id="keyed-pure")]
 if not issubclass(LongHashMap, ReferenceCore):  # the compiled core was built and selected
-    CORES.insert(0, pytest.param(LongHashMap, id="compiled"))
+    CORES[:0] = [pytest.param(LongHashMap, id="compiled"),
+                 pytest.param(functools.partial(HashMap, key="object"), id="keyed-compiled")]
+"""LongHashMap, and HashMap(key="object") holding the same int keys (the keyed table and its
+core), on each core."""
 
 SEEDS = (0, 1, 2)
 LONG = "a value too long for a slot word, so it is a record of the store"
