@@ -85,12 +85,20 @@ class KeyedCore(MapCore):
 
     def _key_states(self, keys: list, for_store: bool) -> bytes:
         """A byte a key: 0 present, 1 absent, 2 absent and long; ``for_store`` admits each key
-        as a store does (its error), else a key no table holds is absent."""
+        as a store does (its error), and gives 3 for an absent key that an earlier key of the
+        batch already is; else a key no table holds is absent."""
         states = bytearray()
+        new: set[bytes] = set()
         for key in keys:
             probe = self._admit(key) if for_store else self._lookup_form(key)
-            absent = probe is None or self._probe(probe)[2] < 0
-            states.append(0 if not absent else 2 if probe is not None and probe.long else 1)
+            if probe is not None and self._probe(probe)[2] >= 0:
+                states.append(0)
+            elif probe is not None and for_store and probe.data in new:
+                states.append(3)
+            else:
+                if probe is not None and for_store:
+                    new.add(probe.data)
+                states.append(2 if probe is not None and probe.long else 1)
         return bytes(states)
 
     def _get_keys(self, keys: list, default) -> list:

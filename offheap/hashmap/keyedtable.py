@@ -163,12 +163,9 @@ class KeyedTable(_FacadeBase):
         keys, values = as_list(keys), as_list(values)
         if len(values) != len(keys):
             raise ValueError(f"{len(keys)} keys but {len(values)} values")
-        if self._keycodec.key_type == "bytes":  # the hashable form of every bytes key
-            keys = [bytes(key) if isinstance(key, (bytearray, memoryview)) else key
-                    for key in keys]
-        pairs = dict(zip(keys, values))  # dict's own rule: first place, last value
-        keys, values = list(pairs), list(pairs.values())
-        states = np.frombuffer(self._key_states(keys, True), np.uint8)  # every key admitted
+        # every key admitted; 3: an earlier key of the batch, which the puts in order give
+        # dict's rule (the first place, the last value)
+        states = np.frombuffer(self._key_states(keys, True), np.uint8)
         words = self._slots.encode_many(values)
         slots: list[bytes | None] | None = None
         try:
@@ -177,7 +174,8 @@ class KeyedTable(_FacadeBase):
                 slots = [None] * len(keys)
                 for i in long_new:
                     slots[i] = self._keycodec.store_slot(self._keycodec.admit(keys[i]))
-            self._reserve(int(np.count_nonzero(states)), self._slots.width_of_many(words))
+            new = int(np.count_nonzero((states == 1) | (states == 2)))
+            self._reserve(new, self._slots.width_of_many(words))
         except BaseException:
             self._release_made(slots, words, 0)
             raise

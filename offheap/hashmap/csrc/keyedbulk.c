@@ -52,10 +52,10 @@ MapCore_get_keys(MapCore *self, PyObject *const *args, Py_ssize_t nargs)
 }
 
 /* Whether `obj` is in the table: 0 present, 1 absent (an inline key), 2 absent (a long key),
- * -1 with an error. With for_store it is admitted as a store admits it (the store's error),
- * else a key no table holds is absent. */
+ * -1 with an error; *hash is an absent keyed key's hash. With for_store it is admitted as a
+ * store admits it (the store's error), else a key no table holds is absent. */
 static int
-key_state(MapCore *self, PyObject *obj, int for_store)
+key_state(MapCore *self, PyObject *obj, int for_store, uint64_t *hash)
 {
     Key key = {0};
     int held = 0, state = -1;
@@ -66,12 +66,36 @@ key_state(MapCore *self, PyObject *obj, int for_store)
         e = ATTACHED(self) ? key_find(self, &key, &slot, &held) : closed_error(self) - 1;
     if (e >= -1)
         state = e >= 0 ? 0 : KEYED(self) && key.is_long ? 2 : 1;
+    *hash = key.hash;
     key_clear(&key);
     end_turn(self, held);
     return state;
 }
 
-/* _key_states(keys, for_store): key_state() of each key, one byte a key, as bytes. */
+/* Whether two key objects are one key of the table (their key bytes equal): 1, 0, -1. */
+static int
+same_key(MapCore *self, PyObject *a, PyObject *b)
+{
+    Key first = {0}, second = {0};
+    int same = -1;
+    if (key_for_store(self, a, &first) == 0 && key_for_store(self, b, &second) == 0)
+        same = first.len == second.len
+               && memcmp(first.data, second.data, (size_t)first.len) == 0;
+    key_clear(&first);
+    key_clear(&second);
+    return same;
+}
+
+/* The batch's keys absent from the table seen so far, by hash: an open-addressing set of
+ * (hash, position) with position -1 for an empty slot. */
+typedef struct {
+    uint64_t hash;
+    Py_ssize_t position;
+} Seen;
+
+/* _key_states(keys, for_store): key_state() of each key, one byte a key, as bytes; with
+ * for_store, 3 for a key absent from the table that an earlier key of the batch already is
+ * (a store of the batch appends it once, at its first place). */
 PyObject *
 MapCore_key_states(MapCore *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -82,15 +106,37 @@ MapCore_key_states(MapCore *self, PyObject *const *args, Py_ssize_t nargs)
     if (for_store < 0)
         return NULL;
     Py_ssize_t n = PyList_GET_SIZE(keys);
+    size_t size = 8;
+    while (for_store && size < 2 * (size_t)n)
+        size *= 2;
+    Seen *seen = for_store && KEYED(self) ? PyMem_Malloc(size * sizeof(Seen)) : NULL;
+    if (for_store && KEYED(self) && seen == NULL)
+        return PyErr_NoMemory();
+    for (size_t i = 0; seen != NULL && i < size; i++)
+        seen[i].position = -1;
     PyObject *out = PyBytes_FromStringAndSize(NULL, n);
-    for (Py_ssize_t i = 0; out != NULL && i < n; i++) {
-        int state = i < PyList_GET_SIZE(keys) ? key_state(self, PyList_GET_ITEM(keys, i), for_store)
-                                              : 1;
+    for (Py_ssize_t i = 0; out != NULL && i < n && i < PyList_GET_SIZE(keys); i++) {
+        PyObject *obj = PyList_GET_ITEM(keys, i);
+        uint64_t hash = 0;
+        int state = key_state(self, obj, for_store, &hash);
+        size_t at = (size_t)hash & (size - 1);
+        for (; state > 0 && seen != NULL && seen[at].position >= 0; at = (at + 1) & (size - 1)) {
+            if (seen[at].hash != hash || seen[at].position >= PyList_GET_SIZE(keys))
+                continue;
+            int same = same_key(self, PyList_GET_ITEM(keys, seen[at].position), obj);
+            if (same != 0) {
+                state = same < 0 ? -1 : 3;
+                break;
+            }
+        }
+        if ((state == 1 || state == 2) && seen != NULL)
+            seen[at] = (Seen){hash, i};
         if (state < 0)
             Py_CLEAR(out);
         else
             PyBytes_AS_STRING(out)[i] = (char)state;
     }
+    PyMem_Free(seen);
     return out;
 }
 
