@@ -242,3 +242,18 @@ def test_typed_get_many_gives_an_array_and_refuses_missing_keys_without_a_defaul
     assert m.get_many(np.array(["a", "zz"]), default=-1).tolist() == [1, -1]
     with pytest.raises(KeyError, match="1 keys are missing"):
         m.get_many(["a", "zz"])
+
+
+class FailingIndex:
+    def __index__(self):
+        raise ZeroDivisionError("this key's __index__ fails")
+
+
+@pytest.mark.parametrize("cls", [HashMap, ReferenceHashMap])
+def test_get_many_raises_the_error_of_the_first_key_that_fails_and_keeps_the_map(cls):
+    m = cls({i: str(i) for i in range(50)}, key="object")
+    keys = list(range(20)) + [FailingIndex()] + list(range(20, 40)) + [FailingIndex()]
+    with pytest.raises(ZeroDivisionError):
+        m.get_many(keys)
+    assert m.get_many(list(range(45)), "absent") == [str(i) for i in range(45)]
+    m._check()

@@ -191,6 +191,9 @@ int store(MapCore *self, Key *key, PyObject *value, int *held);
 Py_ssize_t lookup(MapCore *self, PyObject *obj, Key *key, Py_ssize_t *slot, int *held);
 Py_ssize_t lookup_entry(MapCore *self, PyObject *obj, Key *key, Py_ssize_t *slot,
                         uint64_t *word, int *held);
+Py_ssize_t find_in_turn(MapCore *self, Key *key, Py_ssize_t *slot, int *held);
+Py_ssize_t entry_from(MapCore *self, Key *key, Py_ssize_t e, Py_ssize_t *slot, uint64_t *word,
+                      int *held);
 PyObject * take(MapCore *self, Py_ssize_t e, uint64_t word);
 int remove_entry(MapCore *self, Py_ssize_t slot, Py_ssize_t e, uint64_t word);
 Py_ssize_t entry_arg(MapCore *self, PyObject *arg);

@@ -19,6 +19,31 @@ list_argument(PyObject *obj, const char *method)
     return NULL;
 }
 
+/* Keys admitted ahead of their probes: a ring of AHEAD keys whose home index slots are
+ * prefetched when admitted, so that the misses of several probes overlap. */
+#define AHEAD 8
+
+typedef struct {
+    Key keys[AHEAD];
+    int admitted[AHEAD]; /* key_for_lookup's answer: 1, 0 (a miss), -1 (an error) */
+} KeyRing;
+
+/* Admit key i of the list into the ring (a lookup's admission) and prefetch its home slot. */
+static void
+ring_admit(MapCore *self, PyObject *keys, Py_ssize_t i, KeyRing *ring)
+{
+    Key *key = &ring->keys[i % AHEAD];
+    memset(key, 0, sizeof *key);
+    int admitted = PyErr_Occurred() ? -1 /* an earlier key's error, raised at its turn */
+                   : i < PyList_GET_SIZE(keys) ? key_for_lookup(self, PyList_GET_ITEM(keys, i), key)
+                                               : 0;
+    ring->admitted[i % AHEAD] = admitted;
+    if (admitted == 1 && ATTACHED(self))
+        __builtin_prefetch(&self->table.index[KEYED(self)
+            ? home_of_hash(key->hash & ~(uint64_t)0xFF, self->homes)
+            : home_of(key->int_key, self->homes)]);
+}
+
 /* _get_keys(keys, default): the value of each key, or default, as a list. */
 PyObject *
 MapCore_get_keys(MapCore *self, PyObject *const *args, Py_ssize_t nargs)
@@ -30,24 +55,38 @@ MapCore_get_keys(MapCore *self, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     Py_ssize_t n = PyList_GET_SIZE(keys);
     PyObject *out = PyList_New(n);
-    for (Py_ssize_t i = 0; out != NULL && i < n && i < PyList_GET_SIZE(keys); i++) {
-        Key key = {0};
-        uint64_t word;
-        int held = 0;
+    KeyRing ring;
+    Py_ssize_t admitted_to = 0; /* keys [i, admitted_to) are in the ring */
+    for (; out != NULL && admitted_to < AHEAD && admitted_to < n; admitted_to++)
+        ring_admit(self, keys, admitted_to, &ring);
+    for (Py_ssize_t i = 0; out != NULL && i < n; i++) {
+        Key *key = &ring.keys[i % AHEAD];
+        int admitted = ring.admitted[i % AHEAD];
         PyObject *value = NULL;
-        Py_ssize_t slot, e = lookup_entry(self, PyList_GET_ITEM(keys, i), &key, &slot, &word,
-                                          &held);
-        if (e >= 0)
-            value = decode_word(self, word);
-        else if (e == -1)
-            value = Py_NewRef(args[1]);
-        key_clear(&key);
-        end_turn(self, held);
-        if (value == NULL)
-            Py_CLEAR(out);
-        else
-            PyList_SET_ITEM(out, i, value);
+        if (admitted >= 0) {
+            uint64_t word;
+            int held = 0;
+            Py_ssize_t slot, e = admitted ? find_in_turn(self, key, &slot, &held) : -1;
+            e = entry_from(self, key, e, &slot, &word, &held);
+            if (e >= 0)
+                value = decode_word(self, word);
+            else if (e == -1)
+                value = Py_NewRef(args[1]);
+            end_turn(self, held);
+        }
+        key_clear(key);
+        if (value == NULL || i >= PyList_GET_SIZE(out)) {
+            Py_XDECREF(value);
+            Py_CLEAR(out); /* an error: the keys still in the ring are dropped below */
+            break;
+        }
+        PyList_SET_ITEM(out, i, value);
+        if (admitted_to < n)
+            ring_admit(self, keys, admitted_to++, &ring);
     }
+    for (Py_ssize_t j = 0; j < AHEAD; j++) /* after an error; cleared keys own nothing */
+        if (j < admitted_to)
+            key_clear(&ring.keys[j]);
     return out;
 }
 

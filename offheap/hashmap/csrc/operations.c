@@ -137,13 +137,7 @@ lookup(MapCore *self, PyObject *obj, Key *key, Py_ssize_t *slot, int *held)
         return closed_error(self) - 1;
     if (KEYED(self) || !PyLong_CheckExact(obj)) { /* may run Python code: another turn after it */
         int admitted = key_for_lookup(self, obj, key);
-        if (admitted <= 0)
-            return admitted - 1;
-        if (begin_turn(self, held) < 0)
-            return -2;
-        if (!ATTACHED(self))
-            return closed_error(self) - 1;
-        return key_find(self, key, slot, held);
+        return admitted <= 0 ? admitted - 1 : find_in_turn(self, key, slot, held);
     }
     int admitted = exact_int_key(obj, &key->int_key); /* 0 outside int64: no key of the map */
     if (admitted <= 0)
@@ -151,15 +145,25 @@ lookup(MapCore *self, PyObject *obj, Key *key, Py_ssize_t *slot, int *held)
     return find(self, key->int_key, 1, slot);
 }
 
-/* lookup(), with *word the entry's word, and the lock held when reading or dropping the word
- * or the key calls into Python (the look-up is done again if other threads ran while it waited
- * for it). */
+/* The entry of an admitted key (>= 0), -1 for a miss, -2 with an exception set, probed in the
+ * operation's turn. */
 Py_ssize_t
-lookup_entry(MapCore *self, PyObject *obj, Key *key, Py_ssize_t *slot, uint64_t *word,
-             int *held)
+find_in_turn(MapCore *self, Key *key, Py_ssize_t *slot, int *held)
+{
+    if (begin_turn(self, held) < 0)
+        return -2;
+    if (!ATTACHED(self))
+        return closed_error(self) - 1;
+    return key_find(self, key, slot, held);
+}
+
+/* Entry e of a probe for `key` (or its -1 or -2), with *word the entry's word, and the lock
+ * held when reading or dropping the word or the key calls into Python (the probe is made again
+ * if other threads ran while it waited for it). */
+Py_ssize_t
+entry_from(MapCore *self, Key *key, Py_ssize_t e, Py_ssize_t *slot, uint64_t *word, int *held)
 {
     for (;;) {
-        Py_ssize_t e = lookup(self, obj, key, slot, held);
         if (e < 0)
             return e;
         *word = value_at(self, e);
@@ -168,7 +172,16 @@ lookup_entry(MapCore *self, PyObject *obj, Key *key, Py_ssize_t *slot, uint64_t 
         int waited = hold_lock(self, held);
         if (waited <= 0)
             return waited < 0 ? -2 : e;
+        e = find_in_turn(self, key, slot, held);
     }
+}
+
+/* lookup(), with *word the entry's word as entry_from() reads it. */
+Py_ssize_t
+lookup_entry(MapCore *self, PyObject *obj, Key *key, Py_ssize_t *slot, uint64_t *word,
+             int *held)
+{
+    return entry_from(self, key, lookup(self, obj, key, slot, held), slot, word, held);
 }
 
 /* Decode entry e's value (`word`, read in this turn), then remove the entry and release what it
