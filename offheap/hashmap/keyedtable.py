@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from offheap.errors import CorruptionError
-from offheap.hashmap.keycodec import KeyCodec, KeyProbe
+from offheap.hashmap.keycodec import KeyCodec
 from offheap.hashmap.keyedcore import KEY_SLOTS, KeyedCore
 from offheap.hashmap.keyedlayout import KeyedMeta, pack_meta, parse_meta
 from offheap.hashmap.keyslots import check_key_type
