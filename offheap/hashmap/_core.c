@@ -127,7 +127,8 @@ MapCore_length(MapCore *self)
 static PyObject *
 MapCore_subscript(MapCore *self, PyObject *obj)
 {
-    Key key = {0};
+    Key key;
+    key_init(&key);
     uint64_t word;
     int held = 0;
     PyObject *value = NULL;
@@ -144,7 +145,8 @@ MapCore_subscript(MapCore *self, PyObject *obj)
 static int
 MapCore_contains(MapCore *self, PyObject *obj)
 {
-    Key key = {0};
+    Key key;
+    key_init(&key);
     int held = 0;
     Py_ssize_t slot, e = lookup(self, obj, &key, &slot, &held);
     key_clear(&key);
@@ -156,7 +158,8 @@ MapCore_contains(MapCore *self, PyObject *obj)
 int
 discard_key(MapCore *self, PyObject *obj)
 {
-    Key key = {0};
+    Key key;
+    key_init(&key);
     uint64_t word;
     int held = 0, status = -1;
     Py_ssize_t slot, e = lookup_entry(self, obj, &key, &slot, &word, &held);
@@ -178,7 +181,8 @@ MapCore_ass_subscript(MapCore *self, PyObject *obj, PyObject *value)
             set_key_error(obj);
         return found == 1 ? 0 : -1;
     }
-    Key key = {0};
+    Key key;
+    key_init(&key);
     int held = 0, status = -1;
     key.owner = NULL;
     if (begin_turn(self, &held) < 0)
@@ -246,7 +250,8 @@ static PyObject *
 MapCore_get(MapCore *self, PyObject *const *args, Py_ssize_t nargs)
 {
     PyObject *obj, *default_value, *value = NULL;
-    Key key = {0};
+    Key key;
+    key_init(&key);
     uint64_t word;
     int held = 0;
     Py_ssize_t e = lookup_argument(self, "get", args, nargs, &obj, &default_value, &key,
@@ -264,7 +269,8 @@ static PyObject *
 MapCore_pop(MapCore *self, PyObject *const *args, Py_ssize_t nargs)
 {
     PyObject *obj, *default_value, *value = NULL;
-    Key key = {0};
+    Key key;
+    key_init(&key);
     uint64_t word;
     int held = 0;
     Py_ssize_t e = lookup_argument(self, "pop", args, nargs, &obj, &default_value, &key,
@@ -336,7 +342,8 @@ static PyObject *
 MapCore_setdefault(MapCore *self, PyObject *const *args, Py_ssize_t nargs)
 {
     PyObject *obj, *default_value, *value = NULL;
-    Key key = {0};
+    Key key;
+    key_init(&key);
     uint64_t word;
     int held = 0;
     Py_ssize_t e;
@@ -380,7 +387,8 @@ MapCore_iter_items(MapCore *self, PyObject *Py_UNUSED(ignored))
 static PyObject *
 MapCore_lookup(MapCore *self, PyObject *obj)
 {
-    Key key = {0};
+    Key key;
+    key_init(&key);
     int held = 0;
     Py_ssize_t slot, e = lookup(self, obj, &key, &slot, &held);
     key_clear(&key);
@@ -434,7 +442,8 @@ MapCore_put(MapCore *self, PyObject *const *args, Py_ssize_t nargs)
         return PyErr_Format(PyExc_TypeError, "_put() takes a key and a word (%zd given)", nargs);
     if (int64_table(self, "_put") < 0)
         return NULL;
-    Key key = {0};
+    Key key;
+    key_init(&key);
     key.int_key = PyLong_AsLongLong(args[0]);
     if (key.int_key == -1 && PyErr_Occurred())
         return NULL;

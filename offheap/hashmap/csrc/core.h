@@ -214,12 +214,11 @@ int import_key_names(void);
 void key_clear(Key *key);
 int key_for_lookup(MapCore *self, PyObject *obj, Key *key);
 int key_for_store(MapCore *self, PyObject *obj, Key *key);
-Py_ssize_t key_find(MapCore *self, Key *key, Py_ssize_t *slot, int *held);
+Py_ssize_t keyed_find(MapCore *self, Key *key, Py_ssize_t *slot, int *held);
 int make_key_slot(MapCore *self, Key *key);
-void drop_key_slot(MapCore *self, Key *key);
+void drop_made_slot(MapCore *self, Key *key);
 int release_key_of(MapCore *self, const uint8_t stored[SLOT_BYTES]);
 int key_needs_lock(const MapCore *self, Py_ssize_t e);
-int entry_needs_lock(const MapCore *self, Py_ssize_t e, uint64_t word);
 int int64_table(MapCore *self, const char *method);
 PyObject *key_object(MapCore *self, Py_ssize_t e);
 Py_ssize_t slot_of_entry(const MapCore *self, Py_ssize_t e);
@@ -490,6 +489,43 @@ static inline int
 word_needs_codec(const MapCore *self, uint64_t word)
 {
     return self->value_codec == CODEC_WORDS || owns_record(self, word);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Keys of either kind (keys.c), the int64 cases inline: they are LongHashMap's hot path
+ */
+
+/* A Key before its admission: it owns nothing and names no record. */
+static inline void
+key_init(Key *key)
+{
+    key->owner = NULL;
+    key->is_long = 0;
+    key->made = 0;
+}
+
+/* The entry holding an admitted `key` (>= 0), -1 when there is none, -2 with an exception set;
+ * *slot as find()'s (keyed_find: the lock may be taken, for a long key's record). */
+static inline Py_ssize_t
+key_find(MapCore *self, Key *key, Py_ssize_t *slot, int *held)
+{
+    return KEYED(self) ? keyed_find(self, key, slot, held) : find(self, key->int_key, 1, slot);
+}
+
+/* Free the record of a long key's slot that make_key_slot made and no entry took (a failed or
+ * superseded put); the exception being raised, if any, is kept. */
+static inline void
+drop_key_slot(MapCore *self, Key *key)
+{
+    if (key->made == 1)
+        drop_made_slot(self, key);
+}
+
+/* Whether reading or dropping entry e (its key, or its `word`) calls into Python. */
+static inline int
+entry_needs_lock(const MapCore *self, Py_ssize_t e, uint64_t word)
+{
+    return word_needs_codec(self, word) || (KEYED(self) && key_needs_lock(self, e));
 }
 
 #endif

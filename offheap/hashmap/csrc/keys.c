@@ -244,15 +244,12 @@ long_key_equal(MapCore *self, const uint8_t *stored, const Key *key)
     return equal;
 }
 
-/* The entry holding `key` (>= 0), -1 when there is none, -2 with an exception set; *slot as
- * find()'s. A long key's candidate is confirmed against its record under the lock, which this
- * takes in the operation's turn (the probe starts again if other threads ran meanwhile, or if
- * the call into Python changed the table). */
+/* key_find() in a keyed table. A long key's candidate is confirmed against its record under
+ * the lock, which this takes in the operation's turn (the probe starts again if other threads
+ * ran meanwhile, or if the call into Python changed the table). */
 Py_ssize_t
-key_find(MapCore *self, Key *key, Py_ssize_t *slot, int *held)
+keyed_find(MapCore *self, Key *key, Py_ssize_t *slot, int *held)
 {
-    if (!KEYED(self))
-        return find(self, key->int_key, 1, slot);
     Py_ssize_t from = -1; /* -1: from the key's home in the table as it is now */
     for (;;) {
         if (from < 0)
@@ -314,13 +311,10 @@ make_key_slot(MapCore *self, Key *key)
     return ok ? 0 : -1;
 }
 
-/* Free the record of a long key's slot that make_key_slot made and no entry took (a failed or
- * superseded put); the exception being raised, if any, is kept. */
+/* drop_key_slot() of a slot made here (key->made == 1). */
 void
-drop_key_slot(MapCore *self, Key *key)
+drop_made_slot(MapCore *self, Key *key)
 {
-    if (key->made != 1)
-        return;
     key->made = 0;
     PyObject *type, *value, *traceback;
     PyErr_Fetch(&type, &value, &traceback);
@@ -364,20 +358,14 @@ key_decodes_here(const MapCore *self, const uint8_t *slot)
     }
 }
 
-/* Whether handing out or dropping entry e's key calls into Python (the KeyCodec), and so
- * needs the lock. */
+/* Whether handing out or dropping entry e's key of a keyed table calls into Python (the
+ * KeyCodec), and so needs the lock. */
 int
 key_needs_lock(const MapCore *self, Py_ssize_t e)
 {
-    return KEYED(self) && !key_decodes_here(self, slot_at(self, e));
+    return !key_decodes_here(self, slot_at(self, e));
 }
 
-/* Whether reading or dropping entry e (its key, or its `word`) calls into Python. */
-int
-entry_needs_lock(const MapCore *self, Py_ssize_t e, uint64_t word)
-{
-    return word_needs_codec(self, word) || key_needs_lock(self, e);
-}
 
 /* An "object" key's int body (1..8 bytes of two's complement, little-endian) as an int. */
 static PyObject *

@@ -130,7 +130,7 @@ store(MapCore *self, Key *key, PyObject *value, int *held)
 Py_ssize_t
 lookup(MapCore *self, PyObject *obj, Key *key, Py_ssize_t *slot, int *held)
 {
-    key->owner = NULL;
+    key_init(key);
     if (begin_turn(self, held) < 0)
         return -2;
     if (!ATTACHED(self))
@@ -181,7 +181,13 @@ Py_ssize_t
 lookup_entry(MapCore *self, PyObject *obj, Key *key, Py_ssize_t *slot, uint64_t *word,
              int *held)
 {
-    return entry_from(self, key, lookup(self, obj, key, slot, held), slot, word, held);
+    Py_ssize_t e = lookup(self, obj, key, slot, held);
+    if (e >= 0) { /* the common case inline: a word read without the lock */
+        *word = value_at(self, e);
+        if (*held || !entry_needs_lock(self, e, *word))
+            return e;
+    }
+    return entry_from(self, key, e, slot, word, held);
 }
 
 /* Decode entry e's value (`word`, read in this turn), then remove the entry and release what it
@@ -266,7 +272,7 @@ lookup_argument(MapCore *self, const char *method, PyObject *const *args, Py_ssi
                 uint64_t *word, int *held)
 {
     Py_ssize_t slot;
-    key->owner = NULL;
+    key_init(key);
     if (key_and_default(method, args, nargs, obj, default_value) < 0)
         return -2;
     return lookup_entry(self, *obj, key, &slot, word, held);
