@@ -19,25 +19,18 @@ from __future__ import annotations
 import random
 import tracemalloc
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from experiments.hashmap_goals import close_map, scalar_timers, timed_insert
-
-
-@dataclass(frozen=True)
-class Goal:
-    name: str
-    goal: str
-    must: str
+from experiments.treemap_goals import PeerGoal
 
 
 GOALS = (
-    Goal("get hit", "<= 1.5x dict", "<= 2.5x"),
-    Goal("get miss", "<= 1.5x dict", "<= 2.5x"),
-    Goal("set (overwrite)", "<= 1.5x dict", "<= 2.5x"),
-    Goal("insert one by one", "<= 1.5x dict", "<= 2.5x"),
-    Goal("in (hit)", "<= 1.5x dict", "<= 2.5x"),
-    Goal("iterate items", "<= 1.5x dict", "<= 2.5x"),
+    PeerGoal("get hit", "<= 1.5x dict", "<= 2.5x"),
+    PeerGoal("get miss", "<= 1.5x dict", "<= 2.5x"),
+    PeerGoal("set (overwrite)", "<= 1.5x dict", "<= 2.5x"),
+    PeerGoal("insert one by one", "<= 1.5x dict", "<= 2.5x"),
+    PeerGoal("in (hit)", "<= 1.5x dict", "<= 2.5x"),
+    PeerGoal("iterate items", "<= 1.5x dict", "<= 2.5x"),
 )
 BYTES_GOAL, BYTES_MUST = "<= 0.25x dict", "<= 0.4x"
 

@@ -71,19 +71,16 @@ class KeyCodec:
         """The probe of a key to store: TypeError, ValueError or OverflowError (the built-in
         exception a dict-like store of a key it cannot hold raises) saying why not."""
         try:
-            data = key_bytes(self.key_type, key)
+            return self._probe(key_bytes(self.key_type, key))
         except Unadmitted as refused:
             raise refused.error from None
-        return KeyProbe(data, key_hash(self.seed, data))
 
     def lookup(self, key) -> KeyProbe | None:
         """The probe of a key to look up, None when the table cannot hold such a key (a miss)."""
         data = lookup_bytes(self.key_type, key)
-        return None if data is None else KeyProbe(data, key_hash(self.seed, data))
+        return None if data is None else self._probe(data)
 
-    def probe_of_slot(self, slot: bytes) -> KeyProbe:
-        """The probe of a stored key (a long one's bytes read from its record)."""
-        data = self.data_of_slot(slot)
+    def _probe(self, data: bytes) -> KeyProbe:
         return KeyProbe(data, key_hash(self.seed, data))
 
     def matches(self, slot: memoryview, probe: KeyProbe) -> bool:
