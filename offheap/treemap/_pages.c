@@ -311,14 +311,9 @@ PyDoc_STRVAR(encode_leaf_doc,
 "The raw leaf page (flags 00, varint count, body) of the non-empty lists keys and values of\n"
 "equal length, as offheap.treemap.page writes it; None when the reference must encode it.");
 
-static PyObject *
-encode_leaf(PyObject *Py_UNUSED(module), PyObject *args)
+PyObject *
+encode_leaf_page(PyObject *keys, PyObject *values, int key_kind, int value_kind)
 {
-    PyObject *keys, *values;
-    int key_kind, value_kind;
-    if (!PyArg_ParseTuple(args, "O!O!ii:encode_leaf", &PyList_Type, &keys, &PyList_Type,
-                          &values, &key_kind, &value_kind) || check_kinds(key_kind, value_kind) < 0)
-        return NULL;
     Py_ssize_t count = PyList_GET_SIZE(keys);
     if (count < 1 || PyList_GET_SIZE(values) != count) {
         PyErr_Format(PyExc_ValueError, "a leaf page needs as many values as keys, at least one: "
@@ -340,6 +335,17 @@ encode_leaf(PyObject *Py_UNUSED(module), PyObject *args)
     if (status < 0)
         return NULL;
     Py_RETURN_NONE;
+}
+
+static PyObject *
+encode_leaf(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    PyObject *keys, *values;
+    int key_kind, value_kind;
+    if (!PyArg_ParseTuple(args, "O!O!ii:encode_leaf", &PyList_Type, &keys, &PyList_Type,
+                          &values, &key_kind, &value_kind) || check_kinds(key_kind, value_kind) < 0)
+        return NULL;
+    return encode_leaf_page(keys, values, key_kind, value_kind);
 }
 
 PyObject *

@@ -48,6 +48,7 @@ as Python's ``<`` does. Thread safety: none; the tree's lock covers every call.
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
+from collections.abc import Callable
 from itertools import accumulate
 
 from offheap.errors import CorruptionError
@@ -95,15 +96,23 @@ class Cursor:
         """Name no leaf any more (the next lookup descends)."""
         self.leaf = None
 
-    def descend(self, shape: TreeShape, key) -> Leaf:
+    def descend(self, shape: TreeShape, key, around: Callable[[int], bool] | None = None) -> Leaf:
         """Move to the leaf whose range holds ``key``, caching the nodes on the way and recording
-        the path; return the leaf."""
+        the path; return the leaf.
+
+        ``around`` (a change's descent): when it says so for the leaf's record id, the leaf is
+        decoded for the change alone and not cached (the change writes it around the cache,
+        :mod:`offheap.treemap.writearound`); the cursor then records the path but names no
+        leaf, which is how the caller tells the two apart."""
         cache = self._cache
         if _compiled_pages is not None:
             path, lo, hi, recid = _compiled_pages.walk(cache._inner, cache.inner, shape.root,
                                                        shape.height - 1, key)
         else:
             path, lo, hi, recid = _walk(cache.inner, shape.root, shape.height - 1, key)
+        if around is not None and around(recid):
+            self.path, self.leaf = path, None
+            return cache.read_leaf(recid)
         leaf = cache.leaf(recid)
         self.path, self.leaf, self.lo, self.hi = path, leaf, lo, hi
         return leaf

@@ -115,6 +115,17 @@ class NodeCache:
             self._leaves.move_to_end(recid)
         return node
 
+    def cached_leaf(self, recid: int) -> Leaf | None:
+        """The cached leaf ``recid``, or None; LRU order does not change."""
+        return self._leaves.get(recid)
+
+    def would_evict_dirty(self, recid: int) -> bool:
+        """Whether caching leaf ``recid`` now would push out a dirty leaf: it is not cached, the
+        cached leaves are at capacity and the least recently used one is dirty."""
+        leaves = self._leaves
+        return (len(leaves) >= self.capacity and recid not in leaves
+                and next(iter(leaves.values())).dirty)
+
     def read(self, recid: int) -> Node:
         """The cached node ``recid``, or else one decoded for the caller alone (not cached, so a
         long scan does not evict the working set). LRU order does not change."""

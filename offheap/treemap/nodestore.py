@@ -31,6 +31,11 @@ class NodeStore:
         self.raw_bytes = 0
         self.stored_bytes = 0
 
+    @property
+    def raw_pages(self) -> bool:
+        """Whether the pages are written uncompressed (no codec, or the codec "none")."""
+        return self.codec is None or self.codec.name == "none"
+
     def load(self, recid: int) -> Node:
         """Decode node ``recid`` from its record; CorruptionError for a damaged page."""
         page = self.store.view(recid)
@@ -44,6 +49,15 @@ class NodeStore:
         self.store.update(node.recid, page)
         self._account(node, len(page) if self.codec is None else raw_size(page), len(page))
         node.dirty = False
+
+    def rewrite(self, recid: int, page: bytes, old_size: int) -> None:
+        """Store the raw (uncompressed) ``page`` of a leaf that is not cached as record
+        ``recid``, whose raw page of ``old_size`` bytes it replaces (the compiled store around
+        the cache, ``offheap/treemap/csrc/slots.c``, where :meth:`write` takes a node); on
+        CapacityError nothing changes."""
+        self.store.update(recid, page)
+        self.raw_bytes += len(page) - old_size
+        self.stored_bytes += len(page) - old_size
 
     def write_all(self, nodes: list[Node]) -> None:
         """Encode and store ``nodes``, all or none: every page goes into a fresh record first

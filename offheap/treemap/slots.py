@@ -10,8 +10,10 @@ twin, ``offheap.treemap._pages.TreeSlots``, is a base type whose slots do the co
 :class:`~offheap.treemap.treemap.TreeMap`.
 
 The contract with the map: ``_attach_slots(lock, descent, cache, key_type, scalar_types, fresh,
-tree, hint, node_size, stored_types)`` once the map is set up (``tree`` None: no store runs in
-C; ``stored_types``: the value types a store keeps as they are),
+tree, hint, node_size, stored_types, around)`` once the map is set up (``tree`` None: no store
+runs in C; ``stored_types``: the value types a store keeps as they are; ``around``: None, or the
+tree's NodeStore and the page kinds of its keys and values when a store into a leaf the cache
+does not hold may also run in C, as :meth:`~offheap.treemap.writearound.WriteAround.put`),
 ``_detach_slots()`` when it closes. The compiled slots run only while attached; the reference
 has nothing to attach, as its methods read the map's attributes at each call.
 """
@@ -57,7 +59,7 @@ class TreeSlots:
         self._delete_item(key)
 
     def _attach_slots(self, lock, descent, cache, key_type, scalar_types, fresh, tree, hint,
-                      node_size, stored_types) -> None:
+                      node_size, stored_types, around) -> None:
         """Nothing to attach: the map's methods read its attributes at each call."""
 
     def _detach_slots(self) -> None:

@@ -31,6 +31,8 @@ Thread safety: none; the tree's lock covers every call.
 
 from __future__ import annotations
 
+from typing import Protocol
+
 from offheap.treemap.cursor import Path
 from offheap.treemap.meta import TreeShape
 from offheap.treemap.node import (
@@ -44,18 +46,32 @@ from offheap.treemap.node import (
     redistribute,
     split_off,
 )
-from offheap.treemap.nodecache import NodeCache
 from offheap.treemap.nodestore import NodeStore
-from offheap.treemap.writethrough import NodeWriter
 
 _RebalanceStep = tuple[Inner, int, int, Node, bool]  # parent, child, sibling index, sibling, merge
+
+
+class NodeSource(Protocol):
+    """Where a Rebalancer gets the siblings it needs: the node cache (:class:`~offheap.treemap.nodecache.NodeCache`), or a
+    change written around it (:class:`~offheap.treemap.writearound.WriteAround`)."""
+
+    def leaf(self, recid: int) -> Leaf: ...
+
+    def inner(self, recid: int) -> Inner: ...
+
+
+class Committer(Protocol):
+    """What makes a Rebalancer's change stick: :class:`~offheap.treemap.writethrough.NodeWriter` (dirty in the cache, or
+    written through), or a change written around the cache."""
+
+    def commit(self, changed: list[Node], created: list[Node], removed: list[Node]) -> None: ...
 
 
 class Rebalancer:
     """Splits, merges and rebalancing of one tree whose nodes hold up to ``node_size`` entries
     (leaves) or children (inner nodes)."""
 
-    def __init__(self, cache: NodeCache, nodes: NodeStore, writer: NodeWriter,
+    def __init__(self, cache: NodeSource, nodes: NodeStore, writer: Committer,
                  node_size: int) -> None:
         self._cache = cache
         self._nodes = nodes

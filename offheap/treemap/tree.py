@@ -40,6 +40,7 @@ from offheap.treemap.nodecache import NodeCache, unwritten_budget
 from offheap.treemap.nodestore import NodeStore
 from offheap.treemap.scan import RangeScan
 from offheap.treemap.structure import Rebalancer
+from offheap.treemap.writearound import WriteAround
 from offheap.treemap.writethrough import NodeWriter
 
 _EXPORT_RUN = 1 << 20  # keys gathered as Python ints before they are packed into an array
@@ -80,6 +81,11 @@ class Tree:
         self.cache.forms = self.descent  # its compact inner forms, kept true by the cache
         self.writer = NodeWriter(self.cache, nodes, self.hint, write_cache)
         self.rebalancer = Rebalancer(self.cache, nodes, self.writer, node_size)
+        # changes to leaves the cache does not hold: with the write cache only, whose inner
+        # nodes may stay dirty (a write-through tree writes them with every change), and
+        # without a limit, under which a change kept in the cache cannot fail on a delete
+        self.around = (WriteAround(self.cache, nodes, self.writer, node_size)
+                       if write_cache and nodes.store.arena.limit_bytes is None else None)
         self._shape = TreeShape.single_leaf(0)  # until create() or install()
         self.n_entries = 0
         self.mods = 0
@@ -240,7 +246,17 @@ class Tree:
         leaf = hint.leaf
         if (leaf is None or (hint.lo is not None and key < hint.lo)
                 or (hint.hi is not None and key >= hint.hi)):
-            leaf = hint.descend(self.shape, key)
+            around = self.around
+            leaf = hint.descend(self.shape, key, None if around is None else around.takes)
+            if hint.leaf is None:  # not cached: written around the cache
+                assert around is not None
+                shape, added = around.put(self.shape, hint.path, leaf, key, value)
+                if shape is not self.shape:
+                    self.shape = shape
+                if added:
+                    self.n_entries += 1
+                    self.mods += 1
+                return added
         keys = leaf.keys
         n = len(keys)
         if n and key > keys[-1]:
@@ -279,12 +295,21 @@ class Tree:
         removed."""
         if self.cache.over_capacity:
             self.trim(strict=False)
-        leaf = self.hint.descend(self.shape, key)
+        hint, around = self.hint, self.around
+        leaf = hint.descend(self.shape, key, None if around is None else around.takes)
         i = bisect_left(leaf.keys, key)
         if i == len(leaf.keys) or leaf.keys[i] != key:
             return MISSING
         value = leaf.values[i] if take is None else take(leaf.values[i])
-        self._remove(leaf, i, i + 1)
+        if hint.leaf is None:  # not cached: written around the cache
+            assert around is not None
+            shape = around.remove(self.shape, hint.path, leaf, i, i + 1)
+            if shape is not self.shape:
+                self.shape = shape
+            self.n_entries -= 1
+            self.mods += 1
+        else:
+            self._remove(leaf, i, i + 1)
         return value
 
     def delete_range(self, lo, hi, inclusive: tuple[bool, bool]) -> int:

@@ -56,6 +56,7 @@ from offheap.treemap.meta import (
     standalone_root,
 )
 from offheap.treemap.nodestore import NodeStore
+from offheap.treemap.page import compiled_kinds
 from offheap.treemap.reader import TreeReader
 from offheap.treemap.slots import TreeSlotsBase
 from offheap.treemap.stats import TreeStats, describe, describe_html, tree_stats
@@ -223,9 +224,13 @@ class TreeMap(TreeSlotsBase, StandaloneFileMap, SortedRangeAPI, DictAPI, Mutable
         if tree.descent is not None:
             stores = (tree.write_cache and not self._budgeted and self._timer is None
                       and admit.stored_as_is)  # Tree.put's cases that need no Python
+            nodes = tree.nodes
+            kinds = compiled_kinds(nodes.key_kind, nodes.serializer)
+            around = (nodes, *kinds) if (stores and tree.around is not None and kinds is not None
+                                         and nodes.raw_pages) else None
             self._attach_slots(self._lock, tree.descent, tree.cache, admit.key_type,
                                tuple(SCALAR_TYPES), admit.fresh, tree if stores else None,
-                               tree.hint, tree.node_size, admit.stored_as_is)
+                               tree.hint, tree.node_size, admit.stored_as_is, around)
 
     def _lookup(self, key, default, stored: bool = False):
         """The value of ``key`` (a fresh object, :meth:`Admission.fresh`; with ``stored``, as

@@ -50,7 +50,7 @@ class NodeWriter:
             node.counts[i] += delta
         above = [node for node, _ in path] if delta else []
         try:
-            self._write_through([leaf, *above])
+            self.write_through([leaf, *above])
         except BaseException:
             self._cache.discard(leaf.recid)
             for node in above:
@@ -74,7 +74,7 @@ class NodeWriter:
                 node.dirty = True
         else:
             try:
-                self._write_through(changed + created)
+                self.write_through(changed + created)
             except BaseException:
                 self._undo(changed + removed, created)
                 raise
@@ -103,7 +103,7 @@ class NodeWriter:
         self._nodes.release([node.recid for node in created])
         self._hint.forget()
 
-    def _write_through(self, nodes: list[Node]) -> None:
+    def write_through(self, nodes: list[Node]) -> None:
         """Write ``nodes`` now; if one write fails, restore the records already written."""
         done: list[tuple[Node, NodeSnapshot]] = []
         try:

@@ -364,14 +364,13 @@ record_index(PyObject *recid, Py_ssize_t n, Py_ssize_t *out)
     return 0;
 }
 
-/* Copy the page of record `leaf->recid` into the leaf; 1 when it is not a raw leaf page (the
- * reference reads it), 0 when copied, -1 on error. */
-static int
-copy_page(Descent *self, Leaf *leaf, Py_ssize_t *size_out)
+int
+copy_record_page(PyObject *store, PyObject *recid_object, uint8_t *small, Py_ssize_t small_size,
+                 uint8_t **page_out, Py_ssize_t *size_out)
 {
-    PyObject *addr_array = PyObject_GetAttr(self->store, str_addr);
-    PyObject *size_array = addr_array ? PyObject_GetAttr(self->store, str_size) : NULL;
-    PyObject *views = size_array ? PyObject_GetAttr(self->store, str_views) : NULL;
+    PyObject *addr_array = PyObject_GetAttr(store, str_addr);
+    PyObject *size_array = addr_array ? PyObject_GetAttr(store, str_size) : NULL;
+    PyObject *views = size_array ? PyObject_GetAttr(store, str_views) : NULL;
     Py_buffer addrs = {0}, sizes = {0}, segment = {0};
     int status = -1;
     if (views == NULL)
@@ -385,24 +384,24 @@ copy_page(Descent *self, Leaf *leaf, Py_ssize_t *size_out)
     if (PyObject_GetBuffer(size_array, &sizes, PyBUF_C_CONTIGUOUS) < 0)
         goto done;
     Py_ssize_t n = addrs.len / 8 < sizes.len / 4 ? addrs.len / 8 : sizes.len / 4, recid;
-    if (record_index(leaf->recid, n, &recid) < 0)
+    if (record_index(recid_object, n, &recid) < 0)
         goto done;
     uint64_t addr;
     uint32_t size;
     memcpy(&addr, (const char *)addrs.buf + 8 * recid, 8);
     memcpy(&size, (const char *)sizes.buf + 4 * recid, 4);
     if (addr == UINT64_MAX) {
-        PyErr_Format(PyExc_KeyError, "record id %S does not exist", leaf->recid);
+        PyErr_Format(PyExc_KeyError, "record id %S does not exist", recid_object);
         goto done;
     }
     if (addr == UINT64_MAX - 1 || size == 0) {
-        page_corrupt("TreeMap node record %S is empty", leaf->recid);
+        page_corrupt("TreeMap node record %S is empty", recid_object);
         goto done;
     }
     Py_ssize_t seg_no = (Py_ssize_t)(addr >> 32), pos = (Py_ssize_t)(addr & FREE_ADDR_HIGH);
     PyObject *view = seg_no < PyList_GET_SIZE(views) ? PyList_GET_ITEM(views, seg_no) : Py_None;
     if (view == Py_None) {
-        page_corrupt("record %S names segment %zd, which the store does not hold", leaf->recid,
+        page_corrupt("record %S names segment %zd, which the store does not hold", recid_object,
                      seg_no);
         goto done;
     }
@@ -410,7 +409,7 @@ copy_page(Descent *self, Leaf *leaf, Py_ssize_t *size_out)
         goto done;
     if (pos > segment.len || (Py_ssize_t)size > segment.len - pos) {
         page_corrupt("record %S points outside its segment (segment %zd, position %zd, %u "
-                     "bytes)", leaf->recid, seg_no, pos, size);
+                     "bytes)", recid_object, seg_no, pos, size);
         goto done;
     }
     const uint8_t *bytes = (const uint8_t *)segment.buf + pos;
@@ -418,12 +417,13 @@ copy_page(Descent *self, Leaf *leaf, Py_ssize_t *size_out)
         status = 1;
         goto done;
     }
-    leaf->page = size <= SMALL_PAGE_BYTES ? leaf->small_page : PyMem_Malloc(size);
-    if (leaf->page == NULL) {
+    uint8_t *page = (Py_ssize_t)size <= small_size ? small : PyMem_Malloc(size);
+    if (page == NULL) {
         PyErr_NoMemory();
         goto done;
     }
-    memcpy(leaf->page, bytes, size);
+    memcpy(page, bytes, size);
+    *page_out = page;
     *size_out = size;
     status = 0;
 done:
@@ -437,6 +437,15 @@ done:
     Py_XDECREF(size_array);
     Py_XDECREF(addr_array);
     return status;
+}
+
+/* Copy the page of record `leaf->recid` into the leaf; 1 when it is not a raw leaf page (the
+ * reference reads it), 0 when copied, -1 on error. */
+static int
+copy_page(Descent *self, Leaf *leaf, Py_ssize_t *size_out)
+{
+    return copy_record_page(self->store, leaf->recid, leaf->small_page, SMALL_PAGE_BYTES,
+                            &leaf->page, size_out);
 }
 
 /* Decode the header and keys of the copied raw leaf page. */

@@ -179,6 +179,18 @@ int is_descent(PyObject *object);
  * exception. May call Python code (the node cache) when a node is not cached. */
 PyObject *descent_lookup(PyObject *descent, PyObject *key, PyObject *dflt);
 
+/* Copy the page of record `recid` (a Python int) of the RecordStore `store` out of it: into
+ * `small` when it has room (`small_size` bytes), else into a PyMem block the caller frees; in
+ * *page and *size. 1 when it is not a raw leaf page (nothing copied: the reference reads it), 0
+ * when copied, -1 with an exception (KeyError for a free record, CorruptionError for an empty
+ * one or one outside its segment). (descent.c) */
+int copy_record_page(PyObject *store, PyObject *recid, uint8_t *small, Py_ssize_t small_size,
+                     uint8_t **page, Py_ssize_t *size);
+/* The raw leaf page (flags 00, varint count, body) of the non-empty lists `keys` and `values`
+ * of equal length, as _pages.encode_leaf writes it: a new bytes object, Py_None (a new
+ * reference) when the reference must encode it, NULL with an exception. (_pages.c) */
+PyObject *encode_leaf_page(PyObject *keys, PyObject *values, int key_kind, int value_kind);
+
 /* walk(inner_nodes, inner_of, root, levels, key) (walk.c): the inner levels of a change's
  * descent, as (path, lo, hi, leaf recid); METH_FASTCALL. */
 PyObject *walk(PyObject *module, PyObject *const *args, Py_ssize_t nargs);

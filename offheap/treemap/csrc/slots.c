@@ -41,11 +41,16 @@ typedef struct {
     PyObject *hint;         /* its hint Cursor (leaf, lo, hi, path) */
     Py_ssize_t node_size;
     PyObject *stored_types; /* a tuple: values of these exact types are stored as they are */
+    PyObject *nodes;        /* the Tree's NodeStore, for stores around the cache; else NULL */
+    PyObject *store;        /* its RecordStore */
+    int key_kind;           /* the page kinds of the tree's keys and values */
+    int value_kind;
 } TreeSlots;
 
 static PyObject *str_lookup, *str_over_capacity, *missing, *str_put_item, *str_delete_item, *str_leaf,
     *str_lo, *str_hi, *str_path, *str_keys, *str_values, *str_counts, *str_dirty, *str_n_entries,
-    *str_mods;
+    *str_mods, *str_capacity, *str_shape, *str_root, *str_height, *str_leaves, *str_inner_nodes,
+    *str_inner, *str_rewrite, *str_children, *str_recid, *str_forget;
 
 /* The reference path: self._lookup(key, dflt, stored). */
 static PyObject *
@@ -198,6 +203,36 @@ compare_keys(PyObject *key, PyObject *other)
     return above < 0 ? -2 : above;
 }
 
+/* The place of `key` in the sorted list `keys` (bisect_left, in *at): 1 when the key is there,
+ * 0 when not, -1 with an exception. A key above the last is found without a bisect (ascending
+ * inserts). */
+static int
+find_key(PyObject *keys, PyObject *key, Py_ssize_t *at)
+{
+    Py_ssize_t n = PyList_GET_SIZE(keys), low = 0, high = n;
+    int side;
+    if (n) {
+        if ((side = compare_keys(key, PyList_GET_ITEM(keys, n - 1))) == -2)
+            return -1;
+        if (side > 0)
+            low = n;
+    }
+    while (low < high) {
+        Py_ssize_t mid = low + (high - low) / 2;
+        if ((side = compare_keys(PyList_GET_ITEM(keys, mid), key)) == -2)
+            return -1;
+        if (side < 0)
+            low = mid + 1;
+        else
+            high = mid;
+    }
+    *at = low;
+    if (low == n)
+        return 0;
+    side = compare_keys(PyList_GET_ITEM(keys, low), key);
+    return side == -2 ? -1 : side == 0;
+}
+
 /* Add `delta` to the int at `list[at]`. */
 static int
 add_to_item(PyObject *list, Py_ssize_t at, long delta)
@@ -230,6 +265,33 @@ increment(PyObject *object, PyObject *name)
     int status = PyObject_SetAttr(object, name, sum);
     Py_DECREF(sum);
     return status;
+}
+
+/* The bookkeeping of an insert into the leaf at the end of `path` (a list of (Inner, child
+ * index) pairs): one more entry in the counts along the path, whose nodes become dirty, and in
+ * the tree's n_entries and mods. Fails only on a damaged tree or without memory. */
+static int
+count_insert(TreeSlots *self, PyObject *path)
+{
+    if (!PyList_CheckExact(path)) {
+        PyErr_SetString(PyExc_TypeError, "a TreeMap path is not a list");
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(path); i++) {
+        PyObject *step = PyList_GET_ITEM(path, i);
+        if (!PyTuple_Check(step) || PyTuple_GET_SIZE(step) != 2) {
+            PyErr_SetString(PyExc_TypeError, "a TreeMap path holds (node, index) pairs");
+            return -1;
+        }
+        PyObject *node = PyTuple_GET_ITEM(step, 0);
+        Py_ssize_t at = PyLong_AsSsize_t(PyTuple_GET_ITEM(step, 1));
+        PyObject *counts = at == -1 && PyErr_Occurred() ? NULL : PyObject_GetAttr(node, str_counts);
+        int status = counts == NULL ? -1 : add_to_item(counts, at, 1);
+        Py_XDECREF(counts);
+        if (status < 0 || PyObject_SetAttr(node, str_dirty, Py_True) < 0)
+            return -1;
+    }
+    return increment(self->tree, str_n_entries) < 0 || increment(self->tree, str_mods) < 0 ? -1 : 0;
 }
 
 /* The store in the hint's leaf, as Tree.put does it with the write cache when the leaf holds the
@@ -274,32 +336,16 @@ store_in_hint(TreeSlots *self, PyObject *key, PyObject *value)
         PyErr_SetString(page_corruption_error, "a TreeMap leaf's keys and values differ");
         goto done;
     }
-    Py_ssize_t n = PyList_GET_SIZE(keys), low = 0, high = n;
-    if (n) {  /* above the last key: appended without a bisect (ascending inserts) */
-        if ((side = compare_keys(key, PyList_GET_ITEM(keys, n - 1))) == -2)
+    Py_ssize_t n = PyList_GET_SIZE(keys), low;
+    int found = find_key(keys, key, &low);
+    if (found < 0)
+        goto done;
+    if (found) {  /* an overwrite */
+        if (PyList_SetItem(values, low, Py_NewRef(value)) < 0
+                || PyObject_SetAttr(leaf, str_dirty, Py_True) < 0)
             goto done;
-        if (side > 0)
-            low = n;
-    }
-    while (low < high) {  /* bisect_left */
-        Py_ssize_t mid = low + (high - low) / 2;
-        if ((side = compare_keys(PyList_GET_ITEM(keys, mid), key)) == -2)
-            goto done;
-        if (side < 0)
-            low = mid + 1;
-        else
-            high = mid;
-    }
-    if (low < n) {
-        if ((side = compare_keys(PyList_GET_ITEM(keys, low), key)) == -2)
-            goto done;
-        if (side == 0) {  /* an overwrite */
-            if (PyList_SetItem(values, low, Py_NewRef(value)) < 0
-                    || PyObject_SetAttr(leaf, str_dirty, Py_True) < 0)
-                goto done;
-            result = 1;
-            goto done;
-        }
+        result = 1;
+        goto done;
     }
     if (n >= self->node_size) {  /* a split: the tree's structure code */
         result = 0;
@@ -307,10 +353,6 @@ store_in_hint(TreeSlots *self, PyObject *key, PyObject *value)
     }
     if ((path = PyObject_GetAttr(self->hint, str_path)) == NULL)
         goto done;
-    if (!PyList_CheckExact(path)) {
-        PyErr_SetString(PyExc_TypeError, "the hint's path is not a list");
-        goto done;
-    }
     if (PyList_Insert(keys, low, key) < 0)
         goto done;
     if (PyList_Insert(values, low, value) < 0) {
@@ -321,21 +363,7 @@ store_in_hint(TreeSlots *self, PyObject *key, PyObject *value)
      * without memory, as its Python twin would */
     if (PyObject_SetAttr(leaf, str_dirty, Py_True) < 0)
         goto done;
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(path); i++) {
-        PyObject *step = PyList_GET_ITEM(path, i);
-        if (!PyTuple_Check(step) || PyTuple_GET_SIZE(step) != 2) {
-            PyErr_SetString(PyExc_TypeError, "the hint's path holds (node, index) pairs");
-            goto done;
-        }
-        PyObject *node = PyTuple_GET_ITEM(step, 0);
-        Py_ssize_t at = PyLong_AsSsize_t(PyTuple_GET_ITEM(step, 1));
-        PyObject *counts = at == -1 && PyErr_Occurred() ? NULL : PyObject_GetAttr(node, str_counts);
-        int status = counts == NULL ? -1 : add_to_item(counts, at, 1);
-        Py_XDECREF(counts);
-        if (status < 0 || PyObject_SetAttr(node, str_dirty, Py_True) < 0)
-            goto done;
-    }
-    if (increment(self->tree, str_n_entries) < 0 || increment(self->tree, str_mods) < 0)
+    if (count_insert(self, path) < 0)
         goto done;
     result = 1;
 done:
@@ -346,6 +374,381 @@ done:
     Py_XDECREF(keys);
     Py_XDECREF(values);
     Py_XDECREF(path);
+    return result;
+}
+
+/* Whether the change of a leaf `recid` that the node cache does not hold goes around it, as
+ * WriteAround.takes decides (NodeCache.would_evict_dirty): the cached leaves `leaves` are at
+ * capacity and the least recently used one is dirty. 1 yes, 0 no, -1 with an exception. */
+static int
+goes_around(TreeSlots *self, PyObject *leaves, PyObject *recid)
+{
+    PyObject *capacity = PyObject_GetAttr(self->cache, str_capacity);
+    Py_ssize_t limit = capacity == NULL ? -1 : PyLong_AsSsize_t(capacity);
+    Py_XDECREF(capacity);
+    if (limit == -1 && PyErr_Occurred())
+        return -1;
+    if (PyDict_GET_SIZE(leaves) < limit)
+        return 0;
+    int cached = PyDict_Contains(leaves, recid);
+    if (cached != 0)
+        return cached < 0 ? -1 : 0;
+    PyObject *order = PyObject_GetIter(leaves);  /* least recently used first */
+    PyObject *oldest = order == NULL ? NULL : PyIter_Next(order);
+    Py_XDECREF(order);
+    if (oldest == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    PyObject *node = PyDict_GetItemWithError(leaves, oldest);  /* borrowed */
+    Py_DECREF(oldest);
+    if (node == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    PyObject *dirty = PyObject_GetAttr(node, str_dirty);
+    int truth = dirty == NULL ? -1 : PyObject_IsTrue(dirty);
+    Py_XDECREF(dirty);
+    return truth;
+}
+
+/* The separator page.separator puts between int64 keys left_max < right_min: the one in
+ * (left_max, right_min] with the most trailing zero bits. */
+static long long
+int64_separator(long long left_max, long long right_min)
+{
+    uint64_t gap = (uint64_t)right_min - (uint64_t)left_max;
+    int bits = 64 - __builtin_clzll(gap);  /* gap >= 1 */
+    for (; bits >= 0; bits--) {
+        if (bits >= 64) {  /* Python's (right_min >> 64) << 64: 0, or -2**64 below every key */
+            if (right_min >= 0 && 0 > left_max)
+                return 0;
+            continue;
+        }
+        long long candidate = (long long)(((uint64_t)(right_min >> bits)) << bits);
+        if (candidate > left_max)
+            return candidate;
+    }
+    return right_min;
+}
+
+/* A list item as a new Python int, or as a C long long. */
+static int
+list_word(PyObject *list, Py_ssize_t at, long long *out)
+{
+    *out = PyLong_AsLongLong(PyList_GET_ITEM(list, at));
+    return *out == -1 && PyErr_Occurred() ? -1 : 0;
+}
+
+/* Set list[at] to the int `number`. */
+static int
+set_number(PyObject *list, Py_ssize_t at, Py_ssize_t number)
+{
+    PyObject *item = PyLong_FromSsize_t(number);
+    return item == NULL ? -1 : PyList_SetItem(list, at, item);
+}
+
+/* Store `page` as the leaf record `recid` (NodeStore.rewrite), whose raw page had `old_size`
+ * bytes; 0, or -1 with an exception and nothing changed. */
+static int
+rewrite_leaf(TreeSlots *self, PyObject *recid, PyObject *page, Py_ssize_t old_size)
+{
+    PyObject *size = PyLong_FromSsize_t(old_size);
+    if (size == NULL)
+        return -1;
+    PyObject *args[] = {self->nodes, recid, page, size};
+    PyObject *done = PyObject_VectorcallMethod(str_rewrite, args, 4 | PY_VECTORCALL_ARGUMENTS_OFFSET,
+                                               NULL);
+    Py_DECREF(size);
+    Py_XDECREF(done);
+    return done == NULL ? -1 : 0;
+}
+
+/* The insert of `key` -> `value` at `at` of the full leaf `recid` (its lists `keys`, `values`,
+ * decoded from its raw page `page` of `page_size` bytes), which the cache does not hold, by
+ * evening it out with a sibling that has two free slots or more, as Rebalancer._insert_via_sibling
+ * does through WriteAround (int64 keys, a sibling the cache does not hold either): both pages are
+ * written first, the leaf's then the sibling's (a failure of the second puts the first back),
+ * then the parent takes the new separator and both counts, the path's counts grow, and the
+ * parent's compact form is dropped. 1 done, 0 not this case (nothing changed), -1 with an
+ * exception (nothing changed). */
+static int
+shift_into_sibling(TreeSlots *self, PyObject *leaves, PyObject *path, PyObject *recid,
+                   PyObject *keys, PyObject *values, Py_ssize_t at, PyObject *key,
+                   PyObject *value, const uint8_t *page, Py_ssize_t page_size)
+{
+    Py_ssize_t depth = PyList_GET_SIZE(path), size = self->node_size;
+    if (self->key_kind != 0 || depth == 0 || at == 0 || at >= size)
+        return 0;
+    PyObject *step = PyList_GET_ITEM(path, depth - 1);
+    if (!PyTuple_Check(step) || PyTuple_GET_SIZE(step) != 2) {
+        PyErr_SetString(PyExc_TypeError, "a TreeMap path holds (node, index) pairs");
+        return -1;
+    }
+    PyObject *parent = PyTuple_GET_ITEM(step, 0);
+    Py_ssize_t ci = PyLong_AsSsize_t(PyTuple_GET_ITEM(step, 1));
+    if (ci == -1 && PyErr_Occurred())
+        return -1;
+    int result = -1;
+    PyObject *separators = NULL, *children = NULL, *counts = NULL, *sibling_id = NULL,
+             *entries = NULL, *merged_keys = NULL, *merged_values = NULL, *left_keys = NULL,
+             *left_values = NULL, *right_keys = NULL, *right_values = NULL, *leaf_page = NULL,
+             *sibling_page = NULL, *old_page = NULL, *parent_id = NULL, *forgotten = NULL;
+    uint8_t small[2048], *bytes = NULL;
+    Py_ssize_t sibling_size = 0, si = -1;
+    if ((separators = node_list(parent, str_keys)) == NULL
+            || (children = node_list(parent, str_children)) == NULL
+            || (counts = node_list(parent, str_counts)) == NULL)
+        goto done;
+    Py_ssize_t n_children = PyList_GET_SIZE(children);
+    if (ci < 0 || ci >= n_children || PyList_GET_SIZE(counts) != n_children
+            || PyList_GET_SIZE(separators) != n_children - 1) {
+        page_corrupt("a TreeMap path names a child its node lacks");
+        goto done;
+    }
+    for (int side = 0; side < 2 && si < 0; side++) {
+        Py_ssize_t candidate = side == 0 ? ci - 1 : ci + 1;
+        if (candidate < 0 || candidate >= n_children)
+            continue;
+        Py_ssize_t count = PyLong_AsSsize_t(PyList_GET_ITEM(counts, candidate));
+        if (count == -1 && PyErr_Occurred())
+            goto done;
+        if (count > size - 2)
+            continue;
+        PyObject *candidate_id = PyList_GET_ITEM(children, candidate);
+        int cached = PyDict_Contains(leaves, candidate_id);
+        if (cached != 0) {  /* cached (the reference edits it in the cache), or an error */
+            result = cached < 0 ? -1 : 0;
+            goto done;
+        }
+        int copied = copy_record_page(self->store, candidate_id, small, sizeof small, &bytes,
+                                      &sibling_size);
+        if (copied != 0) {
+            result = copied < 0 ? -1 : 0;
+            goto done;
+        }
+        PageReader reader = {bytes, sibling_size, 1};
+        uint64_t n;
+        if (read_varint(&reader, &n) < 0)
+            goto done;
+        if (n == 0 || n > (uint64_t)size) {  /* not a leaf this change can take */
+            result = 0;
+            goto done;
+        }
+        if ((entries = read_entries(&reader, (Py_ssize_t)n, self->key_kind, self->value_kind))
+                == NULL)
+            goto done;
+        if (entries == Py_None) {
+            result = 0;
+            goto done;
+        }
+        if ((Py_ssize_t)n > size - 2) {  /* the reference passes it over too */
+            Py_CLEAR(entries);
+            continue;
+        }
+        si = candidate;
+        sibling_id = Py_NewRef(candidate_id);
+    }
+    if (si < 0) {  /* a split: the tree's structure code */
+        result = 0;
+        goto done;
+    }
+    if (PyList_Insert(keys, at, key) < 0 || PyList_Insert(values, at, value) < 0)
+        goto done;
+    PyObject *sibling_keys = PyTuple_GET_ITEM(entries, 0),
+             *sibling_values = PyTuple_GET_ITEM(entries, 1);
+    PyObject *first_keys = si < ci ? sibling_keys : keys, *first_values = si < ci ? sibling_values : values;
+    PyObject *second_keys = si < ci ? keys : sibling_keys,
+             *second_values = si < ci ? values : sibling_values;
+    if ((merged_keys = PySequence_Concat(first_keys, second_keys)) == NULL
+            || (merged_values = PySequence_Concat(first_values, second_values)) == NULL)
+        goto done;
+    Py_ssize_t total = PyList_GET_SIZE(merged_keys), half = total / 2;
+    if ((left_keys = PyList_GetSlice(merged_keys, 0, half)) == NULL
+            || (left_values = PyList_GetSlice(merged_values, 0, half)) == NULL
+            || (right_keys = PyList_GetSlice(merged_keys, half, total)) == NULL
+            || (right_values = PyList_GetSlice(merged_values, half, total)) == NULL)
+        goto done;
+    long long left_max, right_min;
+    if (list_word(left_keys, half - 1, &left_max) < 0 || list_word(right_keys, 0, &right_min) < 0)
+        goto done;
+    /* the leaf's new lists are the left or right half, as the reference's redistribute leaves
+     * them; each page is encoded from its half */
+    PyObject *leaf_keys = si < ci ? right_keys : left_keys,
+             *leaf_values = si < ci ? right_values : left_values;
+    PyObject *new_sibling_keys = si < ci ? left_keys : right_keys,
+             *new_sibling_values = si < ci ? left_values : right_values;
+    if ((leaf_page = encode_leaf_page(leaf_keys, leaf_values, self->key_kind,
+                                      self->value_kind)) == NULL
+            || (sibling_page = encode_leaf_page(new_sibling_keys, new_sibling_values,
+                                                self->key_kind, self->value_kind)) == NULL)
+        goto done;
+    if (leaf_page == Py_None || sibling_page == Py_None) {
+        result = 0;
+        goto done;
+    }
+    if ((old_page = PyBytes_FromStringAndSize((const char *)page, page_size)) == NULL)
+        goto done;
+    if (rewrite_leaf(self, recid, leaf_page, page_size) < 0)
+        goto done;
+    if (rewrite_leaf(self, sibling_id, sibling_page, sibling_size) < 0) {
+        PyObject *type, *error, *trace;
+        PyErr_Fetch(&type, &error, &trace);
+        if (rewrite_leaf(self, recid, old_page, PyBytes_GET_SIZE(leaf_page)) < 0)
+            PyErr_Clear();  /* the first error is the one to report */
+        PyErr_Restore(type, error, trace);
+        goto done;
+    }
+    /* both leaves are stored: what follows only fails on a damaged tree or without memory */
+    PyObject *separator = PyLong_FromLongLong(int64_separator(left_max, right_min));
+    if (separator == NULL || PyList_SetItem(separators, si < ci ? si : ci, separator) < 0)
+        goto done;
+    if (count_insert(self, path) < 0
+            || set_number(counts, ci, PyList_GET_SIZE(leaf_keys)) < 0
+            || set_number(counts, si, PyList_GET_SIZE(new_sibling_keys)) < 0)
+        goto done;
+    if ((parent_id = PyObject_GetAttr(parent, str_recid)) == NULL
+            || (forgotten = PyObject_CallMethodOneArg(self->descent, str_forget, parent_id)) == NULL)
+        goto done;
+    result = 1;
+done:
+    if (bytes != small)
+        PyMem_Free(bytes);
+    Py_XDECREF(separators);
+    Py_XDECREF(children);
+    Py_XDECREF(counts);
+    Py_XDECREF(sibling_id);
+    Py_XDECREF(entries);
+    Py_XDECREF(merged_keys);
+    Py_XDECREF(merged_values);
+    Py_XDECREF(left_keys);
+    Py_XDECREF(left_values);
+    Py_XDECREF(right_keys);
+    Py_XDECREF(right_values);
+    Py_XDECREF(leaf_page);
+    Py_XDECREF(sibling_page);
+    Py_XDECREF(old_page);
+    Py_XDECREF(parent_id);
+    Py_XDECREF(forgotten);
+    return result;
+}
+
+/* The store of a leaf the node cache does not hold, written around it as WriteAround.put does
+ * (offheap/treemap/writearound.py, the reference) when the change stays in the leaf: an
+ * overwrite, or an insert into a leaf with room. The walk down the inner nodes is Tree.put's
+ * (_pages.walk); the leaf's raw page is copied out of the store, decoded, changed, encoded and
+ * stored (NodeStore.rewrite, the only step that can fail with the store full, before anything
+ * else changed); then an insert adds one to the counts along the path, to n_entries and mods,
+ * and the hint names no leaf, as after the reference's descent. 1 stored, 0 not this case
+ * (nothing changed: the Python path decides), -1 with an exception. The lock is held. */
+static int
+store_around(TreeSlots *self, PyObject *key, PyObject *value)
+{
+    int result = -1, status;
+    PyObject *over = NULL, *leaves = NULL, *inner = NULL, *inner_of = NULL, *shape = NULL,
+             *root = NULL, *height = NULL, *levels = NULL, *walked = NULL, *entries = NULL,
+             *page = NULL, *old_size = NULL, *stored = NULL;
+    uint8_t small[2048], *bytes = NULL;
+    Py_ssize_t size;
+    if ((over = PyObject_GetAttr(self->cache, str_over_capacity)) == NULL)
+        goto done;
+    if ((status = PyObject_IsTrue(over)) != 0) {  /* the Python path trims first */
+        result = status < 0 ? -1 : 0;
+        goto done;
+    }
+    if ((shape = PyObject_GetAttr(self->tree, str_shape)) == NULL
+            || (root = PyObject_GetAttr(shape, str_root)) == NULL
+            || (height = PyObject_GetAttr(shape, str_height)) == NULL)
+        goto done;
+    Py_ssize_t n_levels = PyLong_AsSsize_t(height) - 1;
+    if (n_levels == -2 && PyErr_Occurred())
+        goto done;
+    if (n_levels < 1) {  /* a single leaf: the root, which stays cached */
+        result = 0;
+        goto done;
+    }
+    if ((leaves = PyObject_GetAttr(self->cache, str_leaves)) == NULL
+            || (inner = PyObject_GetAttr(self->cache, str_inner_nodes)) == NULL
+            || (inner_of = PyObject_GetAttr(self->cache, str_inner)) == NULL
+            || (levels = PyLong_FromSsize_t(n_levels)) == NULL)
+        goto done;
+    if (!PyDict_Check(leaves)) {
+        PyErr_SetString(PyExc_TypeError, "the node cache's leaves are not a dict");
+        goto done;
+    }
+    PyObject *walk_args[] = {inner, inner_of, root, levels, key};
+    if ((walked = walk(NULL, walk_args, 5)) == NULL)
+        goto done;
+    PyObject *path = PyTuple_GET_ITEM(walked, 0), *recid = PyTuple_GET_ITEM(walked, 3);
+    if ((status = goes_around(self, leaves, recid)) != 1) {
+        result = status;
+        goto done;
+    }
+    if ((status = copy_record_page(self->store, recid, small, sizeof small, &bytes, &size)) != 0) {
+        result = status < 0 ? -1 : 0;
+        goto done;
+    }
+    PageReader reader = {bytes, size, 1};
+    uint64_t count;
+    if (read_varint(&reader, &count) < 0)
+        goto done;
+    if (count == 0 || count > PAGE_MAX_ENTRIES) {  /* not a leaf the tree writes around */
+        result = 0;
+        goto done;
+    }
+    if ((entries = read_entries(&reader, (Py_ssize_t)count, self->key_kind, self->value_kind))
+            == NULL)
+        goto done;
+    if (entries == Py_None) {  /* declined: the reference decodes it */
+        result = 0;
+        goto done;
+    }
+    PyObject *keys = PyTuple_GET_ITEM(entries, 0), *values = PyTuple_GET_ITEM(entries, 1);
+    Py_ssize_t at;
+    int found = find_key(keys, key, &at);
+    if (found < 0)
+        goto done;
+    if (found) {
+        if (PyList_SetItem(values, at, Py_NewRef(value)) < 0)
+            goto done;
+    }
+    else if (PyList_GET_SIZE(keys) >= self->node_size) {  /* full: a sibling takes some */
+        result = shift_into_sibling(self, leaves, path, recid, keys, values, at, key, value,
+                                    bytes, size);
+        goto done;
+    }
+    else if (PyList_Insert(keys, at, key) < 0 || PyList_Insert(values, at, value) < 0)
+        goto done;
+    if ((page = encode_leaf_page(keys, values, self->key_kind, self->value_kind)) == NULL)
+        goto done;
+    if (page == Py_None) {
+        result = 0;
+        goto done;
+    }
+    if ((old_size = PyLong_FromSsize_t(size)) == NULL)
+        goto done;
+    PyObject *rewrite_args[] = {self->nodes, recid, page, old_size};
+    if ((stored = PyObject_VectorcallMethod(str_rewrite, rewrite_args,
+                                            4 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL)) == NULL)
+        goto done;
+    /* the leaf is stored: what follows only fails on a damaged tree or without memory */
+    if (PyObject_SetAttr(self->hint, str_leaf, Py_None) < 0)
+        goto done;
+    if (!found && count_insert(self, path) < 0)
+        goto done;
+    result = 1;
+done:
+    if (bytes != small)
+        PyMem_Free(bytes);
+    Py_XDECREF(over);
+    Py_XDECREF(leaves);
+    Py_XDECREF(inner);
+    Py_XDECREF(inner_of);
+    Py_XDECREF(shape);
+    Py_XDECREF(root);
+    Py_XDECREF(height);
+    Py_XDECREF(levels);
+    Py_XDECREF(walked);
+    Py_XDECREF(entries);
+    Py_XDECREF(page);
+    Py_XDECREF(old_size);
+    Py_XDECREF(stored);
     return result;
 }
 
@@ -379,6 +782,8 @@ slots_ass_subscript(TreeSlots *self, PyObject *key, PyObject *value)
             if (self->tree != NULL) { /* still attached once the lock was taken */
                 PyObject *tree = Py_NewRef(self->tree);
                 stored = store_in_hint(self, key, value);
+                if (stored == 0 && self->nodes != NULL)
+                    stored = store_around(self, key, value);
                 Py_DECREF(tree);
             }
             if (give_lock(release) < 0)
@@ -411,6 +816,8 @@ slots_detach(TreeSlots *self)
 {
     Py_CLEAR(self->tree);
     Py_CLEAR(self->hint);
+    Py_CLEAR(self->nodes);
+    Py_CLEAR(self->store);
     Py_CLEAR(self->stored_types);
     Py_CLEAR(self->acquire);
     Py_CLEAR(self->release);
@@ -423,18 +830,36 @@ slots_detach(TreeSlots *self)
 
 PyDoc_STRVAR(attach_doc,
 "_attach_slots(lock, descent, cache, key_type, scalar_types, fresh, tree, hint, node_size,\n"
-"              stored_types)\n--\n\n"
+"              stored_types, around)\n--\n\n"
 "Answer lookups of keys of exactly key_type in C, under lock, through the Descent (whose shape\n"
 "the Tree keeps current) unless the NodeCache is over capacity; values of the scalar_types\n"
 "tuple as they are, others through fresh(value). With a Tree (not None), store values of the\n"
 "stored_types tuple in the leaf of its hint Cursor when that leaf holds the key's range and has\n"
-"room (fewer than node_size entries), as Tree.put does with the write cache.");
+"room (fewer than node_size entries), as Tree.put does with the write cache. With around a\n"
+"tuple (nodes, key_kind, value_kind): the Tree's NodeStore, whose pages are raw, and the page\n"
+"kinds of its keys and values, also store in a leaf the cache does not hold when WriteAround.put\n"
+"would change only that leaf, as it does.");
 
 static PyObject *
 slots_attach(TreeSlots *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (check_positional("_attach_slots", nargs, 10, 10) < 0)
+    if (check_positional("_attach_slots", nargs, 11, 11) < 0)
         return NULL;
+    PyObject *around = args[10], *store = NULL;
+    int key_kind = 0, value_kind = 0;
+    if (around != Py_None) {
+        if (!PyTuple_Check(around) || PyTuple_GET_SIZE(around) != 3 || args[6] == Py_None) {
+            PyErr_SetString(PyExc_TypeError, "_attach_slots: around is (nodes, key_kind, "
+                            "value_kind) with a Tree, or None");
+            return NULL;
+        }
+        key_kind = (int)PyLong_AsLong(PyTuple_GET_ITEM(around, 1));
+        value_kind = (int)PyLong_AsLong(PyTuple_GET_ITEM(around, 2));
+        if (PyErr_Occurred())
+            return NULL;
+        if ((store = PyObject_GetAttrString(PyTuple_GET_ITEM(around, 0), "store")) == NULL)
+            return NULL;
+    }
     Py_ssize_t node_size = PyLong_AsSsize_t(args[8]);
     if (node_size == -1 && PyErr_Occurred())
         return NULL;
@@ -449,6 +874,7 @@ slots_attach(TreeSlots *self, PyObject *const *args, Py_ssize_t nargs)
     PyObject *release = acquire == NULL ? NULL : PyObject_GetAttrString(args[0], "release");
     if (release == NULL) {
         Py_XDECREF(acquire);
+        Py_XDECREF(store);
         return NULL;
     }
     slots_detach(self);
@@ -464,6 +890,12 @@ slots_attach(TreeSlots *self, PyObject *const *args, Py_ssize_t nargs)
         self->hint = Py_NewRef(args[7]);
         self->node_size = node_size;
         self->stored_types = Py_NewRef(args[9]);
+        if (store != NULL) {
+            self->nodes = Py_NewRef(PyTuple_GET_ITEM(around, 0));
+            self->store = store;
+            self->key_kind = key_kind;
+            self->value_kind = value_kind;
+        }
     }
     Py_RETURN_NONE;
 }
@@ -492,6 +924,8 @@ slots_traverse(TreeSlots *self, visitproc visit, void *arg)
     Py_VISIT(self->tree);
     Py_VISIT(self->hint);
     Py_VISIT(self->stored_types);
+    Py_VISIT(self->nodes);
+    Py_VISIT(self->store);
     return 0;
 }
 
@@ -549,10 +983,14 @@ int
 add_slots_type(PyObject *module)
 {
     static const char *names[] = {"_lookup", "_put_item", "_delete_item", "leaf", "lo", "hi", "path",
-                                  "keys", "values", "counts", "dirty", "n_entries", "mods"};
+                                  "keys", "values", "counts", "dirty", "n_entries", "mods",
+                                  "capacity", "_shape", "root", "height", "_leaves", "_inner",
+                                  "inner", "rewrite", "children", "recid", "forget"};
     PyObject **slots[] = {&str_lookup, &str_put_item, &str_delete_item, &str_leaf, &str_lo, &str_hi,
                           &str_path, &str_keys, &str_values, &str_counts, &str_dirty,
-                          &str_n_entries, &str_mods};
+                          &str_n_entries, &str_mods, &str_capacity, &str_shape, &str_root,
+                          &str_height, &str_leaves, &str_inner_nodes, &str_inner, &str_rewrite,
+                          &str_children, &str_recid, &str_forget};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (*slots[i] == NULL && (*slots[i] = PyUnicode_InternFromString(names[i])) == NULL)
             return -1;

@@ -1,0 +1,124 @@
+"""Changes written around the node cache (offheap/treemap/writearound.py and its compiled store in
+offheap/treemap/csrc/slots.c): the same tree, pages and answers as changes kept in the cache, on
+the compiled slots and on the reference (a map whose slots are detached runs every store through
+TreeMap._put_item), and a failed page write leaves the map as it was."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from offheap import TreeMap
+from offheap.errors import CapacityError
+
+SMALL = dict(node_size=4, cache_size=8)  # 8 cached leaves of at most 4 entries: most go around
+
+OPS = st.lists(st.tuples(st.sampled_from(["set", "set", "set", "del", "get", "flush"]),
+                         st.integers(-300, 300)), max_size=400)
+
+
+def _pages(tree: TreeMap) -> list[bytes]:
+    store = tree._tree.nodes.store
+    return [bytes(store.view(recid)) for recid in sorted(tree._tree.all_recids())]
+
+
+def _apply(tree: TreeMap, oracle: dict, op: str, key) -> None:
+    if op == "set":
+        tree[key] = f"v{key}"
+    elif op == "del" and key in oracle:
+        del tree[key]
+    elif op == "get":
+        assert tree.get(key) == oracle.get(key)
+    elif op == "flush":
+        tree.flush()
+
+
+def _oracle_step(oracle: dict, op: str, key) -> None:
+    if op == "set":
+        oracle[key] = f"v{key}"
+    elif op == "del":
+        oracle.pop(key, None)
+
+
+@settings(max_examples=40, deadline=None)
+@given(ops=OPS, key_kind=st.sampled_from(["int64", "str"]))
+def test_around_the_cache_the_compiled_store_and_the_reference_build_one_tree(ops, key_kind):
+    def key_of(k):
+        return k if key_kind == "int64" else f"k{k:+05d}"
+
+    compiled, reference, cached = (TreeMap(key=key_kind, **SMALL) for _ in range(3))
+    reference._detach_slots()
+    cached._detach_slots()
+    cached._tree.around = None  # every change kept in the cache, as before writes went around
+    oracle: dict = {}
+    for op, k in ops:
+        for tree in (compiled, reference, cached):
+            _apply(tree, oracle, op, key_of(k))
+        _oracle_step(oracle, op, key_of(k))
+    for tree in (compiled, reference, cached):
+        tree._check()
+        assert dict(tree.items()) == oracle and len(tree) == len(oracle)
+    # the same decisions: the same shape and, with every dirty node written, the same pages
+    assert compiled.stats().n_leaves == reference.stats().n_leaves == cached.stats().n_leaves
+    compiled.flush()
+    reference.flush()
+    assert _pages(compiled) == _pages(reference)
+    assert compiled._tree.nodes.raw_bytes == reference._tree.nodes.raw_bytes
+    for tree in (compiled, reference, cached):
+        tree.close()
+
+
+def test_random_inserts_into_a_large_map_go_around_the_cache_and_evict_nothing():
+    tree = TreeMap(**SMALL)
+    tree.update({k: "" for k in range(0, 4000, 2)})
+    tree.flush()
+    cache = tree._tree.cache
+    for k in range(1, 4000, 38):
+        tree[k] = "new"
+    assert len(cache._leaves) <= cache.capacity
+    assert all(tree[k] == "new" for k in range(1, 4000, 38))
+    tree._check()
+
+
+@pytest.mark.parametrize("slots", ["compiled", "reference"])
+@settings(max_examples=30, deadline=None)
+@given(fail_at=st.integers(0, 6), ops=st.lists(st.tuples(st.sampled_from(["set", "del"]),
+                                                       st.integers(-300, 300)), min_size=1,
+                                             max_size=60))
+def test_a_failed_page_write_leaves_the_map_as_it_was(slots, fail_at, ops):
+    tree = TreeMap(**SMALL)
+    if slots == "reference":
+        tree._detach_slots()
+    oracle = {k: f"v{k}" for k in range(-300, 300, 2)}
+    tree.update(oracle)
+    tree.flush()
+    store = tree._tree.nodes.store
+    update = store.update
+    calls = [0]
+
+    def failing_update(recid, data):  # one write fails; a restore puts a page back in the
+        calls[0] += 1                    # chunk its write released, which cannot fail
+        if calls[0] == fail_at + 1:
+            raise CapacityError("the store is full (a test)")
+        update(recid, data)
+
+    for op, key in ops:
+        calls[0] = 0
+        store.update = failing_update
+        try:
+            if op == "set":
+                tree[key] = f"v{key}"
+            elif key in oracle:
+                del tree[key]
+        except CapacityError:
+            pass
+        else:
+            _oracle_step(oracle, op, key)
+        finally:
+            store.update = update
+        assert len(tree) == len(oracle)
+    tree._check()
+    assert dict(tree.items()) == oracle
+    tree.flush()
+    tree._check()
+    assert dict(tree.items()) == oracle
