@@ -47,10 +47,46 @@ typedef struct {
     int value_kind;
 } TreeSlots;
 
+/* What a store uses, held (strong references) for the call once the lock is taken: a close
+ * that detaches the slots meanwhile (re-entering through Python code the store calls) frees
+ * nothing in use and leaves no field NULL under it. nodes and store are NULL when no store runs
+ * around the cache. */
+typedef struct {
+    PyObject *tree, *cache, *hint, *descent, *nodes, *store;
+    Py_ssize_t node_size;
+    int key_kind, value_kind;
+} Held;
+
+static void
+hold(const TreeSlots *slots, Held *held)
+{
+    held->tree = Py_NewRef(slots->tree);
+    held->cache = Py_NewRef(slots->cache);
+    held->hint = Py_NewRef(slots->hint);
+    held->descent = Py_NewRef(slots->descent);
+    held->nodes = Py_XNewRef(slots->nodes);
+    held->store = Py_XNewRef(slots->store);
+    held->node_size = slots->node_size;
+    held->key_kind = slots->key_kind;
+    held->value_kind = slots->value_kind;
+}
+
+static void
+unhold(Held *held)
+{
+    Py_DECREF(held->tree);
+    Py_DECREF(held->cache);
+    Py_DECREF(held->hint);
+    Py_DECREF(held->descent);
+    Py_XDECREF(held->nodes);
+    Py_XDECREF(held->store);
+}
+
 static PyObject *str_lookup, *str_over_capacity, *missing, *str_put_item, *str_delete_item, *str_leaf,
     *str_lo, *str_hi, *str_path, *str_keys, *str_values, *str_counts, *str_dirty, *str_n_entries,
     *str_mods, *str_capacity, *str_shape, *str_root, *str_height, *str_leaves, *str_inner_nodes,
-    *str_inner, *str_rewrite, *str_children, *str_recid, *str_forget;
+    *str_inner, *str_rewrite, *str_children, *str_recid, *str_forget, *str_reserve, *str_release,
+    *str_with_nodes, *str_leaves_name, *str_public_shape;
 
 /* The reference path: self._lookup(key, dflt, stored). */
 static PyObject *
@@ -249,17 +285,17 @@ add_to_item(PyObject *list, Py_ssize_t at, long delta)
     return PyList_SetItem(list, at, sum);
 }
 
-/* Add 1 to an int attribute. */
+/* Add `delta` to an int attribute. */
 static int
-increment(PyObject *object, PyObject *name)
+add_to_attribute(PyObject *object, PyObject *name, long delta)
 {
     PyObject *value = PyObject_GetAttr(object, name);
     if (value == NULL)
         return -1;
-    PyObject *one = PyLong_FromLong(1);
-    PyObject *sum = one == NULL ? NULL : PyNumber_Add(value, one);
+    PyObject *step = PyLong_FromLong(delta);
+    PyObject *sum = step == NULL ? NULL : PyNumber_Add(value, step);
     Py_DECREF(value);
-    Py_XDECREF(one);
+    Py_XDECREF(step);
     if (sum == NULL)
         return -1;
     int status = PyObject_SetAttr(object, name, sum);
@@ -267,11 +303,12 @@ increment(PyObject *object, PyObject *name)
     return status;
 }
 
-/* The bookkeeping of an insert into the leaf at the end of `path` (a list of (Inner, child
- * index) pairs): one more entry in the counts along the path, whose nodes become dirty, and in
- * the tree's n_entries and mods. Fails only on a damaged tree or without memory. */
+/* The bookkeeping of an insert (`delta` 1) or a delete (-1) in the leaf at the end of `path` (a
+ * list of (Inner, child index) pairs): the counts along the path, whose nodes become dirty, and
+ * the tree's n_entries take the change, and its mods one more. Fails only on a damaged tree or
+ * without memory. */
 static int
-count_insert(TreeSlots *self, PyObject *path)
+count_change(const Held *self, PyObject *path, long delta)
 {
     if (!PyList_CheckExact(path)) {
         PyErr_SetString(PyExc_TypeError, "a TreeMap path is not a list");
@@ -286,19 +323,20 @@ count_insert(TreeSlots *self, PyObject *path)
         PyObject *node = PyTuple_GET_ITEM(step, 0);
         Py_ssize_t at = PyLong_AsSsize_t(PyTuple_GET_ITEM(step, 1));
         PyObject *counts = at == -1 && PyErr_Occurred() ? NULL : PyObject_GetAttr(node, str_counts);
-        int status = counts == NULL ? -1 : add_to_item(counts, at, 1);
+        int status = counts == NULL ? -1 : add_to_item(counts, at, delta);
         Py_XDECREF(counts);
         if (status < 0 || PyObject_SetAttr(node, str_dirty, Py_True) < 0)
             return -1;
     }
-    return increment(self->tree, str_n_entries) < 0 || increment(self->tree, str_mods) < 0 ? -1 : 0;
+    return add_to_attribute(self->tree, str_n_entries, delta) < 0
+        || add_to_attribute(self->tree, str_mods, 1) < 0 ? -1 : 0;
 }
 
 /* The store in the hint's leaf, as Tree.put does it with the write cache when the leaf holds the
  * key's range and has room (the lock is held): 1 stored, 0 not this case (nothing changed), -1
  * with an exception. */
 static int
-store_in_hint(TreeSlots *self, PyObject *key, PyObject *value)
+store_in_hint(const Held *self, PyObject *key, PyObject *value)
 {
     int result = -1;
     PyObject *over = NULL, *leaf = NULL, *lo = NULL, *hi = NULL, *keys = NULL, *values = NULL,
@@ -363,7 +401,7 @@ store_in_hint(TreeSlots *self, PyObject *key, PyObject *value)
      * without memory, as its Python twin would */
     if (PyObject_SetAttr(leaf, str_dirty, Py_True) < 0)
         goto done;
-    if (count_insert(self, path) < 0)
+    if (count_change(self, path, 1) < 0)
         goto done;
     result = 1;
 done:
@@ -381,7 +419,7 @@ done:
  * WriteAround.takes decides (NodeCache.would_evict_dirty): the cached leaves `leaves` are at
  * capacity and the least recently used one is dirty. 1 yes, 0 no, -1 with an exception. */
 static int
-goes_around(TreeSlots *self, PyObject *leaves, PyObject *recid)
+goes_around(const Held *self, PyObject *leaves, PyObject *recid)
 {
     PyObject *capacity = PyObject_GetAttr(self->cache, str_capacity);
     Py_ssize_t limit = capacity == NULL ? -1 : PyLong_AsSsize_t(capacity);
@@ -447,7 +485,7 @@ set_number(PyObject *list, Py_ssize_t at, Py_ssize_t number)
 /* Store `page` as the leaf record `recid` (NodeStore.rewrite), whose raw page had `old_size`
  * bytes; 0, or -1 with an exception and nothing changed. */
 static int
-rewrite_leaf(TreeSlots *self, PyObject *recid, PyObject *page, Py_ssize_t old_size)
+rewrite_leaf(const Held *self, PyObject *recid, PyObject *page, Py_ssize_t old_size)
 {
     PyObject *size = PyLong_FromSsize_t(old_size);
     if (size == NULL)
@@ -466,10 +504,10 @@ rewrite_leaf(TreeSlots *self, PyObject *recid, PyObject *page, Py_ssize_t old_si
  * does through WriteAround (int64 keys, a sibling the cache does not hold either): both pages are
  * written first, the leaf's then the sibling's (a failure of the second puts the first back),
  * then the parent takes the new separator and both counts, the path's counts grow, and the
- * parent's compact form is dropped. 1 done, 0 not this case (nothing changed), -1 with an
- * exception (nothing changed). */
+ * parent's compact form is dropped. 1 done, 2 when neither sibling has room (the reference
+ * splits the leaf), 0 not this case, -1 with an exception (nothing changed but for 1). */
 static int
-shift_into_sibling(TreeSlots *self, PyObject *leaves, PyObject *path, PyObject *recid,
+shift_into_sibling(const Held *self, PyObject *leaves, PyObject *path, PyObject *recid,
                    PyObject *keys, PyObject *values, Py_ssize_t at, PyObject *key,
                    PyObject *value, const uint8_t *page, Py_ssize_t page_size)
 {
@@ -545,8 +583,8 @@ shift_into_sibling(TreeSlots *self, PyObject *leaves, PyObject *path, PyObject *
         si = candidate;
         sibling_id = Py_NewRef(candidate_id);
     }
-    if (si < 0) {  /* a split: the tree's structure code */
-        result = 0;
+    if (si < 0) {  /* no sibling has room: a split */
+        result = 2;
         goto done;
     }
     if (PyList_Insert(keys, at, key) < 0 || PyList_Insert(values, at, value) < 0)
@@ -599,7 +637,7 @@ shift_into_sibling(TreeSlots *self, PyObject *leaves, PyObject *path, PyObject *
     PyObject *separator = PyLong_FromLongLong(int64_separator(left_max, right_min));
     if (separator == NULL || PyList_SetItem(separators, si < ci ? si : ci, separator) < 0)
         goto done;
-    if (count_insert(self, path) < 0
+    if (count_change(self, path, 1) < 0
             || set_number(counts, ci, PyList_GET_SIZE(leaf_keys)) < 0
             || set_number(counts, si, PyList_GET_SIZE(new_sibling_keys)) < 0)
         goto done;
@@ -629,23 +667,39 @@ done:
     return result;
 }
 
-/* The store of a leaf the node cache does not hold, written around it as WriteAround.put does
- * (offheap/treemap/writearound.py, the reference) when the change stays in the leaf: an
- * overwrite, or an insert into a leaf with room. The walk down the inner nodes is Tree.put's
- * (_pages.walk); the leaf's raw page is copied out of the store, decoded, changed, encoded and
- * stored (NodeStore.rewrite, the only step that can fail with the store full, before anything
- * else changed); then an insert adds one to the counts along the path, to n_entries and mods,
- * and the hint names no leaf, as after the reference's descent. 1 stored, 0 not this case
- * (nothing changed: the Python path decides), -1 with an exception. The lock is held. */
+/* A leaf the node cache does not hold, decoded for a change that goes around the cache. */
+typedef struct {
+    PyObject *walked;          /* Tree.put's walk: (path, lo, hi, leaf recid) */
+    PyObject *leaves;          /* the cache's leaves */
+    PyObject *entries;         /* (keys, values), new lists decoded from the page */
+    uint8_t *page;             /* the page as it was (small, or PyMem) */
+    Py_ssize_t size;
+    uint8_t small[2048];
+} AroundLeaf;
+
+static void
+around_close(AroundLeaf *leaf)
+{
+    Py_CLEAR(leaf->walked);
+    Py_CLEAR(leaf->leaves);
+    Py_CLEAR(leaf->entries);
+    if (leaf->page != leaf->small)
+        PyMem_Free(leaf->page);
+    leaf->page = NULL;
+}
+
+/* Walk to the leaf of `key` as Tree.put and Tree.pop do (_pages.walk) and, when a change of it
+ * goes around the cache (goes_around) and its page is a raw leaf the codec reads, decode it into
+ * `leaf`: 1. 0 when not (nothing changed: the Python path decides), -1 with an exception. The
+ * caller closes `leaf` either way. */
 static int
-store_around(TreeSlots *self, PyObject *key, PyObject *value)
+around_open(const Held *self, PyObject *key, AroundLeaf *leaf)
 {
     int result = -1, status;
-    PyObject *over = NULL, *leaves = NULL, *inner = NULL, *inner_of = NULL, *shape = NULL,
-             *root = NULL, *height = NULL, *levels = NULL, *walked = NULL, *entries = NULL,
-             *page = NULL, *old_size = NULL, *stored = NULL;
-    uint8_t small[2048], *bytes = NULL;
-    Py_ssize_t size;
+    PyObject *over = NULL, *inner = NULL, *inner_of = NULL, *shape = NULL, *root = NULL,
+             *height = NULL, *levels = NULL;
+    leaf->walked = leaf->leaves = leaf->entries = NULL;
+    leaf->page = NULL;
     if ((over = PyObject_GetAttr(self->cache, str_over_capacity)) == NULL)
         goto done;
     if ((status = PyObject_IsTrue(over)) != 0) {  /* the Python path trims first */
@@ -663,28 +717,29 @@ store_around(TreeSlots *self, PyObject *key, PyObject *value)
         result = 0;
         goto done;
     }
-    if ((leaves = PyObject_GetAttr(self->cache, str_leaves)) == NULL
+    if ((leaf->leaves = PyObject_GetAttr(self->cache, str_leaves)) == NULL
             || (inner = PyObject_GetAttr(self->cache, str_inner_nodes)) == NULL
             || (inner_of = PyObject_GetAttr(self->cache, str_inner)) == NULL
             || (levels = PyLong_FromSsize_t(n_levels)) == NULL)
         goto done;
-    if (!PyDict_Check(leaves)) {
+    if (!PyDict_Check(leaf->leaves)) {
         PyErr_SetString(PyExc_TypeError, "the node cache's leaves are not a dict");
         goto done;
     }
     PyObject *walk_args[] = {inner, inner_of, root, levels, key};
-    if ((walked = walk(NULL, walk_args, 5)) == NULL)
+    if ((leaf->walked = walk(NULL, walk_args, 5)) == NULL)
         goto done;
-    PyObject *path = PyTuple_GET_ITEM(walked, 0), *recid = PyTuple_GET_ITEM(walked, 3);
-    if ((status = goes_around(self, leaves, recid)) != 1) {
+    PyObject *recid = PyTuple_GET_ITEM(leaf->walked, 3);
+    if ((status = goes_around(self, leaf->leaves, recid)) != 1) {
         result = status;
         goto done;
     }
-    if ((status = copy_record_page(self->store, recid, small, sizeof small, &bytes, &size)) != 0) {
+    if ((status = copy_record_page(self->store, recid, leaf->small, sizeof leaf->small,
+                                   &leaf->page, &leaf->size)) != 0) {
         result = status < 0 ? -1 : 0;
         goto done;
     }
-    PageReader reader = {bytes, size, 1};
+    PageReader reader = {leaf->page, leaf->size, 1};
     uint64_t count;
     if (read_varint(&reader, &count) < 0)
         goto done;
@@ -692,14 +747,212 @@ store_around(TreeSlots *self, PyObject *key, PyObject *value)
         result = 0;
         goto done;
     }
-    if ((entries = read_entries(&reader, (Py_ssize_t)count, self->key_kind, self->value_kind))
-            == NULL)
+    if ((leaf->entries = read_entries(&reader, (Py_ssize_t)count, self->key_kind,
+                                      self->value_kind)) == NULL)
         goto done;
-    if (entries == Py_None) {  /* declined: the reference decodes it */
+    result = leaf->entries != Py_None;  /* None: declined, the reference decodes it */
+done:
+    Py_XDECREF(over);
+    Py_XDECREF(inner);
+    Py_XDECREF(inner_of);
+    Py_XDECREF(shape);
+    Py_XDECREF(root);
+    Py_XDECREF(height);
+    Py_XDECREF(levels);
+    return result;
+}
+
+/* Store the lists of an AroundLeaf as its record (NodeStore.rewrite, the only step that can
+ * fail with the store full, before anything else changed), then make the hint name no leaf, as
+ * after the reference's descent. 1 stored, 0 declined by the codec, -1 with an exception. */
+static int
+around_write(const Held *self, AroundLeaf *leaf)
+{
+    PyObject *page = encode_leaf_page(PyTuple_GET_ITEM(leaf->entries, 0),
+                                      PyTuple_GET_ITEM(leaf->entries, 1), self->key_kind,
+                                      self->value_kind);
+    if (page == NULL || page == Py_None) {
+        Py_XDECREF(page);
+        return page == NULL ? -1 : 0;
+    }
+    int status = rewrite_leaf(self, PyTuple_GET_ITEM(leaf->walked, 3), page, leaf->size);
+    Py_DECREF(page);
+    if (status < 0 || PyObject_SetAttr(self->hint, str_leaf, Py_None) < 0)
+        return -1;
+    return 1;
+}
+
+/* The insert of `key` -> `value` at `at` of the full leaf `recid` (lists `keys`, `values`,
+ * decoded from its raw page `page` of `page_size` bytes), which the cache does not hold, by
+ * splitting it as Rebalancer._split_insert does through WriteAround when the parent has room
+ * (int64 keys): a record for the right half is reserved, the leaf is cut where the reference
+ * cuts it (an append at the end keeps node_size entries on the left, an insert at the start one),
+ * both pages are written, the leaf's then the new one's (a failure puts the first back and frees
+ * the reserved record), then the parent takes the separator, the new child and both counts, the
+ * path's counts grow, the shape counts one more leaf, and the parent's compact form is dropped.
+ * 1 done, 0 not this case (nothing changed), -1 with an exception (nothing changed). */
+static int
+split_around(const Held *self, PyObject *path, PyObject *recid, PyObject *keys, PyObject *values,
+             Py_ssize_t at, PyObject *key, PyObject *value, const uint8_t *page,
+             Py_ssize_t page_size)
+{
+    Py_ssize_t depth = PyList_GET_SIZE(path), size = self->node_size;
+    if (self->key_kind != 0 || depth == 0)
+        return 0;
+    PyObject *step = PyList_GET_ITEM(path, depth - 1);
+    if (!PyTuple_Check(step) || PyTuple_GET_SIZE(step) != 2) {
+        PyErr_SetString(PyExc_TypeError, "a TreeMap path holds (node, index) pairs");
+        return -1;
+    }
+    PyObject *parent = PyTuple_GET_ITEM(step, 0);
+    Py_ssize_t ci = PyLong_AsSsize_t(PyTuple_GET_ITEM(step, 1));
+    if (ci == -1 && PyErr_Occurred())
+        return -1;
+    int result = -1;
+    PyObject *separators = NULL, *children = NULL, *counts = NULL, *reserved = NULL,
+             *right_keys = NULL, *right_values = NULL, *left_page = NULL, *right_page = NULL,
+             *old_page = NULL, *parent_id = NULL, *forgotten = NULL, *shape = NULL,
+             *grown = NULL;
+    if ((separators = node_list(parent, str_keys)) == NULL
+            || (children = node_list(parent, str_children)) == NULL
+            || (counts = node_list(parent, str_counts)) == NULL)
+        goto done;
+    Py_ssize_t n_children = PyList_GET_SIZE(children);
+    if (ci < 0 || ci >= n_children || PyList_GET_SIZE(counts) != n_children
+            || PyList_GET_SIZE(separators) != n_children - 1) {
+        page_corrupt("a TreeMap path names a child its node lacks");
+        goto done;
+    }
+    if (n_children >= size) {  /* the parent splits too: the tree's structure code */
         result = 0;
         goto done;
     }
-    PyObject *keys = PyTuple_GET_ITEM(entries, 0), *values = PyTuple_GET_ITEM(entries, 1);
+    PyObject *one = PyLong_FromLong(1);
+    if (one == NULL)
+        goto done;
+    PyObject *reserve_args[] = {self->nodes, one};
+    reserved = PyObject_VectorcallMethod(str_reserve, reserve_args,
+                                         2 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    Py_DECREF(one);
+    if (reserved == NULL)
+        goto done;
+    if (!PyList_CheckExact(reserved) || PyList_GET_SIZE(reserved) != 1) {
+        PyErr_SetString(PyExc_TypeError, "NodeStore.reserve(1) gives a list of one record id");
+        goto done;
+    }
+    PyObject *right_id = PyList_GET_ITEM(reserved, 0);
+    if (PyList_Insert(keys, at, key) < 0 || PyList_Insert(values, at, value) < 0)
+        goto release;
+    Py_ssize_t total = PyList_GET_SIZE(keys);
+    Py_ssize_t cut = at == size ? size : at == 0 ? 1 : (size + 1) / 2;
+    long long left_max, right_min;
+    if ((right_keys = PyList_GetSlice(keys, cut, total)) == NULL
+            || (right_values = PyList_GetSlice(values, cut, total)) == NULL
+            || PyList_SetSlice(keys, cut, total, NULL) < 0
+            || PyList_SetSlice(values, cut, total, NULL) < 0
+            || list_word(keys, cut - 1, &left_max) < 0 || list_word(right_keys, 0, &right_min) < 0)
+        goto release;
+    if ((left_page = encode_leaf_page(keys, values, self->key_kind, self->value_kind)) == NULL
+            || (right_page = encode_leaf_page(right_keys, right_values, self->key_kind,
+                                              self->value_kind)) == NULL)
+        goto release;
+    if (left_page == Py_None || right_page == Py_None) {
+        result = 0;
+        goto release;
+    }
+    if ((old_page = PyBytes_FromStringAndSize((const char *)page, page_size)) == NULL
+            || rewrite_leaf(self, recid, left_page, page_size) < 0)
+        goto release;
+    if (rewrite_leaf(self, right_id, right_page, 0) < 0) {
+        PyObject *type, *error, *trace;
+        PyErr_Fetch(&type, &error, &trace);
+        if (rewrite_leaf(self, recid, old_page, PyBytes_GET_SIZE(left_page)) < 0)
+            PyErr_Clear();  /* the first error is the one to report */
+        PyErr_Restore(type, error, trace);
+        goto release;
+    }
+    /* both leaves are stored: what follows only fails on a damaged tree or without memory */
+    PyObject *separator = PyLong_FromLongLong(int64_separator(left_max, right_min));
+    if (separator == NULL || PyList_Insert(separators, ci, separator) < 0) {
+        Py_XDECREF(separator);
+        goto done;
+    }
+    Py_DECREF(separator);
+    if (PyList_Insert(children, ci + 1, right_id) < 0 || count_change(self, path, 1) < 0
+            || set_number(counts, ci, PyList_GET_SIZE(keys)) < 0)
+        goto done;
+    PyObject *right_count = PyLong_FromSsize_t(PyList_GET_SIZE(right_keys));
+    int inserted = right_count == NULL ? -1 : PyList_Insert(counts, ci + 1, right_count);
+    Py_XDECREF(right_count);
+    if (inserted < 0)
+        goto done;
+    PyObject *kwnames = NULL;
+    if ((shape = PyObject_GetAttr(self->tree, str_shape)) == NULL
+            || (one = PyLong_FromLong(1)) == NULL)
+        goto done;
+    PyObject *grow_args[] = {shape, one};
+    kwnames = PyTuple_Pack(1, str_leaves_name);
+    grown = kwnames == NULL ? NULL
+        : PyObject_VectorcallMethod(str_with_nodes, grow_args, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET,
+                                    kwnames);
+    Py_XDECREF(kwnames);
+    Py_DECREF(one);
+    if (grown == NULL || PyObject_SetAttr(self->tree, str_public_shape, grown) < 0)
+        goto done;
+    if ((parent_id = PyObject_GetAttr(parent, str_recid)) == NULL
+            || (forgotten = PyObject_CallMethodOneArg(self->descent, str_forget, parent_id)) == NULL
+            || PyObject_SetAttr(self->hint, str_leaf, Py_None) < 0)
+        goto done;
+    result = 1;
+    goto done;
+release:  /* nothing stored: the reserved record goes back */
+    {
+        PyObject *type, *error, *trace;
+        PyErr_Fetch(&type, &error, &trace);
+        PyObject *release_args[] = {self->nodes, reserved};
+        PyObject *released = PyObject_VectorcallMethod(str_release, release_args,
+                                                       2 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+        if (released == NULL && type != NULL)
+            PyErr_Clear();  /* the first error is the one to report */
+        Py_XDECREF(released);
+        if (type != NULL)
+            PyErr_Restore(type, error, trace);
+        else if (released == NULL)
+            result = -1;
+    }
+done:
+    Py_XDECREF(separators);
+    Py_XDECREF(children);
+    Py_XDECREF(counts);
+    Py_XDECREF(reserved);
+    Py_XDECREF(right_keys);
+    Py_XDECREF(right_values);
+    Py_XDECREF(left_page);
+    Py_XDECREF(right_page);
+    Py_XDECREF(old_page);
+    Py_XDECREF(parent_id);
+    Py_XDECREF(forgotten);
+    Py_XDECREF(shape);
+    Py_XDECREF(grown);
+    return result;
+}
+
+/* The store of a leaf the node cache does not hold, written around it as WriteAround.put does
+ * (offheap/treemap/writearound.py, the reference) when the change stays in the leaf, an
+ * overwrite or an insert into a leaf with room, or when a sibling takes some of a full leaf
+ * (shift_into_sibling); an insert then counts one more entry along the path. 1 stored, 0 not
+ * this case (nothing changed), -1 with an exception (nothing changed if the store refused the
+ * page). The lock is held. */
+static int
+store_around(const Held *self, PyObject *key, PyObject *value)
+{
+    AroundLeaf leaf;
+    int result = around_open(self, key, &leaf);
+    if (result != 1)
+        goto done;
+    result = -1;
+    PyObject *path = PyTuple_GET_ITEM(leaf.walked, 0);
+    PyObject *keys = PyTuple_GET_ITEM(leaf.entries, 0), *values = PyTuple_GET_ITEM(leaf.entries, 1);
     Py_ssize_t at;
     int found = find_key(keys, key, &at);
     if (found < 0)
@@ -709,47 +962,65 @@ store_around(TreeSlots *self, PyObject *key, PyObject *value)
             goto done;
     }
     else if (PyList_GET_SIZE(keys) >= self->node_size) {  /* full: a sibling takes some */
-        result = shift_into_sibling(self, leaves, path, recid, keys, values, at, key, value,
-                                    bytes, size);
+        PyObject *recid = PyTuple_GET_ITEM(leaf.walked, 3);
+        result = shift_into_sibling(self, leaf.leaves, path, recid, keys, values, at, key, value,
+                                    leaf.page, leaf.size);
+        if (result == 2)  /* or else a split */
+            result = split_around(self, path, recid, keys, values, at, key, value, leaf.page,
+                                  leaf.size);
         goto done;
     }
     else if (PyList_Insert(keys, at, key) < 0 || PyList_Insert(values, at, value) < 0)
         goto done;
-    if ((page = encode_leaf_page(keys, values, self->key_kind, self->value_kind)) == NULL)
+    if ((result = around_write(self, &leaf)) == 1 && !found && count_change(self, path, 1) < 0)
+        result = -1;
+done:
+    around_close(&leaf);
+    return result;
+}
+
+/* del m[key] in a leaf the node cache does not hold, written around it as WriteAround.remove
+ * does, when the leaf keeps at least min_entries entries (node_size // 4, at least 1): the
+ * entry leaves the page, the page is stored, and the counts along the path lose one. 1 deleted,
+ * 0 not this case (a key the leaf lacks, an underflow: the Python path), -1 with an exception.
+ * The lock is held. */
+static int
+delete_around(const Held *self, PyObject *key)
+{
+    AroundLeaf leaf;
+    int result = around_open(self, key, &leaf);
+    if (result != 1)
         goto done;
-    if (page == Py_None) {
-        result = 0;
+    result = -1;
+    PyObject *keys = PyTuple_GET_ITEM(leaf.entries, 0), *values = PyTuple_GET_ITEM(leaf.entries, 1);
+    Py_ssize_t at, min_entries = self->node_size / 4 > 1 ? self->node_size / 4 : 1;
+    int found = find_key(keys, key, &at);
+    if (found <= 0 || PyList_GET_SIZE(keys) - 1 < min_entries) {
+        result = found < 0 ? -1 : 0;
         goto done;
     }
-    if ((old_size = PyLong_FromSsize_t(size)) == NULL)
+    if (PySequence_DelItem(keys, at) < 0 || PySequence_DelItem(values, at) < 0)
         goto done;
-    PyObject *rewrite_args[] = {self->nodes, recid, page, old_size};
-    if ((stored = PyObject_VectorcallMethod(str_rewrite, rewrite_args,
-                                            4 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL)) == NULL)
-        goto done;
-    /* the leaf is stored: what follows only fails on a damaged tree or without memory */
-    if (PyObject_SetAttr(self->hint, str_leaf, Py_None) < 0)
-        goto done;
-    if (!found && count_insert(self, path) < 0)
-        goto done;
-    result = 1;
+    if ((result = around_write(self, &leaf)) == 1
+            && count_change(self, PyTuple_GET_ITEM(leaf.walked, 0), -1) < 0)
+        result = -1;
 done:
-    if (bytes != small)
-        PyMem_Free(bytes);
-    Py_XDECREF(over);
-    Py_XDECREF(leaves);
-    Py_XDECREF(inner);
-    Py_XDECREF(inner_of);
-    Py_XDECREF(shape);
-    Py_XDECREF(root);
-    Py_XDECREF(height);
-    Py_XDECREF(levels);
-    Py_XDECREF(walked);
-    Py_XDECREF(entries);
-    Py_XDECREF(page);
-    Py_XDECREF(old_size);
-    Py_XDECREF(stored);
+    around_close(&leaf);
     return result;
+}
+
+/* Whether a key of the key type is one the fast paths take: an int in int64's range, or any str
+ * or bytes; -1 with an exception. */
+static int
+key_in_range(PyObject *key)
+{
+    if (!PyLong_CheckExact(key))
+        return 1;
+    int overflow;
+    long long word = PyLong_AsLongLongAndOverflow(key, &overflow);
+    if (word == -1 && PyErr_Occurred())
+        return -1;
+    return !overflow;
 }
 
 /* m[key] = value, and del m[key] (value NULL): in the hint's leaf when that is all it takes, else
@@ -758,6 +1029,26 @@ static int
 slots_ass_subscript(TreeSlots *self, PyObject *key, PyObject *value)
 {
     if (value == NULL) {
+        int deleted = 0;
+        int in_range = self->nodes != NULL && (PyObject *)Py_TYPE(key) == self->key_type
+            ? key_in_range(key) : 0;
+        if (in_range < 0)
+            return -1;
+        if (in_range) {
+            PyObject *release = take_lock(self);
+            if (release == NULL)
+                return -1;
+            if (self->nodes != NULL) { /* still attached once the lock was taken */
+                Held held;
+                hold(self, &held);
+                deleted = delete_around(&held, key);
+                unhold(&held);
+            }
+            if (give_lock(release) < 0)
+                return -1;
+            if (deleted != 0)
+                return deleted < 0 ? -1 : 0;
+        }
         PyObject *args[] = {(PyObject *)self, key};
         PyObject *done = PyObject_VectorcallMethod(str_delete_item, args,
                                                    2 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
@@ -767,24 +1058,20 @@ slots_ass_subscript(TreeSlots *self, PyObject *key, PyObject *value)
     int stored = 0;
     if (self->tree != NULL && (PyObject *)Py_TYPE(key) == self->key_type
             && is_scalar(self->stored_types, value)) {
-        int in_range = 1;
-        if (PyLong_CheckExact(key)) {
-            int overflow;
-            long long word = PyLong_AsLongLongAndOverflow(key, &overflow);
-            if (word == -1 && PyErr_Occurred())
-                return -1;
-            in_range = !overflow;
-        }
+        int in_range = key_in_range(key);
+        if (in_range < 0)
+            return -1;
         if (in_range) {
             PyObject *release = take_lock(self);
             if (release == NULL)
                 return -1;
             if (self->tree != NULL) { /* still attached once the lock was taken */
-                PyObject *tree = Py_NewRef(self->tree);
-                stored = store_in_hint(self, key, value);
-                if (stored == 0 && self->nodes != NULL)
-                    stored = store_around(self, key, value);
-                Py_DECREF(tree);
+                Held held;
+                hold(self, &held);
+                stored = store_in_hint(&held, key, value);
+                if (stored == 0 && held.nodes != NULL)
+                    stored = store_around(&held, key, value);
+                unhold(&held);
             }
             if (give_lock(release) < 0)
                 return -1;
@@ -985,12 +1272,14 @@ add_slots_type(PyObject *module)
     static const char *names[] = {"_lookup", "_put_item", "_delete_item", "leaf", "lo", "hi", "path",
                                   "keys", "values", "counts", "dirty", "n_entries", "mods",
                                   "capacity", "_shape", "root", "height", "_leaves", "_inner",
-                                  "inner", "rewrite", "children", "recid", "forget"};
+                                  "inner", "rewrite", "children", "recid", "forget", "reserve",
+                                  "release", "with_nodes", "leaves", "shape"};
     PyObject **slots[] = {&str_lookup, &str_put_item, &str_delete_item, &str_leaf, &str_lo, &str_hi,
                           &str_path, &str_keys, &str_values, &str_counts, &str_dirty,
                           &str_n_entries, &str_mods, &str_capacity, &str_shape, &str_root,
                           &str_height, &str_leaves, &str_inner_nodes, &str_inner, &str_rewrite,
-                          &str_children, &str_recid, &str_forget};
+                          &str_children, &str_recid, &str_forget, &str_reserve, &str_release,
+                          &str_with_nodes, &str_leaves_name, &str_public_shape};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (*slots[i] == NULL && (*slots[i] = PyUnicode_InternFromString(names[i])) == NULL)
             return -1;
