@@ -27,7 +27,7 @@ python -m pytest -q -p no:cacheprovider -p no:xdist --capture=sys \
     tests/offheap/test_hashmap_bulk.py tests/offheap/test_hashmap_threads.py tests/offheap/test_hashset.py \
     tests/offheap/test_treemap_descent.py tests/offheap/test_treemap_forms.py \
     tests/offheap/test_treemap_positions.py tests/offheap/test_treemap_slots.py tests/offheap/test_treemap_ranges.py tests/offheap/test_treemap_threads.py \
-    tests/offheap/test_treemap_walk.py tests/offheap/test_hashmap_keyslots.py \
+    tests/offheap/test_treemap_walk.py tests/offheap/test_treemap_writearound.py tests/offheap/test_hashmap_keyslots.py \
     tests/offheap/test_keyed_core.py tests/offheap/test_keyed_hashmap.py tests/offheap/test_mapping_protocol.py \
     tests/offheap/test_page_codec.py tests/offheap/test_pages.py tests/sparkey/test_reader.py tests/sparkey/test_compiled_writer.py \
     tests/sparkey/test_golden_read.py tests/sparkey/test_golden_write.py \

@@ -129,8 +129,8 @@ class WriteAround:
         cache = self._cache
         cache.changed(changed)
         touched = changed + created
-        around = [node for node in touched
-                  if isinstance(node, Leaf) and cache.cached_leaf(node.recid) is not node]
+        around: list[Node] = [node for node in touched
+                              if isinstance(node, Leaf) and cache.cached_leaf(node.recid) is not node]
         for node in touched:
             node.dirty = True  # a leaf written around is clean again once written
         try:
