@@ -16,14 +16,15 @@ HASHMAP_SOURCES = ["offheap/hashmap/_core.c"] + [f"offheap/hashmap/csrc/{name}.c
 SPARKEY_SOURCES = ["sparkey/_native.c"] + [f"sparkey/csrc/{name}.c" for name in (
     "arguments", "cutting", "lookups", "murmur", "entries", "scans", "slots", "table")]
 PAGES_SOURCES = ["offheap/treemap/_pages.c"] + [f"offheap/treemap/csrc/{name}.c" for name in (
-    "stream", "strings", "descent", "forms", "slots", "ranges", "walk")]
+    "stream", "strings", "descent", "forms", "slots", "around", "ranges", "walk")]
 
 setup(
     ext_modules=[
         Extension("offheap.hashmap._core", HASHMAP_SOURCES, depends=["offheap/hashmap/csrc/core.h", "offheap/hashmap/csrc/build.h",
                                                                     "offheap/hashmap/csrc/siphash.h"],
                   extra_compile_args=FLAGS),
-        Extension("offheap.treemap._pages", PAGES_SOURCES, depends=["offheap/treemap/csrc/pages.h"],
+        Extension("offheap.treemap._pages", PAGES_SOURCES, depends=["offheap/treemap/csrc/pages.h",
+                                                                       "offheap/treemap/csrc/slots.h"],
                   extra_compile_args=FLAGS),
         Extension("sparkey._native", SPARKEY_SOURCES, depends=["sparkey/csrc/native.h"],
                   extra_compile_args=FLAGS),

@@ -311,7 +311,7 @@ PyDoc_STRVAR(encode_leaf_doc,
 "The raw leaf page (flags 00, varint count, body) of the non-empty lists keys and values of\n"
 "equal length, as offheap.treemap.page writes it; None when the reference must encode it.");
 
-PyObject *
+static PyObject *
 encode_leaf_page(PyObject *keys, PyObject *values, int key_kind, int value_kind)
 {
     Py_ssize_t count = PyList_GET_SIZE(keys);
@@ -328,6 +328,27 @@ encode_leaf_page(PyObject *keys, PyObject *values, int key_kind, int value_kind)
         : write_keys(&writer, PySequence_Fast_ITEMS(keys), count, key_kind, scratch);
     if (status == 0)
         status = write_values(&writer, PySequence_Fast_ITEMS(values), count, value_kind, scratch);
+    PyMem_Free(scratch);
+    if (status == 0)
+        return writer_finish(&writer);
+    writer_free(&writer);
+    if (status < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+PyObject *
+encode_int64_leaf_page(const uint64_t *keys, Py_ssize_t count, PyObject **values, int value_kind)
+{
+    uint64_t *scratch = new_scratch(count);
+    if (scratch == NULL)
+        return NULL;
+    memcpy(scratch, keys, (size_t)count * sizeof(uint64_t));  /* write_int64_keys shifts them */
+    PageWriter writer = {0};
+    int status = (write_byte(&writer, 0) < 0 || write_varint(&writer, (uint64_t)count) < 0) ? -1
+        : write_int64_keys(&writer, scratch, count);
+    if (status == 0)
+        status = write_values(&writer, values, count, value_kind, scratch);
     PyMem_Free(scratch);
     if (status == 0)
         return writer_finish(&writer);

@@ -186,10 +186,12 @@ PyObject *descent_lookup(PyObject *descent, PyObject *key, PyObject *dflt);
  * one or one outside its segment). (descent.c) */
 int copy_record_page(PyObject *store, PyObject *recid, uint8_t *small, Py_ssize_t small_size,
                      uint8_t **page, Py_ssize_t *size);
-/* The raw leaf page (flags 00, varint count, body) of the non-empty lists `keys` and `values`
- * of equal length, as _pages.encode_leaf writes it: a new bytes object, Py_None (a new
- * reference) when the reference must encode it, NULL with an exception. (_pages.c) */
-PyObject *encode_leaf_page(PyObject *keys, PyObject *values, int key_kind, int value_kind);
+/* The raw leaf page (flags 00, varint count, body) of `count` >= 1 int64 keys given as words
+ * (ascending) and their `count` values, as _pages.encode_leaf writes it: a new bytes object,
+ * Py_None (a new reference) when the reference must encode it, NULL with an exception.
+ * (_pages.c) */
+PyObject *encode_int64_leaf_page(const uint64_t *keys, Py_ssize_t count, PyObject **values,
+                                 int value_kind);
 
 /* walk(inner_nodes, inner_of, root, levels, key) (walk.c): the inner levels of a change's
  * descent, as (path, lo, hi, leaf recid); METH_FASTCALL. */

@@ -1,0 +1,677 @@
+/* Stores and deletes of int64 TreeMaps written around the node cache, in C (layer 6): the twin
+ * of offheap/treemap/writearound.py for the cases that need no Python, reached from the item
+ * slots (slots.c) with the map's lock held.
+ *
+ * When. As WriteAround.takes decides (NodeCache.would_evict_dirty): the change's leaf is not
+ * cached, the cache's leaves are at capacity and the least recently used one is dirty. The
+ * descent is Tree.put's (_pages.walk: the same path of the same Inner objects, the same LRU
+ * moves), so the two paths read, decide and write alike.
+ *
+ * What. The leaf's raw page is copied out of the store and decoded into 64-bit key words and a
+ * list of values (no int object per key); then
+ *   - an overwrite, an insert into a leaf with room, a delete that leaves the leaf at least
+ *     min_entries (node_size // 4, at least 1) full: the page is encoded and stored;
+ *   - an insert into a full leaf: evened out with a sibling that has two free slots or more and
+ *     is not cached either (Rebalancer._insert_via_sibling), else a split when the parent has
+ *     room (Rebalancer._split_insert), cut where the reference cuts;
+ * and only once every page is stored do the inner nodes take the change (entry counts along the
+ * path, a new separator, a new child) and the tree its counts (n_entries, mods, the shape's
+ * leaves). Everything else returns 0 with nothing changed, and the slot calls the map's Python
+ * method, whose WriteAround does the same steps in Python: a key that is absent from the leaf
+ * of a delete, a delete that underflows, a cached sibling, a parent that splits too, pages the
+ * codec declines.
+ *
+ * Failure atomicity. A page is stored by NodeStore.rewrite (RecordStore.update, which allocates
+ * before it changes anything). When the second page of a change fails, the first gets its old
+ * page back (into the chunk its write released: no allocation) and a record reserved for a
+ * split is released, so a CapacityError or a full disk leaves the map as it was, as
+ * NodeWriter.write_through and WriteAround.commit leave it.
+ *
+ * Bytes. The pages are page.encode_leaf's, written in the reference's order (the changed leaf,
+ * then the sibling or the new leaf), so both paths leave the same records and the same file.
+ * Thread safety: the caller holds the map's lock and the references in Held for the call.
+ */
+#include "pages.h"
+#include "slots.h"
+
+enum { SMALL_WORDS = 130, SMALL_PAGE = 2048 };
+
+static PyObject *str_over_capacity, *str_capacity, *str_shape, *str_public_shape, *str_root,
+    *str_height, *str_leaves, *str_inner_nodes, *str_inner, *str_rewrite, *str_reserve,
+    *str_release, *str_with_nodes, *str_leaves_name, *str_keys, *str_children, *str_counts,
+    *str_recid, *str_forget, *str_dirty, *str_leaf;
+
+int
+init_around(void)
+{
+    static const char *names[] = {"over_capacity", "capacity", "_shape", "shape", "root",
+                                  "height", "_leaves", "_inner", "inner", "rewrite", "reserve",
+                                  "release", "with_nodes", "leaves", "keys", "children", "counts",
+                                  "recid", "forget", "dirty", "leaf"};
+    PyObject **slots[] = {&str_over_capacity, &str_capacity, &str_shape, &str_public_shape,
+                          &str_root, &str_height, &str_leaves, &str_inner_nodes, &str_inner,
+                          &str_rewrite, &str_reserve, &str_release, &str_with_nodes,
+                          &str_leaves_name, &str_keys, &str_children, &str_counts, &str_recid,
+                          &str_forget, &str_dirty, &str_leaf};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (*slots[i] == NULL && (*slots[i] = PyUnicode_InternFromString(names[i])) == NULL)
+            return -1;
+    return 0;
+}
+
+/* -- one leaf, decoded -------------------------------------------------------------------------- */
+
+/* A leaf the cache does not hold, decoded for one change: key words with room for one more,
+ * and a new list of values. */
+typedef struct {
+    PyObject *recid;       /* borrowed from `walked` or the parent's children */
+    PyObject *values;      /* new list */
+    uint64_t *keys;        /* small_keys, or PyMem */
+    Py_ssize_t count;
+    uint8_t *page;         /* the page as it was: small_page, or PyMem */
+    Py_ssize_t size;
+    uint64_t small_keys[SMALL_WORDS];
+    uint8_t small_page[SMALL_PAGE];
+} Decoded;
+
+static void
+decoded_init(Decoded *leaf)
+{
+    leaf->recid = leaf->values = NULL;
+    leaf->keys = NULL;
+    leaf->page = NULL;
+    leaf->count = 0;
+}
+
+static void
+decoded_close(Decoded *leaf)
+{
+    Py_CLEAR(leaf->values);
+    if (leaf->keys != leaf->small_keys)
+        PyMem_Free(leaf->keys);
+    if (leaf->page != leaf->small_page)
+        PyMem_Free(leaf->page);
+    leaf->keys = NULL;
+    leaf->page = NULL;
+}
+
+/* Copy and decode the raw leaf page of record `recid` (borrowed) into `leaf`: 1, 0 when the
+ * reference must read it (a compressed page, an empty one, a declined value column), -1 with an
+ * exception. */
+static int
+decoded_read(const Held *self, PyObject *recid, Decoded *leaf)
+{
+    leaf->recid = recid;
+    int status = copy_record_page(self->store, recid, leaf->small_page, SMALL_PAGE, &leaf->page,
+                                  &leaf->size);
+    if (status != 0)
+        return status < 0 ? -1 : 0;
+    PageReader reader = {leaf->page, leaf->size, 1};
+    uint64_t count;
+    if (read_varint(&reader, &count) < 0)
+        return -1;
+    if (count == 0 || count > PAGE_MAX_ENTRIES)  /* only a root is empty; the reference reads it */
+        return 0;
+    leaf->count = (Py_ssize_t)count;
+    /* room for one more key, and as many words again for the value column's scratch */
+    size_t words = 2 * (size_t)count + 2;
+    leaf->keys = words <= SMALL_WORDS ? leaf->small_keys : PyMem_Malloc(words * sizeof(uint64_t));
+    if (leaf->keys == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (read_int64_key_words(&reader, leaf->count, leaf->keys) < 0)
+        return -1;
+    leaf->values = read_values(&reader, leaf->count, self->value_kind,
+                               leaf->keys + leaf->count + 1);
+    if (leaf->values == NULL)
+        return -1;
+    return leaf->values != Py_None;
+}
+
+/* bisect_left of `key` in the leaf's keys (in *at): 1 when it is there, else 0. */
+static int
+decoded_find(const Decoded *leaf, int64_t key, Py_ssize_t *at)
+{
+    Py_ssize_t low = 0, high = leaf->count;
+    while (low < high) {
+        Py_ssize_t mid = low + (high - low) / 2;
+        if ((int64_t)leaf->keys[mid] < key)
+            low = mid + 1;
+        else
+            high = mid;
+    }
+    *at = low;
+    return low < leaf->count && (int64_t)leaf->keys[low] == key;
+}
+
+/* The raw page of keys[start:stop] and values[start:stop] (values a list of the leaf's length):
+ * a new bytes object, Py_None when the codec declines it, NULL with an exception. */
+static PyObject *
+encode_part(const Held *self, const uint64_t *keys, PyObject *values, Py_ssize_t start,
+            Py_ssize_t stop)
+{
+    return encode_int64_leaf_page(keys + start, stop - start,
+                                  PySequence_Fast_ITEMS(values) + start, self->value_kind);
+}
+
+/* -- the steps every change shares --------------------------------------------------------------- */
+
+/* Store `page` as leaf record `recid` (NodeStore.rewrite), whose raw page had `old_size` bytes;
+ * 0, or -1 with an exception and nothing changed. */
+static int
+rewrite_leaf(const Held *self, PyObject *recid, PyObject *page, Py_ssize_t old_size)
+{
+    PyObject *size = PyLong_FromSsize_t(old_size);
+    if (size == NULL)
+        return -1;
+    PyObject *args[] = {self->nodes, recid, page, size};
+    PyObject *done = PyObject_VectorcallMethod(str_rewrite, args, 4 | PY_VECTORCALL_ARGUMENTS_OFFSET,
+                                               NULL);
+    Py_DECREF(size);
+    Py_XDECREF(done);
+    return done == NULL ? -1 : 0;
+}
+
+/* Store two pages, the first as record `first` (raw page of `first_size` bytes before, whose old
+ * bytes are `first_old`), then the second as `second` (`second_size` before); when the second
+ * fails, the first gets its old page back and the second's error is raised. 0, or -1 with
+ * nothing changed. */
+static int
+rewrite_two(const Held *self, PyObject *first, PyObject *first_page, const Decoded *first_old,
+            PyObject *second, PyObject *second_page, Py_ssize_t second_size)
+{
+    if (rewrite_leaf(self, first, first_page, first_old->size) < 0)
+        return -1;
+    if (rewrite_leaf(self, second, second_page, second_size) == 0)
+        return 0;
+    PyObject *type, *error, *trace;
+    PyErr_Fetch(&type, &error, &trace);
+    PyObject *old = PyBytes_FromStringAndSize((const char *)first_old->page, first_old->size);
+    if (old == NULL || rewrite_leaf(self, first, old, PyBytes_GET_SIZE(first_page)) < 0)
+        PyErr_Clear();  /* the first error is the one to report */
+    Py_XDECREF(old);
+    PyErr_Restore(type, error, trace);
+    return -1;
+}
+
+/* Whether the change of leaf `recid`, not cached, goes around the cache: the cache's `leaves`
+ * are at capacity and the least recently used one is dirty. 1 yes, 0 no, -1 with an exception. */
+static int
+goes_around(const Held *self, PyObject *leaves, PyObject *recid)
+{
+    PyObject *capacity = PyObject_GetAttr(self->cache, str_capacity);
+    Py_ssize_t limit = capacity == NULL ? -1 : PyLong_AsSsize_t(capacity);
+    Py_XDECREF(capacity);
+    if (limit == -1 && PyErr_Occurred())
+        return -1;
+    if (PyDict_GET_SIZE(leaves) < limit)
+        return 0;
+    int cached = PyDict_Contains(leaves, recid);
+    if (cached != 0)
+        return cached < 0 ? -1 : 0;
+    PyObject *order = PyObject_GetIter(leaves);  /* least recently used first */
+    PyObject *oldest = order == NULL ? NULL : PyIter_Next(order);
+    Py_XDECREF(order);
+    if (oldest == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    PyObject *node = PyDict_GetItemWithError(leaves, oldest);  /* borrowed */
+    Py_DECREF(oldest);
+    if (node == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    PyObject *dirty = PyObject_GetAttr(node, str_dirty);
+    int truth = dirty == NULL ? -1 : PyObject_IsTrue(dirty);
+    Py_XDECREF(dirty);
+    return truth;
+}
+
+/* The separator page.separator puts between int64 keys left_max < right_min: the one in
+ * (left_max, right_min] with the most trailing zero bits. */
+static int64_t
+separator_between(int64_t left_max, int64_t right_min)
+{
+    uint64_t gap = (uint64_t)right_min - (uint64_t)left_max;
+    for (int bits = 64 - __builtin_clzll(gap); bits >= 0; bits--) {
+        if (bits == 64) {  /* Python's (right_min >> 64) << 64: 0, or -2**64 below every key */
+            if (right_min >= 0 && left_max < 0)
+                return 0;
+            continue;
+        }
+        int64_t candidate = (int64_t)((uint64_t)(right_min >> bits) << bits);
+        if (candidate > left_max)
+            return candidate;
+    }
+    return right_min;
+}
+
+/* The parent at the end of `path` (borrowed) and the child index there, with new references to
+ * its three lists, checked to agree; 0, or -1 with an exception. */
+typedef struct {
+    PyObject *node, *separators, *children, *counts;
+    Py_ssize_t child;
+} Parent;
+
+static int
+parent_open(PyObject *path, Parent *parent)
+{
+    parent->separators = parent->children = parent->counts = NULL;
+    PyObject *step = PyList_GET_ITEM(path, PyList_GET_SIZE(path) - 1);
+    if (!PyTuple_Check(step) || PyTuple_GET_SIZE(step) != 2) {
+        PyErr_SetString(PyExc_TypeError, "a TreeMap path holds (node, index) pairs");
+        return -1;
+    }
+    parent->node = PyTuple_GET_ITEM(step, 0);
+    parent->child = PyLong_AsSsize_t(PyTuple_GET_ITEM(step, 1));
+    if (parent->child == -1 && PyErr_Occurred())
+        return -1;
+    if ((parent->separators = node_list(parent->node, str_keys)) == NULL
+            || (parent->children = node_list(parent->node, str_children)) == NULL
+            || (parent->counts = node_list(parent->node, str_counts)) == NULL)
+        return -1;
+    Py_ssize_t n = PyList_GET_SIZE(parent->children);
+    if (parent->child < 0 || parent->child >= n || PyList_GET_SIZE(parent->counts) != n
+            || PyList_GET_SIZE(parent->separators) != n - 1)
+        return page_corrupt("a TreeMap path names a child its node lacks");
+    return 0;
+}
+
+static void
+parent_close(Parent *parent)
+{
+    Py_CLEAR(parent->separators);
+    Py_CLEAR(parent->children);
+    Py_CLEAR(parent->counts);
+}
+
+/* Set list[at] to the int `number`. */
+static int
+set_number(PyObject *list, Py_ssize_t at, Py_ssize_t number)
+{
+    PyObject *item = PyLong_FromSsize_t(number);
+    return item == NULL ? -1 : PyList_SetItem(list, at, item);
+}
+
+/* Drop the compiled descent's form of the parent, whose separators changed, and make the hint
+ * name no leaf (as after the reference's descent). */
+static int
+forget_parent(const Held *self, const Parent *parent)
+{
+    PyObject *recid = PyObject_GetAttr(parent->node, str_recid);
+    PyObject *done = recid == NULL ? NULL
+        : PyObject_CallMethodOneArg(self->descent, str_forget, recid);
+    Py_XDECREF(recid);
+    Py_XDECREF(done);
+    return done == NULL || PyObject_SetAttr(self->hint, str_leaf, Py_None) < 0 ? -1 : 0;
+}
+
+/* -- structural changes ------------------------------------------------------------------------- */
+
+/* Insert key -> value at `at` of the full `leaf` by evening it out with a sibling that has two
+ * free slots or more and is not cached (Rebalancer._insert_via_sibling): 1 done, 2 when neither
+ * sibling has room (a split follows), 0 not this case, -1 with an exception (nothing changed). */
+static int
+shift_into_sibling(const Held *self, PyObject *leaves, PyObject *path, Decoded *leaf,
+                   Py_ssize_t at, int64_t key, PyObject *value)
+{
+    Py_ssize_t size = self->node_size;
+    if (PyList_GET_SIZE(path) == 0 || at == 0 || at >= size)
+        return 0;
+    Parent parent;
+    Decoded sibling;
+    decoded_init(&sibling);
+    int result = -1;
+    PyObject *values = NULL, *left_page = NULL, *right_page = NULL;
+    uint64_t small[2 * SMALL_WORDS], *keys = NULL;
+    Py_ssize_t si = -1;
+    if (parent_open(path, &parent) < 0)
+        goto done;
+    Py_ssize_t ci = parent.child, n_children = PyList_GET_SIZE(parent.children);
+    for (int side = 0; side < 2 && si < 0; side++) {
+        Py_ssize_t candidate = side == 0 ? ci - 1 : ci + 1;
+        if (candidate < 0 || candidate >= n_children)
+            continue;
+        Py_ssize_t count = PyLong_AsSsize_t(PyList_GET_ITEM(parent.counts, candidate));
+        if (count == -1 && PyErr_Occurred())
+            goto done;
+        if (count > size - 2)  /* full by its count: passed over unread, as the reference does */
+            continue;
+        PyObject *candidate_id = PyList_GET_ITEM(parent.children, candidate);
+        int cached = PyDict_Contains(leaves, candidate_id);
+        if (cached != 0) {  /* cached: the reference evens it out in the cache */
+            result = cached < 0 ? -1 : 0;
+            goto done;
+        }
+        decoded_close(&sibling);
+        decoded_init(&sibling);
+        int read = decoded_read(self, candidate_id, &sibling);
+        if (read != 1) {
+            result = read;
+            goto done;
+        }
+        if (sibling.count <= size - 2)
+            si = candidate;
+    }
+    if (si < 0) {
+        result = 2;
+        goto done;
+    }
+    /* the entries of both, in key order, with the new one: left's, then right's */
+    Decoded *left = si < ci ? &sibling : leaf, *right = si < ci ? leaf : &sibling;
+    Py_ssize_t total = left->count + right->count + 1, half = total / 2;
+    Py_ssize_t inserted = si < ci ? left->count + at : at;  /* the new entry's place */
+    keys = (size_t)total <= sizeof small / sizeof small[0] ? small
+        : PyMem_Malloc((size_t)total * sizeof(uint64_t));
+    if (keys == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if ((values = PySequence_Concat(left->values, right->values)) == NULL
+            || PyList_Insert(values, inserted, value) < 0)
+        goto done;
+    memcpy(keys, left->keys, (size_t)left->count * sizeof(uint64_t));
+    memcpy(keys + left->count, right->keys, (size_t)right->count * sizeof(uint64_t));
+    memmove(keys + inserted + 1, keys + inserted, (size_t)(total - 1 - inserted) * sizeof(uint64_t));
+    keys[inserted] = (uint64_t)key;
+    /* the leaf keeps the half on its side of the sibling, as redistribute leaves them */
+    if ((left_page = encode_part(self, keys, values, 0, half)) == NULL
+            || (right_page = left_page == Py_None ? Py_NewRef(Py_None)
+                : encode_part(self, keys, values, half, total)) == NULL)
+        goto done;
+    if (left_page == Py_None || right_page == Py_None) {
+        result = 0;
+        goto done;
+    }
+    PyObject *leaf_page = si < ci ? right_page : left_page;
+    PyObject *sibling_page = si < ci ? left_page : right_page;
+    if (rewrite_two(self, leaf->recid, leaf_page, leaf, sibling.recid, sibling_page,
+                    sibling.size) < 0)
+        goto done;
+    /* both leaves are stored: what follows only fails on a damaged tree or without memory */
+    PyObject *separator = PyLong_FromLongLong(separator_between((int64_t)keys[half - 1],
+                                                                (int64_t)keys[half]));
+    if (separator == NULL
+            || PyList_SetItem(parent.separators, si < ci ? si : ci, separator) < 0
+            || count_change(self, path, 1) < 0
+            || set_number(parent.counts, ci, si < ci ? total - half : half) < 0
+            || set_number(parent.counts, si, si < ci ? half : total - half) < 0
+            || forget_parent(self, &parent) < 0)
+        goto done;
+    result = 1;
+done:
+    if (keys != small)
+        PyMem_Free(keys);
+    Py_XDECREF(values);
+    Py_XDECREF(left_page);
+    Py_XDECREF(right_page);
+    decoded_close(&sibling);
+    parent_close(&parent);
+    return result;
+}
+
+/* Release a record reserved for a split that did not happen; the error set (if any) stays. */
+static void
+release_reserved(const Held *self, PyObject *reserved)
+{
+    PyObject *type, *error, *trace;
+    PyErr_Fetch(&type, &error, &trace);
+    PyObject *args[] = {self->nodes, reserved};
+    PyObject *released = PyObject_VectorcallMethod(str_release, args,
+                                                   2 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    Py_XDECREF(released);
+    if (type != NULL) {
+        PyErr_Clear();
+        PyErr_Restore(type, error, trace);
+    }
+}
+
+/* The tree's shape with one more leaf (TreeShape.with_nodes(leaves=1)), set as Tree.shape. */
+static int
+count_new_leaf(const Held *self)
+{
+    PyObject *shape = PyObject_GetAttr(self->tree, str_shape);
+    PyObject *one = shape == NULL ? NULL : PyLong_FromLong(1);
+    PyObject *names = one == NULL ? NULL : PyTuple_Pack(1, str_leaves_name);
+    PyObject *args[] = {shape, one};
+    PyObject *grown = names == NULL ? NULL
+        : PyObject_VectorcallMethod(str_with_nodes, args, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET,
+                                    names);
+    int status = grown == NULL ? -1 : PyObject_SetAttr(self->tree, str_public_shape, grown);
+    Py_XDECREF(shape);
+    Py_XDECREF(one);
+    Py_XDECREF(names);
+    Py_XDECREF(grown);
+    return status;
+}
+
+/* Insert key -> value at `at` of the full `leaf` by splitting it when its parent has room
+ * (Rebalancer._split_insert): 1 done, 0 not this case, -1 with an exception (nothing changed). */
+static int
+split_around(const Held *self, PyObject *path, Decoded *leaf, Py_ssize_t at, int64_t key,
+             PyObject *value)
+{
+    Py_ssize_t size = self->node_size;
+    if (PyList_GET_SIZE(path) == 0)  /* the root splits: a new root, the reference's */
+        return 0;
+    Parent parent;
+    int result = -1;
+    PyObject *reserved = NULL, *left_page = NULL, *right_page = NULL;
+    if (parent_open(path, &parent) < 0)
+        goto done;
+    Py_ssize_t ci = parent.child;
+    if (PyList_GET_SIZE(parent.children) >= size) {  /* the parent splits too */
+        result = 0;
+        goto done;
+    }
+    PyObject *one = PyLong_FromLong(1);
+    PyObject *reserve_args[] = {self->nodes, one};
+    reserved = one == NULL ? NULL
+        : PyObject_VectorcallMethod(str_reserve, reserve_args, 2 | PY_VECTORCALL_ARGUMENTS_OFFSET,
+                                    NULL);
+    Py_XDECREF(one);
+    if (reserved == NULL)
+        goto done;
+    if (!PyList_CheckExact(reserved) || PyList_GET_SIZE(reserved) != 1) {
+        PyErr_SetString(PyExc_TypeError, "NodeStore.reserve(1) gives a list of one record id");
+        goto release;
+    }
+    PyObject *right_id = PyList_GET_ITEM(reserved, 0);
+    /* the new entry in, then the cut: an append at the end keeps node_size entries on the
+     * left (ascending keys), an insert at the start one */
+    memmove(leaf->keys + at + 1, leaf->keys + at, (size_t)(leaf->count - at) * sizeof(uint64_t));
+    leaf->keys[at] = (uint64_t)key;
+    leaf->count++;
+    if (PyList_Insert(leaf->values, at, value) < 0)
+        goto release;
+    Py_ssize_t total = leaf->count, cut = at == size ? size : at == 0 ? 1 : (size + 1) / 2;
+    if ((left_page = encode_part(self, leaf->keys, leaf->values, 0, cut)) == NULL
+            || (right_page = left_page == Py_None ? Py_NewRef(Py_None)
+                : encode_part(self, leaf->keys, leaf->values, cut, total)) == NULL)
+        goto release;
+    if (left_page == Py_None || right_page == Py_None) {
+        result = 0;
+        goto release;
+    }
+    if (rewrite_two(self, leaf->recid, left_page, leaf, right_id, right_page, 0) < 0)
+        goto release;
+    /* both leaves are stored: what follows only fails on a damaged tree or without memory */
+    PyObject *separator = PyLong_FromLongLong(separator_between((int64_t)leaf->keys[cut - 1],
+                                                                (int64_t)leaf->keys[cut]));
+    int inserted = separator == NULL ? -1 : PyList_Insert(parent.separators, ci, separator);
+    Py_XDECREF(separator);
+    PyObject *right_count = inserted < 0 ? NULL : PyLong_FromSsize_t(total - cut);
+    inserted = right_count == NULL ? -1 : PyList_Insert(parent.counts, ci + 1, right_count);
+    Py_XDECREF(right_count);
+    if (inserted < 0 || PyList_Insert(parent.children, ci + 1, right_id) < 0
+            || count_change(self, path, 1) < 0 || set_number(parent.counts, ci, cut) < 0
+            || count_new_leaf(self) < 0 || forget_parent(self, &parent) < 0)
+        goto done;
+    result = 1;
+    goto done;
+release:
+    release_reserved(self, reserved);
+done:
+    Py_XDECREF(reserved);
+    Py_XDECREF(left_page);
+    Py_XDECREF(right_page);
+    parent_close(&parent);
+    return result;
+}
+
+/* -- the entry points ------------------------------------------------------------------------- */
+
+/* Walk to the leaf of `key` (an int in int64's range) as Tree.put and Tree.pop do and, when its
+ * change goes around the cache, decode it into `leaf`: 1; 0 when not (nothing changed), -1 with
+ * an exception. The path is in *walked (a new reference) whenever the walk ran. */
+static int
+around_open(const Held *self, PyObject *key, PyObject **walked, PyObject **leaves, Decoded *leaf)
+{
+    int result = -1, status;
+    PyObject *over = NULL, *inner = NULL, *inner_of = NULL, *shape = NULL, *root = NULL,
+             *height = NULL, *levels = NULL;
+    if ((over = PyObject_GetAttr(self->cache, str_over_capacity)) == NULL)
+        goto done;
+    if ((status = PyObject_IsTrue(over)) != 0) {  /* the Python path trims first */
+        result = status < 0 ? -1 : 0;
+        goto done;
+    }
+    if ((shape = PyObject_GetAttr(self->tree, str_shape)) == NULL
+            || (root = PyObject_GetAttr(shape, str_root)) == NULL
+            || (height = PyObject_GetAttr(shape, str_height)) == NULL)
+        goto done;
+    Py_ssize_t n_levels = PyLong_AsSsize_t(height) - 1;
+    if (n_levels == -2 && PyErr_Occurred())
+        goto done;
+    if (n_levels < 1) {  /* a single leaf: the root, which stays cached */
+        result = 0;
+        goto done;
+    }
+    if ((*leaves = PyObject_GetAttr(self->cache, str_leaves)) == NULL
+            || (inner = PyObject_GetAttr(self->cache, str_inner_nodes)) == NULL
+            || (inner_of = PyObject_GetAttr(self->cache, str_inner)) == NULL
+            || (levels = PyLong_FromSsize_t(n_levels)) == NULL)
+        goto done;
+    if (!PyDict_Check(*leaves)) {
+        PyErr_SetString(PyExc_TypeError, "the node cache's leaves are not a dict");
+        goto done;
+    }
+    PyObject *walk_args[] = {inner, inner_of, root, levels, key};
+    if ((*walked = walk(NULL, walk_args, 5)) == NULL)
+        goto done;
+    PyObject *recid = PyTuple_GET_ITEM(*walked, 3);
+    if ((status = goes_around(self, *leaves, recid)) != 1) {
+        result = status;
+        goto done;
+    }
+    result = decoded_read(self, recid, leaf);
+done:
+    Py_XDECREF(over);
+    Py_XDECREF(inner);
+    Py_XDECREF(inner_of);
+    Py_XDECREF(shape);
+    Py_XDECREF(root);
+    Py_XDECREF(height);
+    Py_XDECREF(levels);
+    return result;
+}
+
+/* Store the whole of `leaf` as its record, then make the hint name no leaf: 1, 0 when the codec
+ * declines the page (nothing changed), -1 with an exception (nothing changed). */
+static int
+around_write(const Held *self, Decoded *leaf)
+{
+    PyObject *page = encode_part(self, leaf->keys, leaf->values, 0, leaf->count);
+    if (page == NULL || page == Py_None) {
+        Py_XDECREF(page);
+        return page == NULL ? -1 : 0;
+    }
+    int status = rewrite_leaf(self, leaf->recid, page, leaf->size);
+    Py_DECREF(page);
+    if (status < 0 || PyObject_SetAttr(self->hint, str_leaf, Py_None) < 0)
+        return -1;
+    return 1;
+}
+
+/* Whether the tree's keys are int64 and `key` an int in its range (its value in *word). */
+static int
+int64_key(const Held *self, PyObject *key, int64_t *word)
+{
+    if (self->key_kind != 0 || !PyLong_CheckExact(key))
+        return 0;
+    int overflow;
+    *word = PyLong_AsLongLongAndOverflow(key, &overflow);
+    return !overflow;
+}
+
+int
+store_around(const Held *self, PyObject *key, PyObject *value)
+{
+    int64_t word;
+    if (!int64_key(self, key, &word))
+        return 0;
+    PyObject *walked = NULL, *leaves = NULL;
+    Decoded leaf;
+    decoded_init(&leaf);
+    int result = around_open(self, key, &walked, &leaves, &leaf);
+    if (result != 1)
+        goto done;
+    result = -1;
+    PyObject *path = PyTuple_GET_ITEM(walked, 0);
+    Py_ssize_t at;
+    int found = decoded_find(&leaf, word, &at);
+    if (found) {
+        if (PyList_SetItem(leaf.values, at, Py_NewRef(value)) < 0)
+            goto done;
+    }
+    else if (leaf.count >= self->node_size) {  /* full: a sibling takes some, or a split */
+        result = shift_into_sibling(self, leaves, path, &leaf, at, word, value);
+        if (result == 2)
+            result = split_around(self, path, &leaf, at, word, value);
+        goto done;
+    }
+    else {
+        if (PyList_Insert(leaf.values, at, value) < 0)
+            goto done;
+        memmove(leaf.keys + at + 1, leaf.keys + at, (size_t)(leaf.count - at) * sizeof(uint64_t));
+        leaf.keys[at] = (uint64_t)word;
+        leaf.count++;
+    }
+    if ((result = around_write(self, &leaf)) == 1 && !found && count_change(self, path, 1) < 0)
+        result = -1;
+done:
+    decoded_close(&leaf);
+    Py_XDECREF(walked);
+    Py_XDECREF(leaves);
+    return result;
+}
+
+int
+delete_around(const Held *self, PyObject *key)
+{
+    int64_t word;
+    if (!int64_key(self, key, &word))
+        return 0;
+    PyObject *walked = NULL, *leaves = NULL;
+    Decoded leaf;
+    decoded_init(&leaf);
+    int result = around_open(self, key, &walked, &leaves, &leaf);
+    if (result != 1)
+        goto done;
+    Py_ssize_t at, min_entries = self->node_size / 4 > 1 ? self->node_size / 4 : 1;
+    if (!decoded_find(&leaf, word, &at) || leaf.count - 1 < min_entries) {
+        result = 0;  /* absent, or an underflow: the reference */
+        goto done;
+    }
+    result = -1;
+    if (PySequence_DelItem(leaf.values, at) < 0)
+        goto done;
+    memmove(leaf.keys + at, leaf.keys + at + 1, (size_t)(leaf.count - at - 1) * sizeof(uint64_t));
+    leaf.count--;
+    if ((result = around_write(self, &leaf)) == 1
+            && count_change(self, PyTuple_GET_ITEM(walked, 0), -1) < 0)
+        result = -1;
+done:
+    decoded_close(&leaf);
+    Py_XDECREF(walked);
+    Py_XDECREF(leaves);
+    return result;
+}
