@@ -4,8 +4,9 @@
  *
  * When. As WriteAround.takes decides (NodeCache.would_evict_dirty): the change's leaf is not
  * cached, the cache's leaves are at capacity and the least recently used one is dirty. The
- * descent is Tree.put's (_pages.walk: the same path of the same Inner objects, the same LRU
- * moves), so the two paths read, decide and write alike.
+ * descent is Tree.put's, made on the Descent's compact inner forms (descent_walk: the same path
+ * of the same Inner objects, the same LRU moves as _pages.walk), so the two paths read, decide
+ * and write alike.
  *
  * What. The leaf's raw page is copied out of the store and decoded into 64-bit key words and a
  * list of values (no int object per key); then
@@ -36,22 +37,20 @@
 
 enum { SMALL_WORDS = 130, SMALL_PAGE = 2048 };
 
-static PyObject *str_over_capacity, *str_capacity, *str_shape, *str_public_shape, *str_root,
-    *str_height, *str_leaves, *str_inner_nodes, *str_inner, *str_rewrite, *str_reserve,
-    *str_release, *str_with_nodes, *str_leaves_name, *str_keys, *str_children, *str_counts,
-    *str_recid, *str_forget, *str_dirty, *str_leaf, *str_raw_bytes, *str_stored_bytes;
+static PyObject *str_over_capacity, *str_capacity, *str_shape, *str_public_shape, *str_leaves,
+    *str_rewrite, *str_reserve, *str_release, *str_with_nodes, *str_leaves_name, *str_keys,
+    *str_children, *str_counts, *str_recid, *str_forget, *str_dirty, *str_leaf, *str_raw_bytes,
+    *str_stored_bytes;
 
 int
 init_around(void)
 {
-    static const char *names[] = {"over_capacity", "capacity", "_shape", "shape", "root",
-                                  "height", "_leaves", "_inner", "inner", "rewrite", "reserve",
-                                  "release", "with_nodes", "leaves", "keys", "children", "counts",
-                                  "recid", "forget", "dirty", "leaf", "raw_bytes",
-                                  "stored_bytes"};
+    static const char *names[] = {"over_capacity", "capacity", "_shape", "shape", "_leaves",
+                                  "rewrite", "reserve", "release", "with_nodes", "leaves", "keys",
+                                  "children", "counts", "recid", "forget", "dirty", "leaf",
+                                  "raw_bytes", "stored_bytes"};
     PyObject **slots[] = {&str_over_capacity, &str_capacity, &str_shape, &str_public_shape,
-                          &str_root, &str_height, &str_leaves, &str_inner_nodes, &str_inner,
-                          &str_rewrite, &str_reserve, &str_release, &str_with_nodes,
+                          &str_leaves, &str_rewrite, &str_reserve, &str_release, &str_with_nodes,
                           &str_leaves_name, &str_keys, &str_children, &str_counts, &str_recid,
                           &str_forget, &str_dirty, &str_leaf, &str_raw_bytes, &str_stored_bytes};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
@@ -154,6 +153,21 @@ encode_part(const Held *self, const uint64_t *keys, PyObject *values, Py_ssize_t
 {
     return encode_int64_leaf_page(keys + start, stop - start,
                                   PySequence_Fast_ITEMS(values) + start, self->value_kind);
+}
+
+/* The walk of a change: the (Inner, child) steps from the root and the leaf's record id. */
+typedef struct {
+    WalkStep steps[MAX_HEIGHT];
+    Py_ssize_t n;
+    PyObject *leaf;        /* the leaf's record id, a new reference (NULL before the walk) */
+} Walk;
+
+static void
+walk_close(Walk *walk)
+{
+    walk_steps_clear(walk->steps, walk->n);
+    walk->n = 0;
+    Py_CLEAR(walk->leaf);
 }
 
 /* -- the steps every change shares --------------------------------------------------------------- */
@@ -267,7 +281,7 @@ separator_between(int64_t left_max, int64_t right_min)
     return right_min;
 }
 
-/* The parent at the end of `path` (borrowed) and the child index there, with new references to
+/* The parent at the end of a walk (borrowed) and the child index there, with new references to
  * its three lists, checked to agree; 0, or -1 with an exception. */
 typedef struct {
     PyObject *node, *separators, *children, *counts;
@@ -275,18 +289,11 @@ typedef struct {
 } Parent;
 
 static int
-parent_open(PyObject *path, Parent *parent)
+parent_open(const Walk *walk, Parent *parent)
 {
     parent->separators = parent->children = parent->counts = NULL;
-    PyObject *step = PyList_GET_ITEM(path, PyList_GET_SIZE(path) - 1);
-    if (!PyTuple_Check(step) || PyTuple_GET_SIZE(step) != 2) {
-        PyErr_SetString(PyExc_TypeError, "a TreeMap path holds (node, index) pairs");
-        return -1;
-    }
-    parent->node = PyTuple_GET_ITEM(step, 0);
-    parent->child = PyLong_AsSsize_t(PyTuple_GET_ITEM(step, 1));
-    if (parent->child == -1 && PyErr_Occurred())
-        return -1;
+    parent->node = walk->steps[walk->n - 1].node;
+    parent->child = walk->steps[walk->n - 1].child;
     if ((parent->separators = node_list(parent->node, str_keys)) == NULL
             || (parent->children = node_list(parent->node, str_children)) == NULL
             || (parent->counts = node_list(parent->node, str_counts)) == NULL)
@@ -333,11 +340,11 @@ forget_parent(const Held *self, const Parent *parent)
  * free slots or more and is not cached (Rebalancer._insert_via_sibling): 1 done, 2 when neither
  * sibling has room (a split follows), 0 not this case, -1 with an exception (nothing changed). */
 static int
-shift_into_sibling(const Held *self, PyObject *leaves, PyObject *path, Decoded *leaf,
+shift_into_sibling(const Held *self, PyObject *leaves, const Walk *walk, Decoded *leaf,
                    Py_ssize_t at, int64_t key, PyObject *value)
 {
     Py_ssize_t size = self->node_size;
-    if (PyList_GET_SIZE(path) == 0 || at == 0 || at >= size)
+    if (walk->n == 0 || at == 0 || at >= size)
         return 0;
     Parent parent;
     Decoded sibling;
@@ -346,7 +353,7 @@ shift_into_sibling(const Held *self, PyObject *leaves, PyObject *path, Decoded *
     PyObject *values = NULL, *left_page = NULL, *right_page = NULL;
     uint64_t small[2 * SMALL_WORDS], *keys = NULL;
     Py_ssize_t si = -1;
-    if (parent_open(path, &parent) < 0)
+    if (parent_open(walk, &parent) < 0)
         goto done;
     Py_ssize_t ci = parent.child, n_children = PyList_GET_SIZE(parent.children);
     for (int side = 0; side < 2 && si < 0; side++) {
@@ -414,7 +421,7 @@ shift_into_sibling(const Held *self, PyObject *leaves, PyObject *path, Decoded *
                                                                 (int64_t)keys[half]));
     if (separator == NULL
             || PyList_SetItem(parent.separators, si < ci ? si : ci, separator) < 0
-            || count_change(self, path, 1) < 0
+            || count_steps(self, walk->steps, walk->n, 1) < 0
             || set_number(parent.counts, ci, si < ci ? total - half : half) < 0
             || set_number(parent.counts, si, si < ci ? half : total - half) < 0
             || forget_parent(self, &parent) < 0)
@@ -469,16 +476,16 @@ count_new_leaf(const Held *self)
 /* Insert key -> value at `at` of the full `leaf` by splitting it when its parent has room
  * (Rebalancer._split_insert): 1 done, 0 not this case, -1 with an exception (nothing changed). */
 static int
-split_around(const Held *self, PyObject *path, Decoded *leaf, Py_ssize_t at, int64_t key,
+split_around(const Held *self, const Walk *walk, Decoded *leaf, Py_ssize_t at, int64_t key,
              PyObject *value)
 {
     Py_ssize_t size = self->node_size;
-    if (PyList_GET_SIZE(path) == 0)  /* the root splits: a new root, the reference's */
+    if (walk->n == 0)  /* the root splits: a new root, the reference's */
         return 0;
     Parent parent;
     int result = -1;
     PyObject *reserved = NULL, *left_page = NULL, *right_page = NULL;
-    if (parent_open(path, &parent) < 0)
+    if (parent_open(walk, &parent) < 0)
         goto done;
     Py_ssize_t ci = parent.child;
     if (PyList_GET_SIZE(parent.children) >= size) {  /* the parent splits too */
@@ -525,7 +532,8 @@ split_around(const Held *self, PyObject *path, Decoded *leaf, Py_ssize_t at, int
     inserted = right_count == NULL ? -1 : PyList_Insert(parent.counts, ci + 1, right_count);
     Py_XDECREF(right_count);
     if (inserted < 0 || PyList_Insert(parent.children, ci + 1, right_id) < 0
-            || count_change(self, path, 1) < 0 || set_number(parent.counts, ci, cut) < 0
+            || count_steps(self, walk->steps, walk->n, 1) < 0
+            || set_number(parent.counts, ci, cut) < 0
             || count_new_leaf(self) < 0 || forget_parent(self, &parent) < 0)
         goto done;
     result = 1;
@@ -542,58 +550,36 @@ done:
 
 /* -- the entry points ------------------------------------------------------------------------- */
 
-/* Walk to the leaf of `key` (an int in int64's range) as Tree.put and Tree.pop do and, when its
- * change goes around the cache, decode it into `leaf`: 1; 0 when not (nothing changed), -1 with
- * an exception. The path is in *walked (a new reference) whenever the walk ran. */
+/* Walk to the leaf of `key` (an int in int64's range) as Tree.put and Tree.pop do
+ * (descent_walk) and, when its change goes around the cache, decode it into `leaf`: 1; 0 when
+ * not (nothing changed), -1 with an exception. The caller closes `walk` and `leaf` either way. */
 static int
-around_open(const Held *self, PyObject *key, PyObject **walked, PyObject **leaves, Decoded *leaf)
+around_open(const Held *self, PyObject *key, Walk *walk, PyObject **leaves, Decoded *leaf)
 {
     int result = -1, status;
-    PyObject *over = NULL, *inner = NULL, *inner_of = NULL, *shape = NULL, *root = NULL,
-             *height = NULL, *levels = NULL;
-    if ((over = PyObject_GetAttr(self->cache, str_over_capacity)) == NULL)
-        goto done;
-    if ((status = PyObject_IsTrue(over)) != 0) {  /* the Python path trims first */
-        result = status < 0 ? -1 : 0;
-        goto done;
-    }
-    if ((shape = PyObject_GetAttr(self->tree, str_shape)) == NULL
-            || (root = PyObject_GetAttr(shape, str_root)) == NULL
-            || (height = PyObject_GetAttr(shape, str_height)) == NULL)
-        goto done;
-    Py_ssize_t n_levels = PyLong_AsSsize_t(height) - 1;
-    if (n_levels == -2 && PyErr_Occurred())
-        goto done;
-    if (n_levels < 1) {  /* a single leaf: the root, which stays cached */
-        result = 0;
-        goto done;
-    }
-    if ((*leaves = PyObject_GetAttr(self->cache, str_leaves)) == NULL
-            || (inner = PyObject_GetAttr(self->cache, str_inner_nodes)) == NULL
-            || (inner_of = PyObject_GetAttr(self->cache, str_inner)) == NULL
-            || (levels = PyLong_FromSsize_t(n_levels)) == NULL)
-        goto done;
+    int64_t recid;
+    PyObject *over = PyObject_GetAttr(self->cache, str_over_capacity);
+    if (over == NULL)
+        return -1;
+    status = PyObject_IsTrue(over);
+    Py_DECREF(over);
+    if (status != 0)  /* the Python path trims first */
+        return status < 0 ? -1 : 0;
+    if ((*leaves = PyObject_GetAttr(self->cache, str_leaves)) == NULL)
+        return -1;
     if (!PyDict_Check(*leaves)) {
         PyErr_SetString(PyExc_TypeError, "the node cache's leaves are not a dict");
-        goto done;
+        return -1;
     }
-    PyObject *walk_args[] = {inner, inner_of, root, levels, key};
-    if ((*walked = walk(NULL, walk_args, 5)) == NULL)
-        goto done;
-    PyObject *recid = PyTuple_GET_ITEM(*walked, 3);
-    if ((status = goes_around(self, *leaves, recid)) != 1) {
-        result = status;
-        goto done;
-    }
-    result = decoded_read(self, recid, leaf);
-done:
-    Py_XDECREF(over);
-    Py_XDECREF(inner);
-    Py_XDECREF(inner_of);
-    Py_XDECREF(shape);
-    Py_XDECREF(root);
-    Py_XDECREF(height);
-    Py_XDECREF(levels);
+    if (descent_walk(self->descent, key, walk->steps, &walk->n, &recid) < 0)
+        return -1;
+    if (walk->n == 0)  /* a single leaf: the root, which stays cached */
+        return 0;
+    if ((walk->leaf = PyLong_FromLongLong(recid)) == NULL)
+        return -1;
+    if ((status = goes_around(self, *leaves, walk->leaf)) != 1)
+        return status;
+    result = decoded_read(self, walk->leaf, leaf);
     return result;
 }
 
@@ -631,14 +617,14 @@ store_around(const Held *self, PyObject *key, PyObject *value)
     int64_t word;
     if (!int64_key(self, key, &word))
         return 0;
-    PyObject *walked = NULL, *leaves = NULL;
+    PyObject *leaves = NULL;
+    Walk walk = {.n = 0, .leaf = NULL};
     Decoded leaf;
     decoded_init(&leaf);
-    int result = around_open(self, key, &walked, &leaves, &leaf);
+    int result = around_open(self, key, &walk, &leaves, &leaf);
     if (result != 1)
         goto done;
     result = -1;
-    PyObject *path = PyTuple_GET_ITEM(walked, 0);
     Py_ssize_t at;
     int found = decoded_find(&leaf, word, &at);
     if (found) {
@@ -646,9 +632,9 @@ store_around(const Held *self, PyObject *key, PyObject *value)
             goto done;
     }
     else if (leaf.count >= self->node_size) {  /* full: a sibling takes some, or a split */
-        result = shift_into_sibling(self, leaves, path, &leaf, at, word, value);
+        result = shift_into_sibling(self, leaves, &walk, &leaf, at, word, value);
         if (result == 2)
-            result = split_around(self, path, &leaf, at, word, value);
+            result = split_around(self, &walk, &leaf, at, word, value);
         goto done;
     }
     else {
@@ -658,11 +644,12 @@ store_around(const Held *self, PyObject *key, PyObject *value)
         leaf.keys[at] = (uint64_t)word;
         leaf.count++;
     }
-    if ((result = around_write(self, &leaf)) == 1 && !found && count_change(self, path, 1) < 0)
+    if ((result = around_write(self, &leaf)) == 1 && !found
+            && count_steps(self, walk.steps, walk.n, 1) < 0)
         result = -1;
 done:
     decoded_close(&leaf);
-    Py_XDECREF(walked);
+    walk_close(&walk);
     Py_XDECREF(leaves);
     return result;
 }
@@ -673,10 +660,11 @@ delete_around(const Held *self, PyObject *key)
     int64_t word;
     if (!int64_key(self, key, &word))
         return 0;
-    PyObject *walked = NULL, *leaves = NULL;
+    PyObject *leaves = NULL;
+    Walk walk = {.n = 0, .leaf = NULL};
     Decoded leaf;
     decoded_init(&leaf);
-    int result = around_open(self, key, &walked, &leaves, &leaf);
+    int result = around_open(self, key, &walk, &leaves, &leaf);
     if (result != 1)
         goto done;
     Py_ssize_t at, min_entries = self->node_size / 4 > 1 ? self->node_size / 4 : 1;
@@ -690,11 +678,11 @@ delete_around(const Held *self, PyObject *key)
     memmove(leaf.keys + at, leaf.keys + at + 1, (size_t)(leaf.count - at - 1) * sizeof(uint64_t));
     leaf.count--;
     if ((result = around_write(self, &leaf)) == 1
-            && count_change(self, PyTuple_GET_ITEM(walked, 0), -1) < 0)
+            && count_steps(self, walk.steps, walk.n, -1) < 0)
         result = -1;
 done:
     decoded_close(&leaf);
-    Py_XDECREF(walked);
+    walk_close(&walk);
     Py_XDECREF(leaves);
     return result;
 }

@@ -36,7 +36,6 @@
  */
 #include "pages.h"
 
-#define MAX_HEIGHT 64           /* far above any tree of 2^63 entries at node_size >= 4 */
 #define SMALL_PAGE_BYTES 2048   /* pages up to this size are copied onto the C stack */
 #define SMALL_LEAF_ENTRIES 256  /* int64 keys of leaves up to this size are decoded there */
 
@@ -60,7 +59,8 @@ typedef struct {
 static PyTypeObject descent_type;
 static int ready(Descent *self);
 
-static PyObject *str_keys, *str_values, *str_counts, *str_addr, *str_size, *str_views;
+static PyObject *str_keys, *str_values, *str_counts, *str_addr, *str_size, *str_views,
+    *str_move_to_end;
 
 /* -- inner nodes ----------------------------------------------------------------------------- */
 
@@ -729,6 +729,54 @@ descent_lookup(PyObject *descent, PyObject *key, PyObject *dflt)
         return NULL;
     }
     return get_in(self, self->root, self->height, key, dflt);
+}
+
+int
+descent_walk(PyObject *descent, PyObject *key, WalkStep *steps, Py_ssize_t *n_steps,
+             int64_t *leaf)
+{
+    Descent *self = (Descent *)descent;
+    Key checked;
+    if (ready(self) < 0 || check_shape(self->height) < 0 || checked_key(self, key, &checked) < 0)
+        return -1;
+    if (str_move_to_end == NULL
+            && (str_move_to_end = PyUnicode_InternFromString("move_to_end")) == NULL)
+        return -1;
+    int64_t recid = self->root;
+    Py_ssize_t n = 0;
+    for (; n < self->height - 1; n++) {
+        Level level = {NULL, 0};
+        PyObject *id = PyLong_FromLongLong(recid), *moved = NULL;
+        if (id != NULL && inner_open(self, recid, &level) == 0) {
+            /* as NodeCache.inner: the node is now the most recently used */
+            moved = PyObject_CallMethodOneArg(self->inner_nodes, str_move_to_end, id);
+            Py_ssize_t child = moved == NULL ? -1 : form_bisect(self, level.form, &checked);
+            if (child >= 0) {
+                steps[n].node = Py_NewRef(level.form->node);
+                steps[n].child = child;
+                recid = level.form->children[child];
+            }
+            else
+                Py_CLEAR(moved);
+        }
+        Py_XDECREF(id);
+        level_clear(&level);
+        if (moved == NULL) {
+            walk_steps_clear(steps, n);
+            return -1;
+        }
+        Py_DECREF(moved);
+    }
+    *n_steps = n;
+    *leaf = recid;
+    return 0;
+}
+
+void
+walk_steps_clear(WalkStep *steps, Py_ssize_t n)
+{
+    for (Py_ssize_t i = 0; i < n; i++)
+        Py_CLEAR(steps[i].node);
 }
 
 /* The keys of a leaf opened from its page (leaf_open), as a new list. */

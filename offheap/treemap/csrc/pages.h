@@ -193,6 +193,24 @@ int copy_record_page(PyObject *store, PyObject *recid, uint8_t *small, Py_ssize_
 PyObject *encode_int64_leaf_page(const uint64_t *keys, Py_ssize_t count, PyObject **values,
                                  int value_kind);
 
+#define MAX_HEIGHT 64           /* far above any tree of 2^63 entries at node_size >= 4 */
+
+/* One level of a change's walk: an Inner (a strong reference) and the child index taken. */
+typedef struct {
+    PyObject *node;
+    Py_ssize_t child;
+} WalkStep;
+
+/* The walk of a change (Cursor.descend's inner levels, as walk below and _walk do) by the
+ * Descent's compact forms, from the root of the shape it was last given: the (Inner, child)
+ * steps (room for MAX_HEIGHT) and the leaf's record id; each inner node becomes the most
+ * recently used in the cache, as NodeCache.inner leaves it. `key` is an exact key of the tree's
+ * kind (an int in int64's range for int64 trees). 0, or -1 with an exception (no step held).
+ * walk_steps_clear drops the first `n` steps' references. (descent.c) */
+int descent_walk(PyObject *descent, PyObject *key, WalkStep *steps, Py_ssize_t *n_steps,
+                 int64_t *leaf);
+void walk_steps_clear(WalkStep *steps, Py_ssize_t n);
+
 /* walk(inner_nodes, inner_of, root, levels, key) (walk.c): the inner levels of a change's
  * descent, as (path, lo, hi, leaf recid); METH_FASTCALL. */
 PyObject *walk(PyObject *module, PyObject *const *args, Py_ssize_t nargs);

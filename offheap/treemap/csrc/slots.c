@@ -292,6 +292,24 @@ add_to_attribute(PyObject *object, PyObject *name, long delta)
 }
 
 /* slots.h */
+/* Add `delta` to the entry count of child `at` of Inner `node`, which becomes dirty. */
+static int
+add_to_count(PyObject *node, Py_ssize_t at, long delta)
+{
+    PyObject *counts = PyObject_GetAttr(node, str_counts);
+    int status = counts == NULL ? -1 : add_to_item(counts, at, delta);
+    Py_XDECREF(counts);
+    return status < 0 || PyObject_SetAttr(node, str_dirty, Py_True) < 0 ? -1 : 0;
+}
+
+/* The tree's n_entries take `delta`, its mods one more. */
+static int
+count_in_tree(const Held *self, long delta)
+{
+    return add_to_attribute(self->tree, str_n_entries, delta) < 0
+        || add_to_attribute(self->tree, str_mods, 1) < 0 ? -1 : 0;
+}
+
 int
 count_change(const Held *self, PyObject *path, long delta)
 {
@@ -305,16 +323,20 @@ count_change(const Held *self, PyObject *path, long delta)
             PyErr_SetString(PyExc_TypeError, "a TreeMap path holds (node, index) pairs");
             return -1;
         }
-        PyObject *node = PyTuple_GET_ITEM(step, 0);
         Py_ssize_t at = PyLong_AsSsize_t(PyTuple_GET_ITEM(step, 1));
-        PyObject *counts = at == -1 && PyErr_Occurred() ? NULL : PyObject_GetAttr(node, str_counts);
-        int status = counts == NULL ? -1 : add_to_item(counts, at, delta);
-        Py_XDECREF(counts);
-        if (status < 0 || PyObject_SetAttr(node, str_dirty, Py_True) < 0)
+        if ((at == -1 && PyErr_Occurred()) || add_to_count(PyTuple_GET_ITEM(step, 0), at, delta) < 0)
             return -1;
     }
-    return add_to_attribute(self->tree, str_n_entries, delta) < 0
-        || add_to_attribute(self->tree, str_mods, 1) < 0 ? -1 : 0;
+    return count_in_tree(self, delta);
+}
+
+int
+count_steps(const Held *self, const WalkStep *steps, Py_ssize_t n, long delta)
+{
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (add_to_count(steps[i].node, steps[i].child, delta) < 0)
+            return -1;
+    return count_in_tree(self, delta);
 }
 
 /* The store in the hint's leaf, as Tree.put does it with the write cache when the leaf holds the

@@ -25,6 +25,8 @@ typedef struct {
  * the tree's n_entries take the change, and its mods one more. Fails only on a damaged tree or
  * without memory. (slots.c) */
 int count_change(const Held *held, PyObject *path, long delta);
+/* The same for a path of `n` WalkSteps (descent_walk's). */
+int count_steps(const Held *held, const WalkStep *steps, Py_ssize_t n, long delta);
 
 /* m[key] = value and del m[key] for a leaf the node cache does not hold, when the change goes
  * around it and needs no Python (around.c, whose header says which): 1 done, 0 not this case
