@@ -21,7 +21,6 @@
  * calls besides the CorruptionError class.
  */
 #include "csrc/pages.h"
-#include "csrc/slots.h"
 
 enum { KEY_INT64 = 0, KEY_STR = 1, KEY_BYTES = 2 };
 enum { VALUE_INT64 = 0, VALUE_FLOAT64 = 1, VALUE_STR = 2, VALUE_BYTES = 3, VALUE_OBJECT = 4 };
@@ -578,13 +577,6 @@ PyDoc_STRVAR(walk_doc,
 "each read as NodeCache.inner does (``inner_nodes`` its OrderedDict, ``inner_of`` the method),\n"
 "the (node, child index) path, the leaf's range [lo, hi) and its record id.");
 
-PyDoc_STRVAR(update_record_doc,
-"update_record(store, recid, data) -> bool\n\n"
-"RecordStore.update(recid, data) of a bytes record when the compiled twin (csrc/records.c)\n"
-"makes it: True, the same state and bytes as the reference would leave; False with nothing\n"
-"changed when the reference must (a closed store, an id not live, an empty or large record,\n"
-"a chunk that needs a split or a new segment).");
-
 static PyMethodDef pages_methods[] = {
     {"encode_leaf", encode_leaf, METH_VARARGS, encode_leaf_doc},
     {"decode_leaf", decode_leaf, METH_VARARGS, decode_leaf_doc},
@@ -592,8 +584,6 @@ static PyMethodDef pages_methods[] = {
     {"decode_inner_body", decode_inner_body, METH_VARARGS, decode_inner_body_doc},
     {"pack_column", pack_column, METH_O, pack_column_doc},
     {"walk", (PyCFunction)(void (*)(void))walk, METH_FASTCALL, walk_doc},
-    {"update_record", (PyCFunction)(void (*)(void))update_record_function, METH_FASTCALL,
-     update_record_doc},
     {NULL, NULL, 0, NULL},
 };
 

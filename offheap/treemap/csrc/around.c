@@ -39,24 +39,22 @@ enum { SMALL_WORDS = 130, SMALL_PAGE = 2048 };
 
 static PyObject *str_over_capacity, *str_capacity, *str_shape, *str_public_shape, *str_leaves,
     *str_rewrite, *str_reserve, *str_release, *str_with_nodes, *str_leaves_name, *str_keys,
-    *str_children, *str_counts, *str_recid, *str_forget, *str_dirty, *str_leaf, *str_raw_bytes,
-    *str_stored_bytes;
+    *str_children, *str_counts, *str_recid, *str_forget, *str_dirty, *str_leaf;
 
 int
 init_around(void)
 {
     static const char *names[] = {"over_capacity", "capacity", "_shape", "shape", "_leaves",
                                   "rewrite", "reserve", "release", "with_nodes", "leaves", "keys",
-                                  "children", "counts", "recid", "forget", "dirty", "leaf",
-                                  "raw_bytes", "stored_bytes"};
+                                  "children", "counts", "recid", "forget", "dirty", "leaf"};
     PyObject **slots[] = {&str_over_capacity, &str_capacity, &str_shape, &str_public_shape,
                           &str_leaves, &str_rewrite, &str_reserve, &str_release, &str_with_nodes,
                           &str_leaves_name, &str_keys, &str_children, &str_counts, &str_recid,
-                          &str_forget, &str_dirty, &str_leaf, &str_raw_bytes, &str_stored_bytes};
+                          &str_forget, &str_dirty, &str_leaf};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (*slots[i] == NULL && (*slots[i] = PyUnicode_InternFromString(names[i])) == NULL)
             return -1;
-    return init_records();
+    return 0;
 }
 
 /* -- one leaf, decoded -------------------------------------------------------------------------- */
@@ -172,33 +170,11 @@ walk_close(Walk *walk)
 
 /* -- the steps every change shares --------------------------------------------------------------- */
 
-/* Add `delta` to an int attribute. */
-static int
-add_to_number(PyObject *object, PyObject *name, Py_ssize_t delta)
-{
-    PyObject *value = PyObject_GetAttr(object, name);
-    Py_ssize_t number = value == NULL ? -1 : PyLong_AsSsize_t(value);
-    Py_XDECREF(value);
-    if (number == -1 && PyErr_Occurred())
-        return -1;
-    PyObject *sum = PyLong_FromSsize_t(number + delta);
-    int status = sum == NULL ? -1 : PyObject_SetAttr(object, name, sum);
-    Py_XDECREF(sum);
-    return status;
-}
-
-/* Store `page` as leaf record `recid` (NodeStore.rewrite: RecordStore.update in C where
- * records.c can, then the NodeStore's page-byte totals), whose raw page had `old_size` bytes;
+/* Store `page` as leaf record `recid` (NodeStore.rewrite), whose raw page had `old_size` bytes;
  * 0, or -1 with an exception and nothing changed. */
 static int
 rewrite_leaf(const Held *self, PyObject *recid, PyObject *page, Py_ssize_t old_size)
 {
-    int updated = update_record(self->store, recid, page);
-    if (updated != 0)  /* done in C: NodeStore.rewrite's accounting follows */
-        return updated < 0 || add_to_number(self->nodes, str_raw_bytes,
-                                            PyBytes_GET_SIZE(page) - old_size) < 0
-            || add_to_number(self->nodes, str_stored_bytes,
-                             PyBytes_GET_SIZE(page) - old_size) < 0 ? -1 : 0;
     PyObject *size = PyLong_FromSsize_t(old_size);
     if (size == NULL)
         return -1;

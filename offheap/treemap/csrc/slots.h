@@ -36,12 +36,4 @@ int store_around(const Held *held, PyObject *key, PyObject *value);
 int delete_around(const Held *held, PyObject *key);
 int init_around(void);
 
-/* RecordStore.update(recid, data) of a bytes page in the cases records.c makes itself (its
- * header says which): 1 done, 0 not this case (nothing changed: call the reference), -1 with an
- * exception. update_record_function is _pages.update_record(store, recid, data) -> bool, the
- * same for tests. init_records interns the names it uses. */
-int update_record(PyObject *store, PyObject *recid, PyObject *data);
-PyObject *update_record_function(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
-int init_records(void);
-
 #endif
