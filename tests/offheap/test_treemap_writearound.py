@@ -5,6 +5,8 @@ TreeMap._put_item), and a failed page write leaves the map as it was."""
 
 from __future__ import annotations
 
+import random
+
 import pytest
 from hypothesis import given, settings, strategies as st
 
@@ -74,6 +76,28 @@ def test_around_the_cache_the_compiled_store_and_the_reference_build_one_tree(op
     assert compiled._tree.nodes.raw_bytes == reference._tree.nodes.raw_bytes
     for tree in (compiled, reference, cached):
         tree.close()
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_thousands_of_changes_around_the_cache_build_the_reference_tree(seed):
+    """Long enough that most changes go around the cache, through every structural case."""
+    rng = random.Random(seed)
+    compiled, reference = TreeMap(node_size=8, cache_size=8), TreeMap(node_size=8, cache_size=8)
+    reference._detach_slots()
+    oracle: dict = {}
+    for _ in range(3000):
+        key = rng.randint(0, 5000)
+        op = "set" if rng.random() < 0.75 else "del"
+        for tree in (compiled, reference):
+            _apply(tree, oracle, op, key)
+        _oracle_step(oracle, op, key)
+    for tree in (compiled, reference):
+        tree.flush()
+        tree._check()
+        assert dict(tree.items()) == oracle
+    assert compiled.stats().n_leaves == reference.stats().n_leaves
+    assert _pages(compiled) == _pages(reference)
+    assert _placement(compiled) == _placement(reference)
 
 
 def test_random_inserts_into_a_large_map_go_around_the_cache_and_evict_nothing():

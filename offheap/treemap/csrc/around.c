@@ -547,8 +547,8 @@ around_open(const Held *self, PyObject *key, Walk *walk, PyObject **leaves, Deco
         PyErr_SetString(PyExc_TypeError, "the node cache's leaves are not a dict");
         return -1;
     }
-    if (descent_walk(self->descent, key, walk->steps, &walk->n, &recid) < 0)
-        return -1;
+    if ((status = descent_walk(self->descent, key, walk->steps, &walk->n, &recid)) != 1)
+        return status;
     if (walk->n == 0)  /* a single leaf: the root, which stays cached */
         return 0;
     if ((walk->leaf = PyLong_FromLongLong(recid)) == NULL)

@@ -747,7 +747,14 @@ descent_walk(PyObject *descent, PyObject *key, WalkStep *steps, Py_ssize_t *n_st
     for (; n < self->height - 1; n++) {
         Level level = {NULL, 0};
         PyObject *id = PyLong_FromLongLong(recid), *moved = NULL;
-        if (id != NULL && inner_open(self, recid, &level) == 0) {
+        int cached = id == NULL ? -1 : form_table_find(&self->forms, recid) != NULL ? 1
+            : PyDict_Contains(self->inner_nodes, id);
+        if (cached == 0) {  /* loading it may fill the cache: the reference's walk does that */
+            Py_DECREF(id);
+            walk_steps_clear(steps, n);
+            return 0;
+        }
+        if (cached == 1 && inner_open(self, recid, &level) == 0) {
             /* as NodeCache.inner: the node is now the most recently used */
             moved = PyObject_CallMethodOneArg(self->inner_nodes, str_move_to_end, id);
             Py_ssize_t child = moved == NULL ? -1 : form_bisect(self, level.form, &checked);
@@ -769,7 +776,7 @@ descent_walk(PyObject *descent, PyObject *key, WalkStep *steps, Py_ssize_t *n_st
     }
     *n_steps = n;
     *leaf = recid;
-    return 0;
+    return 1;
 }
 
 void

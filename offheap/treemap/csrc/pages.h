@@ -205,7 +205,9 @@ typedef struct {
  * Descent's compact forms, from the root of the shape it was last given: the (Inner, child)
  * steps (room for MAX_HEIGHT) and the leaf's record id; each inner node becomes the most
  * recently used in the cache, as NodeCache.inner leaves it. `key` is an exact key of the tree's
- * kind (an int in int64's range for int64 trees). 0, or -1 with an exception (no step held).
+ * kind (an int in int64's range for int64 trees). 1; 0 when an inner node on the way is not
+ * cached (loading it may put the cache over capacity, which the reference trims before its
+ * walk: the caller leaves the change to it), -1 with an exception; no step is held unless 1.
  * walk_steps_clear drops the first `n` steps' references. (descent.c) */
 int descent_walk(PyObject *descent, PyObject *key, WalkStep *steps, Py_ssize_t *n_steps,
                  int64_t *leaf);
