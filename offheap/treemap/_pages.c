@@ -311,6 +311,29 @@ PyDoc_STRVAR(encode_leaf_doc,
 "The raw leaf page (flags 00, varint count, body) of the non-empty lists keys and values of\n"
 "equal length, as offheap.treemap.page writes it; None when the reference must encode it.");
 
+/* The raw leaf page of a writer that holds its header and keys (`status` 0; -1 failed, 1 the
+ * keys were declined), with the `count` values after them; frees `scratch`. */
+static PyObject *
+finish_leaf_page(PageWriter *writer, int status, PyObject **values, Py_ssize_t count,
+                 int value_kind, void *scratch)
+{
+    if (status == 0)
+        status = write_values(writer, values, count, value_kind, scratch);
+    PyMem_Free(scratch);
+    if (status == 0)
+        return writer_finish(writer);
+    writer_free(writer);
+    if (status < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static int
+start_leaf_page(PageWriter *writer, Py_ssize_t count)
+{
+    return write_byte(writer, 0) < 0 || write_varint(writer, (uint64_t)count) < 0 ? -1 : 0;
+}
+
 static PyObject *
 encode_leaf_page(PyObject *keys, PyObject *values, int key_kind, int value_kind)
 {
@@ -324,17 +347,10 @@ encode_leaf_page(PyObject *keys, PyObject *values, int key_kind, int value_kind)
     if (scratch == NULL)
         return NULL;
     PageWriter writer = {0};
-    int status = (write_byte(&writer, 0) < 0 || write_varint(&writer, (uint64_t)count) < 0) ? -1
+    int status = start_leaf_page(&writer, count) < 0 ? -1
         : write_keys(&writer, PySequence_Fast_ITEMS(keys), count, key_kind, scratch);
-    if (status == 0)
-        status = write_values(&writer, PySequence_Fast_ITEMS(values), count, value_kind, scratch);
-    PyMem_Free(scratch);
-    if (status == 0)
-        return writer_finish(&writer);
-    writer_free(&writer);
-    if (status < 0)
-        return NULL;
-    Py_RETURN_NONE;
+    return finish_leaf_page(&writer, status, PySequence_Fast_ITEMS(values), count, value_kind,
+                            scratch);
 }
 
 PyObject *
@@ -345,17 +361,9 @@ encode_int64_leaf_page(const uint64_t *keys, Py_ssize_t count, PyObject **values
         return NULL;
     memcpy(scratch, keys, (size_t)count * sizeof(uint64_t));  /* write_int64_keys shifts them */
     PageWriter writer = {0};
-    int status = (write_byte(&writer, 0) < 0 || write_varint(&writer, (uint64_t)count) < 0) ? -1
+    int status = start_leaf_page(&writer, count) < 0 ? -1
         : write_int64_keys(&writer, scratch, count);
-    if (status == 0)
-        status = write_values(&writer, values, count, value_kind, scratch);
-    PyMem_Free(scratch);
-    if (status == 0)
-        return writer_finish(&writer);
-    writer_free(&writer);
-    if (status < 0)
-        return NULL;
-    Py_RETURN_NONE;
+    return finish_leaf_page(&writer, status, values, count, value_kind, scratch);
 }
 
 static PyObject *

@@ -587,78 +587,88 @@ int64_key(const Held *self, PyObject *key, int64_t *word)
     return !overflow;
 }
 
+/* A change around the cache in progress: its key, walk and decoded leaf. */
+typedef struct {
+    int64_t word;
+    Walk walk;
+    PyObject *leaves;      /* the cache's leaves, a new reference (NULL before the walk) */
+    Decoded leaf;
+} Change;
+
+/* Begin the change of `key` (around_open when it is an int64 key in range): 1 when it goes
+ * around the cache, 0 not, -1 with an exception; change_end follows either way. */
+static int
+change_begin(const Held *self, PyObject *key, Change *change)
+{
+    change->walk.n = 0;
+    change->walk.leaf = NULL;
+    change->leaves = NULL;
+    decoded_init(&change->leaf);
+    if (!int64_key(self, key, &change->word))
+        return 0;
+    return around_open(self, key, &change->walk, &change->leaves, &change->leaf);
+}
+
+static int
+change_end(Change *change, int result)
+{
+    decoded_close(&change->leaf);
+    walk_close(&change->walk);
+    Py_CLEAR(change->leaves);
+    return result;
+}
+
 int
 store_around(const Held *self, PyObject *key, PyObject *value)
 {
-    int64_t word;
-    if (!int64_key(self, key, &word))
-        return 0;
-    PyObject *leaves = NULL;
-    Walk walk = {.n = 0, .leaf = NULL};
-    Decoded leaf;
-    decoded_init(&leaf);
-    int result = around_open(self, key, &walk, &leaves, &leaf);
+    Change change;
+    int result = change_begin(self, key, &change);
     if (result != 1)
-        goto done;
-    result = -1;
+        return change_end(&change, result);
+    Decoded *leaf = &change.leaf;
+    int64_t word = change.word;
     Py_ssize_t at;
-    int found = decoded_find(&leaf, word, &at);
+    int found = decoded_find(leaf, word, &at);
     if (found) {
-        if (PyList_SetItem(leaf.values, at, Py_NewRef(value)) < 0)
-            goto done;
+        if (PyList_SetItem(leaf->values, at, Py_NewRef(value)) < 0)
+            return change_end(&change, -1);
     }
-    else if (leaf.count >= self->node_size) {  /* full: a sibling takes some, or a split */
-        result = shift_into_sibling(self, leaves, &walk, &leaf, at, word, value);
+    else if (leaf->count >= self->node_size) {  /* full: a sibling takes some, or a split */
+        result = shift_into_sibling(self, change.leaves, &change.walk, leaf, at, word, value);
         if (result == 2)
-            result = split_around(self, &walk, &leaf, at, word, value);
-        goto done;
+            result = split_around(self, &change.walk, leaf, at, word, value);
+        return change_end(&change, result);
     }
     else {
-        if (PyList_Insert(leaf.values, at, value) < 0)
-            goto done;
-        memmove(leaf.keys + at + 1, leaf.keys + at, (size_t)(leaf.count - at) * sizeof(uint64_t));
-        leaf.keys[at] = (uint64_t)word;
-        leaf.count++;
+        if (PyList_Insert(leaf->values, at, value) < 0)
+            return change_end(&change, -1);
+        memmove(leaf->keys + at + 1, leaf->keys + at, (size_t)(leaf->count - at) * sizeof(uint64_t));
+        leaf->keys[at] = (uint64_t)word;
+        leaf->count++;
     }
-    if ((result = around_write(self, &leaf)) == 1 && !found
-            && count_steps(self, walk.steps, walk.n, 1) < 0)
+    if ((result = around_write(self, leaf)) == 1 && !found
+            && count_steps(self, change.walk.steps, change.walk.n, 1) < 0)
         result = -1;
-done:
-    decoded_close(&leaf);
-    walk_close(&walk);
-    Py_XDECREF(leaves);
-    return result;
+    return change_end(&change, result);
 }
 
 int
 delete_around(const Held *self, PyObject *key)
 {
-    int64_t word;
-    if (!int64_key(self, key, &word))
-        return 0;
-    PyObject *leaves = NULL;
-    Walk walk = {.n = 0, .leaf = NULL};
-    Decoded leaf;
-    decoded_init(&leaf);
-    int result = around_open(self, key, &walk, &leaves, &leaf);
+    Change change;
+    int result = change_begin(self, key, &change);
     if (result != 1)
-        goto done;
+        return change_end(&change, result);
+    Decoded *leaf = &change.leaf;
     Py_ssize_t at, min_entries = self->node_size / 4 > 1 ? self->node_size / 4 : 1;
-    if (!decoded_find(&leaf, word, &at) || leaf.count - 1 < min_entries) {
-        result = 0;  /* absent, or an underflow: the reference */
-        goto done;
-    }
-    result = -1;
-    if (PySequence_DelItem(leaf.values, at) < 0)
-        goto done;
-    memmove(leaf.keys + at, leaf.keys + at + 1, (size_t)(leaf.count - at - 1) * sizeof(uint64_t));
-    leaf.count--;
-    if ((result = around_write(self, &leaf)) == 1
-            && count_steps(self, walk.steps, walk.n, -1) < 0)
+    if (!decoded_find(leaf, change.word, &at) || leaf->count - 1 < min_entries)
+        return change_end(&change, 0);  /* absent, or an underflow: the reference */
+    if (PySequence_DelItem(leaf->values, at) < 0)
+        return change_end(&change, -1);
+    memmove(leaf->keys + at, leaf->keys + at + 1, (size_t)(leaf->count - at - 1) * sizeof(uint64_t));
+    leaf->count--;
+    if ((result = around_write(self, leaf)) == 1
+            && count_steps(self, change.walk.steps, change.walk.n, -1) < 0)
         result = -1;
-done:
-    decoded_close(&leaf);
-    walk_close(&walk);
-    Py_XDECREF(leaves);
-    return result;
+    return change_end(&change, result);
 }

@@ -436,61 +436,65 @@ key_in_range(PyObject *key)
     return !overflow;
 }
 
-/* m[key] = value, and del m[key] (value NULL): in the hint's leaf when that is all it takes, else
- * through the map's _put_item / _delete_item. */
+/* m[key] = value in C: in the hint's leaf, else around the cache (around.c). */
+static int
+store_in_c(const Held *held, PyObject *key, PyObject *value)
+{
+    int stored = store_in_hint(held, key, value);
+    return stored == 0 && held->nodes != NULL ? store_around(held, key, value) : stored;
+}
+
+/* del m[key] in C: around the cache (around.c); `value` is NULL. */
+static int
+delete_in_c(const Held *held, PyObject *key, PyObject *Py_UNUSED(value))
+{
+    return delete_around(held, key);
+}
+
+/* Run `change` (store_in_c or delete_in_c) under the map's lock with what it uses held, when the
+ * slots are attached for it (`needed`: the Tree, or the NodeStore, is there once the lock is
+ * taken) and the key is of the key type and in range: 1 done, 0 the Python method follows, -1
+ * with an exception. */
+static int
+change_in_c(TreeSlots *self, PyObject **needed, PyObject *key, PyObject *value,
+            int (*change)(const Held *, PyObject *, PyObject *))
+{
+    int in_range = *needed != NULL && (PyObject *)Py_TYPE(key) == self->key_type
+        ? key_in_range(key) : 0;
+    if (in_range <= 0)
+        return in_range;
+    PyObject *release = take_lock(self);
+    if (release == NULL)
+        return -1;
+    int done = 0;
+    if (*needed != NULL) {  /* still attached once the lock was taken */
+        Held held;
+        hold(self, &held);
+        done = change(&held, key, value);
+        unhold(&held);
+    }
+    return give_lock(release) < 0 ? -1 : done;
+}
+
+/* m[key] = value, and del m[key] (value NULL): in C when that is all it takes, else through the
+ * map's _put_item / _delete_item. */
 static int
 slots_ass_subscript(TreeSlots *self, PyObject *key, PyObject *value)
 {
     if (value == NULL) {
-        int deleted = 0;
-        int in_range = self->nodes != NULL && (PyObject *)Py_TYPE(key) == self->key_type
-            ? key_in_range(key) : 0;
-        if (in_range < 0)
-            return -1;
-        if (in_range) {
-            PyObject *release = take_lock(self);
-            if (release == NULL)
-                return -1;
-            if (self->nodes != NULL) { /* still attached once the lock was taken */
-                Held held;
-                hold(self, &held);
-                deleted = delete_around(&held, key);
-                unhold(&held);
-            }
-            if (give_lock(release) < 0)
-                return -1;
-            if (deleted != 0)
-                return deleted < 0 ? -1 : 0;
-        }
+        int deleted = change_in_c(self, &self->nodes, key, NULL, delete_in_c);
+        if (deleted != 0)
+            return deleted < 0 ? -1 : 0;
         PyObject *args[] = {(PyObject *)self, key};
         PyObject *done = PyObject_VectorcallMethod(str_delete_item, args,
                                                    2 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
         Py_XDECREF(done);
         return done == NULL ? -1 : 0;
     }
-    int stored = 0;
-    if (self->tree != NULL && (PyObject *)Py_TYPE(key) == self->key_type
-            && is_scalar(self->stored_types, value)) {
-        int in_range = key_in_range(key);
-        if (in_range < 0)
-            return -1;
-        if (in_range) {
-            PyObject *release = take_lock(self);
-            if (release == NULL)
-                return -1;
-            if (self->tree != NULL) { /* still attached once the lock was taken */
-                Held held;
-                hold(self, &held);
-                stored = store_in_hint(&held, key, value);
-                if (stored == 0 && held.nodes != NULL)
-                    stored = store_around(&held, key, value);
-                unhold(&held);
-            }
-            if (give_lock(release) < 0)
-                return -1;
-            if (stored != 0)
-                return stored < 0 ? -1 : 0;
-        }
+    if (self->tree != NULL && is_scalar(self->stored_types, value)) {
+        int stored = change_in_c(self, &self->tree, key, value, store_in_c);
+        if (stored != 0)
+            return stored < 0 ? -1 : 0;
     }
     PyObject *args[] = {(PyObject *)self, key, value};
     PyObject *done = PyObject_VectorcallMethod(str_put_item, args, 3 | PY_VECTORCALL_ARGUMENTS_OFFSET,
