@@ -65,13 +65,11 @@ is_scalar(PyObject *types, PyObject *value)
     return 0;
 }
 
-/* Take the map's lock (its acquire() may give up the GIL while it waits): a new reference to its
- * release(), held so that a detach meanwhile cannot drop it, or NULL with an exception. */
-static PyObject *
-take_lock(TreeSlots *self)
+PyObject *
+lock_take(PyObject *acquire, PyObject *release)
 {
-    PyObject *release = Py_NewRef(self->release);
-    PyObject *taken = PyObject_CallNoArgs(self->acquire);
+    Py_INCREF(release);
+    PyObject *taken = PyObject_CallNoArgs(acquire);
     if (taken == NULL) {
         Py_DECREF(release);
         return NULL;
@@ -80,10 +78,8 @@ take_lock(TreeSlots *self)
     return release;
 }
 
-/* Release the lock (`release` consumed), keeping the exception set before, if any: 0, or -1 with
- * release()'s own exception instead. */
-static int
-give_lock(PyObject *release)
+int
+lock_give(PyObject *release)
 {
     PyObject *type, *error, *traceback;
     PyErr_Fetch(&type, &error, &traceback);
@@ -98,6 +94,14 @@ give_lock(PyObject *release)
     Py_DECREF(released);
     PyErr_Restore(type, error, traceback);
     return 0;
+}
+
+/* Take the map's lock: a new reference to its release(), held so that a detach meanwhile cannot
+ * drop it, or NULL with an exception. */
+static PyObject *
+take_lock(TreeSlots *self)
+{
+    return lock_take(self->acquire, self->release);
 }
 
 /* The value of `key`, or a new reference to `dflt`: as the leaf holds it with `stored` (a
@@ -122,7 +126,7 @@ slots_lookup(TreeSlots *self, PyObject *key, PyObject *dflt, int stored)
         if (slow == 0)
             value = descent_lookup(descent, key, missing);
     }
-    int released = give_lock(release) == 0;
+    int released = lock_give(release) == 0;
     if (!released)
         Py_CLEAR(value);
     if (released && slow > 0)
@@ -381,7 +385,7 @@ slots_ass_subscript(TreeSlots *self, PyObject *key, PyObject *value)
                 stored = store_in_hint(self, key, value);
                 Py_DECREF(tree);
             }
-            if (give_lock(release) < 0)
+            if (lock_give(release) < 0)
                 return -1;
             if (stored != 0)
                 return stored < 0 ? -1 : 0;
