@@ -498,13 +498,13 @@ class TreeMap(TreeSlotsBase, StandaloneFileMap, SortedRangeAPI, DictAPI, Mutable
             with self._lock:
                 self._check_open()
                 if tree.mods != mods:
-                    raise RuntimeError("TreeMap changed size during iteration")
+                    raise self._changed_error()
                 keys, values = scan.next_chunk(tree.shape, with_values)
             if keys:
                 yield keys, values
         with self._lock:
             if tree.mods != mods:
-                raise RuntimeError("TreeMap changed size during iteration")
+                raise self._changed_error()  # ClosedError once closed, as at any other step
 
     def _walk(self, what: int, lo, hi, inclusive, reverse: bool) -> Iterator | None:
         """The range walked leaf by leaf in C under the lock (:func:`offheap.treemap.views.each`),
