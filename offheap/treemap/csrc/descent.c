@@ -918,40 +918,43 @@ descent_scan_leaf(PyObject *descent, ScanBounds *scan, int with_values, ScanChun
                          &recid, &lower, &upper) < 0
             || leaf_open_scan(self, recid, with_values, &leaf, out->words) < 0)
         goto done;
-    /* the entries [start, end) of the leaf lie in the range: bisects as RangeScan.next_chunk's */
+    /* The entries [start, end) of the leaf lie in the range, as RangeScan.next_chunk finds them,
+     * with two bisects spared: the far bound is compared with the leaf's far separator first (a
+     * leaf wholly inside the range needs no bisect for it), and a seek for the separator the leaf
+     * starts at (the object the last leaf ended at) starts at its first key. */
     Py_ssize_t start, end;
     int past; /* whether the range goes on past this leaf's far bound */
     if (scan->reverse) {
-        end = scan->seek == NULL ? leaf.count : leaf_bisect(self, &leaf, &seek, scan->seek_inclusive);
-        start = scan->lo == NULL ? 0 : leaf_bisect(self, &leaf, &lo, !scan->lo_inclusive);
-        if (start < 0 || end < 0)
-            goto done;
-        past = lower != Py_None && start == 0;
+        past = lower != Py_None;
         if (past && scan->lo != NULL) {
             int at_or_below = PyObject_RichCompareBool(lower, scan->lo, Py_LE);
             if (at_or_below < 0)
                 goto done;
-            past = !at_or_below;
+            past = !at_or_below; /* else every key >= lower > lo */
         }
+        start = scan->lo == NULL || past ? 0 : leaf_bisect(self, &leaf, &lo, !scan->lo_inclusive);
+        end = scan->seek == NULL || (scan->seek == upper && !scan->seek_inclusive) ? leaf.count
+              : leaf_bisect(self, &leaf, &seek, scan->seek_inclusive);
         Py_XSETREF(scan->seek, lower == Py_None ? NULL : Py_NewRef(lower));
         scan->seek_inclusive = 0;
     }
     else {
-        start = scan->seek == NULL ? 0 : leaf_bisect(self, &leaf, &seek, !scan->seek_inclusive);
-        end = scan->hi == NULL ? leaf.count : leaf_bisect(self, &leaf, &hi, scan->hi_inclusive);
-        if (start < 0 || end < 0)
-            goto done;
-        past = upper != Py_None && end == leaf.count;
+        past = upper != Py_None;
         if (past && scan->hi != NULL) {
             int below_upper = PyObject_RichCompareBool(scan->hi, upper,
                                                        scan->hi_inclusive ? Py_LT : Py_LE);
             if (below_upper < 0)
                 goto done;
-            past = !below_upper;
+            past = !below_upper; /* else every key < upper <= hi */
         }
+        end = scan->hi == NULL || past ? leaf.count : leaf_bisect(self, &leaf, &hi, scan->hi_inclusive);
+        start = scan->seek == NULL || (scan->seek == lower && scan->seek_inclusive) ? 0
+                : leaf_bisect(self, &leaf, &seek, !scan->seek_inclusive);
         Py_XSETREF(scan->seek, upper == Py_None ? NULL : Py_NewRef(upper));
         scan->seek_inclusive = 1;
     }
+    if (start < 0 || end < 0)
+        goto done;
     scan->done = !past;
     if (start < end) {
         if (leaf.keys != NULL) {
