@@ -2,10 +2,10 @@
 :class:`~offheap.treemap.treemap.TreeMap` and :class:`~offheap.treemap.reader.TreeReader`).
 
 ``tree.keys(lo, hi, inclusive, reverse)``, ``values(...)`` and ``items(...)`` return these: live
-views of a key range that iterate leaf by leaf through the tree's ``_chunks`` generator, so they
-reflect later changes and raise RuntimeError, like a dict view, if the map's size changes while
-one is being iterated (at the step after the change: :func:`each` compares the
-map's version before every item). A view is also a sequence, as SortedDict's views are: ``view[i]`` (negative
+views of a key range that iterate leaf by leaf (a TreeMap's compiled walk, else the tree's
+``_chunks`` generator: :func:`each`), so they reflect later changes and raise RuntimeError, like
+a dict view, if the map's size changes while one is being iterated (at the step after the
+change: :func:`each` compares the map's version before every item). A view is also a sequence, as SortedDict's views are: ``view[i]`` (negative
 from the end, IndexError outside) and ``view[a:b:step]`` (a list) read the entries at those
 positions of the view, and ``len(view)`` costs two descents, not a scan
 (:mod:`offheap.treemap.positions`).

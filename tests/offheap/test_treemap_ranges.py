@@ -243,8 +243,7 @@ def test_two_threads_on_one_iterator_and_a_writer_never_crash():
         for k in range(20000, 20200):
             tree[k] = k
 
-    threads = [threading.Thread(target=read), threading.Thread(target=read),
-               threading.Thread(target=write)]
+    threads = [threading.Thread(target=work) for work in (read, read, write)]
     for thread in threads:
         thread.start()
     for thread in threads:

@@ -41,6 +41,7 @@ typedef struct {
     PyObject *source;        /* the version's holder ... */
     PyObject *name;          /* ... and its attribute */
     PyObject *holder_dict;   /* the holder's __dict__ when the version is a plain entry of it */
+    uint64_t dict_tag;       /* its ma_version_tag when the version last read the start value */
     PyObject *start;         /* the version when the iteration began */
     PyObject *changed_error; /* () -> the exception to raise once the version moved */
     ScanChunk chunk;         /* the current leaf's entries: keys (a list, or words) and values */
@@ -50,9 +51,25 @@ typedef struct {
 } RangeItems;
 
 /* 0 while the version is the one the iteration began with; -1 with the changed error set. */
+/* The tag that every change of `dict` moves (CPython 3.11's ma_version_tag, PEP 509); 0 where
+ * the interpreter keeps none, which makes the tag never match and every check read the dict. */
+static uint64_t
+dict_tag(PyObject *dict)
+{
+#if PY_VERSION_HEX < 0x030C0000
+    return ((PyDictObject *)dict)->ma_version_tag;
+#else
+    (void)dict;
+    return 0;
+#endif
+}
+
 static int
 check_version(RangeItems *self)
 {
+    if (self->holder_dict != NULL && self->dict_tag != 0
+            && dict_tag(self->holder_dict) == self->dict_tag)
+        return 0; /* the holder's __dict__ has not changed since the version read the same */
     PyObject *now = self->holder_dict == NULL ? NULL
                     : Py_XNewRef(PyDict_GetItemWithError(self->holder_dict, self->name));
     if (now == NULL && !PyErr_Occurred())
@@ -61,6 +78,8 @@ check_version(RangeItems *self)
         return -1;
     int same = now == self->start ? 1 : PyObject_RichCompareBool(now, self->start, Py_EQ);
     Py_DECREF(now);
+    if (same > 0 && self->holder_dict != NULL)
+        self->dict_tag = dict_tag(self->holder_dict);
     if (same != 0)
         return same < 0 ? -1 : 0;
     PyObject *error = PyObject_CallNoArgs(self->changed_error);
@@ -221,6 +240,7 @@ range_set(RangeItems *self, int what, PyObject *source, PyObject *name, PyObject
     /* An attribute that no class attribute (a property, a slot) stands for is the entry of the
      * holder's __dict__: read there, the check of every item skips the attribute machinery. */
     Py_CLEAR(self->holder_dict);
+    self->dict_tag = 0;
     if (_PyType_Lookup(Py_TYPE(source), name) == NULL) {
         PyObject *dict = PyObject_GenericGetDict(source, NULL);
         if (dict != NULL && PyDict_CheckExact(dict) && PyDict_GetItemWithError(dict, name) == start)
