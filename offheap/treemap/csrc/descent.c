@@ -793,40 +793,51 @@ PyDoc_STRVAR(seek_doc,
 "cached: the caller copies what it keeps. Nothing enters the cache.");
 
 /* The leaf a scan's seek reaches (seek_doc): its record id, and new references to the separators
- * around it (Py_None where unbounded). `key` NULL: the first leaf, with `below` the last. */
+ * around it (Py_None where unbounded). `key` NULL: the first leaf, with `below` the last. The
+ * nearest separator on each side is remembered as a level (a form, held, and an index) and made
+ * an object once, at the end. */
 static int
 seek_leaf(Descent *self, int64_t recid, Py_ssize_t height, const Key *key, int below,
           int64_t *leaf_out, PyObject **lo_out, PyObject **hi_out)
 {
-    PyObject *lo = Py_NewRef(Py_None), *hi = Py_NewRef(Py_None);
+    Level lo = {NULL, 0}, hi = {NULL, 0}; /* child: the separator's index in the form */
+    int status = -1;
     for (Py_ssize_t depth = 0; depth < height - 1; depth++) {
         Level level;
         if (inner_open(self, recid, &level) < 0)
-            goto fail;
-        const InnerForm *form = level.form;
+            goto done;
+        InnerForm *form = level.form;
         Py_ssize_t i = key == NULL ? (below ? form->n - 1 : 0)
                        : form_bisect_side(self, form, key, !below);
         if (i < 0) {
             level_clear(&level);
-            goto fail;
+            goto done;
         }
-        if (i > 0)
-            Py_SETREF(lo, form_separator(self, form, i - 1));
-        if (i < form->n - 1 && lo != NULL)
-            Py_SETREF(hi, form_separator(self, form, i));
+        Level *sides[] = {i > 0 ? &lo : NULL, i < form->n - 1 ? &hi : NULL};
+        for (int side = 0; side < 2; side++) {
+            if (sides[side] == NULL)
+                continue;
+            level_clear(sides[side]);
+            form->refs++;
+            sides[side]->form = form;
+            sides[side]->child = side == 0 ? i - 1 : i;
+        }
         recid = form->children[i];
         level_clear(&level);
-        if (lo == NULL || hi == NULL)
-            goto fail;
     }
-    *leaf_out = recid;
-    *lo_out = lo;
-    *hi_out = hi;
-    return 0;
-fail:
-    Py_XDECREF(lo);
-    Py_XDECREF(hi);
-    return -1;
+    *lo_out = lo.form == NULL ? Py_NewRef(Py_None) : form_separator(self, lo.form, lo.child);
+    *hi_out = *lo_out == NULL ? NULL
+              : hi.form == NULL ? Py_NewRef(Py_None) : form_separator(self, hi.form, hi.child);
+    if (*hi_out == NULL)
+        Py_CLEAR(*lo_out);
+    else {
+        *leaf_out = recid;
+        status = 0;
+    }
+done:
+    level_clear(&lo);
+    level_clear(&hi);
+    return status;
 }
 
 static PyObject *
