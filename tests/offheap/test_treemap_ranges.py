@@ -78,6 +78,18 @@ def test_a_change_of_size_raises_at_the_next_step(change, what):
         next(iterator)
 
 
+@pytest.mark.parametrize("what", ["keys", "values", "items"])
+def test_an_iteration_that_raised_is_over(what):
+    tree = TreeMap(((k, k) for k in range(100)), node_size=4)
+    iterator = iter(getattr(tree, what)(reverse=True))
+    next(iterator)
+    del tree[10]
+    with pytest.raises(RuntimeError):
+        next(iterator)
+    tree[10] = 10  # the size is back: the iteration stays over, as a generator's does
+    assert list(iterator) == []
+
+
 def test_an_overwrite_does_not_stop_the_iteration():
     tree = TreeMap(((k, k) for k in range(50)), node_size=4)
     seen = []

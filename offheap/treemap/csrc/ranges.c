@@ -13,8 +13,10 @@
  * Either way it hands out keys, values or (key, value) tuples, creating only those, and before
  * every item compares the map's version (getattr(source, name), an int that moves when the map
  * changes size, is reloaded or closed) with its value when the iteration began: once it moved,
- * the next step raises changed_error(), as a dict's iterator raises at the step after a change.
- * The walk checks the version again under the lock before each leaf and after the last one, as
+ * the next step raises changed_error(), as a dict's iterator raises at the step after a change,
+ * and the iteration is over (an error ends it, as it ends the reference's generator). The version
+ * is read from the holder's __dict__, and only when that dict changed since the last read (its
+ * ma_version_tag, CPython 3.11), when it is a plain entry there. The walk checks the version again under the lock before each leaf and after the last one, as
  * the _chunks generator does. Values go out as the map hands them out: a value whose type is not
  * in scalar_types through fresh(value), for the whole leaf before its first item (as
  * Admission.fresh_many).
@@ -184,13 +186,10 @@ next_leaf(RangeItems *self)
     return status;
 }
 
+/* The next item of the chunk, or of the next chunk; NULL with an exception, or at the end. */
 static PyObject *
-range_next(RangeItems *self)
+range_item(RangeItems *self)
 {
-    if (self->busy) {
-        PyErr_SetString(PyExc_ValueError, "a TreeMap range iterator is already executing");
-        return NULL;
-    }
     for (;;) {
         ScanChunk *chunk = &self->chunk;
         if (self->next < chunk->count) {
@@ -224,6 +223,24 @@ range_next(RangeItems *self)
         if (taken <= 0)
             return NULL; /* the error, or the end (the version was checked after the last leaf) */
     }
+}
+
+/* The next item; after an error, as after the end, the iteration is over (StopIteration), as a
+ * generator's is: the reference is one. */
+static PyObject *
+range_next(RangeItems *self)
+{
+    if (self->busy) {
+        PyErr_SetString(PyExc_ValueError, "a TreeMap range iterator is already executing");
+        return NULL;
+    }
+    PyObject *item = range_item(self);
+    if (item == NULL) {
+        Py_CLEAR(self->chunks);
+        Py_CLEAR(self->descent);
+        chunk_clear(self);
+    }
+    return item;
 }
 
 /* The version and what is handed out, common to both sources. */
