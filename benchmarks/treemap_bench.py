@@ -50,8 +50,8 @@ with ``""`` values; then the same with int64 values), min of ``--repeat`` runs.
 
 ``reads`` times the read path on ``--n`` random int64 keys bulk-loaded (values ``""``) against a
 ``SortedDict`` of the same entries: ``t[k]`` of ``--probes`` present keys, ``floor_key``,
-``index`` and ``peekitem`` of as many probes, and ``irange`` and plain iteration over
-``--probes`` entries. Ours and the peer's runs are interleaved and timed in process CPU time
+``index`` and ``peekitem`` of as many probes, and ``irange`` (both directions), plain iteration
+and ``items()`` over ``--probes`` entries. Ours and the peer's runs are interleaved and timed in process CPU time
 (``time.process_time``, robust to other processes on a loaded machine); each cell keeps the
 fastest of ``--repeat`` runs, and the output gives the page codec, the ratios and the load
 average before and after::
@@ -419,6 +419,10 @@ def run_reads(n: int, n_probes: int, repeat: int) -> dict:
         "peekitem": (sorted_dict.peekitem, tree.peekitem, positions),
         "irange": (lambda _: drain(sorted_dict.irange(lo, hi)),
                    lambda _: drain(tree.irange(lo, hi)), [None]),
+        "irange_reverse": (lambda _: drain(sorted_dict.irange(lo, hi, reverse=True)),
+                           lambda _: drain(tree.irange(lo, hi, reverse=True)), [None]),
+        "items": (lambda _: drain(itertools.islice(sorted_dict.items(), n_probes)),
+                  lambda _: drain(itertools.islice(tree.items(), n_probes)), [None]),
         "iteration": (lambda _: drain(itertools.islice(sorted_dict, n_probes)),
                       lambda _: drain(itertools.islice(tree, n_probes)), [None]),
     }

@@ -585,6 +585,15 @@ PyDoc_STRVAR(walk_doc,
 "each read as NodeCache.inner does (``inner_nodes`` its OrderedDict, ``inner_of`` the method),\n"
 "the (node, child index) path, the leaf's range [lo, hi) and its record id.");
 
+PyDoc_STRVAR(scan_doc,
+"scan(descent, lock, lo, hi, lo_inclusive, hi_inclusive, reverse, what, source, name,\n"
+"     changed_error, scalar_types, fresh) -> RangeItems\n\n"
+"The keys (what 0), values (1) or (key, value) tuples (2) of a range of the tree the Descent\n"
+"reads (bounds as RangeScan takes them, None unbounded), walked leaf by leaf in C under lock\n"
+"(a threading lock of the map); RuntimeError-like changed_error() once getattr(source, name)\n"
+"moved; values of types outside the scalar_types tuple go out as fresh(value) (fresh None:\n"
+"every value as it is).");
+
 static PyMethodDef pages_methods[] = {
     {"encode_leaf", encode_leaf, METH_VARARGS, encode_leaf_doc},
     {"decode_leaf", decode_leaf, METH_VARARGS, decode_leaf_doc},
@@ -592,6 +601,7 @@ static PyMethodDef pages_methods[] = {
     {"decode_inner_body", decode_inner_body, METH_VARARGS, decode_inner_body_doc},
     {"pack_column", pack_column, METH_O, pack_column_doc},
     {"walk", (PyCFunction)(void (*)(void))walk, METH_FASTCALL, walk_doc},
+    {"scan", (PyCFunction)(void (*)(void))range_scan, METH_VARARGS | METH_KEYWORDS, scan_doc},
     {NULL, NULL, 0, NULL},
 };
 

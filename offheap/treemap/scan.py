@@ -8,6 +8,11 @@ let go of its lock between leaves. Neighbour queries (``floor_key``, ``ceiling_k
 ``lower_key``, ``higher_key`` and their ``_item`` forms) are the first entry of a one-sided scan
 (:meth:`RangeScan.first`).
 
+The iteration of a TreeMap's ranges (``irange``, the views) runs this same walk in C when the
+compiled core is loaded (``descent_scan_leaf`` in ``offheap/treemap/csrc/descent.c``, driven by
+``_pages.scan``); this class serves the other scans (``_chunks``: positions, arrays, a reader's
+ranges) and is the reference the differential tests hold it to.
+
 Bounds: ``lo``/``hi`` None is unbounded; ``inclusive`` is a pair saying whether each bound
 counts. Cost: one descent per leaf, O(height * log(node_size)), plus the slices it returns.
 Thread safety: none; the facade holds the tree's lock around each call.

@@ -41,6 +41,7 @@ from offheap.collection.filemap import StandaloneFileMap, check_reopenable
 from offheap.collection.readers import open_file_reader
 from offheap.errors import ClosedError, CorruptionError, ReadOnlyError
 from offheap.kernels.bounds import INT64_MAX, INT64_MIN
+from offheap.kernels import native
 from offheap.kernels.codecs import get_codec
 from offheap.kernels.sizes import ByteLimit
 from offheap.store.records import RecordStore
@@ -65,6 +66,8 @@ from offheap.treemap.tree import MISSING, Tree
 from offheap.treemap.upgrade import upgrade
 from offheap.treemap.positions import position_in
 from offheap.treemap.views import SortedRangeAPI
+
+_compiled_pages = native.compiled_module("offheap.treemap._pages")
 
 _CLOSED = "the TreeMap is closed"
 
@@ -500,13 +503,27 @@ class TreeMap(TreeSlotsBase, StandaloneFileMap, SortedRangeAPI, DictAPI, Mutable
             with self._lock:
                 self._check_open()
                 if tree.mods != mods:
-                    raise RuntimeError("TreeMap changed size during iteration")
+                    raise self._changed_error()
                 keys, values = scan.next_chunk(tree.shape, with_values)
             if keys:
                 yield keys, values
         with self._lock:
             if tree.mods != mods:
-                raise RuntimeError("TreeMap changed size during iteration")
+                raise self._changed_error()  # ClosedError once closed, as at any other step
+
+    def _walk(self, what: int, lo, hi, inclusive, reverse: bool) -> Iterator | None:
+        """The range walked leaf by leaf in C under the lock (:func:`offheap.treemap.views.each`),
+        when the tree has a compiled descent and the map is open (a closed one raises at the
+        first step, through :meth:`_chunks`)."""
+        with self._lock:
+            tree, admit = self._tree, self._admit
+            if tree.descent is None or self._closed:
+                return None
+            copies = admit.copies_values
+            return _compiled_pages.scan(tree.descent, self._lock, admit.bound(lo), admit.bound(hi),
+                                        inclusive[0], inclusive[1], reverse, what, tree, "mods",
+                                        self._changed_error, tuple(SCALAR_TYPES) if copies else (),
+                                        admit.fresh if copies else None)
 
     def _version_source(self) -> tuple[object, str]:
         return self._tree, "mods"

@@ -2,10 +2,10 @@
 :class:`~offheap.treemap.treemap.TreeMap` and :class:`~offheap.treemap.reader.TreeReader`).
 
 ``tree.keys(lo, hi, inclusive, reverse)``, ``values(...)`` and ``items(...)`` return these: live
-views of a key range that iterate leaf by leaf through the tree's ``_chunks`` generator, so they
-reflect later changes and raise RuntimeError, like a dict view, if the map's size changes while
-one is being iterated (at the step after the change: :func:`each` compares the
-map's version before every item). A view is also a sequence, as SortedDict's views are: ``view[i]`` (negative
+views of a key range that iterate leaf by leaf (a TreeMap's compiled walk, else the tree's
+``_chunks`` generator: :func:`each`), so they reflect later changes and raise RuntimeError, like
+a dict view, if the map's size changes while one is being iterated (at the step after the
+change: :func:`each` compares the map's version before every item). A view is also a sequence, as SortedDict's views are: ``view[i]`` (negative
 from the end, IndexError outside) and ``view[a:b:step]`` (a list) read the entries at those
 positions of the view, and ``len(view)`` costs two descents, not a scan
 (:mod:`offheap.treemap.positions`).
@@ -32,8 +32,14 @@ def each(tree: SortedRangeAPI, what: str, lo, hi, inclusive, reverse: bool) -> I
     """The ``what`` ("keys", "values" or "items") of a range of ``tree``, one at a time from its
     leaf chunks; RuntimeError before the next item once the tree's version
     (``tree._version_source()``: an object and the name of its version attribute) moved, as a
-    dict raises at the step after a change of its size. The compiled ``RangeItems`` when the
-    core is loaded, else :func:`each_reference`, with the same items and errors."""
+    dict raises at the step after a change of its size. When the core is loaded: the tree's
+    compiled walk (``tree._walk``: a ``RangeItems`` that reads leaf after leaf in C) if it has
+    one, else a ``RangeItems`` over its chunks; else :func:`each_reference`. The same items and
+    errors every way."""
+    if _compiled is not None:
+        walk = tree._walk(_WHAT[what], lo, hi, inclusive, reverse)
+        if walk is not None:
+            return walk
     chunks = tree._chunks(lo, hi, inclusive, reverse, what != "keys")
     source, name = tree._version_source()
     if _compiled is None:
@@ -173,6 +179,11 @@ class SortedRangeAPI(PositionalAPI, ArrayAPI):
             """What an iteration raises once the version moved under it."""
     _edge_key: Callable[[bool], object]
     _first_in: Callable[..., object]
+
+    def _walk(self, what: int, lo, hi, inclusive, reverse: bool) -> Iterator | None:
+        """The compiled iteration of a range that walks the tree itself (``_pages.scan``;
+        ``what`` 0 keys, 1 values, 2 items), or None: iterate :meth:`_chunks` instead."""
+        return None
 
     def first_key(self):
         """The smallest key; KeyError when empty."""

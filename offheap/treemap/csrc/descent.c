@@ -13,8 +13,8 @@
  * (forget, forget_all), and the entry counts are read from the live Inner, so a form is never
  * stale. A leaf is the cached Leaf when there is one (dirty leaves live only
  * there, so the cache is always consulted first); else its page is copied out of the record
- * store (the store's _addr/_size index arrays and segment views, as RecordStore.view reads
- * them) and searched here: int64 keys are decoded into a C array and bisected, str/bytes keys
+ * store (the memoryviews _addr_at/_size_at of the store's index arrays, which are cheaper to
+ * take a buffer of than the arrays, and its segment views, as RecordStore.view reads them) and searched here: int64 keys are decoded into a C array and bisected, str/bytes keys
  * into a list, and only the value asked for becomes an object. Such a leaf is not cached and
  * nothing is evicted: reads leave the cache as it is, as NodeCache.read_leaf does. A page this
  * code does not read (compressed, or an object column of the constant or mixed forms) is
@@ -856,50 +856,200 @@ PyDoc_STRVAR(seek_doc,
 "finds them; values None unless with_values. The lists are the cached Leaf's own when it is\n"
 "cached: the caller copies what it keeps. Nothing enters the cache.");
 
-static PyObject *
-descent_seek(Descent *self, PyObject *const *args, Py_ssize_t nargs)
+/* The leaf a scan's seek reaches (seek_doc): its record id, and new references to the separators
+ * around it (Py_None where unbounded). `key` NULL: the first leaf, with `below` the last. The
+ * nearest separator on each side is remembered as a level (a form, held, and an index) and made
+ * an object once, at the end. */
+static int
+seek_leaf(Descent *self, int64_t recid, Py_ssize_t height, const Key *key, int below,
+          int64_t *leaf_out, PyObject **lo_out, PyObject **hi_out)
 {
-    int64_t recid;
-    Py_ssize_t height;
-    Key key;
-    int below, with_values;
-    if (check_nargs("seek", nargs, 5) < 0 || parse_shape(args, &recid, &height) < 0
-            || (below = PyObject_IsTrue(args[3])) < 0
-            || (with_values = PyObject_IsTrue(args[4])) < 0
-            || (args[2] != Py_None && checked_key(self, args[2], &key) < 0))
-        return NULL;
-    PyObject *lo = Py_NewRef(Py_None), *hi = Py_NewRef(Py_None);
+    Level lo = {NULL, 0}, hi = {NULL, 0}; /* child: the separator's index in the form */
+    int status = -1;
     for (Py_ssize_t depth = 0; depth < height - 1; depth++) {
         Level level;
         if (inner_open(self, recid, &level) < 0)
-            goto fail;
-        const InnerForm *form = level.form;
-        Py_ssize_t i = args[2] == Py_None ? (below ? form->n - 1 : 0)
-                       : form_bisect_side(self, form, &key, !below);
+            goto done;
+        InnerForm *form = level.form;
+        Py_ssize_t i = key == NULL ? (below ? form->n - 1 : 0)
+                       : form_bisect_side(self, form, key, !below);
         if (i < 0) {
             level_clear(&level);
-            goto fail;
+            goto done;
         }
-        if (i > 0)
-            Py_SETREF(lo, form_separator(self, form, i - 1));
-        if (i < form->n - 1 && lo != NULL)
-            Py_SETREF(hi, form_separator(self, form, i));
+        Level *sides[] = {i > 0 ? &lo : NULL, i < form->n - 1 ? &hi : NULL};
+        for (int side = 0; side < 2; side++) {
+            if (sides[side] == NULL)
+                continue;
+            level_clear(sides[side]);
+            form->refs++;
+            sides[side]->form = form;
+            sides[side]->child = side == 0 ? i - 1 : i;
+        }
         recid = form->children[i];
         level_clear(&level);
-        if (lo == NULL || hi == NULL)
-            goto fail;
     }
+    *lo_out = lo.form == NULL ? Py_NewRef(Py_None) : form_separator(self, lo.form, lo.child);
+    *hi_out = *lo_out == NULL ? NULL
+              : hi.form == NULL ? Py_NewRef(Py_None) : form_separator(self, hi.form, hi.child);
+    if (*hi_out == NULL)
+        Py_CLEAR(*lo_out);
+    else {
+        *leaf_out = recid;
+        status = 0;
+    }
+done:
+    level_clear(&lo);
+    level_clear(&hi);
+    return status;
+}
+
+static PyObject *
+descent_seek(Descent *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    int64_t root, recid;
+    Py_ssize_t height;
+    Key key;
+    int below, with_values;
+    PyObject *lo, *hi;
+    if (check_nargs("seek", nargs, 5) < 0 || parse_shape(args, &root, &height) < 0
+            || (below = PyObject_IsTrue(args[3])) < 0
+            || (with_values = PyObject_IsTrue(args[4])) < 0
+            || (args[2] != Py_None && checked_key(self, args[2], &key) < 0)
+            || seek_leaf(self, root, height, args[2] == Py_None ? NULL : &key, below, &recid,
+                         &lo, &hi) < 0)
+        return NULL;
     PyObject *lists = leaf_lists(self, recid, with_values);
-    if (lists == NULL)
-        goto fail;
+    if (lists == NULL) {
+        Py_DECREF(lo);
+        Py_DECREF(hi);
+        return NULL;
+    }
     PyObject *result = Py_BuildValue("(OONN)", PyTuple_GET_ITEM(lists, 0), PyTuple_GET_ITEM(lists, 1),
                                      lo, hi);
     Py_DECREF(lists);
     return result;
-fail:
-    Py_XDECREF(lo);
-    Py_XDECREF(hi);
-    return NULL;
+}
+
+/* Open leaf `recid` for a scan (leaf_open) and, with `with_values`, its values as a list in
+ * leaf->values: the cached Leaf's, its page's column read into a new list, or those of the Leaf
+ * cache.read_leaf gives when the reference decodes that column. `scratch` has room for
+ * PAGE_MAX_ENTRIES words. */
+static int
+leaf_open_scan(Descent *self, int64_t recid, int with_values, Leaf *leaf, uint64_t *scratch)
+{
+    if (leaf_open(self, recid, leaf) < 0)
+        return -1;
+    if (!with_values || leaf->values != NULL)
+        return 0;
+    if (leaf->count == 0)
+        return (leaf->values = PyList_New(0)) == NULL ? -1 : 0;
+    PageReader column = leaf->value_column;
+    PyObject *values = read_values(&column, leaf->count, self->value_kind, scratch);
+    if (values == NULL)
+        return -1;
+    if (values != Py_None) {
+        leaf->values = values;
+        return 0;
+    }
+    Py_DECREF(values);
+    return leaf_from_reference(self, leaf);
+}
+
+/* `items[start:end]` as a new list, reversed with `reverse`. */
+static PyObject *
+scan_slice(PyObject *items, Py_ssize_t start, Py_ssize_t end, int reverse)
+{
+    if (end > PyList_GET_SIZE(items))
+        return page_corrupt("a TreeMap leaf changed during a read"), NULL;
+    PyObject *slice = PyList_GetSlice(items, start, end);
+    if (slice != NULL && reverse && PyList_Reverse(slice) < 0)
+        Py_CLEAR(slice);
+    return slice;
+}
+
+int
+descent_scan_leaf(PyObject *descent, ScanBounds *scan, int with_values, ScanChunk *out)
+{
+    Descent *self = (Descent *)descent;
+    Key seek, lo, hi;
+    int64_t recid;
+    PyObject *lower = NULL, *upper = NULL;
+    Leaf leaf;
+    int status = -1;
+    leaf_init(&leaf);
+    out->count = 0;
+    if (ready(self) < 0)
+        return -1;
+    if (self->height == 0) {
+        PyErr_SetString(PyExc_ValueError, "the Descent has no shape: set_shape was not called");
+        return -1;
+    }
+    int below = scan->reverse && (scan->seek == NULL || !scan->seek_inclusive);
+    if ((scan->seek != NULL && checked_key(self, scan->seek, &seek) < 0)
+            || (scan->lo != NULL && checked_key(self, scan->lo, &lo) < 0)
+            || (scan->hi != NULL && checked_key(self, scan->hi, &hi) < 0)
+            || seek_leaf(self, self->root, self->height, scan->seek ? &seek : NULL, below,
+                         &recid, &lower, &upper) < 0
+            || leaf_open_scan(self, recid, with_values, &leaf, out->words) < 0)
+        goto done;
+    /* The entries [start, end) of the leaf lie in the range, as RangeScan.next_chunk finds them,
+     * with two bisects spared: the far bound is compared with the leaf's far separator first (a
+     * leaf wholly inside the range needs no bisect for it), and a seek for the separator the leaf
+     * starts at (the object the last leaf ended at) starts at its first key. */
+    Py_ssize_t start, end;
+    int past; /* whether the range goes on past this leaf's far bound */
+    if (scan->reverse) {
+        past = lower != Py_None;
+        if (past && scan->lo != NULL) {
+            int at_or_below = PyObject_RichCompareBool(lower, scan->lo, Py_LE);
+            if (at_or_below < 0)
+                goto done;
+            past = !at_or_below; /* else every key >= lower > lo */
+        }
+        start = scan->lo == NULL || past ? 0 : leaf_bisect(self, &leaf, &lo, !scan->lo_inclusive);
+        end = scan->seek == NULL || (scan->seek == upper && !scan->seek_inclusive) ? leaf.count
+              : leaf_bisect(self, &leaf, &seek, scan->seek_inclusive);
+        Py_XSETREF(scan->seek, lower == Py_None ? NULL : Py_NewRef(lower));
+        scan->seek_inclusive = 0;
+    }
+    else {
+        past = upper != Py_None;
+        if (past && scan->hi != NULL) {
+            int below_upper = PyObject_RichCompareBool(scan->hi, upper,
+                                                       scan->hi_inclusive ? Py_LT : Py_LE);
+            if (below_upper < 0)
+                goto done;
+            past = !below_upper; /* else every key < upper <= hi */
+        }
+        end = scan->hi == NULL || past ? leaf.count : leaf_bisect(self, &leaf, &hi, scan->hi_inclusive);
+        start = scan->seek == NULL || (scan->seek == lower && scan->seek_inclusive) ? 0
+                : leaf_bisect(self, &leaf, &seek, !scan->seek_inclusive);
+        Py_XSETREF(scan->seek, upper == Py_None ? NULL : Py_NewRef(upper));
+        scan->seek_inclusive = 1;
+    }
+    if (start < 0 || end < 0)
+        goto done;
+    scan->done = !past;
+    if (start < end) {
+        if (leaf.keys != NULL) {
+            if ((out->keys = scan_slice(leaf.keys, start, end, scan->reverse)) == NULL)
+                goto done;
+        }
+        else
+            for (Py_ssize_t j = 0; j < end - start; j++)
+                out->words[j] = leaf.words[scan->reverse ? end - 1 - j : start + j];
+        if (with_values
+                && (out->values = scan_slice(leaf.values, start, end, scan->reverse)) == NULL)
+            goto done;
+        out->count = end - start;
+    }
+    status = 0;
+done:
+    Py_XDECREF(lower);
+    Py_XDECREF(upper);
+    leaf_close(&leaf);
+    return status;
 }
 
 PyDoc_STRVAR(set_shape_doc,
@@ -1347,7 +1497,7 @@ static PyTypeObject descent_type = {
 int
 add_descent_type(PyObject *module)
 {
-    static const char *names[] = {"keys", "values", "counts", "_addr", "_size", "_views"};
+    static const char *names[] = {"keys", "values", "counts", "_addr_at", "_size_at", "_views"};
     PyObject **slots[] = {&str_keys, &str_values, &str_counts, &str_addr, &str_size,
                           &str_views};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)

@@ -7,7 +7,7 @@
  * descent.c    the compiled read path of the B+tree (type Descent) over the node cache and store
  * forms.c      compact forms of cached inner nodes, which the descent bisects, and their table
  * slots.c      TreeSlots, the base type whose slots run a TreeMap's m[k], get, `in` and m[k] = v
- * ranges.c     RangeItems, the item-by-item iteration of a range's leaf chunks
+ * ranges.c     RangeItems, the item-by-item iteration of a range, leaf by leaf
  *
  * The byte layouts are those of offheap.kernels.packing, offheap.store.serializers and
  * offheap.treemap.page, which specify them; this code follows them byte for byte.
@@ -212,6 +212,40 @@ typedef struct {
 int descent_walk(PyObject *descent, PyObject *key, WalkStep *steps, Py_ssize_t *n_steps,
                  int64_t *leaf);
 void walk_steps_clear(WalkStep *steps, Py_ssize_t n);
+
+/* Range scans that walk the tree in C (ranges.c drives them, descent.c reads the leaves). A scan
+ * remembers between two leaves only where the next one starts (`seek`, a key), so no node is held
+ * while the map's lock is let go. */
+typedef struct {
+    PyObject *lo, *hi;           /* the range's bounds (strong), NULL where unbounded */
+    int lo_inclusive, hi_inclusive, reverse;
+    PyObject *seek;              /* the next leaf holds this key (strong); NULL: the near end */
+    int seek_inclusive;
+    int done;                    /* no leaf after the last one read holds a key of the range */
+} ScanBounds;
+
+/* The entries of one leaf that lie in the range, in scan order. */
+typedef struct {
+    PyObject *keys;              /* a new list; NULL: the keys are words[:count] (an int64 page) */
+    PyObject *values;            /* a new list, or NULL when values were not asked for */
+    uint64_t *words;             /* room for PAGE_MAX_ENTRIES words, owned by the scan */
+    Py_ssize_t count;
+} ScanChunk;
+
+/* The next leaf of a scan (descent.c), as RangeScan.next_chunk reads it: its entries in the range
+ * into `out` (count 0 when none; lists as the chunk's, which the caller clears), and `scan`
+ * moved past it. The caller holds the map's lock; the Descent's shape (set_shape) is the tree's.
+ * 0, or -1 with an exception. */
+int descent_scan_leaf(PyObject *descent, ScanBounds *scan, int with_values, ScanChunk *out);
+
+/* The map's lock (slots.c): lock_take calls acquire() (which may give up the GIL) and returns a
+ * new reference to `release`; lock_give calls it (consumed), keeping an exception set before. */
+PyObject *lock_take(PyObject *acquire, PyObject *release);
+int lock_give(PyObject *release);
+
+/* scan(descent, lock, lo, hi, lo_inclusive, hi_inclusive, reverse, what, source, name,
+ * changed_error, scalar_types, fresh) (ranges.c): a RangeItems that walks the tree itself. */
+PyObject *range_scan(PyObject *module, PyObject *args, PyObject *kwargs);
 
 /* walk(inner_nodes, inner_of, root, levels, key) (walk.c): the inner levels of a change's
  * descent, as (path, lo, hi, leaf recid); METH_FASTCALL. */

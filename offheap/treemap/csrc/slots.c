@@ -94,13 +94,11 @@ is_scalar(PyObject *types, PyObject *value)
     return 0;
 }
 
-/* Take the map's lock (its acquire() may give up the GIL while it waits): a new reference to its
- * release(), held so that a detach meanwhile cannot drop it, or NULL with an exception. */
-static PyObject *
-take_lock(TreeSlots *self)
+PyObject *
+lock_take(PyObject *acquire, PyObject *release)
 {
-    PyObject *release = Py_NewRef(self->release);
-    PyObject *taken = PyObject_CallNoArgs(self->acquire);
+    Py_INCREF(release);
+    PyObject *taken = PyObject_CallNoArgs(acquire);
     if (taken == NULL) {
         Py_DECREF(release);
         return NULL;
@@ -109,10 +107,8 @@ take_lock(TreeSlots *self)
     return release;
 }
 
-/* Release the lock (`release` consumed), keeping the exception set before, if any: 0, or -1 with
- * release()'s own exception instead. */
-static int
-give_lock(PyObject *release)
+int
+lock_give(PyObject *release)
 {
     PyObject *type, *error, *traceback;
     PyErr_Fetch(&type, &error, &traceback);
@@ -127,6 +123,14 @@ give_lock(PyObject *release)
     Py_DECREF(released);
     PyErr_Restore(type, error, traceback);
     return 0;
+}
+
+/* Take the map's lock: a new reference to its release(), held so that a detach meanwhile cannot
+ * drop it, or NULL with an exception. */
+static PyObject *
+take_lock(TreeSlots *self)
+{
+    return lock_take(self->acquire, self->release);
 }
 
 /* The value of `key`, or a new reference to `dflt`: as the leaf holds it with `stored` (a
@@ -151,7 +155,7 @@ slots_lookup(TreeSlots *self, PyObject *key, PyObject *dflt, int stored)
         if (slow == 0)
             value = descent_lookup(descent, key, missing);
     }
-    int released = give_lock(release) == 0;
+    int released = lock_give(release) == 0;
     if (!released)
         Py_CLEAR(value);
     if (released && slow > 0)
@@ -473,7 +477,7 @@ change_in_c(TreeSlots *self, PyObject **needed, PyObject *key, PyObject *value,
         done = change(&held, key, value);
         unhold(&held);
     }
-    return give_lock(release) < 0 ? -1 : done;
+    return lock_give(release) < 0 ? -1 : done;
 }
 
 /* m[key] = value, and del m[key] (value NULL): in C when that is all it takes, else through the
