@@ -340,9 +340,15 @@ plan_deltas(const uint64_t *values, Py_ssize_t count, uint64_t *gaps)
         low = gaps[i] < low ? gaps[i] : low;
         high = gaps[i] > high ? gaps[i] : high;
     }
+    /* base 0 where it makes the block strictly shorter (packing.delta_base) */
     BlockPlan plan = {low, bit_length(high - low), 0};
-    plan.size = varint_size(zigzag(values[0])) + 1 + varint_size(low)
-                + packed_size(count - 1, plan.width);
+    Py_ssize_t kept = varint_size(low) + packed_size(count - 1, plan.width);
+    if (low && 1 + packed_size(count - 1, bit_length(high)) < kept) {
+        plan.base = 0;
+        plan.width = bit_length(high);
+        kept = 1 + packed_size(count - 1, plan.width);
+    }
+    plan.size = varint_size(zigzag(values[0])) + 1 + kept;
     return plan;
 }
 
