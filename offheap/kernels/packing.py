@@ -456,15 +456,21 @@ def _pack_above(values: np.ndarray, base, width: int) -> bytes:
     return _bitpack_unchecked(values, width)
 
 
-def decode_int64_deltas(buf, count: int, offset: int = 0) -> tuple[np.ndarray, int]:
-    """``(keys, end_offset)``: ``count`` int64 keys written by :func:`encode_int64_deltas`."""
+def decode_int64_deltas(buf, count: int, offset: int = 0,
+                        first: int | None = None) -> tuple[np.ndarray, int]:
+    """``(keys, end_offset)``: ``count`` int64 keys written by :func:`encode_int64_deltas`;
+    with ``first``, the first key that the caller stored apart, and the block without its first
+    varint at ``offset``."""
     count = _check_count(count)
     offset = _check_offset(offset)
     if not count:
         return np.zeros(0, _I64), offset
     data = buf if type(buf) is bytes else memoryview(buf).cast("B")
-    code, position = varint_decode_one(data, offset)
-    first = _unzigzag_bits(code)
+    if first is None:
+        code, position = varint_decode_one(data, offset)
+        first = _unzigzag_bits(code)
+    else:
+        position, first = offset, first & (_UINT64_LIMIT - 1)
     if count == 1:
         return np.array([first], _U64).view(_I64), position
     width, position = _read_width(data, position, "int64 delta block")

@@ -72,10 +72,14 @@ def encode_int64_deltas(keys: list[int]) -> bytes:
     return header + bytes((width,)) + varint_encode_one(base) + packed
 
 
-def decode_int64_deltas(data, count: int, offset: int) -> tuple[list[int], int]:
+def decode_int64_deltas(data, count: int, offset: int,
+                        first: int | None = None) -> tuple[list[int], int]:
     """:func:`offheap.kernels.packing.decode_int64_deltas` for ``count >= 1``, as a list of ints."""
-    code, position = varint_decode_one(data, offset)
-    first = (code >> 1) ^ -(code & 1)
+    if first is None:
+        code, position = varint_decode_one(data, offset)
+        first = (code >> 1) ^ -(code & 1)
+    else:
+        position = offset
     if count == 1:
         return [first], position
     if position >= len(data) or data[position] > 64:
