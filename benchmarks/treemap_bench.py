@@ -123,6 +123,11 @@ def run_capacity(variant: str, n: int) -> dict:
                   leaf_fill=round(stats.leaf_fill, 3),
                   compression_ratio=round(stats.compression_ratio, 2),
                   mapdb_bytes_per_entry=spec["mapdb"], goal=spec["goal"])
+    store = tree._store.stats()  # where the reserved bytes go, per entry
+    result["per_entry"] = {name: round(nbytes / len(tree), 3) for name, nbytes in (
+        ("records", store.live_bytes), ("chunk rounding", store.chunk_bytes - store.live_bytes),
+        ("free", store.free_bytes), ("record index", store.index_bytes),
+        ("other", store.reserved_bytes - store.segment_bytes - store.index_bytes))}
     tree.close()
     return result
 

@@ -39,10 +39,15 @@ Example: ``[1, 2, 3]`` at width 2 -> ``39`` (``0b00_11_10_01``).
     count == 0:  nothing (zero bytes)
     count >= 1:  varint  zigzag(keys[0])
     count >= 2:  u8      width w (0..64)
-                 varint  base = min(d)
+                 varint  base: min(d), or 0 where that makes the block shorter
                  bit-packed d - base at width w, count-1 values
                  where d[i] = keys[i+1] - keys[i] computed in uint64 (wrapping) arithmetic
                  and w = bit length of max(d) - base
+
+The encoder picks the base (:func:`delta_base`); the decoder reads whatever base the block
+names. ``min(d)`` makes equal gaps cost nothing; 0 costs one byte where ``min(d)`` costs a varint
+of its size, and random keys, whose smallest gap is a fraction of the largest, lose no bit of
+width by it (a page of 26 random int64 keys saves 5 of its 160 bytes).
 
 Wrapping arithmetic makes every int64 sequence encodable, sorted or not, whatever its gaps; the
 decoder undoes it with a wrapping running sum. Sorted keys give small gaps and so a small width;
@@ -86,6 +91,7 @@ __all__ = [
     "bitunpack",
     "decode_int64_deltas",
     "decode_int64_frame",
+    "delta_base",
     "encode_int64_deltas",
     "encode_int64_frame",
     "front_decode",
@@ -426,9 +432,20 @@ def encode_int64_deltas(keys) -> bytes:
         return header
     unsigned = signed.view(_U64)
     gaps = np.subtract(unsigned[1:], unsigned[:-1])
-    base = np.minimum.reduce(gaps)
-    width = int(np.maximum.reduce(gaps) - base).bit_length()
-    return header + bytes((width,)) + varint_encode_one(int(base)) + _pack_above(gaps, base, width)
+    high = int(np.maximum.reduce(gaps))
+    base = delta_base(int(np.minimum.reduce(gaps)), high, count - 1)
+    width = (high - base).bit_length()
+    return header + bytes((width,)) + varint_encode_one(base) + _pack_above(gaps, np.uint64(base),
+                                                                             width)
+
+
+def delta_base(low: int, high: int, n_gaps: int) -> int:
+    """The base of an int64 delta block whose ``n_gaps`` gaps lie in ``[low, high]``: ``low``,
+    or 0 when that makes the block strictly shorter (the layout above)."""
+    if not low:
+        return 0
+    kept = len(varint_encode_one(low)) + (n_gaps * (high - low).bit_length() + 7) // 8
+    return 0 if 1 + (n_gaps * high.bit_length() + 7) // 8 < kept else low
 
 
 def _pack_above(values: np.ndarray, base, width: int) -> bytes:
@@ -439,15 +456,21 @@ def _pack_above(values: np.ndarray, base, width: int) -> bytes:
     return _bitpack_unchecked(values, width)
 
 
-def decode_int64_deltas(buf, count: int, offset: int = 0) -> tuple[np.ndarray, int]:
-    """``(keys, end_offset)``: ``count`` int64 keys written by :func:`encode_int64_deltas`."""
+def decode_int64_deltas(buf, count: int, offset: int = 0,
+                        first: int | None = None) -> tuple[np.ndarray, int]:
+    """``(keys, end_offset)``: ``count`` int64 keys written by :func:`encode_int64_deltas`;
+    with ``first``, the first key that the caller stored apart, and the block without its first
+    varint at ``offset``."""
     count = _check_count(count)
     offset = _check_offset(offset)
     if not count:
         return np.zeros(0, _I64), offset
     data = buf if type(buf) is bytes else memoryview(buf).cast("B")
-    code, position = varint_decode_one(data, offset)
-    first = _unzigzag_bits(code)
+    if first is None:
+        code, position = varint_decode_one(data, offset)
+        first = _unzigzag_bits(code)
+    else:
+        position, first = offset, first & (_UINT64_LIMIT - 1)
     if count == 1:
         return np.array([first], _U64).view(_I64), position
     width, position = _read_width(data, position, "int64 delta block")

@@ -17,7 +17,7 @@ from __future__ import annotations
 from itertools import accumulate
 
 from offheap.errors import CorruptionError
-from offheap.kernels.packing import varint_decode_one, varint_encode_one
+from offheap.kernels.packing import delta_base, varint_decode_one, varint_encode_one
 
 SMALL_BLOCK_VALUES = 256
 """The largest block these functions are used for (measured crossover with numpy: ~300-500)."""
@@ -65,16 +65,21 @@ def encode_int64_deltas(keys: list[int]) -> bytes:
     if len(keys) == 1:
         return header
     gaps = [(right - left) & _MASK64 for left, right in zip(keys, keys[1:])]
-    base = min(gaps)
-    width = (max(gaps) - base).bit_length()
+    high = max(gaps)
+    base = delta_base(min(gaps), high, len(gaps))
+    width = (high - base).bit_length()
     packed = pack([gap - base for gap in gaps], width) if width else b""
     return header + bytes((width,)) + varint_encode_one(base) + packed
 
 
-def decode_int64_deltas(data, count: int, offset: int) -> tuple[list[int], int]:
+def decode_int64_deltas(data, count: int, offset: int,
+                        first: int | None = None) -> tuple[list[int], int]:
     """:func:`offheap.kernels.packing.decode_int64_deltas` for ``count >= 1``, as a list of ints."""
-    code, position = varint_decode_one(data, offset)
-    first = (code >> 1) ^ -(code & 1)
+    if first is None:
+        code, position = varint_decode_one(data, offset)
+        first = (code >> 1) ^ -(code & 1)
+    else:
+        position = offset
     if count == 1:
         return [first], position
     if position >= len(data) or data[position] > 64:

@@ -90,25 +90,50 @@ common_shift(const uint64_t *keys, Py_ssize_t count)
     return merged ? (__builtin_ctzll(merged) < 63 ? __builtin_ctzll(merged) : 63) : 63;
 }
 
-/* u8 shift s, then the delta block of keys >> s (arithmetic): page.encode_keys for int64. */
+#define KEY_RAW_FIRST 0x40  /* in the shift byte: page._RAW_FIRST */
+
+/* u8 shift s, then the delta block of keys >> s (arithmetic), its first key as 8 bytes and
+ * KEY_RAW_FIRST in the shift byte where its varint would be longer: page.encode_keys for
+ * int64. */
 static int
 write_int64_keys(PageWriter *writer, uint64_t *keys, Py_ssize_t count)
 {
     int shift = common_shift(keys, count);
     for (Py_ssize_t i = 0; i < count; i++)
         keys[i] = (uint64_t)((int64_t)keys[i] >> shift);
-    return write_byte(writer, (uint8_t)shift) < 0 ? -1 : write_int64_deltas(writer, keys, count);
+    uint64_t first = keys[0];
+    if (varint_size((first << 1) ^ (uint64_t)((int64_t)first >> 63)) <= 8)
+        return write_byte(writer, (uint8_t)shift) < 0 ? -1 : write_int64_deltas(writer, keys, count);
+    uint8_t raw[8];
+    for (int b = 0; b < 8; b++)
+        raw[b] = (uint8_t)(first >> (8 * b));
+    return (write_byte(writer, (uint8_t)(shift | KEY_RAW_FIRST)) < 0
+            || write_bytes(writer, raw, 8) < 0) ? -1 : write_int64_gaps(writer, keys, count);
 }
 
 int
 read_int64_key_words(PageReader *reader, Py_ssize_t count, uint64_t *out)
 {
-    uint8_t shift;
-    if (read_byte(reader, &shift, "int64 key block shift") < 0)
+    uint8_t flags;
+    if (read_byte(reader, &flags, "int64 key block shift") < 0)
         return -1;
+    int shift = flags & ~KEY_RAW_FIRST;
     if (shift > 63)
         return page_corrupt("int64 key block shift %d is above 63: the data is corrupt", shift);
-    if (read_int64_deltas(reader, count, out) < 0)
+    if (flags & KEY_RAW_FIRST) {
+        if (reader->size - reader->pos < 8)
+            return page_corrupt("int64 key block's first key at offset %zd is past the end of "
+                                "the %zd-byte page body: the data is truncated", reader->pos,
+                                reader->size);
+        uint64_t first = 0;
+        for (int b = 7; b >= 0; b--)
+            first = (first << 8) | reader->data[reader->pos + b];
+        reader->pos += 8;
+        out[0] = first;
+        if (read_int64_gaps(reader, count, out) < 0)
+            return -1;
+    }
+    else if (read_int64_deltas(reader, count, out) < 0)
         return -1;
     int64_t low = INT64_MIN >> shift, high = INT64_MAX >> shift;
     for (Py_ssize_t i = 0; i < count; i++) {

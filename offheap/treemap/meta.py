@@ -2,7 +2,7 @@
 
 Pure: bytes in, values out. The record, integers little-endian::
 
-    8s   magic b"OHTREE02" (format 2; b"OHTREE01" is format 1)
+    8s   magic b"OHTREE03" (format 3; b"OHTREE02" and b"OHTREE01" are formats 2 and 1)
     u64  root record id
     u32  height (levels; 1 when the root is a leaf)
     u64  entries
@@ -13,9 +13,13 @@ Pure: bytes in, values out. The record, integers little-endian::
     ...  the fixed options as a JSON object: {"key": ..., "value": ..., "node_size": ...}
 
 Versions. Format 2 inner pages carry the entries under each child (:mod:`offheap.treemap.page`);
-format 1 ones do not. Everything else, this record's fields included, is the same in both, so
-:func:`parse_meta` reads either and says which (:attr:`TreeMeta.version`); a writer converts a
-format 1 tree when it opens it (:mod:`offheap.treemap.upgrade`).
+format 1 ones do not. Format 3 int64 key blocks may store their first key as 8 bytes (flagged in
+the shift byte), which format 2 never writes, so every format 2 page is a format 3 page.
+Everything else, this record's fields included, is the same in all three, so :func:`parse_meta`
+reads any and says which (:attr:`TreeMeta.version`). A reader reads a format 2 or 3 tree as it
+is (:data:`READABLE_VERSIONS`); a writer converts a format 1 tree when it opens it, and labels
+a format 2 tree format 3 (:mod:`offheap.treemap.upgrade`), so that an older version, which
+would not read the pages it writes from then on, refuses it.
 
 The fixed options are those a tree keeps for life (:data:`FIXED_OPTIONS`); the others
 (compression, write cache, ...) may change from one opening to the next. A standalone TreeMap
@@ -33,9 +37,10 @@ from offheap.store.serializers import SERIALIZER_NAMES
 from offheap.treemap.page import KEY_KINDS, MAX_NODE_SIZE, MIN_NODE_SIZE
 
 FIXED_OPTIONS = ("key", "value", "node_size")
-FORMAT_VERSION = 2
-_MAGICS = {b"OHTREE01": 1, b"OHTREE02": 2}
-_MAGIC = b"OHTREE02"
+FORMAT_VERSION = 3
+READABLE_VERSIONS = (2, 3)  # the formats whose pages this version reads as they are
+_MAGICS = {b"OHTREE01": 1, b"OHTREE02": 2, b"OHTREE03": 3}
+_MAGIC = b"OHTREE03"
 _FIXED = struct.Struct("<8sQIQQQQQ")
 _ROOT_MAGIC = b"OHTREEMP"
 _ROOT = struct.Struct("<8sQ")

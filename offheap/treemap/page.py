@@ -16,13 +16,17 @@ A page is one record in the store: a leaf (sorted keys and their values) or an i
 
     key block, int64 keys:  u8 shift s, then ``encode_int64_deltas(keys >> s)``
               (s is the number of trailing zero bits every key shares, so ``keys >> s`` is
-              exact; separators are chosen with many trailing zeros, see :func:`separator`)
+              exact; separators are chosen with many trailing zeros, see :func:`separator`).
+              Where the first shifted key's varint would take 9 or 10 bytes (random keys
+              of the whole int64 range), the shift byte is ``s | 0x40`` and that key follows
+              as 8 bytes little-endian, then the delta block without its first varint
     key block, str/bytes:   ``front_encode`` of the keys as bytes (str as UTF-8)
 
-Versions. This is page format 2 (tree format 2, :mod:`offheap.treemap.meta`). Format 1 inner
-pages end after the child record ids: they carry no entry counts, and :func:`decode_inner` reads
-them with ``with_counts=False`` (for the conversion of a format 1 tree,
-:mod:`offheap.treemap.upgrade`). Leaves are the same in both formats.
+Versions. This is page format 3 (tree format 3, :mod:`offheap.treemap.meta`). Format 2 never
+sets 0x40 in a shift byte (its first keys are always varints), so its pages read as format 3
+pages. Format 1 inner pages end after the child record ids: they carry no entry counts, and
+:func:`decode_inner` reads them with ``with_counts=False`` (for the conversion of a format 1
+tree, :mod:`offheap.treemap.upgrade`). Leaves are the same in formats 1 and 2.
 
 An empty leaf (the root of an empty tree) is the two bytes ``00 00``. A codec is only kept when
 it makes the page smaller; otherwise the page is written raw with codec 0, so decoding never
@@ -95,6 +99,9 @@ the bound (:func:`max_body_bytes`) and writes it raw otherwise."""
 BODY_FLOOR_BYTES = 1 << 24
 """A compressed page may always declare a body of 16 MiB, whatever its ratio."""
 _MAX_SHIFT = 63
+_RAW_FIRST = 0x40
+"""In the shift byte of an int64 key block (format 3): the first shifted key follows as 8 bytes,
+little-endian, and the delta block after it has no first varint."""
 
 _compiled_pages = native.compiled_module("offheap.treemap._pages")
 COMPILED = _compiled_pages is not None
@@ -138,27 +145,44 @@ def encode_keys(keys, key_kind: str) -> bytes:
         if 0 < len(keys) <= smallpack.SMALL_BLOCK_VALUES and _fits_int64(keys):
             shift = smallpack.common_shift(keys, _MAX_SHIFT)
             shifted = [key >> shift for key in keys] if shift else list(keys)
-            return bytes((shift,)) + smallpack.encode_int64_deltas(shifted)
+            return _int64_key_block(shift, shifted[0], smallpack.encode_int64_deltas(shifted))
         array = np.array(keys, dtype=np.int64)
         shift = _common_shift(array)
-        return bytes((shift,)) + encode_int64_deltas(array >> shift)
+        shifted = array >> shift
+        return _int64_key_block(shift, int(shifted[0]) if len(shifted) else 0,
+                                encode_int64_deltas(shifted))
     if key_kind == "str":
         return front_encode([k.encode("utf-8", "surrogatepass") for k in keys])
     return front_encode(list(keys))
 
 
+def _int64_key_block(shift: int, first: int, deltas: bytes) -> bytes:
+    """The int64 key block of shift ``shift`` whose shifted keys start with ``first`` and
+    pack to the delta block ``deltas``: the first key as 8 bytes where its varint is longer."""
+    head = len(varint_encode_one((first << 1) ^ (first >> 63))) if deltas else 0
+    if head <= 8:
+        return bytes((shift,)) + deltas
+    return bytes((shift | _RAW_FIRST,)) + first.to_bytes(8, "little", signed=True) + deltas[head:]
+
+
 def decode_keys(buf, count: int, key_kind: str, offset: int = 0) -> tuple[list, int]:
     """Keys of a key block as a Python list, and the offset after the block."""
     if key_kind == "int64":
-        shift = buf[offset]
+        shift, first = buf[offset] & ~_RAW_FIRST, None
         if shift > _MAX_SHIFT:
             raise CorruptionError(f"int64 key block shift {shift} is above {_MAX_SHIFT}")
+        offset += 1
+        if buf[offset - 1] & _RAW_FIRST:
+            if offset + 8 > len(buf):
+                raise CorruptionError("int64 key block's first key is truncated")
+            first = int.from_bytes(buf[offset:offset + 8], "little", signed=True)
+            offset += 8
         if 0 < count <= smallpack.SMALL_BLOCK_VALUES:
-            keys, end = smallpack.decode_int64_deltas(buf, count, offset + 1)
+            keys, end = smallpack.decode_int64_deltas(buf, count, offset, first)
             if shift and (min(keys) < INT64_MIN >> shift or max(keys) > INT64_MAX >> shift):
                 raise CorruptionError(f"int64 keys << {shift} do not fit in int64")
             return ([key << shift for key in keys] if shift else keys), end
-        array, end = decode_int64_deltas(buf, count, offset + 1)
+        array, end = decode_int64_deltas(buf, count, offset, first)
         if shift:
             shifted = array << shift
             if ((shifted >> shift) != array).any():

@@ -51,6 +51,7 @@ from offheap.treemap.arrays import values_out
 from offheap.treemap.meta import (
     FIXED_OPTIONS,
     FORMAT_VERSION,
+    READABLE_VERSIONS,
     check_fixed_options,
     parse_meta,
     standalone_meta_recid,
@@ -705,13 +706,15 @@ class TreeMap(TreeSlotsBase, StandaloneFileMap, SortedRangeAPI, DictAPI, Mutable
                                       f"describe the tree: {exc}") from None
 
     def _load_meta(self) -> None:
-        """Install the tree the metadata record names; a format 1 tree is converted first
-        (:mod:`offheap.treemap.upgrade`), which a read-only store refuses with ReadOnlyError."""
+        """Install the tree the metadata record names; an older format is converted first
+        (:mod:`offheap.treemap.upgrade`), except that a read-only store reads a format 2 tree as
+        it is and refuses a format 1 tree with ReadOnlyError."""
         try:
             meta = parse_meta(self._store.get(self._meta_recid))
         except KeyError:
             raise CorruptionError(f"TreeMap metadata record {self._meta_recid} is missing") from None
-        if meta.version != FORMAT_VERSION:
+        if meta.version != FORMAT_VERSION and not (self._store.arena.readonly
+                                                   and meta.version in READABLE_VERSIONS):
             if self._store.arena.readonly:
                 raise ReadOnlyError(
                     f"this TreeMap is in format {meta.version}, which this version reads only after "

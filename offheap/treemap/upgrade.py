@@ -1,5 +1,7 @@
-"""Conversion of a format 1 tree to format 2 (layer 6, used by the facade when a writer opens a
-tree; :mod:`offheap.treemap.meta` for the versions).
+"""Conversion of a format 1 or 2 tree to format 3 (layer 6, used by the facade when a writer
+opens a tree; :mod:`offheap.treemap.meta` for the versions). A format 2 tree needs no page
+rewritten (its pages are format 3 pages): it only takes the format 3 label. The rest of this
+docstring is about format 1.
 
 Format 2 inner pages carry the entries under each child; format 1 ones end after the child
 record ids. :func:`upgrade` walks the tree from its root, depth first, and rewrites every inner
@@ -26,11 +28,14 @@ from offheap.treemap.page import decode_inner, encode_inner, header_count, raw_s
 
 
 def upgrade(store: RecordStore, meta: TreeMeta, codec) -> TreeMeta:
-    """Rewrite the inner pages of the format 1 tree ``meta`` describes in format 2; return the
-    metadata of the converted tree (its page-byte totals updated). All or nothing: the new pages
+    """Rewrite the inner pages of the format 1 tree ``meta`` describes in format 2 (a format 2
+    tree: nothing); return the metadata of the converted tree, in format 3 (its page-byte
+    totals updated). All or nothing: the new pages
     are all encoded before the first is written, and if a write fails (CapacityError) the
     records written are given their old pages back. CorruptionError, with nothing written, if
     a page is damaged or the leaves do not hold the entries the metadata records."""
+    if meta.version >= 2:
+        return replace(meta, version=FORMAT_VERSION)
     key_kind, height = meta.options["key"], meta.shape.height
     rewrites: list[tuple[int, bytes, bytes]] = []  # record id, format 1 page, format 2 page
 

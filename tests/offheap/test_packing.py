@@ -15,6 +15,7 @@ from offheap.kernels.packing import (
     bitunpack,
     decode_int64_deltas,
     decode_int64_frame,
+    delta_base,
     encode_int64_deltas,
     encode_int64_frame,
     front_decode,
@@ -94,7 +95,8 @@ def test_bitpack_golden(values, width, packed):
     ([10, 11, 12, 14], "14" "01" "01" "04"),
     ([1000, 1000, 1000], "d00f" "00" "00"),
     (list(range(10**9, 10**9 + 120)), "80a8d6b907" "00" "01"),
-    ([INT64_MIN, INT64_MAX], "ffffffffffffffffff01" "00" "ffffffffffffffffff01"),
+    # one gap of 2**64-1: base 0 and 64 bits (9 bytes) beat width 0 and a base of 10 bytes
+    ([INT64_MIN, INT64_MAX], "ffffffffffffffffff01" "40" "00" "ffffffffffffffff"),
     # unsorted: the gap -2 wraps to 2**64-2, so the spread needs all 64 bits
     ([3, 1, 2], "06" "40" "01" "fdffffffffffffff" "0000000000000000"),
 ])
@@ -102,6 +104,40 @@ def test_int64_deltas_golden(keys, encoded):
     assert encode_int64_deltas(i64(keys)).hex() == encoded
     decoded, end = decode_int64_deltas(bytes.fromhex(encoded), len(keys))
     assert decoded.tolist() == keys and end == len(encoded) // 2
+
+
+def test_int64_deltas_base_is_read_as_written():
+    """A block whose base is the smallest gap where 0 would be shorter (what writers before
+    :func:`delta_base` chose, and any writer may) decodes to the same keys."""
+    decoded, end = decode_int64_deltas(bytes.fromhex("ffffffffffffffffff01" "00"
+                                                     "ffffffffffffffffff01"), 2)
+    assert decoded.tolist() == [INT64_MIN, INT64_MAX] and end == 21
+
+
+@pytest.mark.parametrize("low, high, n_gaps, base", [
+    (1, 1, 30, 1),  # equal gaps: width 0
+    (1, 2, 3, 1),  # a tie (2 bytes either way) keeps the smallest gap
+    (0, 2**43, 25, 0),
+    (2**38, 2**45, 25, 0),  # random keys: the base saves no bit of width, costs 6 bytes
+    (2**44, 2**44 + 5, 25, 2**44),  # near-equal large gaps: the base saves 42 bits a gap
+])
+def test_delta_base(low, high, n_gaps, base):
+    assert delta_base(low, high, n_gaps) == base
+
+
+def test_int64_deltas_of_random_keys_are_no_longer_than_with_the_smallest_gap():
+    rng = np.random.default_rng(5)
+    for _ in range(200):
+        keys = np.sort(rng.integers(INT64_MIN, INT64_MAX, int(rng.integers(2, 40)),
+                                    dtype=np.int64, endpoint=True))
+        block = encode_int64_deltas(keys)
+        gaps = np.diff(keys.view(np.uint64))
+        low = int(gaps.min())
+        with_low = (len(varint_encode_one(low))
+                    + (len(gaps) * (int(gaps.max()) - low).bit_length() + 7) // 8)
+        assert len(block) <= len(varint_encode_one(int(keys[0]) << 1 ^ int(keys[0]) >> 63)) \
+            + 1 + with_low
+        assert decode_int64_deltas(block, len(keys))[0].tolist() == keys.tolist()
 
 
 @pytest.mark.parametrize("values, encoded", [
@@ -218,8 +254,11 @@ def test_int64_frame_roundtrip(values, before, after):
 def test_equal_gaps_cost_only_the_header(first, gap, count):
     keys = [(first + i * gap + 2**63) % 2**64 - 2**63 for i in range(count)]
     encoded = encode_int64_deltas(i64(keys))
-    assert encoded[len(varint_encode_one(int(zigzag_encode(i64([first]))[0])))] == 0  # width 0
-    assert len(encoded) <= 10 + 1 + 10
+    header = len(varint_encode_one(int(zigzag_encode(i64([first]))[0])))
+    with_width_0 = header + 1 + len(varint_encode_one(gap % 2**64))
+    assert len(encoded) <= with_width_0 <= 10 + 1 + 10
+    if count > 2 or with_width_0 - header <= 10:  # one gap of 2**63 or more packs shorter at base 0
+        assert encoded[header] == 0  # width 0
 
 
 def test_int64_deltas_bulk_roundtrip():

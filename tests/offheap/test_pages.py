@@ -170,6 +170,13 @@ GOLDEN_LEAVES = [
     ("000300010001010100016b01000102767676",
      [b"\x00", b"\x00\x01", b"k"], [b"", b"v", b"vv"], "bytes", "bytes"),
     ("0000", [], [], "int64", "object"),
+    # format 3: 40 shift 0 with the first key as 8 bytes (its zigzag varint would take 10) |
+    # 0500000000000080 -2**63 + 5 | 3f width 63, 00 base 0 | the two gaps at 63 bits
+    ("00034005000000000000803f00fbfffffffffeffff0000000080000020030000",
+     [-2**63 + 5, -2**40, 2**62 + 1], [""] * 3, "int64", "object"),
+    # 43: shift 3 and a raw first key (2**59 + 3, whose varint would take 9 bytes) | 00 width 0,
+    # 61 base 97: the one gap
+    ("00024303000000000000080061030000", [2**62 + 24, 2**62 + 800], [""] * 2, "int64", "object"),
 ]
 # 01 inner | 03 children | 0a shift 10 (1024 and 4096 share 10 zero bits) | 02 00 03 the keys
 # 1 and 4 | 07 recid base | 02 width | 18 the offsets 0, 2, 1 at 2 bits | 11 count base 17 |

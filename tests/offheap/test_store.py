@@ -54,7 +54,7 @@ TestStoreVersusDict.settings = settings(max_examples=40, stateful_step_count=40,
 
 
 def test_size_classes():
-    assert [chunk_bytes(n) for n in (0, 1, 8, 9, 4096)] == [0, 8, 8, 16, 4096]
+    assert [chunk_bytes(n) for n in (0, 1, 4, 5, 8, 9, 4096)] == [0, 4, 4, 8, 8, 12, 4096]
     assert chunk_bytes(4097) >= 4097 and chunk_bytes(5000) % 256 == 0
 
 
@@ -117,3 +117,49 @@ def test_reopen_rebuilds_free_space(tmp_path):
     new = store.put(b"q" * 50)
     assert new in recids[::2]  # ids are reused too
     store.close()
+
+
+def test_a_growing_record_takes_the_free_bytes_after_it_without_moving():
+    store = RecordStore(Arena.anonymous())
+    grower, neighbour, last = store.put(b"a" * 100), store.put(b"b" * 100), store.put(b"c" * 8)
+    address = store._addr[grower]
+    store.delete(neighbour)
+    store.update(grower, b"a" * 160)  # into the 100 free bytes after it
+    assert store._addr[grower] == address and store.get(grower) == b"a" * 160
+    assert store.stats().free_bytes - _bump_tail(store) == 40
+    store.update(grower, b"a" * 260)  # 40 free bytes are not enough: it moves
+    assert store._addr[grower] != address and store.get(last) == b"c" * 8
+    store._check()
+
+
+def test_freed_neighbours_merge_into_a_run_a_larger_record_fits():
+    """Chunks freed one by one merge, so a record larger than any of them takes their place
+    once the bump segment has no room."""
+    store = RecordStore(Arena.anonymous())
+    recids = [store.put(bytes([i]) * 96) for i in range(10)]
+    kept = store.put(b"k" * 8)  # keeps the freed run away from the bump pointer
+    for recid in recids[2:6]:
+        store.delete(recid)
+    assert [size for _, size in store._free.pieces()] == [4 * 96]
+    while _bump_tail(store):  # fill the bump segment with records of 4 KiB and less
+        store.put(b"f" * min(_bump_tail(store), 4096))
+    big = store.put(b"B" * 300)
+    assert [size for _, size in store._free.pieces()] == [4 * 96 - 300]
+    assert store.get(big) == b"B" * 300 and store.get(kept) == b"k" * 8
+    store._check()
+
+
+def test_a_freed_run_at_the_bump_pointer_moves_it_back():
+    store = RecordStore(Arena.anonymous())
+    store.put(b"a" * 40)
+    tail = _bump_tail(store)
+    second, third = store.put(b"b" * 40), store.put(b"c" * 40)
+    store.delete(second)
+    store.delete(third)  # merges with the second's chunk, then with the bump space
+    assert _bump_tail(store) == tail and store.stats().free_bytes == tail
+    store._check()
+
+
+def _bump_tail(store: RecordStore) -> int:
+    """The unused bytes of the store's bump segment."""
+    return len(store._views[store._bump_seg]) - store._bump_pos

@@ -1,15 +1,20 @@
-"""TreeMap tree format 2 (inner nodes with entry counts) and files of format 1.
+"""TreeMap tree format 3 (raw first keys of int64 key blocks), files of format 2 (inner nodes
+with entry counts) and files of format 1.
 
 The golden files are gzipped TreeMap files: ``treemap_v1.offheap.gz`` (a standalone map) and
 ``db_treemap_v1.offheap.gz`` (a DB with one tree) were written by the format 1 code, the
-``_v2`` ones by this format, from the same entries (:func:`_standalone_entries`,
-:func:`_db_entries`). A writer converts a format 1 file on open; a reader refuses it with a
+``_v2`` ones by the format 2 code, from the same entries (:func:`_standalone_entries`,
+:func:`_db_entries`), and the ``_v3`` ones by this format: the DB from the same entries, the
+standalone map with random keys of the whole int64 range too (:func:`_v3_entries`), whose leaves
+store their first key as 8 bytes. A writer converts a format 1 file on open and relabels a
+format 2 file; a reader reads a format 2 file as it is and refuses a format 1 file with a
 message naming both formats.
 """
 
 from __future__ import annotations
 
 import gzip
+import random
 import shutil
 from pathlib import Path
 
@@ -30,6 +35,13 @@ def _standalone_entries() -> dict:
 
 def _db_entries() -> dict:
     return {f"k{k:03}": k for k in range(50)}
+
+
+def _v3_entries() -> dict:
+    rnd = random.Random(3)
+    entries = _standalone_entries()
+    entries.update({rnd.getrandbits(64) - 2**63: "r" for _ in range(200)})
+    return entries
 
 
 def _unpack(name: str, tmp_path) -> str:
@@ -63,7 +75,7 @@ def test_format_1_file_is_converted_by_a_writer(tmp_path):
 
 def test_format_1_file_is_refused_by_a_reader_naming_both_formats(tmp_path):
     path = _unpack("treemap_v1.offheap.gz", tmp_path)
-    with pytest.raises(ReadOnlyError, match="format 1.*format 2"):
+    with pytest.raises(ReadOnlyError, match="format 1.*format 3"):
         TreeMap.reader(path, node_size=4)
 
 
@@ -98,3 +110,28 @@ def test_format_2_golden_files_read_as_they_are(tmp_path, name, entries, open_tr
     tree = open_tree(path)
     assert dict(tree.items()) == entries()
     tree._check()
+
+
+@pytest.mark.parametrize("name,entries,open_tree", [
+    ("treemap_v3.offheap.gz", _v3_entries, lambda path: TreeMap.reader(path, node_size=4)),
+    ("db_treemap_v3.offheap.gz", _db_entries,
+     lambda path: DB.file(path, readonly=True).tree_map("t")),
+])
+def test_format_3_golden_files_read_as_they_are(tmp_path, name, entries, open_tree):
+    path = _unpack(name, tmp_path)
+    if name.startswith("treemap"):
+        assert _meta_version(path) == 3
+    tree = open_tree(path)
+    assert dict(tree.items()) == entries()
+    tree._check()
+
+
+def test_format_2_file_is_relabelled_by_a_writer_and_takes_raw_first_keys(tmp_path):
+    path = _unpack("treemap_v2.offheap.gz", tmp_path)
+    assert _meta_version(path) == 2
+    with TreeMap(path=path, node_size=4) as tree:
+        tree.update({k: "r" for k in (-2**63 + 1, 2**63 - 5)})  # first keys of 10-byte varints
+        tree._check()
+    assert _meta_version(path) == FORMAT_VERSION == 3
+    with TreeMap.reader(path, node_size=4) as reader:
+        assert dict(reader.items()) == {**_standalone_entries(), -2**63 + 1: "r", 2**63 - 5: "r"}

@@ -72,6 +72,8 @@ int read_int64_column(PageReader *reader, Py_ssize_t count, uint64_t *out);
  * (wrapping) into out: `base` alone at width 0. */
 int read_above(PageReader *reader, Py_ssize_t count, int width, uint64_t base, uint64_t *out);
 int read_int64_deltas(PageReader *reader, Py_ssize_t count, uint64_t *out);
+/* The delta block after its first varint (width, base, gaps), out[0] holding the first value. */
+int read_int64_gaps(PageReader *reader, Py_ssize_t count, uint64_t *out);
 
 void writer_free(PageWriter *writer);
 /* The written bytes as a new bytes object (NULL on error); the writer is freed either way. */
@@ -81,6 +83,8 @@ int write_bytes(PageWriter *writer, const void *bytes, Py_ssize_t size);
 int write_varint(PageWriter *writer, uint64_t value);
 Py_ssize_t varint_size(uint64_t value);
 int write_int64_deltas(PageWriter *writer, const uint64_t *values, Py_ssize_t count);
+/* The delta block of `count` >= 1 values without its first varint (width, base, gaps). */
+int write_int64_gaps(PageWriter *writer, const uint64_t *values, Py_ssize_t count);
 /* values[i] - base, each below 2**width (0..64), bit-packed (the packing layout; nothing at
  * width 0). */
 int write_packed(PageWriter *writer, const uint64_t *values, Py_ssize_t count, int width,

@@ -163,11 +163,18 @@ read_above(PageReader *reader, Py_ssize_t count, int width, uint64_t base, uint6
 int
 read_int64_deltas(PageReader *reader, Py_ssize_t count, uint64_t *out)
 {
-    uint64_t code, base;
-    int width = 0;
+    uint64_t code;
     if (read_varint(reader, &code) < 0)
         return -1;
     out[0] = unzigzag(code);
+    return read_int64_gaps(reader, count, out);
+}
+
+int
+read_int64_gaps(PageReader *reader, Py_ssize_t count, uint64_t *out)
+{
+    uint64_t base;
+    int width = 0;
     if (count == 1)
         return 0;
     if (read_width(reader, 0, "int64 delta block", &width) < 0 || read_varint(reader, &base) < 0
@@ -340,9 +347,15 @@ plan_deltas(const uint64_t *values, Py_ssize_t count, uint64_t *gaps)
         low = gaps[i] < low ? gaps[i] : low;
         high = gaps[i] > high ? gaps[i] : high;
     }
+    /* base 0 where it makes the block strictly shorter (packing.delta_base) */
     BlockPlan plan = {low, bit_length(high - low), 0};
-    plan.size = varint_size(zigzag(values[0])) + 1 + varint_size(low)
-                + packed_size(count - 1, plan.width);
+    Py_ssize_t kept = varint_size(low) + packed_size(count - 1, plan.width);
+    if (low && 1 + packed_size(count - 1, bit_length(high)) < kept) {
+        plan.base = 0;
+        plan.width = bit_length(high);
+        kept = 1 + packed_size(count - 1, plan.width);
+    }
+    plan.size = varint_size(zigzag(values[0])) + 1 + kept;
     return plan;
 }
 
@@ -362,9 +375,9 @@ plan_frame(const uint64_t *values, Py_ssize_t count)
 
 static int
 write_planned_deltas(PageWriter *writer, const uint64_t *values, Py_ssize_t count,
-                     const uint64_t *gaps, BlockPlan plan)
+                     const uint64_t *gaps, BlockPlan plan, int with_first)
 {
-    if (write_varint(writer, zigzag(values[0])) < 0)
+    if (with_first && write_varint(writer, zigzag(values[0])) < 0)
         return -1;
     if (count == 1)
         return 0;
@@ -373,13 +386,15 @@ write_planned_deltas(PageWriter *writer, const uint64_t *values, Py_ssize_t coun
     return plan.width ? write_bits(writer, gaps, count - 1, plan.width, plan.base) : 0;
 }
 
-/* The delta block of `count` >= 1 values or, when choose_frame is set and it is shorter, the
- * frame block; the gaps go through a scratch array (PyMem, freed here). */
+/* The delta block of `count` >= 1 values (without its first varint unless with_first) or,
+ * when choose_frame is set and it is shorter, the frame block; the gaps go through a scratch
+ * array (PyMem, freed here). */
 static int
-write_block(PageWriter *writer, const uint64_t *values, Py_ssize_t count, int choose_frame)
+write_block(PageWriter *writer, const uint64_t *values, Py_ssize_t count, int choose_frame,
+            int with_first)
 {
     if (count == 1)
-        return write_varint(writer, zigzag(values[0]));
+        return with_first ? write_varint(writer, zigzag(values[0])) : 0;
     uint64_t *gaps = PyMem_Malloc(sizeof(uint64_t) * (size_t)(count - 1));
     if (gaps == NULL) {
         PyErr_NoMemory();
@@ -395,7 +410,7 @@ write_block(PageWriter *writer, const uint64_t *values, Py_ssize_t count, int ch
                  ? -1 : 0;
     }
     else {
-        result = write_planned_deltas(writer, values, count, gaps, deltas);
+        result = write_planned_deltas(writer, values, count, gaps, deltas, with_first);
     }
     PyMem_Free(gaps);
     return result;
@@ -404,11 +419,17 @@ write_block(PageWriter *writer, const uint64_t *values, Py_ssize_t count, int ch
 int
 write_int64_deltas(PageWriter *writer, const uint64_t *values, Py_ssize_t count)
 {
-    return write_block(writer, values, count, 0);
+    return write_block(writer, values, count, 0, 1);
+}
+
+int
+write_int64_gaps(PageWriter *writer, const uint64_t *values, Py_ssize_t count)
+{
+    return write_block(writer, values, count, 0, 0);
 }
 
 int
 write_int64_column(PageWriter *writer, const uint64_t *values, Py_ssize_t count)
 {
-    return write_block(writer, values, count, 1);
+    return write_block(writer, values, count, 1, 1);
 }
