@@ -312,15 +312,15 @@ forget_parent(const Held *self, const Parent *parent)
 
 /* -- structural changes ------------------------------------------------------------------------- */
 
-/* Insert key -> value at `at` of the full `leaf` by evening it out with a sibling that has two
- * free slots or more and is not cached (Rebalancer._insert_via_sibling): 1 done, 2 when neither
- * sibling has room (a split follows), 0 not this case, -1 with an exception (nothing changed). */
+/* Insert key -> value at `at` of the full `leaf` by evening it out with a sibling that has a
+ * free slot and is not cached (Rebalancer._insert_via_sibling): 1 done, 2 when neither sibling
+ * has room (a split follows), 0 not this case, -1 with an exception (nothing changed). */
 static int
 shift_into_sibling(const Held *self, PyObject *leaves, const Walk *walk, Decoded *leaf,
                    Py_ssize_t at, int64_t key, PyObject *value)
 {
     Py_ssize_t size = self->node_size;
-    if (walk->n == 0 || at == 0 || at >= size)
+    if (walk->n == 0)
         return 0;
     Parent parent;
     Decoded sibling;
@@ -339,7 +339,7 @@ shift_into_sibling(const Held *self, PyObject *leaves, const Walk *walk, Decoded
         Py_ssize_t count = PyLong_AsSsize_t(PyList_GET_ITEM(parent.counts, candidate));
         if (count == -1 && PyErr_Occurred())
             goto done;
-        if (count > size - 2)  /* full by its count: passed over unread, as the reference does */
+        if (count >= size)  /* full by its count: passed over unread, as the reference does */
             continue;
         PyObject *candidate_id = PyList_GET_ITEM(parent.children, candidate);
         int cached = PyDict_Contains(leaves, candidate_id);
@@ -347,15 +347,12 @@ shift_into_sibling(const Held *self, PyObject *leaves, const Walk *walk, Decoded
             result = cached < 0 ? -1 : 0;
             goto done;
         }
-        decoded_close(&sibling);
-        decoded_init(&sibling);
         int read = decoded_read(self, candidate_id, &sibling);
         if (read != 1) {
             result = read;
             goto done;
         }
-        if (sibling.count <= size - 2)
-            si = candidate;
+        si = candidate;
     }
     if (si < 0) {
         result = 2;
