@@ -217,6 +217,8 @@ MapCore_traverse(MapCore *self, visitproc visit, void *arg)
     Py_VISIT(self->keycodec);
     Py_VISIT(self->lock);
     Py_VISIT(self->table.index_owner);
+    Py_VISIT(self->stamps.obj);
+    Py_VISIT(self->marks.obj);
     for (Py_ssize_t i = 0; i < self->table.n_exports; i++)
         Py_VISIT(self->table.exports[i].obj);
     return 0;
@@ -226,6 +228,7 @@ static int
 MapCore_clear(MapCore *self)
 {
     detach(self);
+    release_columns(self);
     Py_CLEAR(self->codec);
     Py_CLEAR(self->keycodec);
     Py_CLEAR(self->lock);
@@ -598,6 +601,10 @@ static PyMethodDef MapCore_methods[] = {
      "_place_entries(index, homes)\n--\n\nFill index, an empty uint32 buffer of homes + SLACK "
      "slots other than the table's, with the live entries placed for homes homes; False "
      "(index untouched) when one would land past its end."},
+    {"_move_to_end", (PyCFunction)MapCore_move_to_end, METH_O,
+     "_move_to_end(key)\n--\n\nMove key's entry to the end of the entries in place (its key "
+     "and word copied, its index slot repointed, its old place a hole); its new number, or -1 "
+     "when absent. ValueError when no entry is free."},
     {"_key_of", (PyCFunction)MapCore_key_of, METH_O, "The key of entry e."},
     {"_value_of", (PyCFunction)MapCore_value_of, METH_O, "The value of entry e."},
     {"_is_live", (PyCFunction)MapCore_is_live, METH_O, "Whether entry e is live (not a hole)."},
@@ -616,12 +623,20 @@ static PyMemberDef MapCore_members[] = {
     {"_max_n", T_PYSSIZET, offsetof(MapCore, max_n), READONLY,
      "Live entries the index takes before it must grow."},
     {"_codec", T_OBJECT, offsetof(MapCore, codec), READONLY, "The value codec (ValueSlots)."},
+    {"_hand", T_PYSSIZET, offsetof(MapCore, hand), 0,
+     "A Cache's table: the entry its next eviction looks at first."},
     {NULL, 0, 0, 0, NULL},
 };
 
 static PyGetSetDef MapCore_getset[] = {
     {"_lock", (getter)MapCore_get_lock, (setter)MapCore_set_lock,
      "The map's MapLock (a DB's, shared by its collections): see lock.c for the rule.", NULL},
+    {"_stamps", (getter)column_get, (setter)column_set,
+     "A Cache's table: the float64 stamp of each entry number (an array), or None.",
+     (void *)0},
+    {"_marks", (getter)column_get, (setter)column_set,
+     "A Cache's table: the uint8 CLOCK mark of each entry number (an array), or None.",
+     (void *)1},
     {"_index", (getter)MapCore_get_index, NULL,
      "The index buffer's owner while attached, None while detached.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
@@ -795,7 +810,7 @@ PyMODINIT_FUNC
 PyInit__core(void)
 {
     if (PyType_Ready(&EntryIterType) < 0 || PyType_Ready(&MapLockType) < 0 || import_names() < 0
-        || import_key_names() < 0)
+        || import_key_names() < 0 || import_cache_names() < 0)
         return NULL;
     PyObject *module = PyModule_Create(&core_module);
     if (module == NULL)
@@ -803,6 +818,13 @@ PyInit__core(void)
     PyObject *map_core = PyType_FromSpec(&MapCore_spec);
     if (map_core == NULL || PyModule_AddObject(module, "MapCore", map_core) < 0) {
         Py_XDECREF(map_core);
+        Py_DECREF(module);
+        return NULL;
+    }
+    MapCoreType = (PyTypeObject *)map_core;
+    PyObject *cache_core = PyType_FromSpec(&CacheCore_spec);
+    if (cache_core == NULL || PyModule_AddObject(module, "CacheCore", cache_core) < 0) {
+        Py_XDECREF(cache_core);
         Py_DECREF(module);
         return NULL;
     }

@@ -129,6 +129,7 @@ class CacheTable(HashMap):
         except BaseException:
             store.close(save=False)
             raise
+        table._fit_columns()
         return table
 
     def _budget(self) -> BudgetStore:
@@ -188,29 +189,15 @@ class CacheTable(HashMap):
 
     # -- stamps and marks ---------------------------------------------------------------------
 
-    def _stamp(self, e: int) -> float:
-        assert self._stamps is not None
-        return float(self._stamps[e])
-
-    def _set_stamp(self, e: int, stamp: float) -> None:
-        """Set entry ``e``'s stamp."""
-        self._stamps = stamps = self._column_for(self._stamps, e)
-        stamps[e] = stamp
-
-    def _set_mark(self, e: int, mark: int) -> None:
-        """Mark entry ``e`` (1: used since the hand passed it) or unmark it (0)."""
-        self._marks = marks = self._column_for(self._marks, e)
-        marks[e] = mark
-
-    def _column_for(self, column: np.ndarray | None, e: int) -> np.ndarray:
-        """``column`` (stamps or marks), grown to the table's capacity if entry ``e`` is past
-        its end."""
-        assert column is not None
-        if e < len(column):
-            return column
-        grown = np.zeros(max(self._table().capacity, e + 1), column.dtype)
-        grown[: len(column)] = column
-        return grown
+    def _fit_columns(self) -> None:
+        """Grow the stamps and marks to the table's capacity (they are never shorter: the
+        compiled cache core writes them by entry number)."""
+        for name in ("_stamps", "_marks"):
+            column = getattr(self, name)
+            if column is not None and len(column) < self._capacity:
+                grown = np.zeros(self._capacity, column.dtype)
+                grown[: len(column)] = column
+                setattr(self, name, grown)
 
     def _live_stamps(self) -> tuple[np.ndarray, np.ndarray]:
         """The live entry numbers, in entry order, and their stamps."""
@@ -251,6 +238,7 @@ class CacheTable(HashMap):
         with self._budget().replacing(
                 self._store.arena.payload_bytes(r.chunk_offsets[0]) if alone else 0):
             super()._add_capacity(needed)
+        self._fit_columns()
 
     def clear(self) -> None:
         """Remove every entry (:meth:`HashMap.clear`) and set the hand back to entry 0."""
@@ -263,4 +251,4 @@ class CacheTable(HashMap):
         with self._lock:
             super()._check()
             for column in (self._stamps, self._marks):
-                assert column is None or len(column) >= self._used, "stamps or marks missing"
+                assert column is None or len(column) >= self._capacity, "stamps or marks missing"

@@ -485,6 +485,33 @@ class MapCore:
             used -= 1
         self._used = used
 
+    def _move_to_end(self, key) -> int:
+        """Move ``key``'s entry to the end of the entries in place (a Cache's LRU hit): its key
+        and word copied to entry ``_used``, its index slot pointed there, its old place a hole.
+        No record is touched and no other slot moves (the entry keeps its home). Its new
+        number, or -1 when absent; ValueError when no entry is free (make room first)."""
+        slot, e = self._find_admitted(key)
+        if e < 0 or e == self._used - 1:
+            return e
+        if self._used >= self._capacity:
+            raise ValueError("_move_to_end() needs a free entry: make room first")
+        to = self._used
+        self._copy_key(e, to)
+        self._values[to >> CHUNK_BITS][to & CHUNK_MASK] = self._values[e >> CHUNK_BITS][e & CHUNK_MASK]
+        at = to & CHUNK_MASK
+        self._live[to >> CHUNK_BITS][at >> 3] |= 1 << (at & 7)
+        at = e & CHUNK_MASK
+        self._live[e >> CHUNK_BITS][at >> 3] &= ~(1 << (at & 7)) & 0xFF
+        self._attached_index()[slot] = to + 1
+        self._used = to + 1
+        self._mods += 1
+        self._homes_mods = self._mods  # the slot keeps its home
+        return to
+
+    def _copy_key(self, e: int, to: int) -> None:
+        """Entry ``to``'s key set to entry ``e``'s."""
+        self._keys[to >> CHUNK_BITS][to & CHUNK_MASK] = self._keys[e >> CHUNK_BITS][e & CHUNK_MASK]
+
     def _is_live(self, e: int) -> bool:
         at = e & CHUNK_MASK
         return bool(self._live[e >> CHUNK_BITS][at >> 3] >> (at & 7) & 1)
