@@ -151,6 +151,7 @@ class CacheFacade(MutableMapping):
                              policy=policy)
         max_bytes = byte_limit(max_bytes)
         table = CacheTable.new(key, value, limit=limit, max_bytes=max_bytes,
+                               max_entries=max_entries,
                                stamped=ttl is not None, marked=policy == "clock")
         self._configure(table, max_entries, max_bytes, ttl, expire_after == "access", clock,
                         policy == "clock")

@@ -33,6 +33,7 @@ Thread safety: none of its own; the cache runs every operation under the table's
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -49,6 +50,15 @@ from offheap.store.serializers import get_serializer
 
 _SCAN_BYTES = 64
 """Bytes of live bits (512 entries) the search for the oldest entry reads at a time."""
+
+RESERVED_LOAD = 0.25
+"""The load of the index a cache of ``max_entries`` (and no ``max_bytes``) reserves when it is
+made: at most this many entries a home once full. An eviction and an insert each shift a
+Robin Hood run of the index, which a lower load keeps short (the slots of a keyed table hash
+their key again to find its home). The index of a map grows at up to ``MAX_LOAD``."""
+
+RESERVED_HOMES_MAX = 1 << 22
+"""The largest index reserved that way (16 MiB); a larger cache's index grows as a map's."""
 
 
 class BudgetError(CapacityError):
@@ -112,11 +122,13 @@ class CacheTable(HashMap):
     _marks: np.ndarray | None
 
     @classmethod
-    def new(cls, key: str, value, *, limit: ByteLimit, max_bytes: int | None, stamped: bool,
-            marked: bool) -> CacheTable:
+    def new(cls, key: str, value, *, limit: ByteLimit, max_bytes: int | None,
+            max_entries: int | None, stamped: bool, marked: bool) -> CacheTable:
         """An empty anonymous table of ``key`` and ``value`` types in its own
         :class:`BudgetStore` (``limit``: the arena's, ``max_bytes``: the budget), with a stamp
-        per entry if ``stamped`` and a mark per entry if ``marked``."""
+        per entry if ``stamped`` and a mark per entry if ``marked``, and an index for
+        ``max_entries`` at :data:`RESERVED_LOAD` when there is no budget and the limit leaves
+        room for it."""
         table = cls.__new__(cls)
         table._ask_key_type(key)
         table._hand = 0
@@ -130,6 +142,13 @@ class CacheTable(HashMap):
             store.close(save=False)
             raise
         table._fit_columns()
+        if max_entries is not None and max_bytes is None:
+            homes = min(RESERVED_HOMES_MAX, math.ceil(max_entries / RESERVED_LOAD))
+            try:
+                if homes > table._homes:
+                    table._grow_index(homes, 0)
+            except CapacityError:  # the limit: the index grows with the entries instead
+                pass
         return table
 
     def _budget(self) -> BudgetStore:
