@@ -729,27 +729,27 @@ import_names(void)
     return 0;
 }
 
-/* bind_methods(cls): cls's own descriptors of MapCore's methods. CPython specializes a call of a
- * C method (get, pop, ...) only when the instance's type is exactly the descriptor's type, so on
- * an instance of a subclass every call takes the generic path, ~15 ns more than dict's. The
- * descriptors made here belong to cls: the specialization applies to cls's instances, and the
- * call itself is unchanged (the same C function; the descriptor checks that self is a cls).
- * Methods cls defines itself are left alone; MapCore's come before the rest of cls's MRO, so
- * the lookups find what they found before. */
+/* bind_methods(cls): cls's own descriptors of the methods of its compiled base (MapCore or
+ * CacheCore). CPython specializes a call of a C method (get, pop, ...) only when the instance's
+ * type is exactly the descriptor's type, so on an instance of a subclass every call takes the
+ * generic path, ~15 ns more than dict's. The descriptors made here belong to cls: the
+ * specialization applies to cls's instances, and the call itself is unchanged (the same C
+ * function; the descriptor checks that self is a cls). Methods cls defines itself are left
+ * alone; the base's come before the rest of cls's MRO, so the lookups find what they found
+ * before. */
 static PyObject *
-bind_methods(PyObject *module, PyObject *cls)
+bind_methods(PyObject *Py_UNUSED(module), PyObject *cls)
 {
-    PyObject *map_core = PyObject_GetAttrString(module, "MapCore");
-    if (map_core == NULL)
-        return NULL;
-    int subclass = PyType_Check(cls) && PyType_IsSubtype((PyTypeObject *)cls,
-                                                         (PyTypeObject *)map_core);
-    Py_DECREF(map_core);
-    if (!subclass)
-        return PyErr_Format(PyExc_TypeError, "bind_methods() takes a subclass of MapCore, "
-                            "not %R", cls);
+    PyMethodDef *methods = NULL;
+    if (PyType_Check(cls) && PyType_IsSubtype((PyTypeObject *)cls, MapCoreType))
+        methods = MapCore_methods;
+    else if (PyType_Check(cls) && PyType_IsSubtype((PyTypeObject *)cls, CacheCoreType))
+        methods = CacheCore_methods;
+    else
+        return PyErr_Format(PyExc_TypeError, "bind_methods() takes a subclass of MapCore or "
+                            "CacheCore, not %R", cls);
     PyObject *own = ((PyTypeObject *)cls)->tp_dict;
-    for (PyMethodDef *def = MapCore_methods; def->ml_name != NULL; def++) {
+    for (PyMethodDef *def = methods; def->ml_name != NULL; def++) {
         PyObject *name = PyUnicode_InternFromString(def->ml_name);
         if (name == NULL)
             return NULL;
@@ -792,8 +792,9 @@ static PyMethodDef core_functions[] = {
      "siphash(seed, data, c_rounds=1, d_rounds=3)\n--\n\nSipHash-c-d of the bytes-like data "
      "under the 16-byte seed, as offheap.kernels.siphash.siphash."},
     {"bind_methods", bind_methods, METH_O,
-     "bind_methods(cls, /)\n--\n\nGive subclass cls its own descriptors of MapCore's methods, "
-     "so that CPython's call specialization applies to its instances (same functions)."},
+     "bind_methods(cls, /)\n--\n\nGive subclass cls its own descriptors of the methods of "
+     "MapCore or CacheCore, so that CPython's call specialization applies to its instances "
+     "(same functions)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -823,6 +824,7 @@ PyInit__core(void)
     }
     MapCoreType = (PyTypeObject *)map_core;
     PyObject *cache_core = PyType_FromSpec(&CacheCore_spec);
+    CacheCoreType = (PyTypeObject *)cache_core;
     if (cache_core == NULL || PyModule_AddObject(module, "CacheCore", cache_core) < 0) {
         Py_XDECREF(cache_core);
         Py_DECREF(module);

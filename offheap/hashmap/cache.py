@@ -76,6 +76,7 @@ from offheap.errors import CapacityError, ClosedError
 from offheap.hashmap.cachecore import CacheCore, ReferenceCacheCore
 from offheap.hashmap.cachetable import BudgetError, CacheTable
 from offheap.hashmap.locking import locked, locked_steps
+from offheap.hashmap.table import bind_core_methods
 from offheap.kernels.sizes import ByteLimit, byte_limit
 
 _MISSING = object()
@@ -438,6 +439,9 @@ class Cache(CacheCore, CacheFacade):
     ``key`` and ``value`` are :class:`~offheap.HashMap`'s key and value types; ``clock`` is a
     function returning seconds (``time.monotonic``). The module docstring gives the rules.
     """
+
+
+bind_core_methods(Cache)  # dict's call speed for c.get(k)
 
 
 class ReferenceCache(ReferenceCacheCore, CacheFacade):

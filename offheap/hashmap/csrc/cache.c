@@ -19,14 +19,14 @@
  * the export's length: a column too short raises RuntimeError, never reads out of bounds.
  *
  * Thread safety: the table's MapLock (lock.c), as for the map's own operations. A hit or miss
- * without a ttl calls no Python code (an inline value, a short key) and runs under the GIL alone
- * while the lock is free; with a ttl (the clock is Python code), and for every write, the
- * operation holds the lock from its start to its end. */
+ * calls no Python code (an inline value, a short key, the default clock, time.monotonic, read
+ * here) and runs under the GIL alone while the lock is free; with another clock (Python code),
+ * and for every write, the operation holds the lock from its start to its end. */
 
 #include "core.h"
 
-PyTypeObject *MapCoreType;
-static PyObject *CapacityError;
+PyTypeObject *MapCoreType, *CacheCoreType;
+static PyObject *CapacityError, *time_monotonic;
 
 static PyObject *s_store, *s_delete, *s_expire, *s_insert, *s_reinsert;
 
@@ -43,7 +43,10 @@ import_cache_names(void)
     PyObject *errors = PyImport_ImportModule("offheap.errors");
     CapacityError = errors == NULL ? NULL : PyObject_GetAttrString(errors, "CapacityError");
     Py_XDECREF(errors);
-    return CapacityError == NULL ? -1 : 0;
+    PyObject *time = PyImport_ImportModule("time");
+    time_monotonic = time == NULL ? NULL : PyObject_GetAttrString(time, "monotonic");
+    Py_XDECREF(time);
+    return CapacityError == NULL || time_monotonic == NULL ? -1 : 0;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -220,6 +223,7 @@ typedef struct {
     Py_ssize_t max_entries;      /* -1: no bound */
     double ttl;
     char has_ttl, by_access, clock_policy, stamps_ordered;
+    char monotonic;              /* the clock is time.monotonic: read here, no Python call */
     Py_ssize_t hits, misses, size_evictions, expiry_evictions;
     double oldest_stamp;         /* _oldest_stamp: at most the oldest stamp held */
 } CacheCore;
@@ -233,15 +237,29 @@ table_of(CacheCore *self)
     return self->table;
 }
 
+/* The clock, in the operation's turn: time.monotonic's value read here (CLOCK_MONOTONIC in
+ * seconds, as time.monotonic converts it), or another clock called with the lock held (it is
+ * Python code: other threads may run). 0, or -1 with an error (ClosedError if the table was
+ * closed meanwhile). */
 static int
-read_clock(CacheCore *self, double *now)
+read_clock(CacheCore *self, MapCore *t, int *held, double *now)
 {
+    if (self->monotonic) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        *now = (double)((int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec) / 1e9;
+        return 0;
+    }
+    if (hold_lock(t, held) < 0)
+        return -1;
     PyObject *result = PyObject_CallNoArgs(self->clock);
     if (result == NULL)
         return -1;
     *now = PyFloat_AsDouble(result);
     Py_DECREF(result);
-    return *now == -1.0 && PyErr_Occurred() ? -1 : 0;
+    if (*now == -1.0 && PyErr_Occurred())
+        return -1;
+    return ATTACHED(t) ? 0 : closed_error(t);
 }
 
 /* The cache's method `name` (its reference code) with up to three arguments (NULL: fewer): 0,
@@ -278,11 +296,9 @@ find_live(CacheCore *self, MapCore *t, PyObject *obj, Key *key, Py_ssize_t *slot
 {
     key_init(key);
     if (self->has_ttl) {
-        if (hold_lock(t, held) < 0)
-            return -2;
         if (!ATTACHED(t))
             return closed_error(t) - 1;
-        if (read_clock(self, now) < 0)
+        if (read_clock(self, t, held, now) < 0)
             return -2;
     }
     Py_ssize_t e = lookup_entry(t, obj, key, slot, word, held);
@@ -460,7 +476,7 @@ store_entry(CacheCore *self, MapCore *t, PyObject *obj, PyObject *value, int *he
         return call_cache(self, s_store, NULL, obj, value, Py_None);
     if (!ATTACHED(t))
         return closed_error(t);
-    if (self->has_ttl && (read_clock(self, &now) < 0 || expire(self, t, now) < 0))
+    if (self->has_ttl && (read_clock(self, t, held, &now) < 0 || expire(self, t, now) < 0))
         return -1;
     int inline_done = encode_inline(t, value, &bits, &width);
     if (inline_done < 0 || (when = time_object(self, now)) == NULL)
@@ -564,6 +580,7 @@ CacheCore_configure(CacheCore *self, PyObject *args, PyObject *kwargs)
     self->by_access = (char)by_access;
     self->clock_policy = (char)clock_policy;
     self->stamps_ordered = (char)(by_access && !clock_policy);
+    self->monotonic = clock == time_monotonic;
     self->hits = self->misses = self->size_evictions = self->expiry_evictions = 0;
     self->oldest_stamp = Py_HUGE_VAL;
     Py_RETURN_NONE;
@@ -602,7 +619,7 @@ CacheCore_dealloc(CacheCore *self)
     Py_DECREF(type);
 }
 
-static PyMethodDef CacheCore_methods[] = {
+PyMethodDef CacheCore_methods[] = {
     {"get", (PyCFunction)(void (*)(void))CacheCore_get, METH_FASTCALL,
      "get($self, key, default=None, /)\n--\n\nThe value of key as a hit (LRU: moved to the "
      "newest end; CLOCK: marked), or default as a miss."},

@@ -12,6 +12,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 
 #include "siphash.h"
 
@@ -233,7 +234,8 @@ int discard_key(MapCore *self, PyObject *obj);
 
 /* cache.c: a Cache's table columns and the compiled cache core (CacheCore) */
 extern PyType_Spec CacheCore_spec;
-extern PyTypeObject *MapCoreType;
+extern PyTypeObject *MapCoreType, *CacheCoreType;
+extern PyMethodDef CacheCore_methods[];
 int import_cache_names(void);
 PyObject *column_get(MapCore *self, void *closure);
 int column_set(MapCore *self, PyObject *value, void *closure);
