@@ -212,12 +212,11 @@ class CacheFacade(MutableMapping):
         if now is None and self._ttl is not None:
             now = self._clock()
         self._expire(now)
+        table._keycodec.admit(key)  # a refused key or value: no change
+        table._slots.serializer.validate(value)
         if table._lookup(key) >= 0:
-            table._slots.serializer.validate(value)  # a refused value: no change
             del table[key]
         elif self._max_entries is not None and len(table) >= self._max_entries:
-            table._keycodec.admit(key)  # a refused key or value evicts nothing
-            table._slots.serializer.validate(value)
             while len(table) >= self._max_entries:
                 self._evict()
         self._insert(key, value, now)

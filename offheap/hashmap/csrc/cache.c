@@ -433,12 +433,13 @@ expire(CacheCore *self, MapCore *t, double now)
 {
     if (!self->has_ttl || t->n == 0)
         return 0;
-    if (self->stamps_ordered) {
-        Py_ssize_t e = live_from(t, t->hand < t->used ? t->hand : 0);
+    if (self->stamps_ordered) { /* the oldest entry first, as the reference (LRU: no marks) */
+        Py_ssize_t e = victim(t);
         char *stamp = e < 0 ? NULL : column_item(&t->stamps, e);
-        if (stamp != NULL && now - *(double *)stamp < self->ttl)
+        if (stamp == NULL)
+            return -1;
+        if (now - *(double *)stamp < self->ttl)
             return 0;
-        PyErr_Clear();
     }
     else if (now - self->oldest_stamp < self->ttl)
         return 0;
@@ -478,17 +479,16 @@ store_entry(CacheCore *self, MapCore *t, PyObject *obj, PyObject *value, int *he
         return closed_error(t);
     if (self->has_ttl && (read_clock(self, t, held, &now) < 0 || expire(self, t, now) < 0))
         return -1;
-    int inline_done = encode_inline(t, value, &bits, &width);
+    /* a refused key or value raises before any change; the admission may run Python code */
+    int inline_done = key_for_store(t, obj, &key) < 0 ? -1 : encode_inline(t, value, &bits, &width);
     if (inline_done < 0 || (when = time_object(self, now)) == NULL)
-        return -1;
-    if (inline_done) {
-        if (!ATTACHED(t)) {
-            closed_error(t);
-            goto done;
-        }
-        if (key_for_store(t, obj, &key) < 0 || (e = key_find(t, &key, &slot, held)) == -2)
-            goto done;
+        goto done;
+    if (!ATTACHED(t)) {
+        closed_error(t);
+        goto done;
     }
+    if (inline_done && (e = key_find(t, &key, &slot, held)) == -2)
+        goto done;
     if (!inline_done || e >= 0) { /* a value kept in a record, or an overwrite */
         status = call_cache(self, s_store, NULL, obj, value, when);
         goto done;
