@@ -29,6 +29,10 @@
  * allow_pickle (offheap.store.pickled), exactly as on the reference core. Only external words
  * own a record: inline words and typed values need no release.
  *
+ * The module also holds CacheCore (csrc/cache.c), a Cache's hit and miss paths over the MapCore
+ * of its table, the twin of offheap.hashmap.cachecore.ReferenceCacheCore; the MapCore keeps the
+ * cache's hand and a buffer export of its stamps and marks (_hand, _stamps, _marks).
+ *
  * Thread safety: the map's MapLock (csrc/lock.c, offheap.hashmap.locking), whose state every
  * operation reads. An operation that calls no Python code runs under the GIL alone while the
  * lock is free; it waits while another thread holds the lock, and holds it itself from before
@@ -802,7 +806,8 @@ static struct PyModuleDef core_module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "offheap.hashmap._core",
     .m_doc = "The compiled scalar operations of a LongHashMap (layer 6): MapCore, the twin of "
-             "offheap.hashmap.core.MapCore.",
+             "offheap.hashmap.core.MapCore; and CacheCore, a Cache's hit and miss paths, the twin "
+             "of offheap.hashmap.cachecore.ReferenceCacheCore.",
     .m_size = -1,
     .m_methods = core_functions,
 };

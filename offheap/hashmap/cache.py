@@ -11,9 +11,9 @@ past the cache's rules (counts, stamps, stats), so the cache offers only what it
 consistent: the dict interface, ``stats()``, ``copy()``, ``close()``.
 
 Policy and order. A write deletes the entry and inserts it again at the newest end of the
-table's entry order. With ``policy="lru"`` (the default) a hit (``c[k]``, ``c.get(k)``) does
-the same, so the order is the recency order and an eviction takes the least recently used
-entry. With ``policy="clock"`` a hit only marks its entry; the eviction hand sweeps the entry
+table's entry order. With ``policy="lru"`` (the default) a hit (``c[k]``, ``c.get(k)``) moves
+its entry to the newest end too (in place: :mod:`offheap.hashmap.cachecore`), so the order is
+the recency order and an eviction takes the least recently used entry. With ``policy="clock"`` a hit only marks its entry; the eviction hand sweeps the entry
 order, unmarking and passing marked entries and evicting the first unmarked one (CLOCK, a
 second chance): a hit costs one probe and no write to the table. ``k in c``, iteration,
 ``len`` and ``pop`` neither move nor mark an entry, nor count as a hit. Iteration runs in the
@@ -49,14 +49,22 @@ CLOCK moves nothing) the cache keeps a lower bound of the oldest stamp held, and
 that has expired does one numpy pass over the stamps (O(n)) find every expired entry and the
 new bound.
 
-Cost: an LRU hit is three probes of the table (find, delete, insert) and a value decoded and
-encoded again, a CLOCK hit one probe and a decode; a write with eviction adds the eviction's
-delete. The table is a HashMap, so the cache runs on the HashMap's core (docs/cache.md has
-figures).
+The parts: the core (:mod:`offheap.hashmap.cachecore`: ``c[k]``, ``c.get(k)``, ``c[k] = v``,
+``k in c``, ``del c[k]``, compiled in offheap/hashmap/csrc/cache.c as one C call each, or its
+pure-Python reference) and :class:`CacheFacade`, everything else, including the steps the
+compiled core leaves to Python (an overwrite, a value kept in a record, ``max_bytes``, the
+limit's retries, bulk expiry).
+
+Cost: a hit is one probe of the table and a decode (LRU: and the move of its entry, a copy of
+its key and word), a miss one probe; a write of a new key adds the eviction's delete. The table
+of a cache of ``max_entries`` reserves its index at a low load
+(:data:`~offheap.hashmap.cachetable.RESERVED_LOAD`) so that the deletes and inserts shift
+short runs (docs/cache.md has figures).
 
 Thread safety: every operation holds the table's lock (:mod:`offheap.hashmap.locking`) from
-start to end, so it is atomic; iterators take it step by step and raise RuntimeError at the
-step after another operation changed the cache, as a dict's do.
+start to end, or, in the compiled core, runs under the GIL alone while it calls no Python code
+(as a HashMap's operations do), so it is atomic; iterators take the lock step by step and raise
+RuntimeError at the step after another operation changed the cache, as a dict's do.
 """
 
 from __future__ import annotations
@@ -73,7 +81,7 @@ import numpy as np
 from offheap.arena.arena import format_bytes
 from offheap.collection.display import html_table, setting_rows, settings_text
 from offheap.errors import CapacityError, ClosedError
-from offheap.hashmap.cachecore import CacheCore, ReferenceCacheCore
+from offheap.hashmap.cachecore import CacheCore, CacheState, ReferenceCacheCore
 from offheap.hashmap.cachetable import BudgetError, CacheTable
 from offheap.hashmap.locking import locked, locked_steps
 from offheap.hashmap.table import bind_core_methods
@@ -108,25 +116,12 @@ class CacheStats:
         return self.reserved_bytes / self.n_entries if self.n_entries else float("nan")
 
 
-class CacheFacade(MutableMapping):
+class CacheFacade(CacheState, MutableMapping):
     """Everything of a :class:`Cache` but its hit and miss paths (the core's,
     :mod:`offheap.hashmap.cachecore`): options, bulk expiry, eviction, the rest of the dict
     interface, stats and lifetime."""
 
     _lock: threading.RLock
-    _table: CacheTable
-    _max_entries: int | None
-    _max_bytes: int | None
-    _ttl: float | None
-    _by_access: bool
-    _clock: Callable[[], float]
-    _clock_policy: bool
-    _stamps_ordered: bool
-    _hits: int
-    _misses: int
-    _size_evictions: int
-    _expiry_evictions: int
-    _oldest_stamp: float
 
     if TYPE_CHECKING:  # the core's (ReferenceCacheCore, or the compiled CacheCore)
         def _configure(self, table: CacheTable, max_entries: int | None,

@@ -36,10 +36,11 @@ if TYPE_CHECKING:
 _MISSING = object()
 
 
-class ReferenceCacheCore:
-    """A Cache's hit and miss paths (pure-Python reference; the compiled one is ``CacheCore``)."""
+class CacheState:
+    """The options and counters a cache's core keeps (set by ``_configure``), which the rest of
+    the cache reads and writes too: attributes of the reference core, members of the compiled
+    one."""
 
-    _lock: threading.RLock
     _table: CacheTable
     _max_entries: int | None
     _max_bytes: int | None
@@ -53,6 +54,12 @@ class ReferenceCacheCore:
     _size_evictions: int
     _expiry_evictions: int
     _oldest_stamp: float  # at most the oldest stamp held (the cache's module docstring)
+
+
+class ReferenceCacheCore(CacheState):
+    """A Cache's hit and miss paths (pure-Python reference; the compiled one is ``CacheCore``)."""
+
+    _lock: threading.RLock
 
     if TYPE_CHECKING:  # the cache's, shared with the compiled core
         def _store(self, key, value, now: float | None) -> None: ...

@@ -2,8 +2,9 @@
 entries, a time stamp and a mark per entry, growing within a byte budget (layer 6).
 
 A cache keeps its entries in a :class:`CacheTable`, a :class:`~offheap.HashMap` whose entry
-order is the cache's order: with LRU the recency order (a hit deletes the entry and inserts it
-again at the newest end), with CLOCK the order of writes. What the table adds:
+order is the cache's order: with LRU the recency order (a hit moves the entry to the newest
+end: the core's ``_move_to_end``, or a delete and an insert when no entry is free), with CLOCK
+the order of writes. What the table adds:
 
 - *The hand* (``_hand``, an entry number) and :meth:`CacheTable._victim`, the entry an
   eviction takes, found without a scan of the whole table: the first live entry at or after
@@ -18,9 +19,14 @@ again at the newest end), with CLOCK the order of writes. What the table adds:
 - *Stamps* (``_stamps``, with a ``ttl``): one float64 per entry number, the time of the
   entry's last write or access (the cache says which), and *marks* (``_marks``, with CLOCK):
   one byte per entry number, 1 once a hit marked it. Numpy arrays beside the table, on the
-  Python heap (a cache has no file to keep them in), set at every insert, grown with the
-  table's capacity and compacted with it (:meth:`CacheTable._compact`). Holes' items are stale
-  and never read.
+  Python heap (a cache has no file to keep them in), set at every insert, at least
+  ``_capacity`` long (grown with the chunks) and compacted with the entries
+  (:meth:`CacheTable._compact`). Holes' items are stale and never read. The hand, stamps and
+  marks are attributes of the table's core: on the compiled core, fields of its struct, which
+  holds a buffer export of each array (offheap/hashmap/csrc/cache.c), so the compiled cache
+  core reads and writes them in place.
+- *A reserved index*: a cache of ``max_entries`` without ``max_bytes`` grows its index at
+  once to hold them at :data:`RESERVED_LOAD`, if the limit leaves room for it.
 - *A byte budget* (:class:`BudgetStore`): the table's own store refuses a region (an index, a
   chunk of entries) that would take the bytes it holds past ``max_bytes`` once the growth
   step ends (the regions the step replaces then freed) with a :class:`BudgetError`, the

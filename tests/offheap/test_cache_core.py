@@ -1,7 +1,7 @@
 """The compiled cache core (CacheCore) against the reference one (ReferenceCache): the same
 answers, counters, eviction order, stamps, marks and table bytes for the same random operations;
 the in-place move of an LRU hit on both table cores; and the core's safety (closed caches,
-changes under live iterators, the table's columns, threads)."""
+changes under live iterators, the table's columns; threads: test_cache.py)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,6 @@ from offheap.hashmap import keyedtable
 from offheap.hashmap.cache import ReferenceCache
 from offheap.hashmap.keyedmap import ReferenceHashMap
 from offheap.kernels import native
-from tests.contracts import run_racing_threads
 
 compiled_only = pytest.mark.skipif(not native.compiled(), reason="the compiled core is not built")
 
@@ -230,36 +229,3 @@ def test_the_default_clock_is_read_as_time_monotonic():
     after = time.monotonic()
     assert before <= cache._table._stamps[0] <= after
     assert cache["a"] == 1
-
-
-@pytest.mark.parametrize("cls", [Cache, ReferenceCache])
-@pytest.mark.parametrize("options", [dict(policy="lru"), dict(policy="clock"),
-                                     dict(ttl=3600.0, expire_after="access"),
-                                     dict(ttl=3600.0, clock=time.monotonic),
-                                     dict(ttl=3600.0, clock=lambda: 5.0, policy="clock")])
-def test_threads_hitting_missing_and_writing_keep_the_cache_consistent(cls, options):
-    cache = cls(key="str", value="object", max_entries=40, **options)
-    lookups = [0, 0, 0, 0]
-    errors: list[BaseException] = []
-
-    def work(seed: int) -> None:
-        try:
-            for i in range(2000):
-                key = f"k{(i * 13 + seed) % 90}" if i % 5 else f"{LONG}{i % 30}"
-                if i % 4 == 0:
-                    cache[key] = i if i % 8 else "a value kept in a record"
-                elif i % 4 == 1:
-                    cache.get(key)
-                    lookups[seed] += 1
-                elif i % 4 == 2:
-                    key in cache  # noqa: B015  # the probe is the point
-                else:
-                    cache.pop(key, None)
-        except BaseException as exc:  # noqa: BLE001  # raised below, in the test's thread
-            errors.append(exc)
-
-    run_racing_threads(work, seeds=(1, 2, 3))
-    assert not errors, errors
-    cache._check()
-    s = cache.stats()
-    assert s.hits + s.misses == sum(lookups) and s.n_entries <= 40
