@@ -609,6 +609,10 @@ static PyMethodDef MapCore_methods[] = {
      "_move_to_end(key)\n--\n\nMove key's entry to the end of the entries in place (its key "
      "and word copied, its index slot repointed, its old place a hole); its new number, or -1 "
      "when absent. ValueError when no entry is free."},
+    {"_compact_entries", (PyCFunction)MapCore_compact_entries, METH_NOARGS,
+     "Move the live entries to the front in order, zero the items past them and renumber the "
+     "index in place (its slots stay); CorruptionError, the table unchanged, for a slot that "
+     "points at no live entry."},
     {"_key_of", (PyCFunction)MapCore_key_of, METH_O, "The key of entry e."},
     {"_value_of", (PyCFunction)MapCore_value_of, METH_O, "The value of entry e."},
     {"_is_live", (PyCFunction)MapCore_is_live, METH_O, "Whether entry e is live (not a hole)."},

@@ -1,6 +1,6 @@
 """The compiled cache core (CacheCore) against the reference one (ReferenceCache): the same
 answers, counters, eviction order, stamps, marks and table bytes for the same random operations;
-the in-place move of an LRU hit on both table cores; and the core's safety (closed caches,
+the in-place move of an LRU hit and the compaction on both table cores; and the core's safety (closed caches,
 changes under live iterators, the table's columns; threads: test_cache.py)."""
 
 from __future__ import annotations
@@ -13,10 +13,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from offheap import Cache, ClosedError, HashMap
+from offheap import Cache, ClosedError, CorruptionError, HashMap, LongHashMap
 from offheap.hashmap import keyedtable
 from offheap.hashmap.cache import ReferenceCache
 from offheap.hashmap.keyedmap import ReferenceHashMap
+from offheap.hashmap.longhashmap import ReferenceLongHashMap
 from offheap.kernels import native
 
 compiled_only = pytest.mark.skipif(not native.compiled(), reason="the compiled core is not built")
@@ -171,6 +172,54 @@ def test_move_to_end_writes_the_same_bytes_on_both_table_cores(monkeypatch):
     assert r0.index.tobytes() == r1.index.tobytes()
     for name in ("key_chunks", "value_chunks", "live_chunks"):
         assert [c.tobytes() for c in getattr(r0, name)] == [c.tobytes() for c in getattr(r1, name)]
+
+
+def _regions_bytes(m) -> tuple:
+    r = m._table()
+    return (m._n, m._used, r.index.tobytes(),
+            *([c.tobytes() for c in getattr(r, name)]
+              for name in ("key_chunks", "value_chunks", "live_chunks")))
+
+
+@compiled_only
+@pytest.mark.parametrize("classes", [(HashMap, ReferenceHashMap),
+                                     (LongHashMap, ReferenceLongHashMap)])
+def test_compaction_writes_the_same_bytes_on_both_table_cores(classes, monkeypatch):
+    """The compiled ``_compact_entries`` (one pass in C) against the reference's numpy steps,
+    over two chunks, with long keys' slots, values in records and a hole at the last entry."""
+    monkeypatch.setattr(keyedtable.os, "urandom", lambda n: SEED[:n])
+    keyed = classes[0] is HashMap
+    maps = [cls(key="object") if keyed else cls() for cls in classes]
+
+    def key(i):
+        return f"{LONG}{i}" if keyed and i % 7 == 0 else i
+
+    for m in maps:
+        for i in range(70_000):
+            m[key(i)] = i if i % 3 else f"value {i}"
+        for i in list(range(0, 70_000, 3)) + [69_998]:
+            del m[key(i)]
+        assert m._n < m._used
+        m._compact()
+        assert m._n == m._used
+        m._check()
+    assert list(maps[0].items()) == list(maps[1].items())
+    assert _regions_bytes(maps[0]) == _regions_bytes(maps[1])
+
+
+@compiled_only
+def test_compaction_refuses_an_index_slot_that_points_at_a_hole():
+    m = HashMap({f"k{i}": i for i in range(10)}, key="str")
+    del m["k3"]
+    index = m._table().index
+    slot = int(np.flatnonzero(index)[0])
+    entry = int(index[slot]) - 1
+    index[slot] = 4  # entry 3, a hole
+    before = _regions_bytes(m)
+    with pytest.raises(CorruptionError, match="not a live entry"):
+        m._compact_entries()
+    assert _regions_bytes(m) == before
+    index[slot] = entry + 1
 
 
 @pytest.mark.parametrize("cls", [Cache, ReferenceCache])

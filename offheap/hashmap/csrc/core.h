@@ -175,6 +175,7 @@ int corrupt_slot(const MapCore *self, Py_ssize_t slot, size_t entry);
 Py_ssize_t empty_slot_from(const MapCore *self, Py_ssize_t slot);
 void append(MapCore *self, Py_ssize_t slot, Py_ssize_t end, const Key *key, uint64_t word);
 int remove_at(MapCore *self, Py_ssize_t slot, Py_ssize_t e);
+PyObject *MapCore_compact_entries(MapCore *self, PyObject *Py_UNUSED(ignored));
 void release_table(Table *table);
 void detach(MapCore *self);
 int value_codec_of(PyObject *codec, ValueCodec *value_codec);
