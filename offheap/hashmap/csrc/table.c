@@ -176,8 +176,9 @@ MapCore_compact_entries(MapCore *self, PyObject *Py_UNUSED(ignored))
                    + (size_t)(e & CHUNK_MASK) * key_size, 0, key_size);
         set_value_at(self, e, 0);
     }
-    for (Py_ssize_t e = 0; e < self->capacity; e++)
-        set_live_at(self, e, e < n);
+    for (Py_ssize_t e = 0; e < self->capacity; e += 8) /* a byte of live bits at a time */
+        self->table.chunks[e >> CHUNK_BITS].live[(e & CHUNK_MASK) >> 3] =
+            (uint8_t)(e + 8 <= n ? 0xFF : e >= n ? 0 : (1u << (n - e)) - 1);
     for (Py_ssize_t s = 0; s < self->n_slots; s++)
         if (index[s] != 0)
             index[s] = renumber[index[s] - 1];
