@@ -426,10 +426,11 @@ CacheCore_contains(CacheCore *self, PyObject *obj)
     return e == -2 ? -1 : e >= 0;
 }
 
-/* Remove every expired entry if one may have expired (the reference's _expire(now), called
- * only when its cheap test would not return at once): 0, or -1 with an error. */
+/* Remove every expired entry if one may have expired (the reference's _expire(now), called,
+ * with the lock held, only when its cheap test would not return at once): 0, or -1 with an
+ * error. */
 static int
-expire(CacheCore *self, MapCore *t, double now)
+expire(CacheCore *self, MapCore *t, double now, int *held)
 {
     if (!self->has_ttl || t->n == 0)
         return 0;
@@ -444,25 +445,35 @@ expire(CacheCore *self, MapCore *t, double now)
     else if (now - self->oldest_stamp < self->ttl)
         return 0;
     PyObject *when = time_object(self, now);
-    int status = when == NULL ? -1 : call_cache(self, s_expire, NULL, when, NULL, NULL);
+    int status = when == NULL || hold_lock(t, held) < 0
+                 ? -1 : call_cache(self, s_expire, NULL, when, NULL, NULL);
     Py_XDECREF(when);
     return status;
 }
 
-/* Evict the entry the policy takes, as the reference's _evict. */
+/* Hold the lock from here on: 0 (*held set), 1 when other threads ran while it waited (what the
+ * operation read of the table is stale: it starts again), -1 with an error. */
 static int
-evict(CacheCore *self, MapCore *t)
+hold_from_here(MapCore *t, int *held)
 {
-    Py_ssize_t e = victim(t);
-    Py_ssize_t slot = e < 0 ? -1 : slot_of_entry(t, e);
-    if (slot < 0 || remove_entry(t, slot, e, value_at(t, e)) < 0)
-        return -1;
-    self->size_evictions++;
-    return 0;
+    return *held ? 0 : hold_lock(t, held);
+}
+
+/* Whether inserting an absent inline `key` (its probe just made) calls no Python code: a free
+ * entry, a free index slot in its run, a wide enough value column; evictions only shorten the
+ * run. */
+static int
+insert_needs_nothing(const MapCore *t, const Key *key, int width)
+{
+    return !key->is_long && width <= t->width && t->n < t->max_n && t->used < t->capacity
+           && empty_slot_from(t, insert_slot(t, key)) >= 0;
 }
 
 /* c[k] = v as the reference's _store: an absent key with an inline value here, the rest there
- * (after the expiry, which is the same in both). Lock held. */
+ * (after the expiry, which is the same in both), with the lock held. A write that calls no
+ * Python code (a short key, an inline value, victims whose key and value are inline, room for
+ * the insert) runs under the GIL alone while the lock is free, as a map's put does; once it
+ * needs the lock it holds it to its end, and starts again if other threads ran meanwhile. */
 static int
 store_entry(CacheCore *self, MapCore *t, PyObject *obj, PyObject *value, int *held)
 {
@@ -471,17 +482,22 @@ store_entry(CacheCore *self, MapCore *t, PyObject *obj, PyObject *value, int *he
     Key key;
     key_init(&key);
     uint64_t bits;
-    int width, status = -1;
-    Py_ssize_t slot, e;
+    int width, status = -1, waited;
+    Py_ssize_t slot, e = -1;
     if (self->max_bytes_obj != Py_None) /* the records' bytes are the table's: its code */
-        return call_cache(self, s_store, NULL, obj, value, Py_None);
+        return hold_lock(t, held) < 0 ? -1 : call_cache(self, s_store, NULL, obj, value, Py_None);
+    if (begin_turn(t, held) < 0)
+        return -1;
     if (!ATTACHED(t))
         return closed_error(t);
-    if (self->has_ttl && (read_clock(self, t, held, &now) < 0 || expire(self, t, now) < 0))
+    if (self->has_ttl && (read_clock(self, t, held, &now) < 0 || expire(self, t, now, held) < 0))
         return -1;
     /* a refused key or value raises before any change; the admission may run Python code */
     int inline_done = key_for_store(t, obj, &key) < 0 ? -1 : encode_inline(t, value, &bits, &width);
     if (inline_done < 0 || (when = time_object(self, now)) == NULL)
+        goto done;
+again:
+    if (begin_turn(t, held) < 0)
         goto done;
     if (!ATTACHED(t)) {
         closed_error(t);
@@ -490,17 +506,36 @@ store_entry(CacheCore *self, MapCore *t, PyObject *obj, PyObject *value, int *he
     if (inline_done && (e = key_find(t, &key, &slot, held)) == -2)
         goto done;
     if (!inline_done || e >= 0) { /* a value kept in a record, or an overwrite */
-        status = call_cache(self, s_store, NULL, obj, value, when);
+        if (hold_from_here(t, held) >= 0)
+            status = call_cache(self, s_store, NULL, obj, value, when);
         goto done;
     }
-    while (self->max_entries >= 0 && t->n >= self->max_entries)
-        if (evict(self, t) < 0)
+    if (!*held && !insert_needs_nothing(t, &key, width)
+        && (waited = hold_from_here(t, held)) != 0) {
+        if (waited < 0)
             goto done;
+        goto again;
+    }
+    while (self->max_entries >= 0 && t->n >= self->max_entries) {
+        Py_ssize_t v = victim(t);
+        if (v < 0)
+            goto done;
+        uint64_t word = value_at(t, v);
+        if (!*held && entry_needs_lock(t, v, word) && (waited = hold_from_here(t, held)) != 0) {
+            if (waited < 0)
+                goto done;
+            goto again;
+        }
+        Py_ssize_t at = slot_of_entry(t, v);
+        if (at < 0 || remove_entry(t, at, v, word) < 0)
+            goto done;
+        self->size_evictions++;
+    }
     if (t->hand >= t->used)
         t->hand = 0;
     if (put_turn(t, &key, bits, width, held) != PUT_STORED) {
-        if (PyErr_ExceptionMatches(CapacityError)) { /* the limit: evict and try again */
-            PyErr_Clear();
+        if (PyErr_ExceptionMatches(CapacityError) && hold_from_here(t, held) >= 0) {
+            PyErr_Clear(); /* the limit: evict and try again */
             status = call_cache(self, s_insert, NULL, obj, value, when);
         }
         goto done;
@@ -536,7 +571,7 @@ CacheCore_ass_subscript(CacheCore *self, PyObject *obj, PyObject *value)
     if (value == NULL)
         return call_cache(self, s_delete, NULL, obj, NULL, NULL);
     int held = 0;
-    int status = hold_lock(t, &held) < 0 ? -1 : store_entry(self, t, obj, value, &held);
+    int status = store_entry(self, t, obj, value, &held);
     end_turn(t, held);
     return status;
 }
