@@ -328,7 +328,19 @@ access_entry(CacheCore *self, PyObject *obj, PyObject **value)
     uint64_t word;
     int held = 0, status = -1;
     double now = 0.0;
-    Py_ssize_t slot, e = find_live(self, t, obj, &key, &slot, &word, &held, &now);
+    Py_ssize_t slot, e;
+    for (;;) {
+        e = find_live(self, t, obj, &key, &slot, &word, &held, &now);
+        /* an LRU hit with no free entry calls the reference's _reinsert: the lock first */
+        if (e < 0 || held || self->clock_policy || e == t->used - 1 || can_move(t, e))
+            break;
+        int waited = hold_lock(t, &held);
+        if (waited < 0)
+            goto done;
+        if (!waited)
+            break;
+        key_clear(&key); /* other threads ran: look again */
+    }
     if (e == -1) {
         self->misses++;
         status = 0;
@@ -352,10 +364,8 @@ access_entry(CacheCore *self, PyObject *obj, PyObject **value)
         }
         if (!can_move(t, e)) { /* no free entry: delete and insert again */
             PyObject *stamp = time_object(self, when);
-            if (stamp == NULL || hold_lock(t, &held) < 0) {
-                Py_XDECREF(stamp);
+            if (stamp == NULL)
                 goto done;
-            }
             status = call_cache(self, s_reinsert, value, obj, stamp, NULL) < 0 ? -1 : 1;
             Py_DECREF(stamp);
             goto done;
