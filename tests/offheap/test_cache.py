@@ -475,3 +475,18 @@ def test_an_operation_waits_for_the_tables_lock():
         assert writer.is_alive() and len(cache._table) == 0  # it cannot run while held
     writer.join()
     assert cache["a"] == 1
+
+
+@pytest.mark.parametrize("options", [{}, dict(ttl=3600.0), dict(ttl=3600.0, policy="clock")])
+def test_a_lookup_waits_for_a_growth_that_detached_the_table(options):
+    """A growth holds the lock while the table is detached (its parts being swapped); a lookup
+    of another thread waits for it instead of finding the table closed."""
+    cache = Cache({"a": 1}, key="str", max_entries=10, **options)
+    table = cache._table
+    answers: list = []
+    reader = threading.Thread(target=lambda: answers.append((cache.get("a"), "a" in cache)))
+    with cache._lock:
+        table._swap(lambda regions: (reader.start(), reader.join(0.05)))
+        assert reader.is_alive() and not answers  # it waits while the table is detached
+    reader.join()
+    assert answers == [(1, True)]

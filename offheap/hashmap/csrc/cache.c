@@ -295,7 +295,9 @@ find_live(CacheCore *self, MapCore *t, PyObject *obj, Key *key, Py_ssize_t *slot
           int *held, double *now)
 {
     key_init(key);
-    if (self->has_ttl) {
+    if (self->has_ttl) { /* in the operation's turn: a growth under way detaches the table */
+        if (begin_turn(t, held) < 0)
+            return -2;
         if (!ATTACHED(t))
             return closed_error(t) - 1;
         if (read_clock(self, t, held, now) < 0)
