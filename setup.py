@@ -12,7 +12,7 @@ from setuptools import Extension, setup
 
 FLAGS = [] if sys.platform == "win32" else ["-O2", "-Wall", "-Wextra"]
 HASHMAP_SOURCES = ["offheap/hashmap/_core.c"] + [f"offheap/hashmap/csrc/{name}.c" for name in (
-    "table", "values", "operations", "iterator", "bulk", "build", "lock", "siphash", "keys", "keyedbulk")]
+    "table", "values", "operations", "iterator", "bulk", "build", "lock", "siphash", "keys", "keyedbulk", "cache")]
 SPARKEY_SOURCES = ["sparkey/_native.c"] + [f"sparkey/csrc/{name}.c" for name in (
     "arguments", "cutting", "lookups", "murmur", "entries", "scans", "slots", "table")]
 PAGES_SOURCES = ["offheap/treemap/_pages.c"] + [f"offheap/treemap/csrc/{name}.c" for name in (

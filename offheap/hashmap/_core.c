@@ -29,6 +29,10 @@
  * allow_pickle (offheap.store.pickled), exactly as on the reference core. Only external words
  * own a record: inline words and typed values need no release.
  *
+ * The module also holds CacheCore (csrc/cache.c), a Cache's hit and miss paths over the MapCore
+ * of its table, the twin of offheap.hashmap.cachecore.ReferenceCacheCore; the MapCore keeps the
+ * cache's hand and a buffer export of its stamps and marks (_hand, _stamps, _marks).
+ *
  * Thread safety: the map's MapLock (csrc/lock.c, offheap.hashmap.locking), whose state every
  * operation reads. An operation that calls no Python code runs under the GIL alone while the
  * lock is free; it waits while another thread holds the lock, and holds it itself from before
@@ -217,6 +221,8 @@ MapCore_traverse(MapCore *self, visitproc visit, void *arg)
     Py_VISIT(self->keycodec);
     Py_VISIT(self->lock);
     Py_VISIT(self->table.index_owner);
+    Py_VISIT(self->stamps.obj);
+    Py_VISIT(self->marks.obj);
     for (Py_ssize_t i = 0; i < self->table.n_exports; i++)
         Py_VISIT(self->table.exports[i].obj);
     return 0;
@@ -226,6 +232,7 @@ static int
 MapCore_clear(MapCore *self)
 {
     detach(self);
+    release_columns(self);
     Py_CLEAR(self->codec);
     Py_CLEAR(self->keycodec);
     Py_CLEAR(self->lock);
@@ -598,6 +605,14 @@ static PyMethodDef MapCore_methods[] = {
      "_place_entries(index, homes)\n--\n\nFill index, an empty uint32 buffer of homes + SLACK "
      "slots other than the table's, with the live entries placed for homes homes; False "
      "(index untouched) when one would land past its end."},
+    {"_move_to_end", (PyCFunction)MapCore_move_to_end, METH_O,
+     "_move_to_end(key)\n--\n\nMove key's entry to the end of the entries in place (its key "
+     "and word copied, its index slot repointed, its old place a hole); its new number, or -1 "
+     "when absent. ValueError when no entry is free."},
+    {"_compact_entries", (PyCFunction)MapCore_compact_entries, METH_NOARGS,
+     "Move the live entries to the front in order, zero the items past them and renumber the "
+     "index in place (its slots stay); CorruptionError, the table unchanged, for a slot that "
+     "points at no live entry."},
     {"_key_of", (PyCFunction)MapCore_key_of, METH_O, "The key of entry e."},
     {"_value_of", (PyCFunction)MapCore_value_of, METH_O, "The value of entry e."},
     {"_is_live", (PyCFunction)MapCore_is_live, METH_O, "Whether entry e is live (not a hole)."},
@@ -616,12 +631,20 @@ static PyMemberDef MapCore_members[] = {
     {"_max_n", T_PYSSIZET, offsetof(MapCore, max_n), READONLY,
      "Live entries the index takes before it must grow."},
     {"_codec", T_OBJECT, offsetof(MapCore, codec), READONLY, "The value codec (ValueSlots)."},
+    {"_hand", T_PYSSIZET, offsetof(MapCore, hand), 0,
+     "A Cache's table: the entry its next eviction looks at first."},
     {NULL, 0, 0, 0, NULL},
 };
 
 static PyGetSetDef MapCore_getset[] = {
     {"_lock", (getter)MapCore_get_lock, (setter)MapCore_set_lock,
      "The map's MapLock (a DB's, shared by its collections): see lock.c for the rule.", NULL},
+    {"_stamps", (getter)column_get, (setter)column_set,
+     "A Cache's table: the float64 stamp of each entry number (an array), or None.",
+     (void *)0},
+    {"_marks", (getter)column_get, (setter)column_set,
+     "A Cache's table: the uint8 CLOCK mark of each entry number (an array), or None.",
+     (void *)1},
     {"_index", (getter)MapCore_get_index, NULL,
      "The index buffer's owner while attached, None while detached.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
@@ -714,27 +737,27 @@ import_names(void)
     return 0;
 }
 
-/* bind_methods(cls): cls's own descriptors of MapCore's methods. CPython specializes a call of a
- * C method (get, pop, ...) only when the instance's type is exactly the descriptor's type, so on
- * an instance of a subclass every call takes the generic path, ~15 ns more than dict's. The
- * descriptors made here belong to cls: the specialization applies to cls's instances, and the
- * call itself is unchanged (the same C function; the descriptor checks that self is a cls).
- * Methods cls defines itself are left alone; MapCore's come before the rest of cls's MRO, so
- * the lookups find what they found before. */
+/* bind_methods(cls): cls's own descriptors of the methods of its compiled base (MapCore or
+ * CacheCore). CPython specializes a call of a C method (get, pop, ...) only when the instance's
+ * type is exactly the descriptor's type, so on an instance of a subclass every call takes the
+ * generic path, ~15 ns more than dict's. The descriptors made here belong to cls: the
+ * specialization applies to cls's instances, and the call itself is unchanged (the same C
+ * function; the descriptor checks that self is a cls). Methods cls defines itself are left
+ * alone; the base's come before the rest of cls's MRO, so the lookups find what they found
+ * before. */
 static PyObject *
-bind_methods(PyObject *module, PyObject *cls)
+bind_methods(PyObject *Py_UNUSED(module), PyObject *cls)
 {
-    PyObject *map_core = PyObject_GetAttrString(module, "MapCore");
-    if (map_core == NULL)
-        return NULL;
-    int subclass = PyType_Check(cls) && PyType_IsSubtype((PyTypeObject *)cls,
-                                                         (PyTypeObject *)map_core);
-    Py_DECREF(map_core);
-    if (!subclass)
-        return PyErr_Format(PyExc_TypeError, "bind_methods() takes a subclass of MapCore, "
-                            "not %R", cls);
+    PyMethodDef *methods = NULL;
+    if (PyType_Check(cls) && PyType_IsSubtype((PyTypeObject *)cls, MapCoreType))
+        methods = MapCore_methods;
+    else if (PyType_Check(cls) && PyType_IsSubtype((PyTypeObject *)cls, CacheCoreType))
+        methods = CacheCore_methods;
+    else
+        return PyErr_Format(PyExc_TypeError, "bind_methods() takes a subclass of MapCore or "
+                            "CacheCore, not %R", cls);
     PyObject *own = ((PyTypeObject *)cls)->tp_dict;
-    for (PyMethodDef *def = MapCore_methods; def->ml_name != NULL; def++) {
+    for (PyMethodDef *def = methods; def->ml_name != NULL; def++) {
         PyObject *name = PyUnicode_InternFromString(def->ml_name);
         if (name == NULL)
             return NULL;
@@ -777,8 +800,9 @@ static PyMethodDef core_functions[] = {
      "siphash(seed, data, c_rounds=1, d_rounds=3)\n--\n\nSipHash-c-d of the bytes-like data "
      "under the 16-byte seed, as offheap.kernels.siphash.siphash."},
     {"bind_methods", bind_methods, METH_O,
-     "bind_methods(cls, /)\n--\n\nGive subclass cls its own descriptors of MapCore's methods, "
-     "so that CPython's call specialization applies to its instances (same functions)."},
+     "bind_methods(cls, /)\n--\n\nGive subclass cls its own descriptors of the methods of "
+     "MapCore or CacheCore, so that CPython's call specialization applies to its instances "
+     "(same functions)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -786,7 +810,8 @@ static struct PyModuleDef core_module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "offheap.hashmap._core",
     .m_doc = "The compiled scalar operations of a LongHashMap (layer 6): MapCore, the twin of "
-             "offheap.hashmap.core.MapCore.",
+             "offheap.hashmap.core.MapCore; and CacheCore, a Cache's hit and miss paths, the twin "
+             "of offheap.hashmap.cachecore.ReferenceCacheCore.",
     .m_size = -1,
     .m_methods = core_functions,
 };
@@ -795,7 +820,7 @@ PyMODINIT_FUNC
 PyInit__core(void)
 {
     if (PyType_Ready(&EntryIterType) < 0 || PyType_Ready(&MapLockType) < 0 || import_names() < 0
-        || import_key_names() < 0)
+        || import_key_names() < 0 || import_cache_names() < 0)
         return NULL;
     PyObject *module = PyModule_Create(&core_module);
     if (module == NULL)
@@ -803,6 +828,14 @@ PyInit__core(void)
     PyObject *map_core = PyType_FromSpec(&MapCore_spec);
     if (map_core == NULL || PyModule_AddObject(module, "MapCore", map_core) < 0) {
         Py_XDECREF(map_core);
+        Py_DECREF(module);
+        return NULL;
+    }
+    MapCoreType = (PyTypeObject *)map_core;
+    PyObject *cache_core = PyType_FromSpec(&CacheCore_spec);
+    CacheCoreType = (PyTypeObject *)cache_core;
+    if (cache_core == NULL || PyModule_AddObject(module, "CacheCore", cache_core) < 0) {
+        Py_XDECREF(cache_core);
         Py_DECREF(module);
         return NULL;
     }

@@ -11,9 +11,9 @@ past the cache's rules (counts, stamps, stats), so the cache offers only what it
 consistent: the dict interface, ``stats()``, ``copy()``, ``close()``.
 
 Policy and order. A write deletes the entry and inserts it again at the newest end of the
-table's entry order. With ``policy="lru"`` (the default) a hit (``c[k]``, ``c.get(k)``) does
-the same, so the order is the recency order and an eviction takes the least recently used
-entry. With ``policy="clock"`` a hit only marks its entry; the eviction hand sweeps the entry
+table's entry order. With ``policy="lru"`` (the default) a hit (``c[k]``, ``c.get(k)``) moves
+its entry to the newest end too (in place: :mod:`offheap.hashmap.cachecore`), so the order is
+the recency order and an eviction takes the least recently used entry. With ``policy="clock"`` a hit only marks its entry; the eviction hand sweeps the entry
 order, unmarking and passing marked entries and evicting the first unmarked one (CLOCK, a
 second chance): a hit costs one probe and no write to the table. ``k in c``, iteration,
 ``len`` and ``pop`` neither move nor mark an entry, nor count as a hit. Iteration runs in the
@@ -49,30 +49,42 @@ CLOCK moves nothing) the cache keeps a lower bound of the oldest stamp held, and
 that has expired does one numpy pass over the stamps (O(n)) find every expired entry and the
 new bound.
 
-Cost: an LRU hit is three probes of the table (find, delete, insert) and a value decoded and
-encoded again, a CLOCK hit one probe and a decode; a write with eviction adds the eviction's
-delete. The table is a HashMap, so the cache runs on the HashMap's core (docs/cache.md has
-figures).
+The parts: the core (:mod:`offheap.hashmap.cachecore`: ``c[k]``, ``c.get(k)``, ``c[k] = v``,
+``k in c``, ``del c[k]``, compiled in offheap/hashmap/csrc/cache.c as one C call each, or its
+pure-Python reference) and :class:`CacheFacade`, everything else, including the steps the
+compiled core leaves to Python (an overwrite, a value kept in a record, ``max_bytes``, the
+limit's retries, bulk expiry).
+
+Cost: a hit is one probe of the table and a decode (LRU: and the move of its entry, a copy of
+its key and word), a miss one probe; a write of a new key adds the eviction's delete. The table
+of a cache of ``max_entries`` reserves its index at a low load
+(:data:`~offheap.hashmap.cachetable.RESERVED_LOAD`) so that the deletes and inserts shift
+short runs (docs/cache.md has figures).
 
 Thread safety: every operation holds the table's lock (:mod:`offheap.hashmap.locking`) from
-start to end, so it is atomic; iterators take it step by step and raise RuntimeError at the
-step after another operation changed the cache, as a dict's do.
+start to end, or, in the compiled core, runs under the GIL alone while it calls no Python code
+(as a HashMap's operations do), so it is atomic; iterators take the lock step by step and raise
+RuntimeError at the step after another operation changed the cache, as a dict's do.
 """
 
 from __future__ import annotations
 
 import math
+import threading
 import time
 from collections.abc import Callable, ItemsView, Iterator, KeysView, MutableMapping, ValuesView
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from offheap.arena.arena import format_bytes
 from offheap.collection.display import html_table, setting_rows, settings_text
 from offheap.errors import CapacityError, ClosedError
+from offheap.hashmap.cachecore import CacheCore, CacheState, ReferenceCacheCore
 from offheap.hashmap.cachetable import BudgetError, CacheTable
 from offheap.hashmap.locking import locked, locked_steps
+from offheap.hashmap.table import bind_core_methods
 from offheap.kernels.sizes import ByteLimit, byte_limit
 
 _MISSING = object()
@@ -104,15 +116,17 @@ class CacheStats:
         return self.reserved_bytes / self.n_entries if self.n_entries else float("nan")
 
 
-class Cache(MutableMapping):
-    """A ``MutableMapping`` off the Python heap that evicts entries (``policy="lru"``: the least
-    recently used; ``"clock"``: CLOCK's second chance) to stay within ``max_entries`` entries,
-    ``max_bytes`` bytes and the arena's ``limit``, and drops entries ``ttl`` seconds after
-    their last write (or access, ``expire_after="access"``).
+class CacheFacade(CacheState, MutableMapping):
+    """Everything of a :class:`Cache` but its hit and miss paths (the core's,
+    :mod:`offheap.hashmap.cachecore`): options, bulk expiry, eviction, the rest of the dict
+    interface, stats and lifetime."""
 
-    ``key`` and ``value`` are :class:`~offheap.HashMap`'s key and value types; ``clock`` is a
-    function returning seconds (``time.monotonic``). The module docstring gives the rules.
-    """
+    _lock: threading.RLock
+
+    if TYPE_CHECKING:  # the core's (ReferenceCacheCore, or the compiled CacheCore)
+        def _configure(self, table: CacheTable, max_entries: int | None,
+                       max_bytes: int | None, ttl: float | None, by_access: bool,
+                       clock: Callable[[], float], clock_policy: bool) -> None: ...
 
     def __init__(self, data=(), /, *, key: str = "str", value=None,
                  max_entries: int | None = None, max_bytes: ByteLimit = None,
@@ -131,72 +145,14 @@ class Cache(MutableMapping):
         self._options = dict(key=key, value=value, max_entries=max_entries, max_bytes=max_bytes,
                              ttl=ttl, expire_after=expire_after, clock=clock, limit=limit,
                              policy=policy)
-        self._max_entries = max_entries
-        self._max_bytes = byte_limit(max_bytes)
-        self._ttl = ttl
-        self._by_access = expire_after == "access"
-        self._clock = clock
-        self._clock_policy = policy == "clock"
-        # the stamps grow along the entry order only when every access moves its entry
-        self._stamps_ordered = self._by_access and not self._clock_policy
-        self._table = CacheTable.new(key, value, limit=limit, max_bytes=self._max_bytes,
-                                     stamped=ttl is not None, marked=self._clock_policy)
-        self._lock = self._table._lock
-        self._oldest_stamp = math.inf  # at most the oldest stamp held (module docstring)
-        self._hits = self._misses = self._size_evictions = self._expiry_evictions = 0
+        max_bytes = byte_limit(max_bytes)
+        table = CacheTable.new(key, value, limit=limit, max_bytes=max_bytes,
+                               max_entries=max_entries,
+                               stamped=ttl is not None, marked=policy == "clock")
+        self._configure(table, max_entries, max_bytes, ttl, expire_after == "access", clock,
+                        policy == "clock")
+        self._lock = table._lock
         self.update(data)
-
-    # -- lookups ------------------------------------------------------------------------------
-
-    @locked
-    def __getitem__(self, key):
-        value = self._access(key)
-        if value is _MISSING:
-            raise KeyError(key)
-        return value
-
-    @locked
-    def get(self, key, default=None, /):
-        value = self._access(key)
-        return default if value is _MISSING else value
-
-    def _access(self, key):
-        """The value of ``key`` as a hit (counted; LRU: moved to the newest end, CLOCK:
-        marked), or _MISSING as a miss (an expired entry removed). Lock held by the caller."""
-        table = self._table
-        e, stamp = self._find_live(key)
-        if e < 0:
-            self._misses += 1
-            return _MISSING
-        self._hits += 1
-        if self._clock_policy or e == table._used - 1:  # marked, or the newest: no move
-            if self._clock_policy:
-                table._set_mark(e, 1)
-            if self._by_access:
-                table._set_stamp(e, self._clock())
-            return table._value_of(e)
-        value = table.pop(key)
-        self._insert(key, value, self._clock() if self._by_access else stamp)
-        return value
-
-    def _find_live(self, key) -> tuple[int, float]:
-        """The entry of ``key`` and its stamp (nan without ttl), or ``(-1, nan)`` if absent;
-        an expired entry is removed. Lock held by the caller."""
-        table = self._table
-        table._check_open()
-        e = table._lookup(key)
-        if e < 0 or self._ttl is None:
-            return e, math.nan
-        stamp = table._stamp(e)
-        if self._clock() - stamp >= self._ttl:
-            del table[key]
-            self._expiry_evictions += 1
-            return -1, math.nan
-        return e, stamp
-
-    @locked
-    def __contains__(self, key) -> bool:
-        return self._find_live(key)[0] >= 0
 
     @locked
     def __len__(self) -> int:
@@ -227,25 +183,50 @@ class Cache(MutableMapping):
 
     # -- changes ------------------------------------------------------------------------------
 
-    @locked
-    def __setitem__(self, key, value) -> None:
+    def _find_live(self, key) -> tuple[int, float | None]:
+        """The entry of ``key`` (-1 if absent; an expired entry is removed and counted) and the
+        clock, read before the probe (None without a ttl): the compiled core's find_live
+        (csrc/cache.c) in Python. Lock held by the caller."""
         table = self._table
         table._check_open()
-        self._expire()
+        now = self._clock() if self._ttl is not None else None
+        e = table._lookup(key)
+        if e < 0 or now is None:
+            return e, now
+        if now - table._stamps[e] >= self._ttl:
+            del table[key]
+            self._expiry_evictions += 1
+            return -1, now
+        return e, now
+
+    def _store(self, key, value, now: float | None) -> None:
+        """``self[key] = value``, ``now`` the clock as the caller read it (None: read here,
+        with a ttl). Lock held by the caller."""
+        table = self._table
+        table._check_open()
+        if now is None and self._ttl is not None:
+            now = self._clock()
+        self._expire(now)
+        table._keycodec.admit(key)  # a refused key or value: no change
+        table._slots.serializer.validate(value)
         if table._lookup(key) >= 0:
-            table._slots.serializer.validate(value)  # a refused value: no change
             del table[key]
         elif self._max_entries is not None and len(table) >= self._max_entries:
-            table._keycodec.admit(key)  # a refused key or value evicts nothing
-            table._slots.serializer.validate(value)
             while len(table) >= self._max_entries:
                 self._evict()
-        self._insert(key, value, self._clock() if self._ttl is not None else math.nan)
+        self._insert(key, value, now)
         if self._max_bytes is not None:
             while table.held_bytes > self._max_bytes and len(table):
                 self._evict()
 
-    def _insert(self, key, value, stamp: float) -> None:
+    def _reinsert(self, key, stamp: float | None):
+        """Delete present ``key`` and insert it again at the newest end with ``stamp``; its
+        value (an LRU hit in a table with no free entry). Lock held by the caller."""
+        value = self._table.pop(key)
+        self._insert(key, value, stamp)
+        return value
+
+    def _insert(self, key, value, stamp: float | None) -> None:
         """Insert absent ``key`` at the newest end with ``stamp`` (unmarked), evicting entries
         while the table raises CapacityError (its limit, or a growth
         ``max_bytes`` refuses). An entry that ``max_bytes`` refuses with the cache empty is
@@ -267,9 +248,9 @@ class Cache(MutableMapping):
                                         f"every other entry evicted ({exc}); raise limit= or "
                                         f"store smaller values") from exc
         if self._clock_policy:
-            table._set_mark(table._used - 1, 0)
-        if self._ttl is not None:
-            table._set_stamp(table._used - 1, stamp)
+            table._marks[table._used - 1] = 0
+        if stamp is not None:
+            table._stamps[table._used - 1] = stamp
             self._oldest_stamp = min(self._oldest_stamp, stamp)
 
     def _evict(self) -> None:
@@ -279,17 +260,19 @@ class Cache(MutableMapping):
         del table[table._key_of(table._victim())]
         self._size_evictions += 1
 
-    def _expire(self) -> None:
-        """Remove every expired entry (module docstring); lock held by the caller."""
+    def _expire(self, now: float | None = None) -> None:
+        """Remove every expired entry (module docstring), ``now`` the clock if the caller read
+        it; lock held by the caller."""
         table = self._table
         table._check_open()
         if self._ttl is None or not len(table):
             return
-        now = self._clock()
+        if now is None:
+            now = self._clock()
         if self._stamps_ordered:
             while len(table):
                 e = table._victim()
-                if now - table._stamp(e) < self._ttl:
+                if now - table._stamps[e] < self._ttl:
                     return
                 del table[table._key_of(e)]
                 self._expiry_evictions += 1
@@ -306,7 +289,8 @@ class Cache(MutableMapping):
         self._oldest_stamp = float(kept.min()) if kept.size else math.inf
 
     @locked
-    def __delitem__(self, key) -> None:
+    def _delete(self, key) -> None:
+        """``del self[key]``."""
         if self._find_live(key)[0] < 0:
             raise KeyError(key)
         del self._table[key]
@@ -342,11 +326,11 @@ class Cache(MutableMapping):
         the same bounds (a table grown another way may hold fewer within ``max_bytes`` or
         ``limit``: the oldest then go); its CLOCK marks and counters start at 0."""
         self._expire()
-        twin = Cache(**self._options)
+        twin = type(self)(**self._options)
         table = self._table
         stamps = table._live_stamps()[1].tolist() if self._ttl is not None else None
         for i, (key, value) in enumerate(table.items()):
-            twin._insert(key, value, math.nan if stamps is None else stamps[i])
+            twin._insert(key, value, None if stamps is None else stamps[i])
         twin._size_evictions = 0
         return twin
 
@@ -438,6 +422,25 @@ class Cache(MutableMapping):
                 assert np.all(np.diff(stamps) >= 0), "stamps out of LRU order"
             else:
                 assert self._oldest_stamp <= stamps.min(), "oldest stamp bound too high"
+
+
+class Cache(CacheCore, CacheFacade):
+    """A ``MutableMapping`` off the Python heap that evicts entries (``policy="lru"``: the least
+    recently used; ``"clock"``: CLOCK's second chance) to stay within ``max_entries`` entries,
+    ``max_bytes`` bytes and the arena's ``limit``, and drops entries ``ttl`` seconds after
+    their last write (or access, ``expire_after="access"``).
+
+    ``key`` and ``value`` are :class:`~offheap.HashMap`'s key and value types; ``clock`` is a
+    function returning seconds (``time.monotonic``). The module docstring gives the rules.
+    """
+
+
+bind_core_methods(Cache)  # dict's call speed for c.get(k)
+
+
+class ReferenceCache(ReferenceCacheCore, CacheFacade):
+    """A Cache on the pure-Python cache core whatever :mod:`offheap.kernels.native` selected:
+    what the differential tests hold the compiled cache core to (over the same kind of table)."""
 
 
 class _CacheValuesView(ValuesView):

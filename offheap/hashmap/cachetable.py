@@ -2,8 +2,9 @@
 entries, a time stamp and a mark per entry, growing within a byte budget (layer 6).
 
 A cache keeps its entries in a :class:`CacheTable`, a :class:`~offheap.HashMap` whose entry
-order is the cache's order: with LRU the recency order (a hit deletes the entry and inserts it
-again at the newest end), with CLOCK the order of writes. What the table adds:
+order is the cache's order: with LRU the recency order (a hit moves the entry to the newest
+end: the core's ``_move_to_end``, or a delete and an insert when no entry is free), with CLOCK
+the order of writes. What the table adds:
 
 - *The hand* (``_hand``, an entry number) and :meth:`CacheTable._victim`, the entry an
   eviction takes, found without a scan of the whole table: the first live entry at or after
@@ -18,9 +19,14 @@ again at the newest end), with CLOCK the order of writes. What the table adds:
 - *Stamps* (``_stamps``, with a ``ttl``): one float64 per entry number, the time of the
   entry's last write or access (the cache says which), and *marks* (``_marks``, with CLOCK):
   one byte per entry number, 1 once a hit marked it. Numpy arrays beside the table, on the
-  Python heap (a cache has no file to keep them in), set at every insert, grown with the
-  table's capacity and compacted with it (:meth:`CacheTable._compact`). Holes' items are stale
-  and never read.
+  Python heap (a cache has no file to keep them in), set at every insert, at least
+  ``_capacity`` long (grown with the chunks) and compacted with the entries
+  (:meth:`CacheTable._compact`). Holes' items are stale and never read. The hand, stamps and
+  marks are attributes of the table's core: on the compiled core, fields of its struct, which
+  holds a buffer export of each array (offheap/hashmap/csrc/cache.c), so the compiled cache
+  core reads and writes them in place.
+- *A reserved index*: a cache of ``max_entries`` without ``max_bytes`` grows its index at
+  once to hold them at :data:`RESERVED_LOAD`, if the limit leaves room for it.
 - *A byte budget* (:class:`BudgetStore`): the table's own store refuses a region (an index, a
   chunk of entries) that would take the bytes it holds past ``max_bytes`` once the growth
   step ends (the regions the step replaces then freed) with a :class:`BudgetError`, the
@@ -33,6 +39,7 @@ Thread safety: none of its own; the cache runs every operation under the table's
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -49,6 +56,15 @@ from offheap.store.serializers import get_serializer
 
 _SCAN_BYTES = 64
 """Bytes of live bits (512 entries) the search for the oldest entry reads at a time."""
+
+RESERVED_LOAD = 0.25
+"""The load of the index a cache of ``max_entries`` (and no ``max_bytes``) reserves when it is
+made: at most this many entries a home once full. An eviction and an insert each shift a
+Robin Hood run of the index, which a lower load keeps short (the slots of a keyed table hash
+their key again to find its home). The index of a map grows at up to ``MAX_LOAD``."""
+
+RESERVED_HOMES_MAX = 1 << 22
+"""The largest index reserved that way (16 MiB); a larger cache's index grows as a map's."""
 
 
 class BudgetError(CapacityError):
@@ -112,11 +128,13 @@ class CacheTable(HashMap):
     _marks: np.ndarray | None
 
     @classmethod
-    def new(cls, key: str, value, *, limit: ByteLimit, max_bytes: int | None, stamped: bool,
-            marked: bool) -> CacheTable:
+    def new(cls, key: str, value, *, limit: ByteLimit, max_bytes: int | None,
+            max_entries: int | None, stamped: bool, marked: bool) -> CacheTable:
         """An empty anonymous table of ``key`` and ``value`` types in its own
         :class:`BudgetStore` (``limit``: the arena's, ``max_bytes``: the budget), with a stamp
-        per entry if ``stamped`` and a mark per entry if ``marked``."""
+        per entry if ``stamped`` and a mark per entry if ``marked``, and an index for
+        ``max_entries`` at :data:`RESERVED_LOAD` when there is no budget and the limit leaves
+        room for it."""
         table = cls.__new__(cls)
         table._ask_key_type(key)
         table._hand = 0
@@ -129,6 +147,14 @@ class CacheTable(HashMap):
         except BaseException:
             store.close(save=False)
             raise
+        table._fit_columns()
+        if max_entries is not None and max_bytes is None:
+            homes = min(RESERVED_HOMES_MAX, math.ceil(max_entries / RESERVED_LOAD))
+            try:
+                if homes > table._homes:
+                    table._grow_index(homes, 0)
+            except CapacityError:  # the limit: the index grows with the entries instead
+                pass
         return table
 
     def _budget(self) -> BudgetStore:
@@ -188,29 +214,15 @@ class CacheTable(HashMap):
 
     # -- stamps and marks ---------------------------------------------------------------------
 
-    def _stamp(self, e: int) -> float:
-        assert self._stamps is not None
-        return float(self._stamps[e])
-
-    def _set_stamp(self, e: int, stamp: float) -> None:
-        """Set entry ``e``'s stamp."""
-        self._stamps = stamps = self._column_for(self._stamps, e)
-        stamps[e] = stamp
-
-    def _set_mark(self, e: int, mark: int) -> None:
-        """Mark entry ``e`` (1: used since the hand passed it) or unmark it (0)."""
-        self._marks = marks = self._column_for(self._marks, e)
-        marks[e] = mark
-
-    def _column_for(self, column: np.ndarray | None, e: int) -> np.ndarray:
-        """``column`` (stamps or marks), grown to the table's capacity if entry ``e`` is past
-        its end."""
-        assert column is not None
-        if e < len(column):
-            return column
-        grown = np.zeros(max(self._table().capacity, e + 1), column.dtype)
-        grown[: len(column)] = column
-        return grown
+    def _fit_columns(self) -> None:
+        """Grow the stamps and marks to the table's capacity (they are never shorter: the
+        compiled cache core writes them by entry number)."""
+        for name in ("_stamps", "_marks"):
+            column = getattr(self, name)
+            if column is not None and len(column) < self._capacity:
+                grown = np.zeros(self._capacity, column.dtype)
+                grown[: len(column)] = column
+                setattr(self, name, grown)
 
     def _live_stamps(self) -> tuple[np.ndarray, np.ndarray]:
         """The live entry numbers, in entry order, and their stamps."""
@@ -251,6 +263,7 @@ class CacheTable(HashMap):
         with self._budget().replacing(
                 self._store.arena.payload_bytes(r.chunk_offsets[0]) if alone else 0):
             super()._add_capacity(needed)
+        self._fit_columns()
 
     def clear(self) -> None:
         """Remove every entry (:meth:`HashMap.clear`) and set the hand back to entry 0."""
@@ -263,4 +276,4 @@ class CacheTable(HashMap):
         with self._lock:
             super()._check()
             for column in (self._stamps, self._marks):
-                assert column is None or len(column) >= self._used, "stamps or marks missing"
+                assert column is None or len(column) >= self._capacity, "stamps or marks missing"

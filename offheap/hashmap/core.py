@@ -30,7 +30,8 @@ The contract between the core and the map built on it:
   slots, :mod:`offheap.hashmap.keyedcore`).
 - Growth asks the core to place the live entries into a grown index (``_place_entries``, a
   region not attached yet): the compiled core sorts them by hash in C, this reference places
-  them with numpy over the current index; the same bytes.
+  them with numpy over the current index; the same bytes. Likewise it asks the core to compact
+  the entries in place (``_compact_entries``): one pass in C, or numpy here.
 - The bulk operations (``_find_entries``, ``_count_absent``, ``_put_words``, ``_remove_keys``)
   take numpy arrays of 8-byte items and leave the table as the same scalar operations done in
   the batch's order would: the compiled core loops over the batch in C, this reference works
@@ -63,8 +64,9 @@ import numpy as np
 
 from offheap.errors import ClosedError
 from offheap.hashmap.layout import CHUNK_BITS, CHUNK_MASK, MAX_LOAD, as_key, lookup_key
+from offheap.hashmap import placement
 from offheap.hashmap.placement import find_in_groups, index_chunks, place
-from offheap.hashmap.regions import Column
+from offheap.hashmap.regions import Column, Regions
 from offheap.hashmap.valueslots import width_for_word
 from offheap.kernels.bounds import INT64_MAX, INT64_MIN
 from offheap.kernels.mix import MASK64
@@ -135,6 +137,8 @@ class MapCore:
         def _remove_present(self, keys: np.ndarray) -> np.ndarray: ...
 
         def _homes_of(self, keys: np.ndarray, homes: int) -> np.ndarray: ...
+
+        def _table(self) -> Regions: ...
 
     def _attach(self, codec: ValueSlots, index: np.ndarray, key_chunks: list[np.ndarray],
                 value_chunks: list[np.ndarray], live_chunks: list[np.ndarray], homes: int,
@@ -485,6 +489,33 @@ class MapCore:
             used -= 1
         self._used = used
 
+    def _move_to_end(self, key) -> int:
+        """Move ``key``'s entry to the end of the entries in place (a Cache's LRU hit): its key
+        and word copied to entry ``_used``, its index slot pointed there, its old place a hole.
+        No record is touched and no other slot moves (the entry keeps its home). Its new
+        number, or -1 when absent; ValueError when no entry is free (make room first)."""
+        slot, e = self._find_admitted(key)
+        if e < 0 or e == self._used - 1:
+            return e
+        if self._used >= self._capacity:
+            raise ValueError("_move_to_end() needs a free entry: make room first")
+        to = self._used
+        self._copy_key(e, to)
+        self._values[to >> CHUNK_BITS][to & CHUNK_MASK] = self._values[e >> CHUNK_BITS][e & CHUNK_MASK]
+        at = to & CHUNK_MASK
+        self._live[to >> CHUNK_BITS][at >> 3] |= 1 << (at & 7)
+        at = e & CHUNK_MASK
+        self._live[e >> CHUNK_BITS][at >> 3] &= ~(1 << (at & 7)) & 0xFF
+        self._attached_index()[slot] = to + 1
+        self._used = to + 1
+        self._mods += 1
+        self._homes_mods = self._mods  # the slot keeps its home
+        return to
+
+    def _copy_key(self, e: int, to: int) -> None:
+        """Entry ``to``'s key set to entry ``e``'s."""
+        self._keys[to >> CHUNK_BITS][to & CHUNK_MASK] = self._keys[e >> CHUNK_BITS][e & CHUNK_MASK]
+
     def _is_live(self, e: int) -> bool:
         at = e & CHUNK_MASK
         return bool(self._live[e >> CHUNK_BITS][at >> 3] >> (at & 7) & 1)
@@ -518,6 +549,34 @@ class MapCore:
         self._attached_index()
         self._place_words(keys, words)
         done[0] = len(keys)
+
+    def _compact_entries(self) -> None:
+        """Move the live entries to the front in order, where they are, zero the items past them
+        and renumber the index in place (its slots stay where they are). Entries only move to
+        lower numbers, so chunk by chunk each chunk's live entries are read before anything is
+        written over them."""
+        r = self._table()
+        n, used = self._n, self._used
+        live = r.live_mask(used)
+        keys, values = r.keys, r.values
+        write = 0
+        for chunk in range(len(r.key_chunks)):
+            start = chunk << CHUNK_BITS
+            if start >= used:
+                break
+            kept = np.flatnonzero(live[start: start + len(r.key_chunks[chunk])])
+            if kept.size:
+                target = np.arange(write, write + kept.size)
+                keys.put(target, r.key_chunks[chunk][kept].copy())
+                values.put(target, r.value_chunks[chunk][kept].copy())
+                write += kept.size
+        tail = np.arange(n, used)
+        keys.put(tail, np.zeros(len(tail), r.key_dtype))
+        values.put(tail, np.zeros(len(tail), r.value_dtype))
+        r.set_live(np.ones(n, bool))
+        placement.renumber_index(r.index, np.cumsum(live, dtype=np.int64) - 1)
+        self._used = n
+        self._mods += 1
 
     def _place_entries(self, index: np.ndarray, homes: int) -> bool:
         """Fill ``index``, an empty array of ``homes + SLACK`` slots other than the table's (a

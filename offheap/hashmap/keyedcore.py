@@ -61,6 +61,10 @@ class KeyedCore(MapCore):
         at *= SLOT_BYTES
         self._keys[chunk][at: at + SLOT_BYTES] = self._keycodec.store_slot(key)
 
+    def _copy_key(self, e: int, to: int) -> None:
+        at = (to & CHUNK_MASK) * SLOT_BYTES
+        self._keys[to >> CHUNK_BITS][at: at + SLOT_BYTES] = self._slot_of(e)
+
     def _key_of(self, e: int):
         return self._keycodec.key_of_slot(self._slot_of(e))
 

@@ -63,10 +63,10 @@ else the pure-Python one under the table's lock."""
 
 
 def bind_core_methods(cls: type) -> None:
-    """Give ``cls`` (a class with :data:`MapCore` first in its bases) its own descriptors of the
-    compiled core's methods, the same C functions: CPython specializes a call such as
-    ``m.get(k)`` only when the instance's type is exactly the descriptor's (``bind_methods`` in
-    offheap/hashmap/_core.c). Nothing to do on the reference core."""
+    """Give ``cls`` (a class with :data:`MapCore`, or a Cache's core, first in its bases) its own
+    descriptors of the compiled core's methods, the same C functions: CPython specializes a
+    call such as ``m.get(k)`` only when the instance's type is exactly the descriptor's
+    (``bind_methods`` in offheap/hashmap/_core.c). Nothing to do on the reference core."""
     if not TYPE_CHECKING and _compiled is not None:
         _compiled.bind_methods(cls)
 

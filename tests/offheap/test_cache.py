@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from offheap import Cache, CapacityError, ClosedError
+from offheap.hashmap.cache import ReferenceCache
 from tests.contracts import MutableMappingContract, run_racing_threads
 
 LONG = "a key of more than fifteen bytes, kept in a record"
@@ -427,20 +428,29 @@ def test_a_cache_does_not_pickle():
         pickle.dumps(Cache())
 
 
-@pytest.mark.parametrize("policy", ["lru", "clock"])
-def test_threads_keep_the_cache_consistent(policy):
-    cache = Cache(key="str", value="int64", max_entries=50, ttl=3600.0, policy=policy)
+@pytest.mark.parametrize("cls", [Cache, ReferenceCache])
+@pytest.mark.parametrize("options", [dict(policy="lru"), dict(policy="clock"),
+                                     dict(ttl=3600.0, policy="lru"),
+                                     dict(ttl=3600.0, policy="clock", expire_after="access"),
+                                     dict(ttl=3600.0, clock=lambda: 5.0)])
+def test_threads_keep_the_cache_consistent(cls, options):
+    """Hits, misses, writes (long keys and values in records too), probes and pops racing; the
+    default clock is read by the compiled core without the lock, another clock with it."""
+    cache = cls(key="str", value="object", max_entries=50, **options)
     errors: list[BaseException] = []
 
     def work(seed: int) -> None:
         try:
             for i in range(3000):
-                key = f"k{(i * 7 + seed) % 120}"
+                key = f"k{(i * 7 + seed) % 120}" if i % 11 else f"{LONG}{i % 40}"
                 if i % 3:
-                    cache[key] = i
-                else:
+                    cache[key] = i if i % 4 else "a value long enough for a record"
+                elif i % 6:
                     cache.get(key)
+                else:
+                    key in cache  # noqa: B015  # the probe is the point
                 if i % 97 == 0:
+                    cache.pop(key, None)
                     try:
                         list(cache.items())
                     except RuntimeError:
@@ -452,7 +462,7 @@ def test_threads_keep_the_cache_consistent(policy):
     assert not errors, errors
     cache._check()
     s = cache.stats()
-    assert len(cache) == 50 and s.hits + s.misses == 3 * 1000
+    assert len(cache) == 50 and s.hits + s.misses == 3 * 500
 
 
 def test_an_operation_waits_for_the_tables_lock():
@@ -465,3 +475,18 @@ def test_an_operation_waits_for_the_tables_lock():
         assert writer.is_alive() and len(cache._table) == 0  # it cannot run while held
     writer.join()
     assert cache["a"] == 1
+
+
+@pytest.mark.parametrize("options", [{}, dict(ttl=3600.0), dict(ttl=3600.0, policy="clock")])
+def test_a_lookup_waits_for_a_growth_that_detached_the_table(options):
+    """A growth holds the lock while the table is detached (its parts being swapped); a lookup
+    of another thread waits for it instead of finding the table closed."""
+    cache = Cache({"a": 1}, key="str", max_entries=10, **options)
+    table = cache._table
+    answers: list = []
+    reader = threading.Thread(target=lambda: answers.append((cache.get("a"), "a" in cache)))
+    with cache._lock:
+        table._swap(lambda regions: (reader.start(), reader.join(0.05)))
+        assert reader.is_alive() and not answers  # it waits while the table is detached
+    reader.join()
+    assert answers == [(1, True)]

@@ -12,6 +12,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 
 #include "siphash.h"
 
@@ -102,6 +103,11 @@ typedef struct {
     KeyKind key_kind;       /* KEYS_INT64 until _set_keys makes the core a keyed table's */
     uint8_t seed[SIPHASH_SEED_BYTES]; /* a keyed table's hash seed */
     PyObject *keycodec;     /* a keyed table's KeyCodec (keycodec.py), NULL for int64 keys */
+    /* A Cache's table (cachetable.py, cache.c): the eviction hand (an entry number) and the
+     * columns beside the entries, float64 stamps and uint8 marks, one item per entry number;
+     * exports of the numpy arrays the table sets (.obj NULL: none). Other maps leave them. */
+    Py_ssize_t hand;
+    Py_buffer stamps, marks;
 } MapCore;
 
 #define KEYED(self) ((self)->key_kind != KEYS_INT64)
@@ -169,6 +175,7 @@ int corrupt_slot(const MapCore *self, Py_ssize_t slot, size_t entry);
 Py_ssize_t empty_slot_from(const MapCore *self, Py_ssize_t slot);
 void append(MapCore *self, Py_ssize_t slot, Py_ssize_t end, const Key *key, uint64_t word);
 int remove_at(MapCore *self, Py_ssize_t slot, Py_ssize_t e);
+PyObject *MapCore_compact_entries(MapCore *self, PyObject *Py_UNUSED(ignored));
 void release_table(Table *table);
 void detach(MapCore *self);
 int value_codec_of(PyObject *codec, ValueCodec *value_codec);
@@ -225,6 +232,16 @@ Py_ssize_t slot_of_entry(const MapCore *self, Py_ssize_t e);
 Py_ssize_t insert_slot(const MapCore *self, const Key *key);
 PyObject *MapCore_set_keys(MapCore *self, PyObject *keycodec);
 int discard_key(MapCore *self, PyObject *obj);
+
+/* cache.c: a Cache's table columns and the compiled cache core (CacheCore) */
+extern PyType_Spec CacheCore_spec;
+extern PyTypeObject *MapCoreType, *CacheCoreType;
+extern PyMethodDef CacheCore_methods[];
+int import_cache_names(void);
+PyObject *column_get(MapCore *self, void *closure);
+int column_set(MapCore *self, PyObject *value, void *closure);
+void release_columns(MapCore *self);
+PyObject *MapCore_move_to_end(MapCore *self, PyObject *obj);
 
 /* keyedbulk.c: the bulk operations on lists of keys */
 PyObject *MapCore_get_keys(MapCore *self, PyObject *const *args, Py_ssize_t nargs);

@@ -133,6 +133,61 @@ remove_at(MapCore *self, Py_ssize_t slot, Py_ssize_t e)
     return 0;
 }
 
+/* _compact_entries(): move the live entries to the front, in order, zero the items past them,
+ * and point every index slot at its entry's new number (the slots stay where they are), as the
+ * reference's numpy steps do, byte for byte. The index is checked first: a slot pointing past
+ * _used or at a hole raises CorruptionError with the table unchanged. Entries only move to
+ * lower numbers, so each is read before anything is written over it. */
+PyObject *
+MapCore_compact_entries(MapCore *self, PyObject *Py_UNUSED(ignored))
+{
+    if (!ATTACHED(self) ? closed_error(self) : check_writable(self) < 0 || check_used(self) < 0)
+        return NULL;
+    const Py_ssize_t used = self->used, n = self->n;
+    if (n == used)
+        Py_RETURN_NONE;
+    uint32_t *index = self->table.index;
+    for (Py_ssize_t s = 0; s < self->n_slots; s++)
+        if (index[s] != 0 && ((Py_ssize_t)index[s] - 1 >= used || !is_live_at(self, index[s] - 1))) {
+            PyErr_Format(CorruptionError, "LongHashMap index slot %zd points at entry %zu, which "
+                         "is not a live entry: the table is damaged", s, (size_t)index[s] - 1);
+            return NULL;
+        }
+    uint32_t *renumber = PyMem_Malloc((size_t)used * sizeof(uint32_t)); /* new number + 1 */
+    if (renumber == NULL)
+        return PyErr_NoMemory();
+    const size_t key_size = (size_t)KEY_SIZE(self);
+    Py_ssize_t write = 0;
+    for (Py_ssize_t e = 0; e < used; e++) {
+        if (!is_live_at(self, e))
+            continue;
+        renumber[e] = (uint32_t)(write + 1);
+        if (write != e) {
+            memcpy((char *)self->table.chunks[write >> CHUNK_BITS].keys
+                       + (size_t)(write & CHUNK_MASK) * key_size,
+                   (const char *)self->table.chunks[e >> CHUNK_BITS].keys
+                       + (size_t)(e & CHUNK_MASK) * key_size, key_size);
+            set_value_at(self, write, value_at(self, e));
+        }
+        write++;
+    }
+    for (Py_ssize_t e = n; e < used; e++) {
+        memset((char *)self->table.chunks[e >> CHUNK_BITS].keys
+                   + (size_t)(e & CHUNK_MASK) * key_size, 0, key_size);
+        set_value_at(self, e, 0);
+    }
+    for (Py_ssize_t e = 0; e < self->capacity; e += 8) /* a byte of live bits at a time */
+        self->table.chunks[e >> CHUNK_BITS].live[(e & CHUNK_MASK) >> 3] =
+            (uint8_t)(e + 8 <= n ? 0xFF : e >= n ? 0 : (1u << (n - e)) - 1);
+    for (Py_ssize_t s = 0; s < self->n_slots; s++)
+        if (index[s] != 0)
+            index[s] = renumber[index[s] - 1];
+    PyMem_Free(renumber);
+    self->used = n;
+    self->mods++;
+    Py_RETURN_NONE;
+}
+
 /* ---------------------------------------------------------------------------------------------
  * Attaching and detaching
  */
