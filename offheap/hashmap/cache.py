@@ -193,7 +193,7 @@ class CacheFacade(CacheState, MutableMapping):
         e = table._lookup(key)
         if e < 0 or now is None:
             return e, now
-        if now - table._stamps[e] >= self._ttl:
+        if now - table._stamps[e] >= self._ttl:  # type: ignore[index]
             del table[key]
             self._expiry_evictions += 1
             return -1, now
@@ -248,9 +248,9 @@ class CacheFacade(CacheState, MutableMapping):
                                         f"every other entry evicted ({exc}); raise limit= or "
                                         f"store smaller values") from exc
         if self._clock_policy:
-            table._marks[table._used - 1] = 0
+            table._marks[table._used - 1] = 0  # type: ignore[index]
         if stamp is not None:
-            table._stamps[table._used - 1] = stamp
+            table._stamps[table._used - 1] = stamp  # type: ignore[index]
             self._oldest_stamp = min(self._oldest_stamp, stamp)
 
     def _evict(self) -> None:
@@ -272,7 +272,7 @@ class CacheFacade(CacheState, MutableMapping):
         if self._stamps_ordered:
             while len(table):
                 e = table._victim()
-                if now - table._stamps[e] < self._ttl:
+                if now - table._stamps[e] < self._ttl:  # type: ignore[index]
                     return
                 del table[table._key_of(e)]
                 self._expiry_evictions += 1
@@ -332,7 +332,7 @@ class CacheFacade(CacheState, MutableMapping):
         for i, (key, value) in enumerate(table.items()):
             twin._insert(key, value, None if stamps is None else stamps[i])
         twin._size_evictions = 0
-        return twin
+        return twin  # type: ignore[return-value]
 
     __copy__ = copy
 
@@ -396,7 +396,7 @@ class CacheFacade(CacheState, MutableMapping):
         self._table.close()
 
     def __enter__(self) -> Cache:
-        return self
+        return self  # type: ignore[return-value]
 
     def __exit__(self, *exc) -> None:
         self.close()

@@ -148,7 +148,7 @@ def encode_keys(keys, key_kind: str) -> bytes:
             return _int64_key_block(shift, shifted[0], smallpack.encode_int64_deltas(shifted))
         array = np.array(keys, dtype=np.int64)
         shift = _common_shift(array)
-        shifted = array >> shift
+        shifted = array >> shift  # type: ignore[assignment]
         return _int64_key_block(shift, int(shifted[0]) if len(shifted) else 0,
                                 encode_int64_deltas(shifted))
     if key_kind == "str":

@@ -521,7 +521,7 @@ class TreeMap(TreeSlotsBase, StandaloneFileMap, SortedRangeAPI, DictAPI, Mutable
             if tree.descent is None or self._closed:
                 return None
             copies = admit.copies_values
-            return _compiled_pages.scan(tree.descent, self._lock, admit.bound(lo), admit.bound(hi),
+            return _compiled_pages.scan(tree.descent, self._lock, admit.bound(lo), admit.bound(hi),  # type: ignore[union-attr]
                                         inclusive[0], inclusive[1], reverse, what, tree, "mods",
                                         self._changed_error, tuple(SCALAR_TYPES) if copies else (),
                                         admit.fresh if copies else None)
