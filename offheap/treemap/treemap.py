@@ -518,10 +518,10 @@ class TreeMap(TreeSlotsBase, StandaloneFileMap, SortedRangeAPI, DictAPI, Mutable
         first step, through :meth:`_chunks`)."""
         with self._lock:
             tree, admit = self._tree, self._admit
-            if tree.descent is None or self._closed:
+            if tree.descent is None or _compiled_pages is None or self._closed:
                 return None
             copies = admit.copies_values
-            return _compiled_pages.scan(tree.descent, self._lock, admit.bound(lo), admit.bound(hi),  # type: ignore[union-attr]
+            return _compiled_pages.scan(tree.descent, self._lock, admit.bound(lo), admit.bound(hi),
                                         inclusive[0], inclusive[1], reverse, what, tree, "mods",
                                         self._changed_error, tuple(SCALAR_TYPES) if copies else (),
                                         admit.fresh if copies else None)

@@ -100,15 +100,25 @@ def test_thousands_of_changes_around_the_cache_build_the_reference_tree(seed):
     assert _placement(compiled) == _placement(reference)
 
 
-def test_random_inserts_into_a_large_map_go_around_the_cache_and_evict_nothing():
+@pytest.mark.parametrize("slots", ["compiled", "reference"])
+def test_once_the_cache_holds_dirty_leaves_other_changes_leave_it_as_it_is(slots):
     tree = TreeMap(**SMALL)
+    if slots == "reference":
+        tree._detach_slots()
     tree.update({k: "" for k in range(0, 4000, 2)})
     tree.flush()
     cache = tree._tree.cache
-    for k in range(1, 4000, 38):
+    for k in range(1, 400, 2):  # the first leaves: cached (a clean leaf leaves for free), dirty
+        tree[k] = "first"
+    held = list(cache._leaves)
+    assert len(held) == cache.capacity and all(leaf.dirty for leaf in cache._leaves.values())
+    for k in range(2001, 4000, 38):  # leaves far from those: written around the cache
         tree[k] = "new"
-    assert len(cache._leaves) <= cache.capacity
-    assert all(tree[k] == "new" for k in range(1, 4000, 38))
+    for k in range(2400, 3600, 40):
+        del tree[k]
+    assert list(cache._leaves) == held and all(leaf.dirty for leaf in cache._leaves.values())
+    assert all(tree[k] == "new" for k in range(2001, 4000, 38))
+    assert all(k not in tree for k in range(2400, 3600, 40))
     tree._check()
 
 
