@@ -74,7 +74,7 @@ import threading
 import time
 from collections.abc import Callable, ItemsView, Iterator, KeysView, MutableMapping, ValuesView
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Self
 
 import numpy as np
 
@@ -193,7 +193,9 @@ class CacheFacade(CacheState, MutableMapping):
         e = table._lookup(key)
         if e < 0 or now is None:
             return e, now
-        if now - table._stamps[e] >= self._ttl:  # type: ignore[index]
+        stamps = table._stamps
+        assert stamps is not None  # a cache with a ttl stamps its entries
+        if now - stamps[e] >= self._ttl:
             del table[key]
             self._expiry_evictions += 1
             return -1, now
@@ -247,10 +249,11 @@ class CacheFacade(CacheState, MutableMapping):
                     raise CapacityError(f"the entry does not fit the Cache's limit even with "
                                         f"every other entry evicted ({exc}); raise limit= or "
                                         f"store smaller values") from exc
-        if self._clock_policy:
-            table._marks[table._used - 1] = 0  # type: ignore[index]
+        if table._marks is not None:  # the CLOCK policy's column
+            table._marks[table._used - 1] = 0
         if stamp is not None:
-            table._stamps[table._used - 1] = stamp  # type: ignore[index]
+            assert table._stamps is not None  # only a cache with a ttl passes a stamp
+            table._stamps[table._used - 1] = stamp
             self._oldest_stamp = min(self._oldest_stamp, stamp)
 
     def _evict(self) -> None:
@@ -272,7 +275,9 @@ class CacheFacade(CacheState, MutableMapping):
         if self._stamps_ordered:
             while len(table):
                 e = table._victim()
-                if now - table._stamps[e] < self._ttl:  # type: ignore[index]
+                stamps = table._stamps  # read again: a delete may compact the columns
+                assert stamps is not None  # a cache with a ttl stamps its entries
+                if now - stamps[e] < self._ttl:
                     return
                 del table[table._key_of(e)]
                 self._expiry_evictions += 1
@@ -321,7 +326,7 @@ class CacheFacade(CacheState, MutableMapping):
         self._oldest_stamp = math.inf
 
     @locked
-    def copy(self) -> Cache:
+    def copy(self) -> Self:
         """A new Cache with the same options, entries, order and stamps, entry by entry under
         the same bounds (a table grown another way may hold fewer within ``max_bytes`` or
         ``limit``: the oldest then go); its CLOCK marks and counters start at 0."""
@@ -332,7 +337,7 @@ class CacheFacade(CacheState, MutableMapping):
         for i, (key, value) in enumerate(table.items()):
             twin._insert(key, value, None if stamps is None else stamps[i])
         twin._size_evictions = 0
-        return twin  # type: ignore[return-value]
+        return twin
 
     __copy__ = copy
 
@@ -395,8 +400,8 @@ class CacheFacade(CacheState, MutableMapping):
         """Release the memory; later use raises ClosedError. Idempotent."""
         self._table.close()
 
-    def __enter__(self) -> Cache:
-        return self  # type: ignore[return-value]
+    def __enter__(self) -> Self:
+        return self
 
     def __exit__(self, *exc) -> None:
         self.close()

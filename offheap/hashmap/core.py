@@ -501,7 +501,9 @@ class MapCore:
             raise ValueError("_move_to_end() needs a free entry: make room first")
         to = self._used
         self._copy_key(e, to)
-        self._values[to >> CHUNK_BITS][to & CHUNK_MASK] = self._values[e >> CHUNK_BITS][e & CHUNK_MASK]  # type: ignore[assignment]
+        source, at_source = self._values[e >> CHUNK_BITS], e & CHUNK_MASK
+        self._values[to >> CHUNK_BITS][to & CHUNK_MASK:(to & CHUNK_MASK) + 1] = \
+            source[at_source:at_source + 1]
         at = to & CHUNK_MASK
         self._live[to >> CHUNK_BITS][at >> 3] |= 1 << (at & 7)
         at = e & CHUNK_MASK

@@ -148,9 +148,9 @@ def encode_keys(keys, key_kind: str) -> bytes:
             return _int64_key_block(shift, shifted[0], smallpack.encode_int64_deltas(shifted))
         array = np.array(keys, dtype=np.int64)
         shift = _common_shift(array)
-        shifted = array >> shift  # type: ignore[assignment]
-        return _int64_key_block(shift, int(shifted[0]) if len(shifted) else 0,
-                                encode_int64_deltas(shifted))
+        shifted_array = array >> shift
+        return _int64_key_block(shift, int(shifted_array[0]) if len(shifted_array) else 0,
+                                encode_int64_deltas(shifted_array))
     if key_kind == "str":
         return front_encode([k.encode("utf-8", "surrogatepass") for k in keys])
     return front_encode(list(keys))
