@@ -297,6 +297,32 @@ def test_str_tree_lookups_of_other_types_miss():
 
 # -- mutation during iteration -----------------------------------------------------------------
 
+@pytest.mark.parametrize("maker", ["hash", "hash-reference", "tree", "str-hash"])
+def test_items_kept_by_the_caller_never_change(maker):
+    """The compiled items iterators reuse a (key, value) tuple only while nobody else holds it:
+    items a loop keeps (every one, every other one, the last one) stay what they were."""
+    entries = [(k, k * 3) for k in range(-300, 300)]
+    if maker == "str-hash":
+        from offheap import HashMap
+        entries = [(f"key:{k}" * (1 + k % 3), k) for k, _ in entries]
+        m = HashMap(entries, key="str", value="int64")
+    else:
+        m = {**MAKERS, "tree": TreeMap}[maker](entries)
+    expected = list(dict(entries).items()) if maker != "tree" else sorted(entries)
+    assert list(m.items()) == expected
+    every_other = [item for i, item in enumerate(m.items()) if i % 2 == 0]
+    assert every_other == expected[::2]
+    last = None
+    for item in m.items():
+        assert last is None or last != item
+        last = item
+    assert last == expected[-1]
+    pairs = iter(m.items())
+    first, second, third = next(pairs), next(pairs), next(pairs)
+    assert (first, second, third) == tuple(expected[:3])
+    assert list(pairs) == expected[3:]
+
+
 @pytest.mark.parametrize("change", ["insert", "delete"])
 def test_mutation_during_iteration_raises_at_the_next_step(make, change):
     m = make((k, k) for k in range(1000))

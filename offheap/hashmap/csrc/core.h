@@ -9,6 +9,8 @@
 #include <Python.h>
 #include <structmember.h>
 
+#include "pairs.h"
+
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -134,8 +136,7 @@ typedef struct {
     Py_ssize_t next;     /* the next entry number to look at */
     int what;            /* ITER_KEYS, ITER_VALUES or ITER_ITEMS */
     int started;
-    PyObject *pair;      /* the last (key, value) tuple handed out: reused for the next item
-                            while nobody else holds it, as dict's items iterator does */
+    ItemPairs pairs;     /* the item tuples handed out last (pairs.h) */
 } EntryIter;
 
 enum { ITER_KEYS, ITER_VALUES, ITER_ITEMS };

@@ -13,7 +13,7 @@ iterate(MapCore *self, int what)
     it->next = 0;
     it->what = what;
     it->started = 0;
-    it->pair = NULL;
+    it->pairs = (ItemPairs){{NULL, NULL}};
     PyObject_GC_Track(it);
     return (PyObject *)it;
 }
@@ -23,34 +23,6 @@ iterate(MapCore *self, int what)
  * attachment (ClosedError) before the next live entry; once it has ended or raised, it stays
  * exhausted.
  */
-
-/* The (key, value) tuple of an item, taking the references of both: the tuple of the previous
- * step when only the iterator still holds it (its old items are dropped), else a new one. */
-static PyObject *
-item_of(EntryIter *it, PyObject *key_object, PyObject *value)
-{
-    PyObject *pair = it->pair;
-    if (pair != NULL && Py_REFCNT(pair) == 1) {
-        PyObject *old_key = PyTuple_GET_ITEM(pair, 0), *old_value = PyTuple_GET_ITEM(pair, 1);
-        PyTuple_SET_ITEM(pair, 0, key_object);
-        PyTuple_SET_ITEM(pair, 1, value);
-        Py_DECREF(old_key);
-        Py_DECREF(old_value);
-        if (!PyObject_GC_IsTracked(pair))
-            PyObject_GC_Track(pair);
-        return Py_NewRef(pair);
-    }
-    pair = PyTuple_New(2);
-    if (pair == NULL) {
-        Py_DECREF(key_object);
-        Py_DECREF(value);
-        return NULL;
-    }
-    PyTuple_SET_ITEM(pair, 0, key_object);
-    PyTuple_SET_ITEM(pair, 1, value);
-    Py_XSETREF(it->pair, Py_NewRef(pair));
-    return pair;
-}
 
 /* The next step, in the core's turn (lock.c); the lock is held for a value that the codec
  * decodes, and the step starts again if other threads ran while it waited for it. */
@@ -102,7 +74,7 @@ next_in_turn(EntryIter *it, int *held)
             Py_XDECREF(key);
             return value;
         }
-        return item_of(it, key, value);
+        return item_pair(&it->pairs, key, value);
     }
 }
 
@@ -119,7 +91,7 @@ EntryIter_next(EntryIter *it)
     Py_DECREF(core);
     if (result == NULL) {
         Py_CLEAR(it->core);
-        Py_CLEAR(it->pair);
+        item_pairs_clear(&it->pairs);
     }
     return result;
 }
@@ -128,15 +100,14 @@ int
 EntryIter_traverse(EntryIter *it, visitproc visit, void *arg)
 {
     Py_VISIT(it->core);
-    Py_VISIT(it->pair);
-    return 0;
+    return item_pairs_traverse(&it->pairs, visit, arg);
 }
 
 int
 EntryIter_clear(EntryIter *it)
 {
     Py_CLEAR(it->core);
-    Py_CLEAR(it->pair);
+    item_pairs_clear(&it->pairs);
     return 0;
 }
 

@@ -28,6 +28,7 @@
  * does, rather than share its leaf.
  */
 #include "pages.h"
+#include "pairs.h"
 
 enum { WHAT_KEYS = 0, WHAT_VALUES = 1, WHAT_ITEMS = 2 };
 
@@ -48,6 +49,7 @@ typedef struct {
     PyObject *changed_error; /* () -> the exception to raise once the version moved */
     ScanChunk chunk;         /* the current leaf's entries: keys (a list, or words) and values */
     Py_ssize_t next;         /* the position of the next item in the chunk */
+    ItemPairs pairs;         /* the item tuples handed out last (pairs.h) */
     int what;
     int busy;                /* a walk is reading a leaf (and may have let the GIL go) */
 } RangeItems;
@@ -209,14 +211,7 @@ range_item(RangeItems *self)
                             : PyLong_FromLongLong((int64_t)chunk->words[i]);
             if (key == NULL || self->what == WHAT_KEYS)
                 return key;
-            PyObject *pair = PyTuple_New(2);
-            if (pair == NULL) {
-                Py_DECREF(key);
-                return NULL;
-            }
-            PyTuple_SET_ITEM(pair, 0, key);
-            PyTuple_SET_ITEM(pair, 1, Py_NewRef(PyList_GET_ITEM(chunk->values, i)));
-            return pair;
+            return item_pair(&self->pairs, key, Py_NewRef(PyList_GET_ITEM(chunk->values, i)));
         }
         chunk_clear(self);
         int taken = self->descent != NULL ? next_leaf(self) : next_chunk(self);
@@ -317,7 +312,7 @@ range_traverse(RangeItems *self, visitproc visit, void *arg)
     Py_VISIT(self->changed_error);
     Py_VISIT(self->chunk.keys);
     Py_VISIT(self->chunk.values);
-    return 0;
+    return item_pairs_traverse(&self->pairs, visit, arg);
 }
 
 static int
@@ -339,6 +334,7 @@ range_clear(RangeItems *self)
     Py_CLEAR(self->changed_error);
     Py_CLEAR(self->chunk.keys);
     Py_CLEAR(self->chunk.values);
+    item_pairs_clear(&self->pairs);
     self->chunk.count = 0;
     return 0;
 }
