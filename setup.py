@@ -16,18 +16,20 @@ HASHMAP_SOURCES = ["offheap/hashmap/_core.c"] + [f"offheap/hashmap/csrc/{name}.c
 SPARKEY_SOURCES = ["sparkey/_native.c"] + [f"sparkey/csrc/{name}.c" for name in (
     "arguments", "cutting", "lookups", "murmur", "entries", "scans", "slots", "table")]
 PAIRS_HEADER = "offheap/kernels/csrc/pairs.h"
+RECORDS_HEADER = "offheap/store/csrc/records.h"
+SHARED_HEADERS = ["offheap/kernels/csrc", "offheap/store/csrc"]
 PAGES_SOURCES = ["offheap/treemap/_pages.c"] + [f"offheap/treemap/csrc/{name}.c" for name in (
     "stream", "strings", "descent", "forms", "slots", "around", "ranges", "walk")]
 
 setup(
     ext_modules=[
         Extension("offheap.hashmap._core", HASHMAP_SOURCES, depends=["offheap/hashmap/csrc/core.h", "offheap/hashmap/csrc/build.h",
-                                                                    "offheap/hashmap/csrc/siphash.h", PAIRS_HEADER],
-                  include_dirs=["offheap/kernels/csrc"],
+                                                                    "offheap/hashmap/csrc/siphash.h", PAIRS_HEADER, RECORDS_HEADER],
+                  include_dirs=SHARED_HEADERS,
                   extra_compile_args=FLAGS),
         Extension("offheap.treemap._pages", PAGES_SOURCES, depends=["offheap/treemap/csrc/pages.h",
-                                                                       "offheap/treemap/csrc/slots.h", PAIRS_HEADER],
-                  include_dirs=["offheap/kernels/csrc"],
+                                                                       "offheap/treemap/csrc/slots.h", PAIRS_HEADER, RECORDS_HEADER],
+                  include_dirs=SHARED_HEADERS,
                   extra_compile_args=FLAGS),
         Extension("sparkey._native", SPARKEY_SOURCES, depends=["sparkey/csrc/native.h"],
                   extra_compile_args=FLAGS),

@@ -88,7 +88,7 @@ class KeyCodec:
         if not probe.long:
             return slot == probe.compared
         return slot[8:] == probe.compared and \
-            self.store.view(int.from_bytes(slot[:8], "little")) == probe.data
+            self.store.get_checked(int.from_bytes(slot[:8], "little")) == probe.data
 
     def store_slot(self, probe: KeyProbe) -> bytes:
         """The slot a new entry of this key stores: a long key's bytes become a record now
@@ -111,9 +111,10 @@ class KeyCodec:
             self.store.delete(int.from_bytes(slot[:8], "little"))
 
     def data_of_slot(self, slot: bytes | memoryview) -> bytes:
-        """The key bytes a stored slot holds; CorruptionError for a damaged slot."""
+        """The key bytes a stored slot holds; CorruptionError for a damaged slot or a long
+        key's record outside its segment (as the compiled core reads it)."""
         data, recid = parse_slot(bytes(slot))
-        return self.store.get(recid) if data is None else data
+        return self.store.get_checked(recid) if data is None else data
 
     def key_of_slot(self, slot: bytes | memoryview):
         """The key a stored slot holds, as the map hands it out."""

@@ -149,6 +149,50 @@ def test_a_writer_against_readers_and_iterators(map_class):
     m.close()
 
 
+STR_CORES = [pytest.param(functools.partial(ReferenceHashMap, key="str"), id="pure")]
+if not issubclass(LongHashMap, ReferenceCore):
+    STR_CORES[:0] = [pytest.param(functools.partial(HashMap, key="str"), id="compiled")]
+
+
+@pytest.mark.parametrize("str_map", STR_CORES)
+def test_long_keys_read_while_another_thread_makes_and_frees_their_records(str_map):
+    """Long keys live in records of the store, which the compiled core reads in place for a
+    probe and for iteration: a writer making and freeing long keys' records (so the store grows
+    segments and reuses chunks) against readers and iterators of other long keys."""
+    m = str_map(value="int64")
+    stable = {f"stable key {key} {'x' * (key % 40)}": key for key in range(1500)}
+    m.update(stable)
+    seen_sizes: list[int] = []
+
+    def work(seed: int) -> None:
+        if seed == 0:
+            for round_ in range(3):
+                for key in range(3000):
+                    m[f"written key {key} {'y' * (key % 50)}"] = key + round_
+                for key in range(0, 3000, 2):
+                    del m[f"written key {key} {'y' * (key % 50)}"]
+        elif seed == 1:
+            for _ in range(3):
+                for key, value in stable.items():
+                    assert m[key] == value and key in m and m.get(key + "?") is None
+        else:
+            for _ in range(10):
+                try:
+                    items = dict(m.items())
+                except RuntimeError:  # the writer changed the size meanwhile: dict's rule
+                    continue
+                seen_sizes.append(len(items))
+                assert all(items[key] == value for key, value in stable.items())
+
+    race(work)
+    expected = dict(stable)
+    expected.update({f"written key {key} {'y' * (key % 50)}": key + 2 for key in range(1, 3000, 2)})
+    assert dict(m.items()) == expected
+    assert all(len(stable) <= size <= len(expected) + 1500 for size in seen_sizes)
+    m._check()
+    m.close()
+
+
 def test_every_operation_mixed(map_class):
     """Scalar, bulk and whole-map operations of several threads on their own keys; each thread
     checks every answer against its own dict, and the map ends as their union."""

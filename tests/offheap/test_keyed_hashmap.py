@@ -9,6 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from offheap import CapacityError, HashMap, HashSet, LongHashMap
+from offheap.errors import CorruptionError
+from offheap.hashmap.keyedmap import ReferenceHashMap
 from offheap.hashmap.keyslots import home_of, key_bytes, key_hash
 from tests.contracts import MutableMappingContract, oracle_machine
 
@@ -137,6 +139,24 @@ def test_long_keys_live_in_records_that_deletes_and_clears_free():
     assert len(m._store) == records + 50
     assert m.delete_many(keys) == 50 and len(m._store) == records
     m._check()
+
+
+@pytest.mark.parametrize("str_map", [HashMap, ReferenceHashMap], ids=["default", "reference"])
+def test_a_long_key_whose_record_points_outside_the_store_is_corruption(str_map):
+    """A probe and an iteration read a long key's record at the address the store's index
+    gives: a damaged address is a CorruptionError, never a read outside the segment."""
+    m = str_map(key="str", value="int64")
+    long_key = "a key too long for its slot, kept in a record"
+    m[long_key] = 1
+    m["short"] = 2
+    store = m._keycodec.store
+    (recid,) = [r for r in range(1, 64) if r in store and store.get(r) == long_key.encode()]
+    store._size_at[recid] = 1 << 30
+    with pytest.raises(CorruptionError, match="outside its segment"):
+        long_key in m  # noqa: B015
+    with pytest.raises(CorruptionError, match="outside its segment"):
+        list(m)
+    assert m["short"] == 2
 
 
 def test_each_map_draws_its_own_seed_and_keeps_it_in_its_file(tmp_path):

@@ -515,7 +515,7 @@ again:
         closed_error(t);
         goto done;
     }
-    if (inline_done && (e = key_find(t, &key, &slot, held)) == -2)
+    if (inline_done && (e = key_find(t, &key, &slot)) == -2)
         goto done;
     if (!inline_done || e >= 0) { /* a value kept in a record, or an overwrite */
         if (hold_from_here(t, held) >= 0)

@@ -222,11 +222,12 @@ int import_key_names(void);
 void key_clear(Key *key);
 int key_for_lookup(MapCore *self, PyObject *obj, Key *key);
 int key_for_store(MapCore *self, PyObject *obj, Key *key);
-Py_ssize_t keyed_find(MapCore *self, Key *key, Py_ssize_t *slot, int *held);
+Py_ssize_t keyed_find(MapCore *self, Key *key, Py_ssize_t *slot);
 int make_key_slot(MapCore *self, Key *key);
 void drop_made_slot(MapCore *self, Key *key);
 int release_key_of(MapCore *self, const uint8_t stored[SLOT_BYTES]);
 int key_needs_lock(const MapCore *self, Py_ssize_t e);
+int key_read_needs_lock(const MapCore *self, Py_ssize_t e);
 int int64_table(MapCore *self, const char *method);
 PyObject *key_object(MapCore *self, Py_ssize_t e);
 Py_ssize_t slot_of_entry(const MapCore *self, Py_ssize_t e);
@@ -523,11 +524,11 @@ key_init(Key *key)
 }
 
 /* The entry holding an admitted `key` (>= 0), -1 when there is none, -2 with an exception set;
- * *slot as find()'s (keyed_find: the lock may be taken, for a long key's record). */
+ * *slot as find()'s. Calls no Python code (keyed_find reads a long key's record in place). */
 static inline Py_ssize_t
-key_find(MapCore *self, Key *key, Py_ssize_t *slot, int *held)
+key_find(MapCore *self, Key *key, Py_ssize_t *slot)
 {
-    return KEYED(self) ? keyed_find(self, key, slot, held) : find(self, key->int_key, 1, slot);
+    return KEYED(self) ? keyed_find(self, key, slot) : find(self, key->int_key, 1, slot);
 }
 
 /* Free the record of a long key's slot that make_key_slot made and no entry took (a failed or

@@ -57,7 +57,7 @@ next_in_turn(EntryIter *it, int *held)
             return NULL;
         uint64_t word = value_at(core, e); /* copied out: decoding may run Python code */
         int calls_python = (it->what != ITER_KEYS && word_needs_codec(core, word))
-                           || (it->what != ITER_VALUES && KEYED(core) && key_needs_lock(core, e));
+                           || (it->what != ITER_VALUES && KEYED(core) && key_read_needs_lock(core, e));
         if (calls_python && !*held) {
             int waited = hold_lock(core, held);
             if (waited < 0)

@@ -102,7 +102,7 @@ key_state(MapCore *self, PyObject *obj, int for_store, uint64_t *hash)
     if (!for_store)
         e = lookup(self, obj, &key, &slot, &held);
     else if (key_for_store(self, obj, &key) == 0 && begin_turn(self, &held) == 0)
-        e = ATTACHED(self) ? key_find(self, &key, &slot, &held) : closed_error(self) - 1;
+        e = ATTACHED(self) ? key_find(self, &key, &slot) : closed_error(self) - 1;
     if (e >= -1)
         state = e >= 0 ? 0 : KEYED(self) && key.is_long ? 2 : 1;
     *hash = key.hash;

@@ -8,19 +8,21 @@
  * exact bytes, exact ints of int64 ("int64", "object") and None ("object"); every other key goes
  * through the map's KeyCodec (admit, lookup, key_of_slot), so the admission rules and their
  * errors have one implementation. A long key (more than 15 key bytes) lives in a record of the
- * store: the KeyCodec makes it (long_slot_of), reads it (data_of_slot) and frees it
- * (release_slot), always under the map's lock.
+ * store: the KeyCodec makes it (long_slot_of) and frees it (release_slot), under the map's lock;
+ * probes compare it, and a str or bytes key is handed out, straight from the store's memory
+ * (offheap/store/csrc/records.h), which calls no Python code.
  *
  * A long key's slot keeps the top 56 bits of its hash, so a probe compares those first and reads
  * the record only for an equal tag (a different key with an equal tag: about one in 2**56). */
 
 #include "core.h"
+#include "records.h"
 
 /* The "object" key type's tags (offheap.hashmap.keyslots) that are encoded and decoded here. */
 enum { KEY_TAG_NONE = 0, KEY_TAG_INT = 1, KEY_TAG_STR = 3, KEY_TAG_BYTES = 4 };
 
-static PyObject *s_admit, *s_lookup, *s_key_of_slot, *s_data_of_slot, *s_long_slot_of,
-    *s_release_slot, *s_data, *s_key_type, *s_seed;
+static PyObject *s_admit, *s_lookup, *s_key_of_slot, *s_long_slot_of, *s_release_slot, *s_data,
+    *s_key_type, *s_seed, *s_store;
 
 /* The interned method and attribute names used here (module init). */
 int
@@ -28,9 +30,8 @@ import_key_names(void)
 {
     static const struct { const char *text; PyObject **target; } strings[] = {
         {"admit", &s_admit}, {"lookup", &s_lookup}, {"key_of_slot", &s_key_of_slot},
-        {"data_of_slot", &s_data_of_slot}, {"long_slot_of", &s_long_slot_of},
-        {"release_slot", &s_release_slot}, {"data", &s_data}, {"key_type", &s_key_type},
-        {"seed", &s_seed},
+        {"long_slot_of", &s_long_slot_of}, {"release_slot", &s_release_slot}, {"data", &s_data},
+        {"key_type", &s_key_type}, {"seed", &s_seed}, {"store", &s_store},
     };
     for (size_t i = 0; i < sizeof strings / sizeof strings[0]; i++)
         if ((*strings[i].target = PyUnicode_InternFromString(strings[i].text)) == NULL)
@@ -227,62 +228,50 @@ slot_bytes(const uint8_t *slot)
     return PyBytes_FromStringAndSize((const char *)slot, SLOT_BYTES);
 }
 
-/* Whether a long key candidate's record holds the key's bytes: 1, 0, -1 on error. Calls into
- * Python (the store): the caller holds the lock. */
+/* Open the record of a long key's slot in place (records.h): 0, or -1 with an error. No Python
+ * code may run until record_close(). */
+static int
+open_long_key(MapCore *self, const uint8_t *stored, RecordRead *read)
+{
+    uint64_t recid = 0;
+    for (int i = 7; i >= 0; i--) /* little-endian, as keyslots' _LONG_SLOT */
+        recid = recid << 8 | stored[i];
+    PyObject *store = PyObject_GetAttr(self->keycodec, s_store);
+    if (store == NULL)
+        return -1;
+    int status = record_open(store, (int64_t)recid, CorruptionError, read);
+    Py_DECREF(store);
+    return status;
+}
+
+/* Whether a long key candidate's record holds the key's bytes: 1, 0, -1 on error. Reads the
+ * store in place and calls no Python code, so it needs no lock beyond the operation's turn. */
 static int
 long_key_equal(MapCore *self, const uint8_t *stored, const Key *key)
 {
-    PyObject *slot = slot_bytes(stored);
-    PyObject *data = slot == NULL ? NULL
-                                  : PyObject_CallMethodOneArg(self->keycodec, s_data_of_slot, slot);
-    Py_XDECREF(slot);
-    if (data == NULL)
+    RecordRead read;
+    if (open_long_key(self, stored, &read) < 0)
         return -1;
-    int equal = PyBytes_Check(data) && PyBytes_GET_SIZE(data) == key->len
-                && memcmp(PyBytes_AS_STRING(data), key->data, (size_t)key->len) == 0;
-    Py_DECREF(data);
+    int equal = read.size == key->len && memcmp(read.data, key->data, (size_t)key->len) == 0;
+    record_close(&read);
     return equal;
 }
 
-/* key_find() in a keyed table. A long key's candidate is confirmed against its record under
- * the lock, which this takes in the operation's turn (the probe starts again if other threads
- * ran meanwhile, or if the call into Python changed the table). */
+/* key_find() in a keyed table: a long key's candidate is confirmed against its record. */
 Py_ssize_t
-keyed_find(MapCore *self, Key *key, Py_ssize_t *slot, int *held)
+keyed_find(MapCore *self, Key *key, Py_ssize_t *slot)
 {
-    Py_ssize_t from = -1; /* -1: from the key's home in the table as it is now */
+    Py_ssize_t from = home_of_hash(key->hash & ~(uint64_t)0xFF, self->homes);
     for (;;) {
-        if (from < 0)
-            from = home_of_hash(key->hash & ~(uint64_t)0xFF, self->homes);
         Py_ssize_t e = find_slot(self, key, from, slot);
         if (e < 0 || !key->is_long)
             return e;
-        if (!*held) {
-            int waited = hold_lock(self, held);
-            if (waited < 0)
-                return -2;
-            if (waited) { /* other threads ran: the table may have another shape */
-                if (!ATTACHED(self))
-                    return closed_error(self) - 1;
-                from = -1;
-                continue;
-            }
-        }
-        uint8_t stored[SLOT_BYTES];
-        memcpy(stored, slot_at(self, e), SLOT_BYTES);
-        Py_ssize_t mods = self->mods, homes = self->homes, candidate = *slot;
-        int equal = long_key_equal(self, stored, key);
+        int equal = long_key_equal(self, slot_at(self, e), key);
         if (equal < 0)
             return -2;
-        if (!ATTACHED(self))
-            return closed_error(self) - 1;
-        if (self->mods != mods || self->homes != homes) {
-            from = -1;
-            continue;
-        }
         if (equal)
             return e;
-        from = candidate + 1; /* an equal tag of another key: probe on */
+        from = *slot + 1; /* an equal tag of another key: probe on */
     }
 }
 
@@ -358,12 +347,29 @@ key_decodes_here(const MapCore *self, const uint8_t *slot)
     }
 }
 
+/* Whether a key of this slot is a long str or bytes key, which key_object() reads from its
+ * record in place (the "object" type's long keys are decoded by the KeyCodec). */
+static int
+long_key_read_here(const MapCore *self, const uint8_t *slot)
+{
+    return slot[SLOT_INLINE_MAX] == SLOT_LONG
+           && (self->key_kind == KEYED_STR || self->key_kind == KEYED_BYTES);
+}
+
 /* Whether handing out or dropping entry e's key of a keyed table calls into Python (the
- * KeyCodec), and so needs the lock. */
+ * KeyCodec; dropping a long key frees its record), and so needs the lock. */
 int
 key_needs_lock(const MapCore *self, Py_ssize_t e)
 {
     return !key_decodes_here(self, slot_at(self, e));
+}
+
+/* Whether handing out entry e's key (key_object) calls into Python, and so needs the lock. */
+int
+key_read_needs_lock(const MapCore *self, Py_ssize_t e)
+{
+    const uint8_t *slot = slot_at(self, e);
+    return !key_decodes_here(self, slot) && !long_key_read_here(self, slot);
 }
 
 
@@ -404,6 +410,22 @@ common_key_of(const MapCore *self, const uint8_t *slot)
     }
 }
 
+/* A long str or bytes key read from its record, or NULL: with an error, or with none for key
+ * bytes that are not UTF-8 (a damaged record, which the KeyCodec reports). The new object is a
+ * str or bytes, whose allocation runs no Python code (they are not tracked by the GC). */
+static PyObject *
+long_key_of(MapCore *self, const uint8_t *slot)
+{
+    RecordRead read;
+    if (open_long_key(self, slot, &read) < 0)
+        return NULL;
+    PyObject *key = self->key_kind == KEYED_STR
+                        ? decode_text(read.data, read.size)
+                        : PyBytes_FromStringAndSize((const char *)read.data, read.size);
+    record_close(&read);
+    return key;
+}
+
 /* Entry e's key as the map hands it out (a new reference), or NULL with an error. An int64
  * table's int; a keyed table's common keys decoded here, the others by the KeyCodec (the
  * caller holds the lock for those: entry_needs_lock; a damaged inline slot goes to it too, for
@@ -417,6 +439,11 @@ key_object(MapCore *self, Py_ssize_t e)
     memcpy(slot, slot_at(self, e), SLOT_BYTES);
     if (key_decodes_here(self, slot)) {
         PyObject *key = common_key_of(self, slot);
+        if (key != NULL || PyErr_Occurred())
+            return key;
+    }
+    else if (long_key_read_here(self, slot)) {
+        PyObject *key = long_key_of(self, slot);
         if (key != NULL || PyErr_Occurred())
             return key;
     }

@@ -38,7 +38,7 @@ put_turn(MapCore *self, Key *key, uint64_t bits, int width, int *held)
             closed_error(self);
             break;
         }
-        Py_ssize_t slot, e = key_find(self, key, &slot, held);
+        Py_ssize_t slot, e = key_find(self, key, &slot);
         if (e == -2)
             break;
         int index_full = 0;
@@ -154,7 +154,7 @@ find_in_turn(MapCore *self, Key *key, Py_ssize_t *slot, int *held)
         return -2;
     if (!ATTACHED(self))
         return closed_error(self) - 1;
-    return key_find(self, key, slot, held);
+    return key_find(self, key, slot);
 }
 
 /* Entry e of a probe for `key` (or its -1 or -2), with *word the entry's word, and the lock

@@ -35,12 +35,12 @@
  * Thread safety: none of its own; the tree's lock covers every call (the GIL is held).
  */
 #include "pages.h"
+#include "records.h"
 
 #define SMALL_PAGE_BYTES 2048   /* pages up to this size are copied onto the C stack */
 #define SMALL_LEAF_ENTRIES 256  /* int64 keys of leaves up to this size are decoded there */
 
 enum { KEY_INT64 = 0, KEY_STR = 1, KEY_BYTES = 2 };
-enum { FREE_ADDR_HIGH = 0xFFFFFFFFu };
 
 typedef struct {
     PyObject_HEAD
@@ -59,8 +59,7 @@ typedef struct {
 static PyTypeObject descent_type;
 static int ready(Descent *self);
 
-static PyObject *str_keys, *str_values, *str_counts, *str_addr, *str_size, *str_views,
-    *str_move_to_end;
+static PyObject *str_keys, *str_values, *str_counts, *str_move_to_end;
 
 /* -- inner nodes ----------------------------------------------------------------------------- */
 
@@ -349,93 +348,33 @@ leaf_from_reference(Descent *self, Leaf *leaf)
     return node == NULL ? -1 : leaf_take_node(leaf, node);
 }
 
-/* A Python int's value as a Py_ssize_t index into a numpy-held array of `n` items. */
-static int
-record_index(PyObject *recid, Py_ssize_t n, Py_ssize_t *out)
-{
-    Py_ssize_t value = PyLong_Check(recid) ? PyLong_AsSsize_t(recid) : -1;
-    if (value == -1 && PyErr_Occurred())
-        return -1;
-    if (value <= 0 || value >= n) {
-        PyErr_Format(PyExc_KeyError, "record id %S does not exist", recid);
-        return -1;
-    }
-    *out = value;
-    return 0;
-}
-
 int
 copy_record_page(PyObject *store, PyObject *recid_object, uint8_t *small, Py_ssize_t small_size,
                  uint8_t **page_out, Py_ssize_t *size_out)
 {
-    PyObject *addr_array = PyObject_GetAttr(store, str_addr);
-    PyObject *size_array = addr_array ? PyObject_GetAttr(store, str_size) : NULL;
-    PyObject *views = size_array ? PyObject_GetAttr(store, str_views) : NULL;
-    Py_buffer addrs = {0}, sizes = {0}, segment = {0};
+    long long recid = PyLong_Check(recid_object) ? PyLong_AsLongLong(recid_object) : -1;
+    if (recid == -1 && PyErr_Occurred())
+        return -1;
+    RecordRead read;
+    if (record_open(store, recid, page_corruption_error, &read) < 0)
+        return -1;
     int status = -1;
-    if (views == NULL)
-        goto done;
-    if (!PyList_CheckExact(views)) {
-        PyErr_SetString(PyExc_TypeError, "the record store's segment views are not a list");
-        goto done;
-    }
-    if (PyObject_GetBuffer(addr_array, &addrs, PyBUF_C_CONTIGUOUS) < 0)
-        goto done;
-    if (PyObject_GetBuffer(size_array, &sizes, PyBUF_C_CONTIGUOUS) < 0)
-        goto done;
-    Py_ssize_t n = addrs.len / 8 < sizes.len / 4 ? addrs.len / 8 : sizes.len / 4, recid;
-    if (record_index(recid_object, n, &recid) < 0)
-        goto done;
-    uint64_t addr;
-    uint32_t size;
-    memcpy(&addr, (const char *)addrs.buf + 8 * recid, 8);
-    memcpy(&size, (const char *)sizes.buf + 4 * recid, 4);
-    if (addr == UINT64_MAX) {
-        PyErr_Format(PyExc_KeyError, "record id %S does not exist", recid_object);
-        goto done;
-    }
-    if (addr == UINT64_MAX - 1 || size == 0) {
+    if (read.size == 0)
         page_corrupt("TreeMap node record %S is empty", recid_object);
-        goto done;
-    }
-    Py_ssize_t seg_no = (Py_ssize_t)(addr >> 32), pos = (Py_ssize_t)(addr & FREE_ADDR_HIGH);
-    PyObject *view = seg_no < PyList_GET_SIZE(views) ? PyList_GET_ITEM(views, seg_no) : Py_None;
-    if (view == Py_None) {
-        page_corrupt("record %S names segment %zd, which the store does not hold", recid_object,
-                     seg_no);
-        goto done;
-    }
-    if (PyObject_GetBuffer(view, &segment, PyBUF_SIMPLE) < 0)
-        goto done;
-    if (pos > segment.len || (Py_ssize_t)size > segment.len - pos) {
-        page_corrupt("record %S points outside its segment (segment %zd, position %zd, %u "
-                     "bytes)", recid_object, seg_no, pos, size);
-        goto done;
-    }
-    const uint8_t *bytes = (const uint8_t *)segment.buf + pos;
-    if (bytes[0] != 0) {  /* compressed, or not a leaf's flags: the reference decides */
+    else if (read.data[0] != 0) /* compressed, or not a leaf's flags: the reference decides */
         status = 1;
-        goto done;
+    else {
+        uint8_t *page = read.size <= small_size ? small : PyMem_Malloc(read.size);
+        if (page == NULL)
+            PyErr_NoMemory();
+        else {
+            memcpy(page, read.data, read.size);
+            *page_out = page;
+            *size_out = read.size;
+            status = 0;
+        }
     }
-    uint8_t *page = (Py_ssize_t)size <= small_size ? small : PyMem_Malloc(size);
-    if (page == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    memcpy(page, bytes, size);
-    *page_out = page;
-    *size_out = size;
-    status = 0;
-done:
-    if (segment.obj)
-        PyBuffer_Release(&segment);
-    if (sizes.obj)
-        PyBuffer_Release(&sizes);
-    if (addrs.obj)
-        PyBuffer_Release(&addrs);
-    Py_XDECREF(views);
-    Py_XDECREF(size_array);
-    Py_XDECREF(addr_array);
+    record_close(&read);
     return status;
 }
 
@@ -1497,9 +1436,8 @@ static PyTypeObject descent_type = {
 int
 add_descent_type(PyObject *module)
 {
-    static const char *names[] = {"keys", "values", "counts", "_addr_at", "_size_at", "_views"};
-    PyObject **slots[] = {&str_keys, &str_values, &str_counts, &str_addr, &str_size,
-                          &str_views};
+    static const char *names[] = {"keys", "values", "counts"};
+    PyObject **slots[] = {&str_keys, &str_values, &str_counts};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (*slots[i] == NULL && (*slots[i] = PyUnicode_InternFromString(names[i])) == NULL)
             return -1;
