@@ -238,9 +238,8 @@ goes_around(const Held *self, PyObject *leaves, PyObject *recid)
     return truth;
 }
 
-/* The separator page.separator puts between int64 keys left_max < right_min: the one in
- * (left_max, right_min] with the most trailing zero bits. */
-static int64_t
+/* slots.h */
+int64_t
 separator_between(int64_t left_max, int64_t right_min)
 {
     uint64_t gap = (uint64_t)right_min - (uint64_t)left_max;
@@ -427,8 +426,8 @@ release_reserved(const Held *self, PyObject *reserved)
     }
 }
 
-/* The tree's shape with one more leaf (TreeShape.with_nodes(leaves=1)), set as Tree.shape. */
-static int
+/* slots.h */
+int
 count_new_leaf(const Held *self)
 {
     PyObject *shape = PyObject_GetAttr(self->tree, str_shape);

@@ -74,7 +74,8 @@ unhold(Held *held)
 
 static PyObject *str_lookup, *str_over_capacity, *missing, *str_put_item, *str_delete_item, *str_leaf,
     *str_lo, *str_hi, *str_path, *str_keys, *str_values, *str_counts, *str_dirty, *str_n_entries,
-    *str_mods;
+    *str_mods, *str_trim, *str_children, *str_nodes, *str_reserve, *str_writer, *str_commit,
+    *str_descend, *str_shape;
 
 /* The reference path: self._lookup(key, dflt, stored). */
 static PyObject *
@@ -343,6 +344,180 @@ count_steps(const Held *self, const WalkStep *steps, Py_ssize_t n, long delta)
     return count_in_tree(self, delta);
 }
 
+/* The (Inner, child index) pair `step` of a path: the node borrowed, the index in *child; NULL with
+ * an exception. */
+static PyObject *
+path_step(PyObject *step, Py_ssize_t *child)
+{
+    if (!PyTuple_Check(step) || PyTuple_GET_SIZE(step) != 2) {
+        PyErr_SetString(PyExc_TypeError, "a TreeMap path holds (node, index) pairs");
+        return NULL;
+    }
+    *child = PyLong_AsSsize_t(PyTuple_GET_ITEM(step, 1));
+    return *child == -1 && PyErr_Occurred() ? NULL : PyTuple_GET_ITEM(step, 0);
+}
+
+/* Whether the child `at` of a node whose entry counts are `counts` exists and has a free slot
+ * (Rebalancer._insert_via_sibling's test): 1, 0, -1 with an exception. */
+static int
+has_room(PyObject *counts, Py_ssize_t at, Py_ssize_t node_size)
+{
+    if (at < 0 || at >= PyList_GET_SIZE(counts))
+        return 0;
+    Py_ssize_t count = PyLong_AsSsize_t(PyList_GET_ITEM(counts, at));
+    if (count == -1 && PyErr_Occurred())
+        return -1;
+    return count < node_size;
+}
+
+/* `object`.name(*args): the result, a new reference, or NULL with an exception. */
+static PyObject *
+call_method(PyObject *object, PyObject *name, PyObject *const *args, size_t nargs)
+{
+    PyObject *all[4] = {object};
+    for (size_t i = 0; i < nargs && i < 3; i++)
+        all[i + 1] = args[i];
+    return PyObject_VectorcallMethod(name, all, (nargs + 1) | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+}
+
+/* Insert key -> value above every key of the full int64 hint `leaf` (whose `keys` list is
+ * given) by the append split, when Rebalancer.insert_into_full would split it and only it: the
+ * leaf is not the root, neither sibling has a free slot, the parent has room. As
+ * Rebalancer._split_insert then does: the hint forgets its leaf, a record is reserved (what can
+ * fail, before anything changes), the leaf keeps its node_size entries and a new leaf of that
+ * record takes the key alone, the parent takes the separator, the new child and its count, the
+ * ancestors one more entry, NodeWriter.commit marks them dirty and caches the new leaf, and the
+ * tree takes one more leaf, entry and mod. Then the hint descends to the new leaf, as Tree.put
+ * does after every insert into a full leaf. 1 done, 0 not this case (nothing changed), -1 with
+ * an exception. */
+static int
+split_hint_leaf(const Held *self, PyObject *leaf, PyObject *keys, PyObject *key, PyObject *value)
+{
+    Py_ssize_t size = self->node_size, n = PyList_GET_SIZE(keys), ci;
+    PyObject *last = PyList_GET_ITEM(keys, n - 1);
+    if (n != size || !PyLong_CheckExact(key) || !PyLong_CheckExact(last))
+        return 0;
+    int result = -1;
+    PyObject *path = NULL, *separators = NULL, *children = NULL, *counts = NULL, *nodes = NULL,
+             *reserved = NULL, *right = NULL, *changed = NULL, *created = NULL, *removed = NULL,
+             *writer = NULL, *shape = NULL;
+    if ((path = PyObject_GetAttr(self->hint, str_path)) == NULL)
+        goto done;
+    if (!PyList_CheckExact(path) || PyList_GET_SIZE(path) == 0) {  /* the root: a new root */
+        result = PyList_CheckExact(path) ? 0 : -1;
+        if (result < 0)
+            PyErr_SetString(PyExc_TypeError, "a TreeMap path is not a list");
+        goto done;
+    }
+    Py_ssize_t depth = PyList_GET_SIZE(path);
+    PyObject *parent = path_step(PyList_GET_ITEM(path, depth - 1), &ci);
+    if (parent == NULL || (separators = node_list(parent, str_keys)) == NULL
+            || (children = node_list(parent, str_children)) == NULL
+            || (counts = node_list(parent, str_counts)) == NULL)
+        goto done;
+    Py_ssize_t n_children = PyList_GET_SIZE(children);
+    if (ci < 0 || ci >= n_children || PyList_GET_SIZE(counts) != n_children
+            || PyList_GET_SIZE(separators) != n_children - 1) {
+        PyErr_SetString(page_corruption_error, "a TreeMap path names a child its node lacks");
+        goto done;
+    }
+    int left_room = has_room(counts, ci - 1, size), right_room = 0;
+    if (left_room == 0)
+        right_room = has_room(counts, ci + 1, size);
+    if (left_room != 0 || right_room != 0 || n_children >= size) {  /* a sibling takes some, or
+                                                                      * the parent splits too */
+        result = left_room < 0 || right_room < 0 ? -1 : 0;
+        goto done;
+    }
+    int overflow_left, overflow_key;
+    long long left_max = PyLong_AsLongLongAndOverflow(last, &overflow_left);
+    long long right_min = PyLong_AsLongLongAndOverflow(key, &overflow_key);
+    if (PyErr_Occurred())
+        goto done;
+    if (overflow_left || overflow_key) {
+        result = 0;
+        goto done;
+    }
+    if (PyObject_SetAttr(self->hint, str_leaf, Py_None) < 0
+            || (nodes = PyObject_GetAttr(self->tree, str_nodes)) == NULL)
+        goto done;
+    PyObject *one = PyLong_FromLong(1);
+    reserved = one == NULL ? NULL : call_method(nodes, str_reserve, &one, 1);
+    Py_XDECREF(one);
+    if (reserved == NULL)
+        goto done;
+    if (!PyList_CheckExact(reserved) || PyList_GET_SIZE(reserved) != 1) {
+        PyErr_SetString(PyExc_TypeError, "NodeStore.reserve(1) gives a list of one record id");
+        goto done;
+    }
+    /* the record is reserved: what follows only fails on a damaged tree or without memory, as
+     * its Python twin would */
+    PyObject *right_id = PyList_GET_ITEM(reserved, 0);
+    PyObject *right_keys = PyList_New(1), *right_values = PyList_New(1);
+    if (right_keys != NULL && right_values != NULL) {
+        PyList_SET_ITEM(right_keys, 0, Py_NewRef(key));
+        PyList_SET_ITEM(right_values, 0, Py_NewRef(value));
+        PyObject *args[] = {right_id, right_keys, right_values};
+        right = PyObject_Vectorcall((PyObject *)Py_TYPE(leaf), args, 3, NULL);
+    }
+    Py_XDECREF(right_keys);
+    Py_XDECREF(right_values);
+    if (right == NULL)
+        goto done;
+    PyObject *separator = PyLong_FromLongLong(separator_between(left_max, right_min));
+    int status = separator == NULL ? -1 : PyList_Insert(separators, ci, separator);
+    Py_XDECREF(separator);
+    PyObject *right_count = status < 0 ? NULL : PyLong_FromLong(1);
+    status = right_count == NULL ? -1 : PyList_Insert(counts, ci + 1, right_count);
+    Py_XDECREF(right_count);
+    PyObject *left_count = status < 0 ? NULL : PyLong_FromSsize_t(size);
+    if (left_count == NULL || PyList_SetItem(counts, ci, left_count) < 0
+            || PyList_Insert(children, ci + 1, right_id) < 0)
+        goto done;
+    if ((changed = PyList_New(depth + 1)) == NULL)
+        goto done;
+    PyList_SET_ITEM(changed, 0, Py_NewRef(leaf));
+    PyList_SET_ITEM(changed, 1, Py_NewRef(parent));
+    for (Py_ssize_t level = 0; level < depth - 1; level++) {  /* the ancestors: one more entry */
+        Py_ssize_t at;
+        PyObject *node = path_step(PyList_GET_ITEM(path, level), &at);
+        PyObject *above = node == NULL ? NULL : node_list(node, str_counts);
+        status = above == NULL ? -1 : add_to_item(above, at, 1);
+        Py_XDECREF(above);
+        if (status < 0)
+            goto done;
+        PyList_SET_ITEM(changed, level + 2, Py_NewRef(node));
+    }
+    if ((created = PyList_New(1)) == NULL || (removed = PyList_New(0)) == NULL
+            || (writer = PyObject_GetAttr(self->tree, str_writer)) == NULL)
+        goto done;
+    PyList_SET_ITEM(created, 0, Py_NewRef(right));
+    PyObject *commit_args[] = {changed, created, removed};
+    PyObject *committed = call_method(writer, str_commit, commit_args, 3);
+    Py_XDECREF(committed);
+    if (committed == NULL || count_new_leaf(self) < 0 || count_in_tree(self, 1) < 0
+            || (shape = PyObject_GetAttr(self->tree, str_shape)) == NULL)
+        goto done;
+    PyObject *descend_args[] = {shape, key};
+    PyObject *descended = call_method(self->hint, str_descend, descend_args, 2);
+    Py_XDECREF(descended);
+    result = descended == NULL ? -1 : 1;
+done:
+    Py_XDECREF(path);
+    Py_XDECREF(separators);
+    Py_XDECREF(children);
+    Py_XDECREF(counts);
+    Py_XDECREF(nodes);
+    Py_XDECREF(reserved);
+    Py_XDECREF(right);
+    Py_XDECREF(changed);
+    Py_XDECREF(created);
+    Py_XDECREF(removed);
+    Py_XDECREF(writer);
+    Py_XDECREF(shape);
+    return result;
+}
+
 /* The store in the hint's leaf, as Tree.put does it with the write cache when the leaf holds the
  * key's range and has room (the lock is held): 1 stored, 0 not this case (nothing changed), -1
  * with an exception. */
@@ -350,15 +525,7 @@ static int
 store_in_hint(const Held *self, PyObject *key, PyObject *value)
 {
     int result = -1;
-    PyObject *over = NULL, *leaf = NULL, *lo = NULL, *hi = NULL, *keys = NULL, *values = NULL,
-             *path = NULL;
-    if ((over = PyObject_GetAttr(self->cache, str_over_capacity)) == NULL)
-        goto done;
-    int trim = PyObject_IsTrue(over);
-    if (trim != 0) {
-        result = trim < 0 ? -1 : 0;
-        goto done;
-    }
+    PyObject *leaf = NULL, *lo = NULL, *hi = NULL, *keys = NULL, *values = NULL, *path = NULL;
     if ((leaf = PyObject_GetAttr(self->hint, str_leaf)) == NULL)
         goto done;
     if (leaf == Py_None) {
@@ -396,8 +563,8 @@ store_in_hint(const Held *self, PyObject *key, PyObject *value)
         result = 1;
         goto done;
     }
-    if (n >= self->node_size) {  /* a split: the tree's structure code */
-        result = 0;
+    if (n >= self->node_size) {  /* the append split here, any other the structure code's */
+        result = low == n ? split_hint_leaf(self, leaf, keys, key, value) : 0;
         goto done;
     }
     if ((path = PyObject_GetAttr(self->hint, str_path)) == NULL)
@@ -416,7 +583,6 @@ store_in_hint(const Held *self, PyObject *key, PyObject *value)
         goto done;
     result = 1;
 done:
-    Py_XDECREF(over);
     Py_XDECREF(leaf);
     Py_XDECREF(lo);
     Py_XDECREF(hi);
@@ -440,10 +606,28 @@ key_in_range(PyObject *key)
     return !overflow;
 }
 
-/* m[key] = value in C: in the hint's leaf, else around the cache (around.c). */
+/* Tree.put's first step: trim the node cache when it is over capacity (Tree.trim); 0, or -1
+ * with an exception (CapacityError from a write, as the reference raises it). */
+static int
+trim_first(const Held *self)
+{
+    PyObject *over = PyObject_GetAttr(self->cache, str_over_capacity);
+    int trim = over == NULL ? -1 : PyObject_IsTrue(over);
+    Py_XDECREF(over);
+    if (trim <= 0)
+        return trim;
+    PyObject *done = call_method(self->tree, str_trim, NULL, 0);
+    Py_XDECREF(done);
+    return done == NULL ? -1 : 0;
+}
+
+/* m[key] = value in C: the cache trimmed first, as Tree.put does, then in the hint's leaf, else
+ * around the cache (around.c). */
 static int
 store_in_c(const Held *held, PyObject *key, PyObject *value)
 {
+    if (trim_first(held) < 0)
+        return -1;
     int stored = store_in_hint(held, key, value);
     return stored == 0 && held->nodes != NULL ? store_around(held, key, value) : stored;
 }
@@ -691,10 +875,13 @@ int
 add_slots_type(PyObject *module)
 {
     static const char *names[] = {"_lookup", "_put_item", "_delete_item", "leaf", "lo", "hi", "path",
-                                  "keys", "values", "counts", "dirty", "n_entries", "mods"};
+                                  "keys", "values", "counts", "dirty", "n_entries", "mods", "trim",
+                                  "children", "nodes", "reserve", "writer", "commit", "descend",
+                                  "shape"};
     PyObject **slots[] = {&str_lookup, &str_put_item, &str_delete_item, &str_leaf, &str_lo, &str_hi,
                           &str_path, &str_keys, &str_values, &str_counts, &str_dirty,
-                          &str_n_entries, &str_mods};
+                          &str_n_entries, &str_mods, &str_trim, &str_children, &str_nodes,
+                          &str_reserve, &str_writer, &str_commit, &str_descend, &str_shape};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (*slots[i] == NULL && (*slots[i] = PyUnicode_InternFromString(names[i])) == NULL)
             return -1;
