@@ -27,6 +27,7 @@
  * the node cache) frees nothing in use.
  */
 #include "slots.h"
+#include <structmember.h>
 
 typedef struct {
     PyObject_HEAD
@@ -72,10 +73,78 @@ unhold(Held *held)
     Py_XDECREF(held->store);
 }
 
-static PyObject *str_lookup, *str_over_capacity, *missing, *str_put_item, *str_delete_item, *str_leaf,
-    *str_lo, *str_hi, *str_path, *str_keys, *str_values, *str_counts, *str_dirty, *str_n_entries,
-    *str_mods, *str_trim, *str_children, *str_nodes, *str_reserve, *str_writer, *str_commit,
-    *str_descend, *str_shape;
+static PyObject *str_lookup, *str_over_capacity, *missing, *str_put_item, *str_delete_item,
+    *str_keys, *str_counts, *str_n_entries, *str_mods, *str_trim, *str_children, *str_nodes,
+    *str_reserve, *str_writer, *str_commit, *str_descend, *str_shape;
+
+/* -- slot fields ------------------------------------------------------------------------------ */
+
+/* An attribute the store path reads or writes on every call, kept in a __slots__ member of the
+ * Python classes Cursor, Leaf and Inner: read and written at the member's offset in the object,
+ * which is what the member descriptor does, without the attribute lookup before it (a dozen of
+ * them per store). `type` is the class the offset was found in (a strong reference, NULL
+ * before the first object); `offset` is -1 when the name is no writable object member there,
+ * or the class customizes attribute access: PyObject_GetAttr and PyObject_SetAttr then. One
+ * field per place of use, so that each keeps seeing one class. */
+typedef struct {
+    const char *text;
+    PyObject *name;         /* interned by add_slots_type */
+    PyTypeObject *type;
+    Py_ssize_t offset;
+} SlotField;
+
+#define SLOT_FIELD(text) {text, NULL, NULL, -1}
+static SlotField hint_leaf = SLOT_FIELD("leaf"), hint_lo = SLOT_FIELD("lo"),
+    hint_hi = SLOT_FIELD("hi"), hint_path = SLOT_FIELD("path"), leaf_keys = SLOT_FIELD("keys"),
+    leaf_values = SLOT_FIELD("values"), leaf_dirty = SLOT_FIELD("dirty"),
+    inner_counts = SLOT_FIELD("counts"), inner_dirty = SLOT_FIELD("dirty");
+static SlotField *const slot_fields[] = {&hint_leaf, &hint_lo, &hint_hi, &hint_path, &leaf_keys,
+                                         &leaf_values, &leaf_dirty, &inner_counts, &inner_dirty};
+
+/* The offset of `field` in `object`, or -1 for the attribute protocol. */
+static Py_ssize_t
+field_offset(SlotField *field, PyObject *object)
+{
+    PyTypeObject *type = Py_TYPE(object);
+    if (type == field->type)
+        return field->offset;
+    Py_ssize_t offset = -1;
+    PyObject *descriptor = _PyType_Lookup(type, field->name);  /* borrowed */
+    if (descriptor != NULL && Py_IS_TYPE(descriptor, &PyMemberDescr_Type)
+            && type->tp_getattro == PyObject_GenericGetAttr
+            && type->tp_setattro == PyObject_GenericSetAttr) {
+        PyMemberDef *member = ((PyMemberDescrObject *)descriptor)->d_member;
+        if (member->type == T_OBJECT_EX && !(member->flags & READONLY))
+            offset = member->offset;
+    }
+    Py_XSETREF(field->type, (PyTypeObject *)Py_NewRef(type));
+    field->offset = offset;
+    return offset;
+}
+
+/* object.<field>: a new reference, or NULL with an exception (AttributeError when unset). */
+static PyObject *
+field_get(SlotField *field, PyObject *object)
+{
+    Py_ssize_t offset = field_offset(field, object);
+    if (offset >= 0) {
+        PyObject *value = *(PyObject **)((char *)object + offset);
+        if (value != NULL)
+            return Py_NewRef(value);
+    }
+    return PyObject_GetAttr(object, field->name);
+}
+
+/* object.<field> = value: 0, or -1 with an exception. */
+static int
+field_set(SlotField *field, PyObject *object, PyObject *value)
+{
+    Py_ssize_t offset = field_offset(field, object);
+    if (offset < 0)
+        return PyObject_SetAttr(object, field->name, value);
+    Py_XSETREF(*(PyObject **)((char *)object + offset), Py_NewRef(value));
+    return 0;
+}
 
 /* The reference path: self._lookup(key, dflt, stored). */
 static PyObject *
@@ -301,10 +370,10 @@ add_to_attribute(PyObject *object, PyObject *name, long delta)
 static int
 add_to_count(PyObject *node, Py_ssize_t at, long delta)
 {
-    PyObject *counts = PyObject_GetAttr(node, str_counts);
+    PyObject *counts = field_get(&inner_counts, node);
     int status = counts == NULL ? -1 : add_to_item(counts, at, delta);
     Py_XDECREF(counts);
-    return status < 0 || PyObject_SetAttr(node, str_dirty, Py_True) < 0 ? -1 : 0;
+    return status < 0 || field_set(&inner_dirty, node, Py_True) < 0 ? -1 : 0;
 }
 
 /* The tree's n_entries take `delta`, its mods one more. */
@@ -401,7 +470,7 @@ split_hint_leaf(const Held *self, PyObject *leaf, PyObject *keys, PyObject *key,
     PyObject *path = NULL, *separators = NULL, *children = NULL, *counts = NULL, *nodes = NULL,
              *reserved = NULL, *right = NULL, *changed = NULL, *created = NULL, *removed = NULL,
              *writer = NULL, *shape = NULL;
-    if ((path = PyObject_GetAttr(self->hint, str_path)) == NULL)
+    if ((path = field_get(&hint_path, self->hint)) == NULL)
         goto done;
     if (!PyList_CheckExact(path) || PyList_GET_SIZE(path) == 0) {  /* the root: a new root */
         result = PyList_CheckExact(path) ? 0 : -1;
@@ -438,7 +507,7 @@ split_hint_leaf(const Held *self, PyObject *leaf, PyObject *keys, PyObject *key,
         result = 0;
         goto done;
     }
-    if (PyObject_SetAttr(self->hint, str_leaf, Py_None) < 0
+    if (field_set(&hint_leaf, self->hint, Py_None) < 0
             || (nodes = PyObject_GetAttr(self->tree, str_nodes)) == NULL)
         goto done;
     PyObject *one = PyLong_FromLong(1);
@@ -526,14 +595,14 @@ store_in_hint(const Held *self, PyObject *key, PyObject *value)
 {
     int result = -1;
     PyObject *leaf = NULL, *lo = NULL, *hi = NULL, *keys = NULL, *values = NULL, *path = NULL;
-    if ((leaf = PyObject_GetAttr(self->hint, str_leaf)) == NULL)
+    if ((leaf = field_get(&hint_leaf, self->hint)) == NULL)
         goto done;
     if (leaf == Py_None) {
         result = 0;
         goto done;
     }
-    if ((lo = PyObject_GetAttr(self->hint, str_lo)) == NULL
-            || (hi = PyObject_GetAttr(self->hint, str_hi)) == NULL)
+    if ((lo = field_get(&hint_lo, self->hint)) == NULL
+            || (hi = field_get(&hint_hi, self->hint)) == NULL)
         goto done;
     int side;
     if (lo != Py_None && (side = compare_keys(key, lo)) < 0) {  /* below the leaf's range */
@@ -544,8 +613,8 @@ store_in_hint(const Held *self, PyObject *key, PyObject *value)
         result = side == -2 ? -1 : 0;
         goto done;
     }
-    if ((keys = PyObject_GetAttr(leaf, str_keys)) == NULL
-            || (values = PyObject_GetAttr(leaf, str_values)) == NULL)
+    if ((keys = field_get(&leaf_keys, leaf)) == NULL
+            || (values = field_get(&leaf_values, leaf)) == NULL)
         goto done;
     if (!PyList_CheckExact(keys) || !PyList_CheckExact(values)
             || PyList_GET_SIZE(keys) != PyList_GET_SIZE(values)) {
@@ -558,7 +627,7 @@ store_in_hint(const Held *self, PyObject *key, PyObject *value)
         goto done;
     if (found) {  /* an overwrite */
         if (PyList_SetItem(values, low, Py_NewRef(value)) < 0
-                || PyObject_SetAttr(leaf, str_dirty, Py_True) < 0)
+                || field_set(&leaf_dirty, leaf, Py_True) < 0)
             goto done;
         result = 1;
         goto done;
@@ -567,7 +636,7 @@ store_in_hint(const Held *self, PyObject *key, PyObject *value)
         result = low == n ? split_hint_leaf(self, leaf, keys, key, value) : 0;
         goto done;
     }
-    if ((path = PyObject_GetAttr(self->hint, str_path)) == NULL)
+    if ((path = field_get(&hint_path, self->hint)) == NULL)
         goto done;
     if (PyList_Insert(keys, low, key) < 0)
         goto done;
@@ -577,7 +646,7 @@ store_in_hint(const Held *self, PyObject *key, PyObject *value)
     }
     /* the entry is in: what follows is bookkeeping that only fails on a damaged tree or
      * without memory, as its Python twin would */
-    if (PyObject_SetAttr(leaf, str_dirty, Py_True) < 0)
+    if (field_set(&leaf_dirty, leaf, Py_True) < 0)
         goto done;
     if (count_change(self, path, 1) < 0)
         goto done;
@@ -874,12 +943,10 @@ static PyTypeObject slots_type = {
 int
 add_slots_type(PyObject *module)
 {
-    static const char *names[] = {"_lookup", "_put_item", "_delete_item", "leaf", "lo", "hi", "path",
-                                  "keys", "values", "counts", "dirty", "n_entries", "mods", "trim",
-                                  "children", "nodes", "reserve", "writer", "commit", "descend",
-                                  "shape"};
-    PyObject **slots[] = {&str_lookup, &str_put_item, &str_delete_item, &str_leaf, &str_lo, &str_hi,
-                          &str_path, &str_keys, &str_values, &str_counts, &str_dirty,
+    static const char *names[] = {"_lookup", "_put_item", "_delete_item", "keys", "counts",
+                                  "n_entries", "mods", "trim", "children", "nodes", "reserve",
+                                  "writer", "commit", "descend", "shape"};
+    PyObject **slots[] = {&str_lookup, &str_put_item, &str_delete_item, &str_keys, &str_counts,
                           &str_n_entries, &str_mods, &str_trim, &str_children, &str_nodes,
                           &str_reserve, &str_writer, &str_commit, &str_descend, &str_shape};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
@@ -888,6 +955,10 @@ add_slots_type(PyObject *module)
     if (str_over_capacity == NULL
             && (str_over_capacity = PyUnicode_InternFromString("over_capacity")) == NULL)
         return -1;
+    for (size_t i = 0; i < sizeof slot_fields / sizeof slot_fields[0]; i++)
+        if (slot_fields[i]->name == NULL
+                && (slot_fields[i]->name = PyUnicode_InternFromString(slot_fields[i]->text)) == NULL)
+            return -1;
     if (init_around() < 0)
         return -1;
     if (missing == NULL && (missing = PyObject_CallNoArgs((PyObject *)&PyBaseObject_Type)) == NULL)
