@@ -365,6 +365,19 @@ add_to_attribute(PyObject *object, PyObject *name, long delta)
     return status;
 }
 
+/* The (Inner, child index) pair `step` of a path: the node borrowed, the index in *child; NULL with
+ * an exception. */
+static PyObject *
+path_step(PyObject *step, Py_ssize_t *child)
+{
+    if (!PyTuple_Check(step) || PyTuple_GET_SIZE(step) != 2) {
+        PyErr_SetString(PyExc_TypeError, "a TreeMap path holds (node, index) pairs");
+        return NULL;
+    }
+    *child = PyLong_AsSsize_t(PyTuple_GET_ITEM(step, 1));
+    return *child == -1 && PyErr_Occurred() ? NULL : PyTuple_GET_ITEM(step, 0);
+}
+
 /* slots.h */
 /* Add `delta` to the entry count of child `at` of Inner `node`, which becomes dirty. */
 static int
@@ -392,13 +405,9 @@ count_change(const Held *self, PyObject *path, long delta)
         return -1;
     }
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(path); i++) {
-        PyObject *step = PyList_GET_ITEM(path, i);
-        if (!PyTuple_Check(step) || PyTuple_GET_SIZE(step) != 2) {
-            PyErr_SetString(PyExc_TypeError, "a TreeMap path holds (node, index) pairs");
-            return -1;
-        }
-        Py_ssize_t at = PyLong_AsSsize_t(PyTuple_GET_ITEM(step, 1));
-        if ((at == -1 && PyErr_Occurred()) || add_to_count(PyTuple_GET_ITEM(step, 0), at, delta) < 0)
+        Py_ssize_t at;
+        PyObject *node = path_step(PyList_GET_ITEM(path, i), &at);
+        if (node == NULL || add_to_count(node, at, delta) < 0)
             return -1;
     }
     return count_in_tree(self, delta);
@@ -411,19 +420,6 @@ count_steps(const Held *self, const WalkStep *steps, Py_ssize_t n, long delta)
         if (add_to_count(steps[i].node, steps[i].child, delta) < 0)
             return -1;
     return count_in_tree(self, delta);
-}
-
-/* The (Inner, child index) pair `step` of a path: the node borrowed, the index in *child; NULL with
- * an exception. */
-static PyObject *
-path_step(PyObject *step, Py_ssize_t *child)
-{
-    if (!PyTuple_Check(step) || PyTuple_GET_SIZE(step) != 2) {
-        PyErr_SetString(PyExc_TypeError, "a TreeMap path holds (node, index) pairs");
-        return NULL;
-    }
-    *child = PyLong_AsSsize_t(PyTuple_GET_ITEM(step, 1));
-    return *child == -1 && PyErr_Occurred() ? NULL : PyTuple_GET_ITEM(step, 0);
 }
 
 /* Whether the child `at` of a node whose entry counts are `counts` exists and has a free slot
@@ -439,12 +435,17 @@ has_room(PyObject *counts, Py_ssize_t at, Py_ssize_t node_size)
     return count < node_size;
 }
 
-/* `object`.name(*args): the result, a new reference, or NULL with an exception. */
+/* `object`.name(*args), nargs at most 3: the result, a new reference, or NULL with an
+ * exception. */
 static PyObject *
 call_method(PyObject *object, PyObject *name, PyObject *const *args, size_t nargs)
 {
     PyObject *all[4] = {object};
-    for (size_t i = 0; i < nargs && i < 3; i++)
+    if (nargs > 3) {
+        PyErr_SetString(PyExc_SystemError, "call_method takes at most 3 arguments");
+        return NULL;
+    }
+    for (size_t i = 0; i < nargs; i++)
         all[i + 1] = args[i];
     return PyObject_VectorcallMethod(name, all, (nargs + 1) | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
 }
