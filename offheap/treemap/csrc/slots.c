@@ -450,6 +450,20 @@ call_method(PyObject *object, PyObject *name, PyObject *const *args, size_t narg
     return PyObject_VectorcallMethod(name, all, (nargs + 1) | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
 }
 
+/* slots.h */
+PyObject *
+reserve_record(PyObject *nodes)
+{
+    PyObject *one = PyLong_FromLong(1);
+    PyObject *reserved = one == NULL ? NULL : call_method(nodes, str_reserve, &one, 1);
+    Py_XDECREF(one);
+    if (reserved != NULL && (!PyList_CheckExact(reserved) || PyList_GET_SIZE(reserved) != 1)) {
+        PyErr_SetString(PyExc_TypeError, "NodeStore.reserve(1) gives a list of one record id");
+        Py_CLEAR(reserved);
+    }
+    return reserved;
+}
+
 /* Insert key -> value above every key of the full int64 hint `leaf` (whose `keys` list is
  * given) by the append split, when Rebalancer.insert_into_full would split it and only it: the
  * leaf is not the root, neither sibling has a free slot, the parent has room. As
@@ -509,17 +523,9 @@ split_hint_leaf(const Held *self, PyObject *leaf, PyObject *keys, PyObject *key,
         goto done;
     }
     if (field_set(&hint_leaf, self->hint, Py_None) < 0
-            || (nodes = PyObject_GetAttr(self->tree, str_nodes)) == NULL)
+            || (nodes = PyObject_GetAttr(self->tree, str_nodes)) == NULL
+            || (reserved = reserve_record(nodes)) == NULL)
         goto done;
-    PyObject *one = PyLong_FromLong(1);
-    reserved = one == NULL ? NULL : call_method(nodes, str_reserve, &one, 1);
-    Py_XDECREF(one);
-    if (reserved == NULL)
-        goto done;
-    if (!PyList_CheckExact(reserved) || PyList_GET_SIZE(reserved) != 1) {
-        PyErr_SetString(PyExc_TypeError, "NodeStore.reserve(1) gives a list of one record id");
-        goto done;
-    }
     /* the record is reserved: what follows only fails on a damaged tree or without memory, as
      * its Python twin would */
     PyObject *right_id = PyList_GET_ITEM(reserved, 0);

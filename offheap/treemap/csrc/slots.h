@@ -35,6 +35,10 @@ int64_t separator_between(int64_t left_max, int64_t right_min);
  * or -1 with an exception. (around.c) */
 int count_new_leaf(const Held *held);
 
+/* NodeStore.reserve(1) of `nodes`: the list of one record id, or NULL with an exception.
+ * (slots.c) */
+PyObject *reserve_record(PyObject *nodes);
+
 /* m[key] = value and del m[key] for a leaf the node cache does not hold, when the change goes
  * around it and needs no Python (around.c, whose header says which): 1 done, 0 not this case
  * (nothing changed: the map's Python method follows), -1 with an exception. The map's lock is
