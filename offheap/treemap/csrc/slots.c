@@ -5,20 +5,26 @@
  * through method calls and half a dozen attribute loads: more than the compiled descent itself.
  * Here the mapping and sequence slots run the whole lookup in C: take the map's lock, run the
  * Descent over the shape the Tree last gave it, release the lock, and hand the value out fresh.
- * A store runs in C when Tree.put would only edit the leaf of the tree's hint: a map with the
- * write cache, no limit budget and no flush timer, a value stored as it is (a scalar of an
- * object tree, an exact str, bytes or float of a typed one), and a hint leaf that holds the key's range and has room. It then does what
- * Tree.put does: overwrite or insert in the leaf's lists, mark the leaf dirty, add one to the
- * entry counts along the hint's path (marking those nodes dirty) and to the tree's n_entries
- * and mods. Deletes, and every other store, go to the map's _delete_item / _put_item.
+ * A store runs in C on a map with the write cache, no limit budget and no flush timer, for a
+ * value stored as it is (a scalar of an object tree, an exact str, bytes or float of a typed
+ * one). It begins as Tree.put does, by trimming a node cache over capacity (Tree.trim). When
+ * the hint leaf holds the key's range and has room it then does what Tree.put does: overwrite
+ * or insert in the leaf's lists, mark the leaf dirty, add one to the entry counts along the
+ * hint's path (marking those nodes dirty) and to the tree's n_entries and mods. A key above
+ * every key of a full int64 hint leaf splits it here when the reference would split it and
+ * nothing else (split_hint_leaf: ascending inserts), and the hint descends to the new leaf as
+ * Tree.put has it do. The rest goes around the cache (around.c) or to the map's _put_item;
+ * deletes around the cache or to _delete_item. The Python classes Cursor, Leaf and Inner keep
+ * the attributes the store path touches in __slots__ members, which it reads at their offsets
+ * (SlotField).
  *
  * Attachment. The map attaches what the slots need (_attach_slots: its lock's acquire and
  * release, the Descent, the NodeCache, the key type, the types handed out as they are, the
  * function that copies the others, and for stores the Tree, its hint and node size) once it is
  * set up, and detaches it (_detach_slots) when it closes. Everything the fast paths cannot
  * answer goes to the map's Python methods, the reference: a detached (closed or half-built) map,
- * a key not exactly of the key type, a node cache over capacity (whose trim the Python path
- * runs). So the answers, and the errors, are the reference's.
+ * a key not exactly of the key type, a lookup while the node cache is over capacity (whose
+ * trim the Python path runs). So the answers, and the errors, are the reference's.
  *
  * Thread safety. The lock is held from before the Descent or the store runs until after it
  * returned; taking it may give up the GIL, so the attachment is read again after it (a close in
@@ -803,7 +809,8 @@ PyDoc_STRVAR(attach_doc,
 "the Tree keeps current) unless the NodeCache is over capacity; values of the scalar_types\n"
 "tuple as they are, others through fresh(value). With a Tree (not None), store values of the\n"
 "stored_types tuple in the leaf of its hint Cursor when that leaf holds the key's range and has\n"
-"room (fewer than node_size entries), as Tree.put does with the write cache. With around a\n"
+"room (fewer than node_size entries), or split it when full for a key above its last, as\n"
+"Tree.put does with the write cache, after trimming the cache as it does. With around a\n"
 "tuple (nodes, key_kind, value_kind): the Tree's NodeStore, whose pages are raw, and the page\n"
 "kinds of its keys and values, also store in a leaf the cache does not hold when WriteAround.put\n"
 "would change only that leaf, as it does.");
