@@ -4,8 +4,9 @@
 :class:`TreeSlots` is the reference: each slot calls the map's Python method (``_lookup``,
 ``_put_item``, ``_delete_item``), which holds the map's lock and does the work. The compiled
 twin, ``offheap.treemap._pages.TreeSlots``, is a base type whose slots do the common cases in C
-(a lookup by the compiled descent; a store that only edits the leaf of the tree's hint: see
-``offheap/treemap/csrc/slots.c``) and call those methods for everything else;
+(a lookup by the compiled descent; a store that only edits the leaf of the tree's hint, or
+splits it for an ascending key: see ``offheap/treemap/csrc/slots.c``) and call those methods for
+everything else;
 :data:`TreeSlotsBase` is whichever :mod:`offheap.kernels.native` selects, the first base of
 :class:`~offheap.treemap.treemap.TreeMap`.
 

@@ -239,7 +239,9 @@ class Tree:
         """Map ``key`` to ``value``; True if the key is new. A key above the hint leaf's last
         is appended without a ``bisect`` (ascending inserts), and with the write cache an
         in-place change only marks the leaf and its path dirty, here rather than through
-        :meth:`NodeWriter.commit_leaf` (the same effect, one call less per insert)."""
+        :meth:`NodeWriter.commit_leaf` (the same effect, one call less per insert). After an
+        insert into a full leaf the hint descends to the key's leaf again (all of its path is
+        cached: the change just committed it), so the next ascending key finds it there."""
         if self.cache.over_capacity:
             self.trim()
         hint = self.hint
@@ -271,6 +273,7 @@ class Tree:
             path = hint.path
             hint.forget()
             self.shape = self.rebalancer.insert_into_full(self.shape, path, leaf, i, key, value)
+            hint.descend(self.shape, key)  # ascending inserts go on in the leaf the key went to
         else:
             if i == n:
                 keys.append(key)

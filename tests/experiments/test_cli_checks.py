@@ -71,3 +71,35 @@ def test_a_runner_fault_keeps_the_finished_results(tmp_path, monkeypatch, capsys
     assert [record["name"] for record in document["results"]] == ["dict"]
     assert document["failed"]["type"] == "RuntimeError"
     assert "the runner failed during sorteddict" in (tmp_path / "capacity.txt").read_text()
+
+
+def _capped_run(monkeypatch, stop: str) -> list:
+    """Run ``capacity`` with a runner that records its config and reports one fill stopped by
+    ``stop``; nothing is filled or written."""
+    configs = []
+
+    def run_capacity(contenders, config, progress):
+        configs.append(config)
+        return {"results": [{"label": "TreeMap, no write cache", "stop": stop}]}
+
+    monkeypatch.setattr(capacity, "run_capacity", run_capacity)
+    monkeypatch.setattr(cli, "_write", lambda *args: None)
+    monkeypatch.setattr(cli.report, "plot_capacity", lambda *args: None)
+    return configs
+
+
+@pytest.mark.parametrize("stop", ["time", "budget"])
+def test_the_default_cap_cutting_a_fill_short_is_a_warning(tmp_path, capsys, monkeypatch, stop):
+    configs = _capped_run(monkeypatch, stop)
+    cli.main(["capacity", "--no-progress", "--out", str(tmp_path)])
+    (config,) = configs
+    assert config.budget_bytes == 4 << 20 and config.max_seconds == cli.DEFAULT_MAX_SECONDS
+    warned = "the default time cap" in capsys.readouterr().err
+    assert warned == (stop == "time")
+
+
+def test_a_cap_the_user_chose_is_no_warning(tmp_path, capsys, monkeypatch):
+    configs = _capped_run(monkeypatch, "time")
+    cli.main(["capacity", "--max-seconds", "5", "--no-progress", "--out", str(tmp_path)])
+    assert configs[0].max_seconds == 5
+    assert "the default time cap" not in capsys.readouterr().err

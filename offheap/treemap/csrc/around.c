@@ -38,17 +38,17 @@
 enum { SMALL_WORDS = 130, SMALL_PAGE = 2048 };
 
 static PyObject *str_over_capacity, *str_capacity, *str_shape, *str_public_shape, *str_leaves,
-    *str_rewrite, *str_reserve, *str_release, *str_with_nodes, *str_leaves_name, *str_keys,
+    *str_rewrite, *str_release, *str_with_nodes, *str_leaves_name, *str_keys,
     *str_children, *str_counts, *str_recid, *str_forget, *str_dirty, *str_leaf;
 
 int
 init_around(void)
 {
     static const char *names[] = {"over_capacity", "capacity", "_shape", "shape", "_leaves",
-                                  "rewrite", "reserve", "release", "with_nodes", "leaves", "keys",
+                                  "rewrite", "release", "with_nodes", "leaves", "keys",
                                   "children", "counts", "recid", "forget", "dirty", "leaf"};
     PyObject **slots[] = {&str_over_capacity, &str_capacity, &str_shape, &str_public_shape,
-                          &str_leaves, &str_rewrite, &str_reserve, &str_release, &str_with_nodes,
+                          &str_leaves, &str_rewrite, &str_release, &str_with_nodes,
                           &str_leaves_name, &str_keys, &str_children, &str_counts, &str_recid,
                           &str_forget, &str_dirty, &str_leaf};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
@@ -238,9 +238,8 @@ goes_around(const Held *self, PyObject *leaves, PyObject *recid)
     return truth;
 }
 
-/* The separator page.separator puts between int64 keys left_max < right_min: the one in
- * (left_max, right_min] with the most trailing zero bits. */
-static int64_t
+/* slots.h */
+int64_t
 separator_between(int64_t left_max, int64_t right_min)
 {
     uint64_t gap = (uint64_t)right_min - (uint64_t)left_max;
@@ -427,8 +426,8 @@ release_reserved(const Held *self, PyObject *reserved)
     }
 }
 
-/* The tree's shape with one more leaf (TreeShape.with_nodes(leaves=1)), set as Tree.shape. */
-static int
+/* slots.h */
+int
 count_new_leaf(const Held *self)
 {
     PyObject *shape = PyObject_GetAttr(self->tree, str_shape);
@@ -465,18 +464,8 @@ split_around(const Held *self, const Walk *walk, Decoded *leaf, Py_ssize_t at, i
         result = 0;
         goto done;
     }
-    PyObject *one = PyLong_FromLong(1);
-    PyObject *reserve_args[] = {self->nodes, one};
-    reserved = one == NULL ? NULL
-        : PyObject_VectorcallMethod(str_reserve, reserve_args, 2 | PY_VECTORCALL_ARGUMENTS_OFFSET,
-                                    NULL);
-    Py_XDECREF(one);
-    if (reserved == NULL)
+    if ((reserved = reserve_record(self->nodes)) == NULL)
         goto done;
-    if (!PyList_CheckExact(reserved) || PyList_GET_SIZE(reserved) != 1) {
-        PyErr_SetString(PyExc_TypeError, "NodeStore.reserve(1) gives a list of one record id");
-        goto release;
-    }
     PyObject *right_id = PyList_GET_ITEM(reserved, 0);
     /* the new entry in, then the cut: an append at the end keeps node_size entries on the
      * left (ascending keys), an insert at the start one */

@@ -5,20 +5,26 @@
  * through method calls and half a dozen attribute loads: more than the compiled descent itself.
  * Here the mapping and sequence slots run the whole lookup in C: take the map's lock, run the
  * Descent over the shape the Tree last gave it, release the lock, and hand the value out fresh.
- * A store runs in C when Tree.put would only edit the leaf of the tree's hint: a map with the
- * write cache, no limit budget and no flush timer, a value stored as it is (a scalar of an
- * object tree, an exact str, bytes or float of a typed one), and a hint leaf that holds the key's range and has room. It then does what
- * Tree.put does: overwrite or insert in the leaf's lists, mark the leaf dirty, add one to the
- * entry counts along the hint's path (marking those nodes dirty) and to the tree's n_entries
- * and mods. Deletes, and every other store, go to the map's _delete_item / _put_item.
+ * A store runs in C on a map with the write cache, no limit budget and no flush timer, for a
+ * value stored as it is (a scalar of an object tree, an exact str, bytes or float of a typed
+ * one). It begins as Tree.put does, by trimming a node cache over capacity (Tree.trim). When
+ * the hint leaf holds the key's range and has room it then does what Tree.put does: overwrite
+ * or insert in the leaf's lists, mark the leaf dirty, add one to the entry counts along the
+ * hint's path (marking those nodes dirty) and to the tree's n_entries and mods. A key above
+ * every key of a full int64 hint leaf splits it here when the reference would split it and
+ * nothing else (split_hint_leaf: ascending inserts), and the hint descends to the new leaf as
+ * Tree.put has it do. The rest goes around the cache (around.c) or to the map's _put_item;
+ * deletes around the cache or to _delete_item. The Python classes Cursor, Leaf and Inner keep
+ * the attributes the store path touches in __slots__ members, which it reads at their offsets
+ * (SlotField).
  *
  * Attachment. The map attaches what the slots need (_attach_slots: its lock's acquire and
  * release, the Descent, the NodeCache, the key type, the types handed out as they are, the
  * function that copies the others, and for stores the Tree, its hint and node size) once it is
  * set up, and detaches it (_detach_slots) when it closes. Everything the fast paths cannot
  * answer goes to the map's Python methods, the reference: a detached (closed or half-built) map,
- * a key not exactly of the key type, a node cache over capacity (whose trim the Python path
- * runs). So the answers, and the errors, are the reference's.
+ * a key not exactly of the key type, a lookup while the node cache is over capacity (whose
+ * trim the Python path runs). So the answers, and the errors, are the reference's.
  *
  * Thread safety. The lock is held from before the Descent or the store runs until after it
  * returned; taking it may give up the GIL, so the attachment is read again after it (a close in
@@ -27,6 +33,7 @@
  * the node cache) frees nothing in use.
  */
 #include "slots.h"
+#include <structmember.h>
 
 typedef struct {
     PyObject_HEAD
@@ -72,9 +79,78 @@ unhold(Held *held)
     Py_XDECREF(held->store);
 }
 
-static PyObject *str_lookup, *str_over_capacity, *missing, *str_put_item, *str_delete_item, *str_leaf,
-    *str_lo, *str_hi, *str_path, *str_keys, *str_values, *str_counts, *str_dirty, *str_n_entries,
-    *str_mods;
+static PyObject *str_lookup, *str_over_capacity, *missing, *str_put_item, *str_delete_item,
+    *str_keys, *str_counts, *str_n_entries, *str_mods, *str_trim, *str_children, *str_nodes,
+    *str_reserve, *str_writer, *str_commit, *str_descend, *str_shape;
+
+/* -- slot fields ------------------------------------------------------------------------------ */
+
+/* An attribute the store path reads or writes on every call, kept in a __slots__ member of the
+ * Python classes Cursor, Leaf and Inner: read and written at the member's offset in the object,
+ * which is what the member descriptor does, without the attribute lookup before it (a dozen of
+ * them per store). `type` is the class the offset was found in (a strong reference, NULL
+ * before the first object); `offset` is -1 when the name is no writable object member there,
+ * or the class customizes attribute access: PyObject_GetAttr and PyObject_SetAttr then. One
+ * field per place of use, so that each keeps seeing one class. */
+typedef struct {
+    const char *text;
+    PyObject *name;         /* interned by add_slots_type */
+    PyTypeObject *type;
+    Py_ssize_t offset;
+} SlotField;
+
+#define SLOT_FIELD(text) {text, NULL, NULL, -1}
+static SlotField hint_leaf = SLOT_FIELD("leaf"), hint_lo = SLOT_FIELD("lo"),
+    hint_hi = SLOT_FIELD("hi"), hint_path = SLOT_FIELD("path"), leaf_keys = SLOT_FIELD("keys"),
+    leaf_values = SLOT_FIELD("values"), leaf_dirty = SLOT_FIELD("dirty"),
+    inner_counts = SLOT_FIELD("counts"), inner_dirty = SLOT_FIELD("dirty");
+static SlotField *const slot_fields[] = {&hint_leaf, &hint_lo, &hint_hi, &hint_path, &leaf_keys,
+                                         &leaf_values, &leaf_dirty, &inner_counts, &inner_dirty};
+
+/* The offset of `field` in `object`, or -1 for the attribute protocol. */
+static Py_ssize_t
+field_offset(SlotField *field, PyObject *object)
+{
+    PyTypeObject *type = Py_TYPE(object);
+    if (type == field->type)
+        return field->offset;
+    Py_ssize_t offset = -1;
+    PyObject *descriptor = _PyType_Lookup(type, field->name);  /* borrowed */
+    if (descriptor != NULL && Py_IS_TYPE(descriptor, &PyMemberDescr_Type)
+            && type->tp_getattro == PyObject_GenericGetAttr
+            && type->tp_setattro == PyObject_GenericSetAttr) {
+        PyMemberDef *member = ((PyMemberDescrObject *)descriptor)->d_member;
+        if (member->type == T_OBJECT_EX && !(member->flags & READONLY))
+            offset = member->offset;
+    }
+    Py_XSETREF(field->type, (PyTypeObject *)Py_NewRef(type));
+    field->offset = offset;
+    return offset;
+}
+
+/* object.<field>: a new reference, or NULL with an exception (AttributeError when unset). */
+static PyObject *
+field_get(SlotField *field, PyObject *object)
+{
+    Py_ssize_t offset = field_offset(field, object);
+    if (offset >= 0) {
+        PyObject *value = *(PyObject **)((char *)object + offset);
+        if (value != NULL)
+            return Py_NewRef(value);
+    }
+    return PyObject_GetAttr(object, field->name);
+}
+
+/* object.<field> = value: 0, or -1 with an exception. */
+static int
+field_set(SlotField *field, PyObject *object, PyObject *value)
+{
+    Py_ssize_t offset = field_offset(field, object);
+    if (offset < 0)
+        return PyObject_SetAttr(object, field->name, value);
+    Py_XSETREF(*(PyObject **)((char *)object + offset), Py_NewRef(value));
+    return 0;
+}
 
 /* The reference path: self._lookup(key, dflt, stored). */
 static PyObject *
@@ -295,15 +371,28 @@ add_to_attribute(PyObject *object, PyObject *name, long delta)
     return status;
 }
 
+/* The (Inner, child index) pair `step` of a path: the node borrowed, the index in *child; NULL with
+ * an exception. */
+static PyObject *
+path_step(PyObject *step, Py_ssize_t *child)
+{
+    if (!PyTuple_Check(step) || PyTuple_GET_SIZE(step) != 2) {
+        PyErr_SetString(PyExc_TypeError, "a TreeMap path holds (node, index) pairs");
+        return NULL;
+    }
+    *child = PyLong_AsSsize_t(PyTuple_GET_ITEM(step, 1));
+    return *child == -1 && PyErr_Occurred() ? NULL : PyTuple_GET_ITEM(step, 0);
+}
+
 /* slots.h */
 /* Add `delta` to the entry count of child `at` of Inner `node`, which becomes dirty. */
 static int
 add_to_count(PyObject *node, Py_ssize_t at, long delta)
 {
-    PyObject *counts = PyObject_GetAttr(node, str_counts);
+    PyObject *counts = field_get(&inner_counts, node);
     int status = counts == NULL ? -1 : add_to_item(counts, at, delta);
     Py_XDECREF(counts);
-    return status < 0 || PyObject_SetAttr(node, str_dirty, Py_True) < 0 ? -1 : 0;
+    return status < 0 || field_set(&inner_dirty, node, Py_True) < 0 ? -1 : 0;
 }
 
 /* The tree's n_entries take `delta`, its mods one more. */
@@ -322,13 +411,9 @@ count_change(const Held *self, PyObject *path, long delta)
         return -1;
     }
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(path); i++) {
-        PyObject *step = PyList_GET_ITEM(path, i);
-        if (!PyTuple_Check(step) || PyTuple_GET_SIZE(step) != 2) {
-            PyErr_SetString(PyExc_TypeError, "a TreeMap path holds (node, index) pairs");
-            return -1;
-        }
-        Py_ssize_t at = PyLong_AsSsize_t(PyTuple_GET_ITEM(step, 1));
-        if ((at == -1 && PyErr_Occurred()) || add_to_count(PyTuple_GET_ITEM(step, 0), at, delta) < 0)
+        Py_ssize_t at;
+        PyObject *node = path_step(PyList_GET_ITEM(path, i), &at);
+        if (node == NULL || add_to_count(node, at, delta) < 0)
             return -1;
     }
     return count_in_tree(self, delta);
@@ -343,6 +428,178 @@ count_steps(const Held *self, const WalkStep *steps, Py_ssize_t n, long delta)
     return count_in_tree(self, delta);
 }
 
+/* Whether the child `at` of a node whose entry counts are `counts` exists and has a free slot
+ * (Rebalancer._insert_via_sibling's test): 1, 0, -1 with an exception. */
+static int
+has_room(PyObject *counts, Py_ssize_t at, Py_ssize_t node_size)
+{
+    if (at < 0 || at >= PyList_GET_SIZE(counts))
+        return 0;
+    Py_ssize_t count = PyLong_AsSsize_t(PyList_GET_ITEM(counts, at));
+    if (count == -1 && PyErr_Occurred())
+        return -1;
+    return count < node_size;
+}
+
+/* `object`.name(*args), nargs at most 3: the result, a new reference, or NULL with an
+ * exception. */
+static PyObject *
+call_method(PyObject *object, PyObject *name, PyObject *const *args, size_t nargs)
+{
+    PyObject *all[4] = {object};
+    if (nargs > 3) {
+        PyErr_SetString(PyExc_SystemError, "call_method takes at most 3 arguments");
+        return NULL;
+    }
+    for (size_t i = 0; i < nargs; i++)
+        all[i + 1] = args[i];
+    return PyObject_VectorcallMethod(name, all, (nargs + 1) | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+}
+
+/* slots.h */
+PyObject *
+reserve_record(PyObject *nodes)
+{
+    PyObject *one = PyLong_FromLong(1);
+    PyObject *reserved = one == NULL ? NULL : call_method(nodes, str_reserve, &one, 1);
+    Py_XDECREF(one);
+    if (reserved != NULL && (!PyList_CheckExact(reserved) || PyList_GET_SIZE(reserved) != 1)) {
+        PyErr_SetString(PyExc_TypeError, "NodeStore.reserve(1) gives a list of one record id");
+        Py_CLEAR(reserved);
+    }
+    return reserved;
+}
+
+/* Insert key -> value above every key of the full int64 hint `leaf` (whose `keys` list is
+ * given) by the append split, when Rebalancer.insert_into_full would split it and only it: the
+ * leaf is not the root, neither sibling has a free slot, the parent has room. As
+ * Rebalancer._split_insert then does: the hint forgets its leaf, a record is reserved (what can
+ * fail, before anything changes), the leaf keeps its node_size entries and a new leaf of that
+ * record takes the key alone, the parent takes the separator, the new child and its count, the
+ * ancestors one more entry, NodeWriter.commit marks them dirty and caches the new leaf, and the
+ * tree takes one more leaf, entry and mod. Then the hint descends to the new leaf, as Tree.put
+ * does after every insert into a full leaf. 1 done, 0 not this case (nothing changed), -1 with
+ * an exception. */
+static int
+split_hint_leaf(const Held *self, PyObject *leaf, PyObject *keys, PyObject *key, PyObject *value)
+{
+    Py_ssize_t size = self->node_size, n = PyList_GET_SIZE(keys), ci;
+    PyObject *last = PyList_GET_ITEM(keys, n - 1);
+    if (n != size || !PyLong_CheckExact(key) || !PyLong_CheckExact(last))
+        return 0;
+    int result = -1;
+    PyObject *path = NULL, *separators = NULL, *children = NULL, *counts = NULL, *nodes = NULL,
+             *reserved = NULL, *right = NULL, *changed = NULL, *created = NULL, *removed = NULL,
+             *writer = NULL, *shape = NULL;
+    if ((path = field_get(&hint_path, self->hint)) == NULL)
+        goto done;
+    if (!PyList_CheckExact(path) || PyList_GET_SIZE(path) == 0) {  /* the root: a new root */
+        result = PyList_CheckExact(path) ? 0 : -1;
+        if (result < 0)
+            PyErr_SetString(PyExc_TypeError, "a TreeMap path is not a list");
+        goto done;
+    }
+    Py_ssize_t depth = PyList_GET_SIZE(path);
+    PyObject *parent = path_step(PyList_GET_ITEM(path, depth - 1), &ci);
+    if (parent == NULL || (separators = node_list(parent, str_keys)) == NULL
+            || (children = node_list(parent, str_children)) == NULL
+            || (counts = node_list(parent, str_counts)) == NULL)
+        goto done;
+    Py_ssize_t n_children = PyList_GET_SIZE(children);
+    if (ci < 0 || ci >= n_children || PyList_GET_SIZE(counts) != n_children
+            || PyList_GET_SIZE(separators) != n_children - 1) {
+        PyErr_SetString(page_corruption_error, "a TreeMap path names a child its node lacks");
+        goto done;
+    }
+    int left_room = has_room(counts, ci - 1, size), right_room = 0;
+    if (left_room == 0)
+        right_room = has_room(counts, ci + 1, size);
+    if (left_room != 0 || right_room != 0 || n_children >= size) {  /* a sibling takes some, or
+                                                                      * the parent splits too */
+        result = left_room < 0 || right_room < 0 ? -1 : 0;
+        goto done;
+    }
+    int overflow_left, overflow_key;
+    long long left_max = PyLong_AsLongLongAndOverflow(last, &overflow_left);
+    long long right_min = PyLong_AsLongLongAndOverflow(key, &overflow_key);
+    if (PyErr_Occurred())
+        goto done;
+    if (overflow_left || overflow_key) {
+        result = 0;
+        goto done;
+    }
+    if (field_set(&hint_leaf, self->hint, Py_None) < 0
+            || (nodes = PyObject_GetAttr(self->tree, str_nodes)) == NULL
+            || (reserved = reserve_record(nodes)) == NULL)
+        goto done;
+    /* the record is reserved: what follows only fails on a damaged tree or without memory, as
+     * its Python twin would */
+    PyObject *right_id = PyList_GET_ITEM(reserved, 0);
+    PyObject *right_keys = PyList_New(1), *right_values = PyList_New(1);
+    if (right_keys != NULL && right_values != NULL) {
+        PyList_SET_ITEM(right_keys, 0, Py_NewRef(key));
+        PyList_SET_ITEM(right_values, 0, Py_NewRef(value));
+        PyObject *args[] = {right_id, right_keys, right_values};
+        right = PyObject_Vectorcall((PyObject *)Py_TYPE(leaf), args, 3, NULL);
+    }
+    Py_XDECREF(right_keys);
+    Py_XDECREF(right_values);
+    if (right == NULL)
+        goto done;
+    PyObject *separator = PyLong_FromLongLong(separator_between(left_max, right_min));
+    int status = separator == NULL ? -1 : PyList_Insert(separators, ci, separator);
+    Py_XDECREF(separator);
+    PyObject *right_count = status < 0 ? NULL : PyLong_FromLong(1);
+    status = right_count == NULL ? -1 : PyList_Insert(counts, ci + 1, right_count);
+    Py_XDECREF(right_count);
+    PyObject *left_count = status < 0 ? NULL : PyLong_FromSsize_t(size);
+    if (left_count == NULL || PyList_SetItem(counts, ci, left_count) < 0
+            || PyList_Insert(children, ci + 1, right_id) < 0)
+        goto done;
+    if ((changed = PyList_New(depth + 1)) == NULL)
+        goto done;
+    PyList_SET_ITEM(changed, 0, Py_NewRef(leaf));
+    PyList_SET_ITEM(changed, 1, Py_NewRef(parent));
+    for (Py_ssize_t level = 0; level < depth - 1; level++) {  /* the ancestors: one more entry */
+        Py_ssize_t at;
+        PyObject *node = path_step(PyList_GET_ITEM(path, level), &at);
+        PyObject *above = node == NULL ? NULL : node_list(node, str_counts);
+        status = above == NULL ? -1 : add_to_item(above, at, 1);
+        Py_XDECREF(above);
+        if (status < 0)
+            goto done;
+        PyList_SET_ITEM(changed, level + 2, Py_NewRef(node));
+    }
+    if ((created = PyList_New(1)) == NULL || (removed = PyList_New(0)) == NULL
+            || (writer = PyObject_GetAttr(self->tree, str_writer)) == NULL)
+        goto done;
+    PyList_SET_ITEM(created, 0, Py_NewRef(right));
+    PyObject *commit_args[] = {changed, created, removed};
+    PyObject *committed = call_method(writer, str_commit, commit_args, 3);
+    Py_XDECREF(committed);
+    if (committed == NULL || count_new_leaf(self) < 0 || count_in_tree(self, 1) < 0
+            || (shape = PyObject_GetAttr(self->tree, str_shape)) == NULL)
+        goto done;
+    PyObject *descend_args[] = {shape, key};
+    PyObject *descended = call_method(self->hint, str_descend, descend_args, 2);
+    Py_XDECREF(descended);
+    result = descended == NULL ? -1 : 1;
+done:
+    Py_XDECREF(path);
+    Py_XDECREF(separators);
+    Py_XDECREF(children);
+    Py_XDECREF(counts);
+    Py_XDECREF(nodes);
+    Py_XDECREF(reserved);
+    Py_XDECREF(right);
+    Py_XDECREF(changed);
+    Py_XDECREF(created);
+    Py_XDECREF(removed);
+    Py_XDECREF(writer);
+    Py_XDECREF(shape);
+    return result;
+}
+
 /* The store in the hint's leaf, as Tree.put does it with the write cache when the leaf holds the
  * key's range and has room (the lock is held): 1 stored, 0 not this case (nothing changed), -1
  * with an exception. */
@@ -350,23 +607,15 @@ static int
 store_in_hint(const Held *self, PyObject *key, PyObject *value)
 {
     int result = -1;
-    PyObject *over = NULL, *leaf = NULL, *lo = NULL, *hi = NULL, *keys = NULL, *values = NULL,
-             *path = NULL;
-    if ((over = PyObject_GetAttr(self->cache, str_over_capacity)) == NULL)
-        goto done;
-    int trim = PyObject_IsTrue(over);
-    if (trim != 0) {
-        result = trim < 0 ? -1 : 0;
-        goto done;
-    }
-    if ((leaf = PyObject_GetAttr(self->hint, str_leaf)) == NULL)
+    PyObject *leaf = NULL, *lo = NULL, *hi = NULL, *keys = NULL, *values = NULL, *path = NULL;
+    if ((leaf = field_get(&hint_leaf, self->hint)) == NULL)
         goto done;
     if (leaf == Py_None) {
         result = 0;
         goto done;
     }
-    if ((lo = PyObject_GetAttr(self->hint, str_lo)) == NULL
-            || (hi = PyObject_GetAttr(self->hint, str_hi)) == NULL)
+    if ((lo = field_get(&hint_lo, self->hint)) == NULL
+            || (hi = field_get(&hint_hi, self->hint)) == NULL)
         goto done;
     int side;
     if (lo != Py_None && (side = compare_keys(key, lo)) < 0) {  /* below the leaf's range */
@@ -377,8 +626,8 @@ store_in_hint(const Held *self, PyObject *key, PyObject *value)
         result = side == -2 ? -1 : 0;
         goto done;
     }
-    if ((keys = PyObject_GetAttr(leaf, str_keys)) == NULL
-            || (values = PyObject_GetAttr(leaf, str_values)) == NULL)
+    if ((keys = field_get(&leaf_keys, leaf)) == NULL
+            || (values = field_get(&leaf_values, leaf)) == NULL)
         goto done;
     if (!PyList_CheckExact(keys) || !PyList_CheckExact(values)
             || PyList_GET_SIZE(keys) != PyList_GET_SIZE(values)) {
@@ -391,16 +640,16 @@ store_in_hint(const Held *self, PyObject *key, PyObject *value)
         goto done;
     if (found) {  /* an overwrite */
         if (PyList_SetItem(values, low, Py_NewRef(value)) < 0
-                || PyObject_SetAttr(leaf, str_dirty, Py_True) < 0)
+                || field_set(&leaf_dirty, leaf, Py_True) < 0)
             goto done;
         result = 1;
         goto done;
     }
-    if (n >= self->node_size) {  /* a split: the tree's structure code */
-        result = 0;
+    if (n >= self->node_size) {  /* the append split here, any other the structure code's */
+        result = low == n ? split_hint_leaf(self, leaf, keys, key, value) : 0;
         goto done;
     }
-    if ((path = PyObject_GetAttr(self->hint, str_path)) == NULL)
+    if ((path = field_get(&hint_path, self->hint)) == NULL)
         goto done;
     if (PyList_Insert(keys, low, key) < 0)
         goto done;
@@ -410,13 +659,12 @@ store_in_hint(const Held *self, PyObject *key, PyObject *value)
     }
     /* the entry is in: what follows is bookkeeping that only fails on a damaged tree or
      * without memory, as its Python twin would */
-    if (PyObject_SetAttr(leaf, str_dirty, Py_True) < 0)
+    if (field_set(&leaf_dirty, leaf, Py_True) < 0)
         goto done;
     if (count_change(self, path, 1) < 0)
         goto done;
     result = 1;
 done:
-    Py_XDECREF(over);
     Py_XDECREF(leaf);
     Py_XDECREF(lo);
     Py_XDECREF(hi);
@@ -440,10 +688,28 @@ key_in_range(PyObject *key)
     return !overflow;
 }
 
-/* m[key] = value in C: in the hint's leaf, else around the cache (around.c). */
+/* Tree.put's first step: trim the node cache when it is over capacity (Tree.trim); 0, or -1
+ * with an exception (CapacityError from a write, as the reference raises it). */
+static int
+trim_first(const Held *self)
+{
+    PyObject *over = PyObject_GetAttr(self->cache, str_over_capacity);
+    int trim = over == NULL ? -1 : PyObject_IsTrue(over);
+    Py_XDECREF(over);
+    if (trim <= 0)
+        return trim;
+    PyObject *done = call_method(self->tree, str_trim, NULL, 0);
+    Py_XDECREF(done);
+    return done == NULL ? -1 : 0;
+}
+
+/* m[key] = value in C: the cache trimmed first, as Tree.put does, then in the hint's leaf, else
+ * around the cache (around.c). */
 static int
 store_in_c(const Held *held, PyObject *key, PyObject *value)
 {
+    if (trim_first(held) < 0)
+        return -1;
     int stored = store_in_hint(held, key, value);
     return stored == 0 && held->nodes != NULL ? store_around(held, key, value) : stored;
 }
@@ -543,7 +809,8 @@ PyDoc_STRVAR(attach_doc,
 "the Tree keeps current) unless the NodeCache is over capacity; values of the scalar_types\n"
 "tuple as they are, others through fresh(value). With a Tree (not None), store values of the\n"
 "stored_types tuple in the leaf of its hint Cursor when that leaf holds the key's range and has\n"
-"room (fewer than node_size entries), as Tree.put does with the write cache. With around a\n"
+"room (fewer than node_size entries), or split it when full for a key above its last, as\n"
+"Tree.put does with the write cache, after trimming the cache as it does. With around a\n"
 "tuple (nodes, key_kind, value_kind): the Tree's NodeStore, whose pages are raw, and the page\n"
 "kinds of its keys and values, also store in a leaf the cache does not hold when WriteAround.put\n"
 "would change only that leaf, as it does.");
@@ -690,17 +957,22 @@ static PyTypeObject slots_type = {
 int
 add_slots_type(PyObject *module)
 {
-    static const char *names[] = {"_lookup", "_put_item", "_delete_item", "leaf", "lo", "hi", "path",
-                                  "keys", "values", "counts", "dirty", "n_entries", "mods"};
-    PyObject **slots[] = {&str_lookup, &str_put_item, &str_delete_item, &str_leaf, &str_lo, &str_hi,
-                          &str_path, &str_keys, &str_values, &str_counts, &str_dirty,
-                          &str_n_entries, &str_mods};
+    static const char *names[] = {"_lookup", "_put_item", "_delete_item", "keys", "counts",
+                                  "n_entries", "mods", "trim", "children", "nodes", "reserve",
+                                  "writer", "commit", "descend", "shape"};
+    PyObject **slots[] = {&str_lookup, &str_put_item, &str_delete_item, &str_keys, &str_counts,
+                          &str_n_entries, &str_mods, &str_trim, &str_children, &str_nodes,
+                          &str_reserve, &str_writer, &str_commit, &str_descend, &str_shape};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (*slots[i] == NULL && (*slots[i] = PyUnicode_InternFromString(names[i])) == NULL)
             return -1;
     if (str_over_capacity == NULL
             && (str_over_capacity = PyUnicode_InternFromString("over_capacity")) == NULL)
         return -1;
+    for (size_t i = 0; i < sizeof slot_fields / sizeof slot_fields[0]; i++)
+        if (slot_fields[i]->name == NULL
+                && (slot_fields[i]->name = PyUnicode_InternFromString(slot_fields[i]->text)) == NULL)
+            return -1;
     if (init_around() < 0)
         return -1;
     if (missing == NULL && (missing = PyObject_CallNoArgs((PyObject *)&PyBaseObject_Type)) == NULL)

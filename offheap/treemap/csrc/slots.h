@@ -28,6 +28,17 @@ int count_change(const Held *held, PyObject *path, long delta);
 /* The same for a path of `n` WalkSteps (descent_walk's). */
 int count_steps(const Held *held, const WalkStep *steps, Py_ssize_t n, long delta);
 
+/* The separator page.separator puts between int64 keys left_max < right_min: the one in
+ * (left_max, right_min] with the most trailing zero bits. (around.c) */
+int64_t separator_between(int64_t left_max, int64_t right_min);
+/* The tree's shape with one more leaf (TreeShape.with_nodes(leaves=1)), set as Tree.shape; 0,
+ * or -1 with an exception. (around.c) */
+int count_new_leaf(const Held *held);
+
+/* NodeStore.reserve(1) of `nodes`: the list of one record id, or NULL with an exception.
+ * (slots.c) */
+PyObject *reserve_record(PyObject *nodes);
+
 /* m[key] = value and del m[key] for a leaf the node cache does not hold, when the change goes
  * around it and needs no Python (around.c, whose header says which): 1 done, 0 not this case
  * (nothing changed: the map's Python method follows), -1 with an exception. The map's lock is
