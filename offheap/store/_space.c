@@ -543,7 +543,7 @@ static PyTypeObject FreeSpaceType = {
 
 /* -- RecordStore.update ------------------------------------------------------------------------- */
 
-static PyObject *str_free, *str_addr, *str_size, *str_views, *str_bump_seg, *str_bump_pos,
+static PyObject *str_free, *str_addr_at, *str_size_at, *str_views, *str_bump_seg, *str_bump_pos,
     *str_live_bytes, *str_chunk_bytes;
 
 static uint64_t
@@ -556,23 +556,33 @@ chunk_bytes(uint64_t size)  /* records.chunk_bytes */
     return (size + step - 1) / step * step;
 }
 
-/* An int attribute of the store (a Py_ssize_t, or -1 with an exception). */
-static int
-int_attr(PyObject *store, PyObject *name, long long *out)
+/* Attribute `name` of the store, read from its instance dict `attrs` (its attributes are plain
+ * ones: no type lookup per read); borrowed, or NULL with AttributeError. */
+static PyObject *
+store_attr(PyObject *attrs, PyObject *name)
 {
-    PyObject *value = PyObject_GetAttr(store, name);
+    PyObject *value = PyDict_GetItemWithError(attrs, name);
+    if (value == NULL && !PyErr_Occurred())
+        PyErr_SetObject(PyExc_AttributeError, name);
+    return value;
+}
+
+/* An int attribute of the store (-1 with an exception). */
+static int
+int_attr(PyObject *attrs, PyObject *name, long long *out)
+{
+    PyObject *value = store_attr(attrs, name);
     if (value == NULL)
         return -1;
     *out = PyLong_AsLongLong(value);
-    Py_DECREF(value);
     return *out == -1 && PyErr_Occurred() ? -1 : 0;
 }
 
 static int
-set_int_attr(PyObject *store, PyObject *name, long long value)
+set_int_attr(PyObject *attrs, PyObject *name, long long value)
 {
     PyObject *number = PyLong_FromLongLong(value);
-    int status = number == NULL ? -1 : PyObject_SetAttr(store, name, number);
+    int status = number == NULL ? -1 : PyDict_SetItem(attrs, name, number);
     Py_XDECREF(number);
     return status;
 }
@@ -618,6 +628,7 @@ write_at(PyObject *views, uint64_t addr, const uint8_t *data, Py_ssize_t size)
 
 /* The free space state update reads and changes, taken from the store. */
 typedef struct {
+    PyObject *attrs;            /* the store's instance dict */
     FreeSpace *free;
     PyObject *views;
     Py_buffer addrs, sizes;
@@ -633,6 +644,7 @@ state_close(StoreState *state)
         PyBuffer_Release(&state->sizes);
     Py_XDECREF(state->views);
     Py_XDECREF((PyObject *)state->free);
+    Py_XDECREF(state->attrs);
 }
 
 /* 1 with `state` read from `store`, 0 when it is not the compiled store's (a reference
@@ -641,30 +653,34 @@ static int
 state_open(PyObject *store, StoreState *state)
 {
     memset(state, 0, sizeof *state);
-    PyObject *free = PyObject_GetAttr(store, str_free);
+    if ((state->attrs = PyObject_GenericGetDict(store, NULL)) == NULL)
+        return -1;
+    PyObject *free = store_attr(state->attrs, str_free);
     if (free == NULL)
         return -1;
-    state->free = (FreeSpace *)free;
+    state->free = (FreeSpace *)Py_NewRef(free);
     if (!Py_IS_TYPE(free, &FreeSpaceType))
         return 0;
-    if ((state->views = PyObject_GetAttr(store, str_views)) == NULL)
+    if ((state->views = Py_XNewRef(store_attr(state->attrs, str_views))) == NULL)
         return -1;
     if (!PyList_CheckExact(state->views)) {
         PyErr_SetString(PyExc_TypeError, "the record store's segment views are not a list");
         return -1;
     }
-    PyObject *addrs = PyObject_GetAttr(store, str_addr);
-    int got = addrs == NULL ? -1 : PyObject_GetBuffer(addrs, &state->addrs,
-                                                     PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS);
-    Py_XDECREF(addrs);
-    PyObject *sizes = got < 0 ? NULL : PyObject_GetAttr(store, str_size);
-    got = sizes == NULL ? -1 : PyObject_GetBuffer(sizes, &state->sizes,
-                                                  PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS);
-    Py_XDECREF(sizes);
-    if (got < 0 || int_attr(store, str_bump_seg, &state->bump_seg) < 0
-            || int_attr(store, str_bump_pos, &state->bump_pos) < 0
-            || int_attr(store, str_live_bytes, &state->live_bytes) < 0
-            || int_attr(store, str_chunk_bytes, &state->chunk_bytes) < 0)
+    PyObject *addrs = store_attr(state->attrs, str_addr_at);
+    if (addrs == NULL || PyObject_GetBuffer(addrs, &state->addrs, PyBUF_WRITABLE) < 0)
+        return -1;
+    PyObject *sizes = store_attr(state->attrs, str_size_at);
+    if (sizes == NULL || PyObject_GetBuffer(sizes, &state->sizes, PyBUF_WRITABLE) < 0)
+        return -1;
+    if (!PyBuffer_IsContiguous(&state->addrs, 'C') || !PyBuffer_IsContiguous(&state->sizes, 'C')) {
+        PyErr_SetString(PyExc_TypeError, "the record store's index is not contiguous");
+        return -1;
+    }
+    if (int_attr(state->attrs, str_bump_seg, &state->bump_seg) < 0
+            || int_attr(state->attrs, str_bump_pos, &state->bump_pos) < 0
+            || int_attr(state->attrs, str_live_bytes, &state->live_bytes) < 0
+            || int_attr(state->attrs, str_chunk_bytes, &state->chunk_bytes) < 0)
         return -1;
     return 1;
 }
@@ -734,14 +750,17 @@ release_chunk(StoreState *state, uint64_t addr, uint64_t chunk)
 }
 
 static int
-state_save(PyObject *store, const StoreState *state, long long bump_pos, long long chunk_bytes)
+state_save(const StoreState *state, long long bump_pos, long long chunk_bytes, long long live_bytes)
 {
-    if (state->bump_pos != bump_pos && set_int_attr(store, str_bump_pos, state->bump_pos) < 0)
+    if (state->bump_pos != bump_pos && set_int_attr(state->attrs, str_bump_pos, state->bump_pos) < 0)
         return -1;
     if (state->chunk_bytes != chunk_bytes
-            && set_int_attr(store, str_chunk_bytes, state->chunk_bytes) < 0)
+            && set_int_attr(state->attrs, str_chunk_bytes, state->chunk_bytes) < 0)
         return -1;
-    return set_int_attr(store, str_live_bytes, state->live_bytes);
+    if (state->live_bytes != live_bytes
+            && set_int_attr(state->attrs, str_live_bytes, state->live_bytes) < 0)
+        return -1;
+    return 0;
 }
 
 static int
@@ -764,7 +783,8 @@ space_update(PyObject *store, Py_ssize_t recid, const uint8_t *data, Py_ssize_t 
     if (old_addr == EMPTY_KEY || (empty && old_size) || old_size > LARGE_RECORD_BYTES || size == 0
             || size > LARGE_RECORD_BYTES)
         goto done;
-    long long bump_pos = state.bump_pos, chunk_bytes_before = state.chunk_bytes;
+    long long bump_pos = state.bump_pos, chunk_bytes_before = state.chunk_bytes,
+        live_bytes = state.live_bytes;
     uint64_t chunk = chunk_bytes((uint64_t)size), old_chunk = chunk_bytes(old_size), addr = old_addr;
     int in_place = !empty && chunk == old_chunk;  /* also every same small size class */
     if (!in_place && !empty && chunk > old_chunk
@@ -784,7 +804,7 @@ space_update(PyObject *store, Py_ssize_t recid, const uint8_t *data, Py_ssize_t 
     if (!in_place && !empty && release_chunk(&state, old_addr, old_chunk) < 0)
         goto fail;
     state.live_bytes += size - (long long)old_size;
-    result = state_save(store, &state, bump_pos, chunk_bytes_before) < 0 ? -1 : 1;
+    result = state_save(&state, bump_pos, chunk_bytes_before, live_bytes) < 0 ? -1 : 1;
     goto done;
 fail:
     result = -1;
@@ -828,9 +848,9 @@ static const SpaceApi space_api = {space_update};
 static int
 space_exec(PyObject *module)
 {
-    static const char *names[] = {"_free", "_addr", "_size", "_views", "_bump_seg", "_bump_pos",
+    static const char *names[] = {"_free", "_addr_at", "_size_at", "_views", "_bump_seg", "_bump_pos",
                                   "_live_bytes", "_chunk_bytes"};
-    PyObject **slots[] = {&str_free, &str_addr, &str_size, &str_views, &str_bump_seg,
+    PyObject **slots[] = {&str_free, &str_addr_at, &str_size_at, &str_views, &str_bump_seg,
                           &str_bump_pos, &str_live_bytes, &str_chunk_bytes};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (*slots[i] == NULL && (*slots[i] = PyUnicode_InternFromString(names[i])) == NULL)

@@ -177,17 +177,27 @@ walk_close(Walk *walk)
 
 /* -- the steps every change shares --------------------------------------------------------------- */
 
-/* Add `delta` to the int attribute `name` of `owner`. */
+/* Add `delta` to the NodeStore's raw_bytes and stored_bytes (a page stored raw counts the same
+ * in both), as NodeStore.rewrite does: read and set in its instance dict, plain attributes. */
 static int
-add_to_attr(PyObject *owner, PyObject *name, Py_ssize_t delta)
+count_rewrite(PyObject *nodes, Py_ssize_t delta)
 {
-    PyObject *value = PyObject_GetAttr(owner, name);
-    PyObject *change = value == NULL ? NULL : PyLong_FromSsize_t(delta);
-    PyObject *sum = change == NULL ? NULL : PyNumber_Add(value, change);
-    int status = sum == NULL ? -1 : PyObject_SetAttr(owner, name, sum);
-    Py_XDECREF(value);
+    if (delta == 0)
+        return 0;
+    PyObject *attrs = PyObject_GenericGetDict(nodes, NULL);
+    PyObject *change = attrs == NULL ? NULL : PyLong_FromSsize_t(delta);
+    int status = change == NULL ? -1 : 0;
+    PyObject *names[] = {str_raw_bytes, str_stored_bytes};
+    for (int i = 0; i < 2 && status == 0; i++) {
+        PyObject *value = PyDict_GetItemWithError(attrs, names[i]);
+        if (value == NULL && !PyErr_Occurred())
+            PyErr_SetObject(PyExc_AttributeError, names[i]);
+        PyObject *sum = value == NULL ? NULL : PyNumber_Add(value, change);
+        status = sum == NULL ? -1 : PyDict_SetItem(attrs, names[i], sum);
+        Py_XDECREF(sum);
+    }
     Py_XDECREF(change);
-    Py_XDECREF(sum);
+    Py_XDECREF(attrs);
     return status;
 }
 
@@ -207,8 +217,7 @@ rewrite_leaf(const Held *self, PyObject *recid, PyObject *page, Py_ssize_t old_s
     if (done < 0)
         return -1;
     if (done)  /* stored: the totals follow, and fail only without memory */
-        return add_to_attr(self->nodes, str_raw_bytes, delta) < 0
-            || add_to_attr(self->nodes, str_stored_bytes, delta) < 0 ? -1 : 0;
+        return count_rewrite(self->nodes, delta);
     PyObject *size = PyLong_FromSsize_t(old_size);
     if (size == NULL)
         return -1;
