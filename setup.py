@@ -17,6 +17,7 @@ SPARKEY_SOURCES = ["sparkey/_native.c"] + [f"sparkey/csrc/{name}.c" for name in 
     "arguments", "cutting", "lookups", "murmur", "entries", "scans", "slots", "table")]
 PAIRS_HEADER = "offheap/kernels/csrc/pairs.h"
 RECORDS_HEADER = "offheap/store/csrc/records.h"
+SPACE_API_HEADER = "offheap/store/csrc/space_api.h"
 SHARED_HEADERS = ["offheap/kernels/csrc", "offheap/store/csrc"]
 PAGES_SOURCES = ["offheap/treemap/_pages.c"] + [f"offheap/treemap/csrc/{name}.c" for name in (
     "stream", "strings", "descent", "forms", "slots", "around", "ranges", "walk")]
@@ -27,8 +28,11 @@ setup(
                                                                     "offheap/hashmap/csrc/siphash.h", PAIRS_HEADER, RECORDS_HEADER],
                   include_dirs=SHARED_HEADERS,
                   extra_compile_args=FLAGS),
+        Extension("offheap.store._space", ["offheap/store/_space.c"],
+                  depends=[SPACE_API_HEADER], extra_compile_args=FLAGS),
         Extension("offheap.treemap._pages", PAGES_SOURCES, depends=["offheap/treemap/csrc/pages.h",
-                                                                       "offheap/treemap/csrc/slots.h", PAIRS_HEADER, RECORDS_HEADER],
+                                                                       "offheap/treemap/csrc/slots.h", PAIRS_HEADER, RECORDS_HEADER,
+                                                                       SPACE_API_HEADER],
                   include_dirs=SHARED_HEADERS,
                   extra_compile_args=FLAGS),
         Extension("sparkey._native", SPARKEY_SOURCES, depends=["sparkey/csrc/native.h"],

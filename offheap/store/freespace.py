@@ -16,6 +16,9 @@ record that grows in place.
 
 Nothing here is persisted: the store rebuilds its free space from the gaps between live records
 when it opens. Thread safety: none; owned by one store.
+
+Compiled twin: ``FreeSpace`` of ``offheap/store/_space.c``, with the same pieces and the same
+choices (its :meth:`pieces` lists them by address); this class is its reference.
 """
 
 from __future__ import annotations

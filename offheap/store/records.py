@@ -44,6 +44,12 @@ too large for the header that finds no room, a full disk), the store holds its r
 and stays usable, an extent may stay allocated with nothing in it, and the arena keeps the file
 marked open for writing until a later flush succeeds.
 
+Compiled twin. ``offheap/store/_space.c`` holds the free space in C (its ``FreeSpace``, the
+twin of :class:`offheap.store.freespace.FreeSpace`) and makes the common cases of :meth:`update`
+(no large record and no empty contents, no new segment), also for the TreeMap's changes made
+around its node cache; this module is their reference: the same addresses, the same bytes
+and the same stats, and every other case.
+
 Thread safety: none; the owning collection serializes access.
 """
 
@@ -56,8 +62,11 @@ import numpy as np
 
 from offheap.errors import ClosedError, CorruptionError
 from offheap.arena.arena import Arena
-from offheap.store.freespace import FreeSpace
+from offheap.store import freespace
+from offheap.kernels.native import compiled_module
 from offheap.kernels.sizes import ByteLimit
+
+_space = compiled_module("offheap.store._space")
 
 FREE_ADDR = 0xFFFF_FFFF_FFFF_FFFF
 EMPTY_ADDR = FREE_ADDR - 1  # the address of every zero-length record: it occupies no chunk
@@ -119,6 +128,8 @@ class RecordStore:
     the next call that writes to this store.
     """
 
+    _compiled = _space  # the compiled free space and update, or None for the reference
+
     def __init__(self, arena: Arena, index_capacity: int = 1024) -> None:
         """Start an empty store on ``arena`` (use :meth:`open` for an existing one) whose record
         index holds ``index_capacity`` records before it first grows."""
@@ -128,7 +139,7 @@ class RecordStore:
         self._large: set[int] = set()  # seg nos that hold one large record
         self._bump_seg = -1
         self._bump_pos = 0
-        self._free = FreeSpace()
+        self._free = self._new_free_space()
         self._free_recids: list[int] = []
         self._next_recid = 1  # every recid at or above this is free and not in _free_recids
         self._live_bytes = 0
@@ -241,6 +252,8 @@ class RecordStore:
         it grows into free bytes right after it; otherwise it moves."""
         if self.arena.closed:
             raise ClosedError(_CLOSED)
+        if self._compiled is not None and self._compiled.update(self, recid, data):
+            return
         old_addr = self._live_addr(recid)
         old_size = self._size_at[recid]
         size = len(data)
@@ -426,6 +439,9 @@ class RecordStore:
             assert a + size <= b or (a >> 32) != (b >> 32), f"chunks overlap at {a:#x} and {b:#x}"
 
     # -- internals ----------------------------------------------------------------------------
+
+    def _new_free_space(self) -> freespace.FreeSpace:
+        return freespace.FreeSpace() if self._compiled is None else self._compiled.FreeSpace()
 
     def _check_open(self) -> None:
         if self.arena.closed:
@@ -635,7 +651,7 @@ class RecordStore:
         self._bump_seg = -1 if bump_seg == FREE_ADDR else bump_seg
         self._bump_pos = bump_pos
         self._free_recids = []
-        self._free = FreeSpace()
+        self._free = self._new_free_space()
         if rebuild_free_space:
             self._rebuild_free_space()
         else:

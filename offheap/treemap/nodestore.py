@@ -53,7 +53,8 @@ class NodeStore:
     def rewrite(self, recid: int, page: bytes, old_size: int) -> None:
         """Store the raw (uncompressed) ``page`` of a leaf that is not cached as record
         ``recid``, whose raw page of ``old_size`` bytes it replaces (the compiled store around
-        the cache, ``offheap/treemap/csrc/around.c``, where :meth:`write` takes a node); on
+        the cache, ``offheap/treemap/csrc/around.c``, where :meth:`write` takes a node, and
+        which makes the same update and count itself when the compiled store can); on
         CapacityError nothing changes."""
         self.store.update(recid, page)
         self.raw_bytes += len(page) - old_size

@@ -1,14 +1,31 @@
 """Free space of the record store: merging, exact and best fit, growth in place, against a model
-of free bytes."""
+of free bytes; the reference and its compiled twin (offheap/store/_space.c) alike."""
 
+import importlib
+
+import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from offheap.store.freespace import FreeSpace
+from offheap.store import freespace
 
 
-def test_neighbours_merge():
+def _compiled_free_space():
+    try:
+        return importlib.import_module("offheap.store._space").FreeSpace
+    except ImportError:
+        return None
+
+
+COMPILED = _compiled_free_space()
+IMPLEMENTATIONS = [pytest.param(freespace.FreeSpace, id="reference"),
+                   pytest.param(COMPILED, id="compiled", marks=pytest.mark.skipif(
+                       COMPILED is None, reason="offheap.store._space is not built"))]
+
+
+@pytest.mark.parametrize("FreeSpace", IMPLEMENTATIONS)
+def test_neighbours_merge(FreeSpace):
     free = FreeSpace()
     assert free.add(96, 96) == (96, 96)
     assert free.add(192, 96) == (96, 192)  # after it
@@ -18,7 +35,8 @@ def test_neighbours_merge():
     free._check()
 
 
-def test_exact_size_first_then_the_smallest_larger_piece():
+@pytest.mark.parametrize("FreeSpace", IMPLEMENTATIONS)
+def test_exact_size_first_then_the_smallest_larger_piece(FreeSpace):
     free = FreeSpace()
     for addr, size in [(0, 64), (100, 40), (200, 48), (300, 40)]:
         free.add(addr, size)
@@ -31,7 +49,8 @@ def test_exact_size_first_then_the_smallest_larger_piece():
     free._check()
 
 
-def test_take_at_grows_into_the_piece_that_starts_there():
+@pytest.mark.parametrize("FreeSpace", IMPLEMENTATIONS)
+def test_take_at_grows_into_the_piece_that_starts_there(FreeSpace):
     free = FreeSpace()
     free.add(100, 32)
     assert not free.take_at(100, 40) and not free.take_at(96, 8)
@@ -41,25 +60,44 @@ def test_take_at_grows_into_the_piece_that_starts_there():
     free._check()
 
 
+@pytest.mark.parametrize("FreeSpace", IMPLEMENTATIONS)
+def test_remove_of_an_address_where_no_piece_starts_is_a_key_error(FreeSpace):
+    free = FreeSpace()
+    free.add(8, 8)
+    with pytest.raises(KeyError):
+        free.remove(12)
+    assert free.remove(8) == 8 and free.nbytes == 0
+
+
 class FreeSpaceVersusBytes(RuleBasedStateMachine):
-    """Free space over 64 slots of 4 bytes against the set of free slots."""
+    """Free space over 64 slots of 4 bytes against the set of free slots, and the compiled twin
+    against the reference: the same answers to every call."""
 
     def __init__(self):
         super().__init__()
-        self.free = FreeSpace()
+        self.free = freespace.FreeSpace()
+        self.twin = COMPILED() if COMPILED is not None else None
         self.model = set()  # free byte addresses, multiples of 4
+
+    def both(self, method, *args):
+        """Call ``method`` on the reference and on the twin; the reference's answer, after
+        checking that the twin's is the same."""
+        answer = getattr(self.free, method)(*args)
+        if self.twin is not None:
+            assert getattr(self.twin, method)(*args) == answer, (method, args)
+        return answer
 
     @rule(start=st.integers(0, 63), n=st.integers(1, 8))
     def add(self, start, n):
         slots = {4 * i for i in range(start, min(start + n, 64))}
         if slots & self.model:
             return  # only bytes in use are freed
-        self.free.add(4 * start, 4 * len(slots))
+        self.both("add", 4 * start, 4 * len(slots))
         self.model |= slots
 
     @rule(n=st.integers(1, 8), split=st.booleans())
     def take(self, n, split):
-        addr = self.free.take(4 * n, split)
+        addr = self.both("take", 4 * n, split)
         if addr is None:
             return
         slots = {addr + 4 * i for i in range(n)}
@@ -72,7 +110,7 @@ class FreeSpaceVersusBytes(RuleBasedStateMachine):
         addr = sorted(self.model)[pick % len(self.model)]
         slots = {addr + 4 * i for i in range(n)}
         starts_a_piece = addr - 4 not in self.model
-        assert self.free.take_at(addr, 4 * n) == (starts_a_piece and slots <= self.model)
+        assert self.both("take_at", addr, 4 * n) == (starts_a_piece and slots <= self.model)
         if starts_a_piece and slots <= self.model:
             self.model -= slots
 
@@ -81,6 +119,10 @@ class FreeSpaceVersusBytes(RuleBasedStateMachine):
         self.free._check()
         covered = {a + i for a, size in self.free.pieces() for i in range(0, size, 4)}
         assert covered == self.model and self.free.nbytes == 4 * len(self.model)
+        if self.twin is not None:
+            self.twin._check()
+            assert list(self.twin.pieces()) == sorted(self.free.pieces())
+            assert self.twin.nbytes == self.free.nbytes
 
 
 TestFreeSpaceVersusBytes = FreeSpaceVersusBytes.TestCase

@@ -1,5 +1,6 @@
 """Changes written around the node cache (offheap/treemap/writearound.py and its compiled store in
-offheap/treemap/csrc/slots.c): the same tree, pages and answers as changes kept in the cache, on
+offheap/treemap/csrc/slots.c, on the compiled record store offheap/store/_space.c or its
+reference): the same tree, pages and answers as changes kept in the cache, on
 the compiled slots and on the reference (a map whose slots are detached runs every store through
 TreeMap._put_item), and a failed page write leaves the map as it was."""
 
@@ -12,6 +13,7 @@ from hypothesis import given, settings, strategies as st
 
 from offheap import TreeMap
 from offheap.errors import CapacityError
+from offheap.store.records import RecordStore
 
 SMALL = dict(node_size=4, cache_size=8)  # 8 cached leaves of at most 4 entries: most go around
 
@@ -78,11 +80,18 @@ def test_around_the_cache_the_compiled_store_and_the_reference_build_one_tree(op
         tree.close()
 
 
+@pytest.mark.parametrize("store", ["compiled", "reference"])
 @pytest.mark.parametrize("seed", range(4))
-def test_thousands_of_changes_around_the_cache_build_the_reference_tree(seed):
-    """Long enough that most changes go around the cache, through every structural case."""
+def test_thousands_of_changes_around_the_cache_build_the_reference_tree(seed, store, monkeypatch):
+    """Long enough that most changes go around the cache, through every structural case; the
+    reference map on the compiled record store, or on the reference store (whose free space
+    and update are Python's, so the compiled store's pages and addresses are checked too)."""
     rng = random.Random(seed)
-    compiled, reference = TreeMap(node_size=8, cache_size=8), TreeMap(node_size=8, cache_size=8)
+    compiled = TreeMap(node_size=8, cache_size=8)
+    if store == "reference":
+        compiled._tree.nodes.store._compiled = RecordStore._compiled
+        monkeypatch.setattr(RecordStore, "_compiled", None)
+    reference = TreeMap(node_size=8, cache_size=8)
     reference._detach_slots()
     oracle: dict = {}
     for _ in range(3000):

@@ -22,8 +22,9 @@
  * of a delete, a delete that underflows, a cached sibling, a parent that splits too, pages the
  * codec declines.
  *
- * Failure atomicity. A page is stored by NodeStore.rewrite (RecordStore.update, which allocates
- * before it changes anything). When the second page of a change fails, the first gets its old
+ * Failure atomicity. A page is stored as NodeStore.rewrite stores it: RecordStore.update, made by
+ * the compiled store (offheap/store/_space.c, through its capsule, no Python call) when it can,
+ * else by the Python method, which allocates before it changes anything. When the second page of a change fails, the first gets its old
  * page back (into the chunk its write released: no allocation) and a record reserved for a
  * split is released, so a CapacityError or a full disk leaves the map as it was, as
  * NodeWriter.write_through and WriteAround.commit leave it.
@@ -34,26 +35,32 @@
  */
 #include "pages.h"
 #include "slots.h"
+#include "space_api.h"
 
 enum { SMALL_WORDS = 130, SMALL_PAGE = 2048 };
 
 static PyObject *str_over_capacity, *str_capacity, *str_shape, *str_public_shape, *str_leaves,
     *str_rewrite, *str_release, *str_with_nodes, *str_leaves_name, *str_keys,
-    *str_children, *str_counts, *str_recid, *str_forget, *str_dirty, *str_leaf;
+    *str_children, *str_counts, *str_recid, *str_forget, *str_dirty, *str_leaf, *str_raw_bytes,
+    *str_stored_bytes;
+static const SpaceApi *space;  /* offheap.store._space's C interface */
 
 int
 init_around(void)
 {
     static const char *names[] = {"over_capacity", "capacity", "_shape", "shape", "_leaves",
                                   "rewrite", "release", "with_nodes", "leaves", "keys",
-                                  "children", "counts", "recid", "forget", "dirty", "leaf"};
+                                  "children", "counts", "recid", "forget", "dirty", "leaf",
+                                  "raw_bytes", "stored_bytes"};
     PyObject **slots[] = {&str_over_capacity, &str_capacity, &str_shape, &str_public_shape,
                           &str_leaves, &str_rewrite, &str_release, &str_with_nodes,
                           &str_leaves_name, &str_keys, &str_children, &str_counts, &str_recid,
-                          &str_forget, &str_dirty, &str_leaf};
+                          &str_forget, &str_dirty, &str_leaf, &str_raw_bytes, &str_stored_bytes};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (*slots[i] == NULL && (*slots[i] = PyUnicode_InternFromString(names[i])) == NULL)
             return -1;
+    if (space == NULL && (space = PyCapsule_Import(SPACE_API_CAPSULE, 0)) == NULL)
+        return -1;
     return 0;
 }
 
@@ -170,20 +177,56 @@ walk_close(Walk *walk)
 
 /* -- the steps every change shares --------------------------------------------------------------- */
 
+/* Add `delta` to the NodeStore's raw_bytes and stored_bytes (a page stored raw counts the same
+ * in both), as NodeStore.rewrite does: read and set in its instance dict, plain attributes. */
+static int
+count_rewrite(PyObject *nodes, Py_ssize_t delta)
+{
+    if (delta == 0)
+        return 0;
+    PyObject *attrs = PyObject_GenericGetDict(nodes, NULL);
+    PyObject *change = attrs == NULL ? NULL : PyLong_FromSsize_t(delta);
+    int status = change == NULL ? -1 : 0;
+    PyObject *names[] = {str_raw_bytes, str_stored_bytes};
+    for (int i = 0; i < 2 && status == 0; i++) {
+        PyObject *value = PyDict_GetItemWithError(attrs, names[i]);
+        if (value == NULL && !PyErr_Occurred())
+            PyErr_SetObject(PyExc_AttributeError, names[i]);
+        PyObject *sum = value == NULL ? NULL : PyNumber_Add(value, change);
+        status = sum == NULL ? -1 : PyDict_SetItem(attrs, names[i], sum);
+        Py_XDECREF(sum);
+    }
+    Py_XDECREF(change);
+    Py_XDECREF(attrs);
+    return status;
+}
+
 /* Store `page` as leaf record `recid` (NodeStore.rewrite), whose raw page had `old_size` bytes;
- * 0, or -1 with an exception and nothing changed. */
+ * 0, or -1 with an exception and nothing changed. The compiled store makes the update when it
+ * can, and the totals of the node store take the change as NodeStore.rewrite's do; else the
+ * Python method does both. */
 static int
 rewrite_leaf(const Held *self, PyObject *recid, PyObject *page, Py_ssize_t old_size)
 {
+    Py_ssize_t id = PyLong_AsSsize_t(recid), delta = PyBytes_GET_SIZE(page) - old_size;
+    if (id == -1 && PyErr_Occurred())
+        return -1;
+    int done = self->store == NULL ? 0
+        : space->update(self->store, id, (const uint8_t *)PyBytes_AS_STRING(page),
+                        PyBytes_GET_SIZE(page));
+    if (done < 0)
+        return -1;
+    if (done)  /* stored: the totals follow, and fail only without memory */
+        return count_rewrite(self->nodes, delta);
     PyObject *size = PyLong_FromSsize_t(old_size);
     if (size == NULL)
         return -1;
     PyObject *args[] = {self->nodes, recid, page, size};
-    PyObject *done = PyObject_VectorcallMethod(str_rewrite, args, 4 | PY_VECTORCALL_ARGUMENTS_OFFSET,
-                                               NULL);
+    PyObject *rewritten = PyObject_VectorcallMethod(str_rewrite, args,
+                                                    4 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
     Py_DECREF(size);
-    Py_XDECREF(done);
-    return done == NULL ? -1 : 0;
+    Py_XDECREF(rewritten);
+    return rewritten == NULL ? -1 : 0;
 }
 
 /* Store two pages, the first as record `first` (raw page of `first_size` bytes before, whose old
