@@ -16,7 +16,7 @@ HASHMAP_SOURCES = ["offheap/hashmap/_core.c"] + [f"offheap/hashmap/csrc/{name}.c
 SPARKEY_SOURCES = ["sparkey/_native.c"] + [f"sparkey/csrc/{name}.c" for name in (
     "arguments", "cutting", "lookups", "murmur", "entries", "scans", "slots", "table")]
 PAGES_SOURCES = ["offheap/treemap/_pages.c"] + [f"offheap/treemap/csrc/{name}.c" for name in (
-    "stream", "strings", "descent", "forms", "slots", "around", "ranges", "walk")]
+    "stream", "strings", "descent", "forms", "slots", "setslots", "around", "ranges", "walk")]
 
 setup(
     ext_modules=[
