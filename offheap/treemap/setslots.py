@@ -3,7 +3,11 @@
 
 A TreeSet keeps its elements as the keys of a TreeMap, its ``_tree``, whose values are all
 ``b""`` (:mod:`offheap.treemap.treeset`). :class:`SetSlots` is the reference: each operation is
-the tree's (``in``, ``len``, ``tree[x] = b""``, ``tree.pop(x, None)``, ``tree.pop(x)``). The
+the tree's (``in``, ``len``, ``tree[x] = b""``, ``tree.pop(x, None)``, ``tree.pop(x)``), and
+``add`` and ``discard`` test membership first, as SortedSet does: an element already present is
+not stored again (its leaf stays clean, its page unwritten), an absent one costs a lookup, not a
+deletion's descent. Between the test and the change another thread may change the element; the
+store or removal that follows is idempotent, so each call is still one atomic change. The
 compiled twin, ``offheap.treemap._pages.SetSlots`` (``offheap/treemap/csrc/setslots.c``), does
 the same as one C call into the tree's compiled item slots, without a Python frame between;
 :data:`SetSlotsBase` is whichever :mod:`offheap.kernels.native` selects, the first base of
@@ -42,11 +46,13 @@ class SetSlots:
 
     def add(self, element, /) -> None:
         """Add ``element`` (a TypeError if no element of the set's type can equal it)."""
-        self._tree[element] = NO_VALUE
+        if element not in self._tree:
+            self._tree[element] = NO_VALUE
 
     def discard(self, element, /) -> None:
         """Remove ``element`` if it is present."""
-        self._tree.pop(element, None)
+        if element in self._tree:
+            self._tree.pop(element, None)
 
     def remove(self, element, /) -> None:
         """Remove ``element``; KeyError if it is not present."""

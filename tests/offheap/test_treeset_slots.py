@@ -110,3 +110,17 @@ def test_slots_without_a_tree_raise_attribute_error(cls):
                    lambda: bare.discard(1), lambda: bare.remove(1)):
         with pytest.raises(AttributeError, match="_tree"):
             action()
+
+
+@pytest.mark.parametrize("cls", [TreeSet, ReferenceTreeSet])
+def test_adding_a_present_element_or_discarding_an_absent_one_changes_nothing(cls):
+    s = cls(range(0, 400, 2), **SMALL)
+    s.flush()
+    pages, mods = _pages(s), s._tree._tree.mods
+    for element in range(0, 400, 2):
+        s.add(element)
+        s.discard(element + 1)
+    assert s.stats().dirty_nodes == 0
+    assert s._tree._tree.mods == mods
+    s.flush()
+    assert _pages(s) == pages

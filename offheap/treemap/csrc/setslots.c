@@ -4,11 +4,14 @@
  *
  * Why a base type. A TreeSet keeps its elements as the keys of a TreeMap (its `_tree`) whose
  * values are all b"". A Python-level method costs a frame and two attribute loads before it
- * reaches the tree's own compiled slots (slots.c); here each operation is one C call into those
- * slots: `x in s` is the tree's sq_contains, add its mp_ass_subscript with b"", discard and remove
- * its deletion (a KeyError, an absent element, ends a discard quietly, as the reference's
- * pop(element, None) returns None). Everything else is the tree's: its lock, its fast paths and
- * the Python methods they fall back to, so the answers and the errors are the reference's.
+ * reaches the tree's own compiled slots (slots.c); here each operation is C calls into those
+ * slots: `x in s` is the tree's sq_contains, remove its deletion; add and discard first test
+ * membership, as SortedSet does, and store b"" (mp_ass_subscript) or delete only when that
+ * changes the set: an element already present is not stored again (which would dirty its leaf
+ * and write its page), an absent one is not looked for by a deletion (the tree's Python path).
+ * A KeyError from the deletion of a discard (another thread removed the element in between) ends
+ * it quietly. Everything else is the tree's: its lock, its fast paths and the Python methods they
+ * fall back to, so the answers and the errors are the reference's.
  *
  * Ownership: `_tree` is a strong reference, set once by the TreeSet (a member, as the reference's
  * __slots__ entry); a call holds it for its duration, so a reassignment meanwhile frees nothing
@@ -70,7 +73,8 @@ set_add(SetSlots *self, PyObject *element)
     PyObject *tree = set_tree(self);
     if (tree == NULL)
         return NULL;
-    int stored = PyObject_SetItem(tree, element, no_value);
+    int found = PySequence_Contains(tree, element);
+    int stored = found == 0 ? PyObject_SetItem(tree, element, no_value) : found;
     Py_DECREF(tree);
     if (stored < 0)
         return NULL;
@@ -78,22 +82,21 @@ set_add(SetSlots *self, PyObject *element)
 }
 
 /* del tree[element]: 1 removed, 0 absent (with `absent_ok`, else KeyError), -1 with an
- * exception. */
+ * exception. With `absent_ok` an absent element is found by a lookup, not by a deletion, and a
+ * KeyError of the deletion (the element went in between) is an absent element too. */
 static int
 set_delete(SetSlots *self, PyObject *element, int absent_ok)
 {
     PyObject *tree = set_tree(self);
     if (tree == NULL)
         return -1;
-    int deleted = PyObject_DelItem(tree, element);
+    int found = absent_ok ? PySequence_Contains(tree, element) : 1;
+    if (found > 0 && PyObject_DelItem(tree, element) < 0)
+        found = absent_ok && PyErr_ExceptionMatches(PyExc_KeyError) ? 0 : -1;
     Py_DECREF(tree);
-    if (deleted == 0)
-        return 1;
-    if (absent_ok && PyErr_ExceptionMatches(PyExc_KeyError)) {
-        PyErr_Clear();
-        return 0;
-    }
-    return -1;
+    if (found == 0)
+        PyErr_Clear();  /* the deletion's KeyError, if any */
+    return found;
 }
 
 PyDoc_STRVAR(discard_doc,
