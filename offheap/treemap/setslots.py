@@ -41,8 +41,8 @@ class SetSlots:
     def __len__(self) -> int:
         return len(self._tree)
 
-    def __contains__(self, element) -> bool:
-        return element in self._tree
+    def __contains__(self, key) -> bool:  # the protocol's name for an element
+        return key in self._tree
 
     def add(self, element, /) -> None:
         """Add ``element`` (a TypeError if no element of the set's type can equal it)."""

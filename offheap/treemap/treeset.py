@@ -18,7 +18,13 @@ algebra of :mod:`offheap.collection.setapi`, the bulk paths ``add_many``, ``cont
 O(log n) for a scalar operation, ``contains_many`` one descent per leaf it reaches (sorted
 lookups), ``add_many`` a direct build into an empty set.
 
-Thread safety: the tree's lock; each method is one atomic operation of the tree.
+The scalar operations ``x in s``, ``len(s)``, ``add``, ``discard`` and ``remove`` are the
+set's first base, :mod:`offheap.treemap.setslots` (compiled: one C call into the tree's item
+slots, no Python frame between); ``add`` and ``discard`` test membership first, as SortedSet
+does, so an element already present is not stored again and an absent one is not deleted.
+
+Thread safety: the tree's lock; each method is one atomic operation of the tree (``add`` and
+``discard``: a lookup, then an idempotent store or removal).
 """
 
 from __future__ import annotations
