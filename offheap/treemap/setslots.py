@@ -7,9 +7,9 @@ the tree's (``in``, ``len``, ``tree[x] = b""``, ``tree.pop(x, None)``, ``tree.po
 ``add`` and ``discard`` test membership first, as SortedSet does: an element already present is
 not stored again (its leaf stays clean, its page unwritten), an absent one costs a lookup, not a
 deletion's descent. Between the test and the change another thread may change the element; the
-store or removal that follows is idempotent, so each call is still one atomic change. The
+store or removal that follows is idempotent, so each call still takes effect as one change. The
 compiled twin, ``offheap.treemap._pages.SetSlots`` (``offheap/treemap/csrc/setslots.c``), does
-the same as one C call into the tree's compiled item slots, without a Python frame between;
+the same by C calls into the tree's compiled item slots, without a Python frame between;
 :data:`SetSlotsBase` is whichever :mod:`offheap.kernels.native` selects, the first base of
 :class:`~offheap.treemap.treeset.TreeSet`. Both hold the tree in the one slot ``_tree``, which the
 set assigns once it has built or opened its tree.

@@ -19,7 +19,7 @@ O(log n) for a scalar operation, ``contains_many`` one descent per leaf it reach
 lookups), ``add_many`` a direct build into an empty set.
 
 The scalar operations ``x in s``, ``len(s)``, ``add``, ``discard`` and ``remove`` are the
-set's first base, :mod:`offheap.treemap.setslots` (compiled: one C call into the tree's item
+set's first base, :mod:`offheap.treemap.setslots` (compiled: C calls into the tree's item
 slots, no Python frame between); ``add`` and ``discard`` test membership first, as SortedSet
 does, so an element already present is not stored again and an absent one is not deleted.
 
