@@ -20,7 +20,7 @@ RECORDS_HEADER = "offheap/store/csrc/records.h"
 SPACE_API_HEADER = "offheap/store/csrc/space_api.h"
 SHARED_HEADERS = ["offheap/kernels/csrc", "offheap/store/csrc"]
 PAGES_SOURCES = ["offheap/treemap/_pages.c"] + [f"offheap/treemap/csrc/{name}.c" for name in (
-    "stream", "strings", "descent", "forms", "slots", "around", "ranges", "walk")]
+    "stream", "strings", "descent", "forms", "slots", "setslots", "around", "ranges", "walk")]
 
 setup(
     ext_modules=[

@@ -14,8 +14,9 @@ of the same ints measured with ``tracemalloc`` (the set's table and its int obje
 ``a.intersection(array)`` with a numpy array.
 
 ``tree`` fills a TreeSet (bulk) and a SortedSet with ``--n`` random int64 elements, then times
-``--ops`` random adds of new elements, ``--ops`` ``in`` of present ones and ``irange`` over
-``--ops // 100`` ranges of about 100 elements (ns per element), the fastest of ``--repeat``
+``--ops`` random adds of new elements, ``--ops`` ``in`` of present ones, ``irange`` over
+``--ops // 100`` ranges of about 100 elements (ns per element), then ``--ops`` adds of present
+elements, discards of the new ones and discards of absent ones, the fastest of ``--repeat``
 runs each, TreeSet and SortedSet interleaved. Every command prints the load average before and
 after, and which core ran (``OFFHEAP_PURE_PYTHON=1`` selects the reference).
 """
@@ -104,6 +105,7 @@ def tree(n: int, ops: int, repeat: int) -> None:
     keys = np.unique(rng.integers(-2**62, 2**62, n, dtype=np.int64))
     new = rng.integers(-2**62, 2**62, ops, dtype=np.int64).tolist()
     probes = rng.choice(keys, ops).tolist()
+    absent = rng.integers(-2**62, 2**62, ops, dtype=np.int64).tolist()
     starts = rng.choice(keys, max(ops // 100, 1)).tolist()
     width = int((2**63 / len(keys)) * 100)  # about 100 elements a range
     print(f"TreeSet against SortedSet, {len(keys):,} random int64, {ops:,} ops, fastest of "
@@ -126,11 +128,17 @@ def tree(n: int, ops: int, repeat: int) -> None:
                         counted[0] += 1
 
             per_element = _timed(ranges) / max(counted[0], 1)
-            for name, value in (("add", add), ("in", hit), ("irange, per element", per_element)):
+            add_present = _timed(lambda: [s.add(k) for k in probes]) / ops
+            discard = _timed(lambda: [s.discard(k) for k in new]) / ops
+            discard_absent = _timed(lambda: [s.discard(k) for k in absent]) / ops
+            for name, value in (("add", add), ("in", hit), ("irange, per element", per_element),
+                                ("add, present", add_present), ("discard", discard),
+                                ("discard, absent", discard_absent)):
                 best = results.setdefault(f"{kind} {name}", [float("inf")])
                 best[0] = min(best[0], value)
     print(f"  {'operation':<22} {'SortedSet ns':>13} {'TreeSet ns':>11} {'ratio':>7}")
-    for name in ("add", "in", "irange, per element"):
+    for name in ("add", "in", "irange, per element", "add, present", "discard",
+                 "discard, absent"):
         theirs, ours = results[f"SortedSet {name}"][0], results[f"TreeSet {name}"][0]
         print(f"  {name:<22} {theirs * 1e9:13,.0f} {ours * 1e9:11,.0f} {ours / theirs:6.2f}x")
     print(f"  ({_load()})")

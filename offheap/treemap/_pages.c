@@ -655,6 +655,7 @@ PyInit__pages(void)
     if (module != NULL && (PyModule_AddIntConstant(module, "MAX_ENTRIES", PAGE_MAX_ENTRIES) < 0
                            || add_descent_type(module) < 0
                            || add_slots_type(module) < 0
+                           || add_set_slots_type(module) < 0
                            || add_range_type(module) < 0))
         Py_CLEAR(module);
     return module;

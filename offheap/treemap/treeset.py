@@ -18,7 +18,13 @@ algebra of :mod:`offheap.collection.setapi`, the bulk paths ``add_many``, ``cont
 O(log n) for a scalar operation, ``contains_many`` one descent per leaf it reaches (sorted
 lookups), ``add_many`` a direct build into an empty set.
 
-Thread safety: the tree's lock; each method is one atomic operation of the tree.
+The scalar operations ``x in s``, ``len(s)``, ``add``, ``discard`` and ``remove`` are the
+set's first base, :mod:`offheap.treemap.setslots` (compiled: C calls into the tree's item
+slots, no Python frame between); ``add`` and ``discard`` test membership first, as SortedSet
+does, so an element already present is not stored again and an absent one is not deleted.
+
+Thread safety: the tree's lock; each method is one atomic operation of the tree (``add`` and
+``discard``: a lookup, then an idempotent store or removal).
 """
 
 from __future__ import annotations
@@ -35,16 +41,16 @@ from offheap.collection.setapi import SetAPI
 from offheap.kernels.sizes import ByteLimit
 from offheap.store.records import RecordStore
 from offheap.store.serializers import Serializer, get_serializer
+from offheap.treemap.setslots import NO_VALUE, SetSlotsBase
 from offheap.treemap.stats import TreeStats
 from offheap.treemap.treemap import TreeMap
 
-_NO_VALUE = b""
 _ABSENT = object()
 TREE_SET_VALUE = "bytes"
 """The value type of a TreeSet's tree (module docstring)."""
 
 
-class TreeSet(SetAPI, MutableSet):
+class TreeSet(SetSlotsBase, SetAPI, MutableSet):
     """A sorted ``MutableSet`` of ``key`` elements (``"int64"``, ``"str"`` or ``"bytes"``),
     stored off the Python heap in a TreeMap's compressed pages.
 
@@ -92,27 +98,11 @@ class TreeSet(SetAPI, MutableSet):
 
     # -- the set ------------------------------------------------------------------------------
 
-    def __len__(self) -> int:
-        return len(self._tree)
-
-    def __contains__(self, key) -> bool:  # the protocol's name for an element
-        return key in self._tree
-
     def __iter__(self) -> Iterator:
         return self._tree.irange()
 
     def __reversed__(self) -> Iterator:
         return self._tree.irange(reverse=True)
-
-    def add(self, element) -> None:
-        self._tree[element] = _NO_VALUE
-
-    def discard(self, element) -> None:
-        self._tree.pop(element, None)
-
-    def remove(self, element) -> None:
-        """Remove ``element``; KeyError if it is not present."""
-        self._tree.pop(element)
 
     def pop(self, index: int = -1):
         """Remove and return the element at position ``index`` (default the largest); IndexError
@@ -203,7 +193,7 @@ class TreeSet(SetAPI, MutableSet):
         """Add a column of elements (a numpy integer array or any sequence), all or nothing: a
         direct build of full leaves into an empty set or from a batch as large as the set."""
         count = len(elements)
-        self._tree.put_many(elements, [_NO_VALUE] * count)
+        self._tree.put_many(elements, [NO_VALUE] * count)
 
     def contains_many(self, elements) -> np.ndarray:
         """A bool array: which elements of a column are in the set (sorted lookups, one descent

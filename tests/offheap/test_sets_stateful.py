@@ -20,6 +20,8 @@ from offheap.hashmap.keyedset import HashSet, ReferenceHashSet
 from offheap.hashmap.longhashset import LongHashSet, ReferenceLongHashSet
 from offheap.treemap.treeset import TreeSet
 
+from .test_treeset_slots import ReferenceTreeSet
+
 ELEMENTS = st.integers(-40, 40)
 FOREIGN = st.sampled_from(["a", 2**70, 1.5, None])
 COLUMNS = st.lists(ELEMENTS, max_size=12)
@@ -247,22 +249,32 @@ def test_a_file_hashset_commits_and_reopens_as_a_set(cls):
     _run(set_machine(cls, set, ordered=True, files=_Files))
 
 
-def _small_tree_set(**options):
-    return TreeSet(node_size=4, cache_size=8, **options)
+TREE_SETS = [TreeSet, ReferenceTreeSet]
+"""TreeSet on its default element slots and on the reference's (test_treeset_slots)."""
 
 
-class _TreeFiles(_Files):
-    def make(self):
-        return TreeSet(path=self.path, node_size=4, cache_size=8)
-
-    def reopen(self, s):
-        s.close()
-        return TreeSet(path=self.path, cache_size=8)
+def _small_tree_set(cls, **options):
+    return cls(node_size=4, cache_size=8, **options)
 
 
-def test_treeset_behaves_as_a_sorted_set():
-    _run(set_machine(_small_tree_set, SortedSet, ordered=False))
+def _tree_files(cls):
+    class TreeFiles(_Files):
+        def make(self):
+            return cls(path=self.path, node_size=4, cache_size=8)
+
+        def reopen(self, s):
+            s.close()
+            return cls(path=self.path, cache_size=8)
+
+    return TreeFiles
 
 
-def test_a_file_treeset_commits_and_reopens_as_a_sorted_set():
-    _run(set_machine(_small_tree_set, SortedSet, ordered=False, files=_TreeFiles))
+@pytest.mark.parametrize("cls", TREE_SETS, ids=["default", "reference"])
+def test_treeset_behaves_as_a_sorted_set(cls):
+    _run(set_machine(functools.partial(_small_tree_set, cls), SortedSet, ordered=False))
+
+
+@pytest.mark.parametrize("cls", TREE_SETS, ids=["default", "reference"])
+def test_a_file_treeset_commits_and_reopens_as_a_sorted_set(cls):
+    _run(set_machine(functools.partial(_small_tree_set, cls), SortedSet, ordered=False,
+                     files=_tree_files(cls)))

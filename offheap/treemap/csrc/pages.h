@@ -257,6 +257,8 @@ PyObject *walk(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 
 /* The item slots of a TreeMap (slots.c): adds the base type TreeSlots to the module. */
 int add_slots_type(PyObject *module);
+/* The element slots of a TreeSet (setslots.c): adds the base type SetSlots to the module. */
+int add_set_slots_type(PyObject *module);
 /* The iteration of a range (ranges.c): adds the type RangeItems to the module. */
 int add_range_type(PyObject *module);
 
