@@ -69,6 +69,8 @@ import subprocess
 import sys
 import time
 
+WHOLE_TREE_CACHE = dict(cache_bytes=1 << 40)  # a node cache budget no benchmark tree fills
+
 # The seed experiment's write cache is asyncFlushDelay(100): here write_cache with a 100 ms timer.
 VARIANTS = {
     "plain": dict(keys="sequential", options=dict(node_size=32, write_cache=False), mapdb=16.4, goal=3.0),
@@ -145,9 +147,8 @@ def run_speed(n: int, bulk_n: int) -> dict:
     results = {}
     rnd = random.Random(1)
     random_keys = [rnd.getrandbits(64) - (1 << 63) for _ in range(n)]
-    whole_tree_cache = max(2048, n // 8)  # decoded nodes enough to hold every leaf
     cases = (("sequential", list(range(n)), {}), ("random", random_keys, {}),
-             ("random, cache holds the tree", random_keys, dict(cache_size=whole_tree_cache)))
+             ("random, cache holds the tree", random_keys, WHOLE_TREE_CACHE))
     for label, keys, options in cases:
         sorted_dict, tree = SortedDict(), TreeMap(**options)
         started = time.perf_counter()
@@ -361,9 +362,7 @@ def run_positions(n: int, n_probes: int, repeat: int) -> dict:
              "floor_key": (sd_floor, probes)}
     results: dict = dict(entries=len(keys), probes=n_probes, repeat=repeat)
     baseline = {name: _fastest(call, args, repeat) for name, (call, args) in cases.items()}
-    whole_tree_cache = max(2048, len(keys) // 8)
-    for label, options in (("default cache", {}),
-                           ("cache holds the tree", dict(cache_size=whole_tree_cache))):
+    for label, options in (("default cache", {}), ("cache holds the tree", WHOLE_TREE_CACHE)):
         tree = TreeMap(**options)
         tree.put_many(np.array(keys, np.int64), [""] * len(keys))
         calls = {"index": tree.index, "peekitem": tree.peekitem, "floor_key": tree.floor_key}

@@ -4,8 +4,9 @@ Format: the magic ``OHDBCAT1`` then a JSON object, keys sorted, mapping each col
 one entry::
 
     {"kind": "tree_map", "meta_recid": 3,
-     "options": {"cache_size": 2048, "compression": null, "flush_delay": null, "key": "int64",
-                 "node_size": 32, "value": "object", "write_cache": true}}
+     "options": {"cache_bytes": 8388608, "cache_size": null, "compression": null,
+                 "flush_delay": null, "key": "int64", "node_size": 32, "value": "object",
+                 "write_cache": true}}
 
 ``kind`` names a registered collection kind (:mod:`offheap.db.kinds`), ``options`` are every
 option the collection was created with (the kind's defaults filled in, a serializer by its

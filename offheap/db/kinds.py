@@ -38,6 +38,7 @@ from offheap.treemap.reader import TreeReader
 from offheap.treemap.treemap import TreeMap
 from offheap.treemap.treeset import TreeSet, TreeSetReader
 from offheap.treemap.meta import standalone_meta_recid as tree_meta_recid
+from offheap.treemap.nodecache import DEFAULT_CACHE_BYTES
 
 
 @dataclass(frozen=True)
@@ -111,7 +112,8 @@ def _hash_in_store(store: RecordStore, options: dict[str, Any], meta_recid: int 
 TREE_MAP = CollectionKind(
     name="tree_map", collection=TreeMap, reader=TreeReader,
     defaults=MappingProxyType(dict(key="int64", value="object", node_size=32, compression=None,
-                                   write_cache=True, flush_delay=None, cache_size=2048)),
+                                   write_cache=True, flush_delay=None,
+                                   cache_bytes=DEFAULT_CACHE_BYTES, cache_size=None)),
     fixed=("key", "value", "node_size"), in_store=_tree_in_store,
     standalone_meta_recid=tree_meta_recid, copy_compacted=_copy_tree_in_key_order,
     region_bytes=_no_region_bytes)
@@ -142,7 +144,8 @@ def _tree_set_region_bytes(treeset: TreeSet) -> int:
 TREE_SET = CollectionKind(
     name="tree_set", collection=TreeSet, reader=TreeSetReader,
     defaults=MappingProxyType(dict(key="int64", node_size=32, compression=None,
-                                   write_cache=True, flush_delay=None, cache_size=2048)),
+                                   write_cache=True, flush_delay=None,
+                                   cache_bytes=DEFAULT_CACHE_BYTES, cache_size=None)),
     fixed=("key", "node_size"), in_store=_tree_set_in_store,
     standalone_meta_recid=tree_meta_recid, copy_compacted=TreeSet._copy_compacted,
     region_bytes=_tree_set_region_bytes)

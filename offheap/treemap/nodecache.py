@@ -1,7 +1,8 @@
 """The cache of decoded B+tree nodes, which is also the write cache (layer 6, under the tree).
 
-:class:`NodeCache` keeps recently used nodes, least recently used first, up to ``capacity``
-leaves and, apart, up to ``capacity`` inner nodes. It is also the *write cache*: a node changed in
+:class:`NodeCache` keeps recently used nodes, leaves and inner nodes apart, least recently used
+first, within a heap budget of ``cache_bytes`` (and, if given, at most ``cache_size`` nodes of
+each kind). It is also the *write cache*: a node changed in
 memory is marked ``dirty`` and written (encoded once) only when it is evicted or flushed, not on
 every change. Eviction happens only in :meth:`NodeCache.trim`, which the tree calls before an
 operation changes anything, so a :class:`CapacityError` raised by a write leaves every node (the
@@ -14,6 +15,23 @@ last all written are counted (:meth:`NodeCache.admit`, an estimate made by
 every dirty node into the store, where the limit holds. So what a map with the write cache holds
 stays within ``limit`` plus that budget, and a store too full to take the writes raises
 :class:`CapacityError` before the operation changes anything, as an eviction does.
+
+Heap budget. Each cached node is charged what it costs decoded when full (:func:`node_costs`:
+a measured estimate, an upper bound for int64 keys and values; larger str, bytes or object
+entries cost more than it says), so the charge of the cache, ``charged_bytes``, changes only when
+a node enters or leaves it. Inner nodes are kept first: every descent passes through them and
+they are few (at ``node_size`` 32, 1,940 of them for 1M random keys beside 36,789 leaves), and
+under random access a tree whose inner nodes do not all stay cached rebuilds their compact forms
+on most walks. So they may take the whole budget but what :data:`MIN_NODES` leaves need, and
+the leaves get the rest; only past that are inner nodes evicted. A trim brings the charge within
+``cache_bytes``; between two trims (within an operation) it may exceed it by the nodes of one
+path and a split. Measured with memray (``experiments/nodecache_bench.py``), 1M random int64
+keys: every node cached costs 43 MiB of heap at ``node_size`` 32 (45 bytes an entry) and 53 MiB
+at 120 (56 bytes an entry), where the map's pages take 6.2 and 5.5 MiB off the heap; the
+default :data:`DEFAULT_CACHE_BYTES` (8 MiB charged) keeps every inner node and 2,173 leaves at
+32 (5.6 MiB of heap at memray's peak) and 1,076 leaves at 120 (7.1 MiB), while random updates
+have grown the pages to 9.0 and 8.1 MiB. Past about 4,000 inner nodes at 32 (some 2M random
+keys) they no longer all fit, and a larger ``cache_bytes`` keeps them.
 
 Interface. A descent asks for the kind of node it expects (:meth:`NodeCache.inner`,
 :meth:`NodeCache.leaf`, and :meth:`NodeCache.read_inner`, :meth:`NodeCache.read_leaf` for reads
@@ -28,9 +46,10 @@ reports the nodes whose separators or children it edited in place (:meth:`change
 the commit of every such change). Entry counts are not in the forms, so the count changes of
 inserts and deletes need no report. Their memory, outside the store's ``limit``: at most one
 form per cached inner node, 72 bytes plus 16 per child (24 with str or bytes keys), and the
-table's 8 bytes a slot for at most 8 slots a form: about 1.2 MiB for the default ``capacity``
-of 2,048 full inner nodes at ``node_size`` 32 (1.7 MiB with str keys), beside the decoded nodes
-themselves; more only while the cache itself holds more inner nodes than ``capacity``.
+table's 8 bytes a slot for at most 8 slots a form: about 1.2 MiB for 2,048 full inner nodes at
+``node_size`` 32 (1.7 MiB with str keys), counted in the inner nodes' charge against
+``cache_bytes``; more only while the cache holds more inner nodes than its budget (between two
+trims).
 
 Thread safety: none; the tree's lock covers every call.
 """
@@ -38,9 +57,10 @@ Thread safety: none; the tree's lock covers every call.
 from __future__ import annotations
 
 import itertools
+import sys
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
-from typing import Protocol, TypeVar
+from typing import NamedTuple, Protocol, TypeVar
 
 from offheap.errors import CapacityError, CorruptionError
 from offheap.treemap.node import Inner, Leaf, Node
@@ -48,6 +68,42 @@ from offheap.treemap.node import Inner, Leaf, Node
 AnyNode = TypeVar("AnyNode", Leaf, Inner)
 
 MIN_UNWRITTEN_BUDGET_BYTES = 1 << 20
+
+DEFAULT_CACHE_BYTES = 8 << 20
+"""The default heap budget of a tree's decoded nodes (see the module docstring's figures)."""
+
+MIN_NODES = 8
+"""The fewest leaves (and inner nodes) a budget or a ``cache_size`` must hold."""
+
+_NO_CAP = sys.maxsize
+
+# Heap bytes of a decoded node, measured with memray (experiments/nodecache_bench.py): a leaf of
+# int64 keys and values ~56 bytes an entry (list slots, an int object and the lists' spare
+# room), str or bytes keys of a dozen characters ~90 (an estimate); an inner node ~56 bytes a
+# child (separator, child id, count and the compact form), and a few hundred bytes for each
+# node's object and lists.
+_LEAF_NODE_BYTES = 200
+_LEAF_ENTRY_BYTES = {"int64": 56}
+_LEAF_OBJECT_ENTRY_BYTES = 90
+_INNER_NODE_BYTES = 300
+_INNER_CHILD_BYTES = {"int64": 56}
+_INNER_OBJECT_CHILD_BYTES = 100
+
+
+class NodeCosts(NamedTuple):
+    """The heap bytes a cached node is charged against ``cache_bytes``: its estimate when full."""
+
+    leaf: int
+    inner: int
+
+
+def node_costs(node_size: int, key_kind: str) -> NodeCosts:
+    """What a full leaf and a full inner node of ``node_size`` entries with keys of
+    ``key_kind`` (``"int64"``, ``"str"``, ``"bytes"``) cost on the heap, decoded."""
+    return NodeCosts(
+        _LEAF_NODE_BYTES + node_size * _LEAF_ENTRY_BYTES.get(key_kind, _LEAF_OBJECT_ENTRY_BYTES),
+        _INNER_NODE_BYTES + node_size * _INNER_CHILD_BYTES.get(key_kind,
+                                                               _INNER_OBJECT_CHILD_BYTES))
 
 
 class Forms(Protocol):
@@ -73,17 +129,30 @@ class NodeCache:
     pushed out by a stream of leaves: under random inserts a shared LRU would decode an inner
     node as well as a leaf for most operations. ``load(recid)`` decodes a node from the store;
     ``write(node)`` encodes and stores a dirty node and clears its flag (raising
-    :class:`CapacityError` with nothing changed if the store is full). The cache may hold more
-    than ``capacity`` nodes of a kind between two :meth:`trim` calls; ``over_capacity`` then
-    says so (an attribute, not a call, since every operation reads it). It may stay True after
-    :meth:`discard` brought a kind back within capacity, until the next :meth:`trim`.
+    :class:`CapacityError` with nothing changed if the store is full). ``costs`` are what a
+    node of each kind is charged (:func:`node_costs`), ``cache_bytes`` the budget, and
+    ``cache_size`` (None: no count) a cap on the nodes of each kind. The cache may hold more
+    than its budget between two :meth:`trim` calls; ``over_capacity`` then says so (an
+    attribute, not a call, since every operation reads it). It may stay True after
+    :meth:`discard` brought the cache back within budget, until the next :meth:`trim`.
     """
 
-    def __init__(self, capacity: int, load: Callable[[int], Node],
-                 write: Callable[[Node], None], budget_bytes: int | None = None) -> None:
-        if capacity < 8:
-            raise ValueError(f"cache_size must be at least 8 nodes, got {capacity}")
-        self.capacity = capacity
+    def __init__(self, load: Callable[[int], Node], write: Callable[[Node], None], *,
+                 costs: NodeCosts, cache_bytes: int = DEFAULT_CACHE_BYTES,
+                 cache_size: int | None = None, budget_bytes: int | None = None) -> None:
+        if cache_size is not None and cache_size < MIN_NODES:
+            raise ValueError(f"cache_size must be at least {MIN_NODES} nodes, got {cache_size}")
+        least = MIN_NODES * (costs.leaf + costs.inner)
+        if cache_bytes < least:
+            raise ValueError(f"cache_bytes must be at least {least} ({MIN_NODES} leaves and "
+                             f"{MIN_NODES} inner nodes of {costs.leaf} and {costs.inner} bytes), "
+                             f"got {cache_bytes}")
+        self.cache_bytes = cache_bytes
+        self.cache_size = cache_size
+        self.costs = costs
+        # inner nodes may take the whole budget but what MIN_NODES leaves need
+        self._inner_cap = min((cache_bytes - MIN_NODES * costs.leaf) // costs.inner,
+                              _NO_CAP if cache_size is None else cache_size)
         self.over_capacity = False  # trim has work: a kind over capacity, or the budget spent
         self.budget_bytes = budget_bytes
         self.unwritten_bytes = 0  # admitted since every dirty node was last written
@@ -93,12 +162,32 @@ class NodeCache:
         self._write = write
         self.forms: Forms | None = None  # the compiled descent's, registered by the tree
 
+    @property
+    def charged_bytes(self) -> int:
+        """The cached nodes' heap as charged against ``cache_bytes`` (each at its full size)."""
+        return len(self._leaves) * self.costs.leaf + len(self._inner) * self.costs.inner
+
+    @property
+    def capacity(self) -> int:
+        """How many leaves the cache keeps now: what ``cache_bytes`` leaves beside the inner
+        nodes kept (and at most ``cache_size``). The compiled write-around reads it."""
+        return self._leaf_cap()
+
+    def _leaf_cap(self) -> int:
+        """How many leaves fit beside the inner nodes kept (at most ``_inner_cap`` of them)."""
+        kept = min(len(self._inner), self._inner_cap)
+        cap = (self.cache_bytes - kept * self.costs.inner) // self.costs.leaf
+        return cap if self.cache_size is None else min(cap, self.cache_size)
+
+    def _over(self) -> bool:
+        return len(self._inner) > self._inner_cap or len(self._leaves) > self._leaf_cap()
+
     def inner(self, recid: int) -> Inner:
         """The inner node ``recid``, decoded from the store if it is not cached; now most recent."""
         node = self._inner.get(recid)
         if node is None:
             node = self._inner[recid] = _as_inner(self._load(recid), recid)
-            if len(self._inner) > self.capacity:
+            if self._over():
                 self.over_capacity = True
         else:
             self._inner.move_to_end(recid)
@@ -109,7 +198,7 @@ class NodeCache:
         node = self._leaves.get(recid)
         if node is None:
             node = self._leaves[recid] = _as_leaf(self._load(recid), recid)
-            if len(self._leaves) > self.capacity:
+            if self._over():
                 self.over_capacity = True
         else:
             self._leaves.move_to_end(recid)
@@ -123,7 +212,7 @@ class NodeCache:
         """Whether caching leaf ``recid`` now would push out a dirty leaf: it is not cached, the
         cached leaves are at capacity and the least recently used one is dirty."""
         leaves = self._leaves
-        return (len(leaves) >= self.capacity and recid not in leaves
+        return (len(leaves) >= self._leaf_cap() and recid not in leaves
                 and next(iter(leaves.values())).dirty)
 
     def read(self, recid: int) -> Node:
@@ -147,13 +236,11 @@ class NodeCache:
     def add(self, node: Node) -> None:
         if isinstance(node, Leaf):
             self._leaves[node.recid] = node
-            size = len(self._leaves)
         else:
             if self.forms is not None:
                 self.forms.forget(node.recid)
             self._inner[node.recid] = node
-            size = len(self._inner)
-        if size > self.capacity:
+        if self._over():
             self.over_capacity = True
 
     def discard(self, recid: int) -> None:
@@ -197,20 +284,19 @@ class NodeCache:
             self.over_capacity = True
 
     def trim(self, strict: bool = True) -> None:
-        """Write every dirty node if the budget is spent, then evict least recently used nodes
-        down to ``capacity`` of each kind, writing dirty ones first.
+        """Write every dirty node if the budget is spent, then evict least recently used nodes,
+        writing dirty ones first: leaves down to what ``cache_bytes`` leaves beside the inner
+        nodes, then inner nodes only past what the budget less :data:`MIN_NODES` leaves holds.
 
         ``strict=False`` (read paths) keeps a node whose write fails and stops trimming, so
         reading never raises :class:`CapacityError`.
         """
         try:
-            if (self._write_over_budget(strict) and self._evict(self._leaves, strict)
-                    and len(self._inner) > self.capacity):
-                self._evict(self._inner, strict)
+            if (self._write_over_budget(strict)
+                    and self._evict(self._leaves, self._leaf_cap(), strict)):
+                self._evict(self._inner, self._inner_cap, strict)
         finally:
-            self.over_capacity = (len(self._leaves) > self.capacity
-                                  or len(self._inner) > self.capacity
-                                  or self._over_budget())
+            self.over_capacity = self._over() or self._over_budget()
 
     def _over_budget(self) -> bool:
         return self.budget_bytes is not None and self.unwritten_bytes > self.budget_bytes
@@ -228,10 +314,11 @@ class NodeCache:
             return False
         return True
 
-    def _evict(self, nodes: OrderedDict[int, AnyNode], strict: bool) -> bool:
-        """Trim one kind; False if a write failed (``strict=False``) and trimming stops."""
+    def _evict(self, nodes: OrderedDict[int, AnyNode], cap: int, strict: bool) -> bool:
+        """Trim one kind to ``cap`` nodes; False if a write failed (``strict=False``) and
+        trimming stops."""
         forms = self.forms if nodes is self._inner else None
-        while len(nodes) > self.capacity:
+        while len(nodes) > cap:
             recid, node = next(iter(nodes.items()))
             if node.dirty:
                 try:

@@ -36,7 +36,7 @@ from offheap.treemap.bulk import build_tree, merge_sorted
 from offheap.treemap.cursor import Cursor, compiled_descent
 from offheap.treemap.meta import TreeMeta, TreeShape, encode_meta
 from offheap.treemap.node import Inner, Leaf, Node
-from offheap.treemap.nodecache import NodeCache, unwritten_budget
+from offheap.treemap.nodecache import NodeCache, node_costs, unwritten_budget
 from offheap.treemap.nodestore import NodeStore
 from offheap.treemap.scan import RangeScan
 from offheap.treemap.structure import Rebalancer
@@ -69,13 +69,15 @@ class Tree:
     the tree changed under it. ``hint`` is the cursor at the last leaf reached.
     """
 
-    def __init__(self, nodes: NodeStore, node_size: int, cache_size: int,
-                 write_cache: bool) -> None:
+    def __init__(self, nodes: NodeStore, node_size: int, cache_bytes: int,
+                 cache_size: int | None, write_cache: bool) -> None:
         self.nodes = nodes
         self.node_size = node_size
         self.write_cache = write_cache
-        self.cache = NodeCache(cache_size, nodes.load, nodes.write, unwritten_budget(
-            nodes.store.arena.limit_bytes) if write_cache else None)
+        self.cache = NodeCache(
+            nodes.load, nodes.write, costs=node_costs(node_size, nodes.key_kind),
+            cache_bytes=cache_bytes, cache_size=cache_size,
+            budget_bytes=unwritten_budget(nodes.store.arena.limit_bytes) if write_cache else None)
         self.hint = Cursor(self.cache)
         self.descent = compiled_descent(self.cache, nodes)  # None: the Python reads below
         self.cache.forms = self.descent  # its compact inner forms, kept true by the cache

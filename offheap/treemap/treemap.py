@@ -6,7 +6,8 @@ transactions), its metadata record and its flush timer. The B+tree under it, wit
 inserts, deletes and the hint, is :class:`offheap.treemap.tree.Tree`.
 
 Memory. Decoded nodes (Python lists) are kept in a :class:`~offheap.treemap.nodecache.NodeCache`
-of up to ``cache_size`` leaves and as many inner nodes. With ``write_cache=True`` a changed node
+within a heap budget of ``cache_bytes`` (inner nodes first, leaves in the rest; ``cache_size``
+also caps the nodes of each kind). With ``write_cache=True`` a changed node
 stays there, dirty, and is encoded once: when evicted, on :meth:`TreeMap.flush`/:meth:`TreeMap.close`,
 or ``flush_delay`` milliseconds after the first insert (a daemon timer,
 :mod:`offheap.treemap.timer`). With ``write_cache=False`` every change is encoded and written
@@ -16,7 +17,7 @@ Failure atomicity. Record ids for the nodes a split will create are taken from t
 anything changes. With the write cache, a change touches only cached nodes and cannot fail; the
 store is written on eviction, before an operation starts, so a :class:`CapacityError` there
 leaves the tree as it was (the unwritten node stays cached and dirty). Deletions and reads never
-fail that way: when the store is full they let the cache grow past ``cache_size`` instead, so a
+fail that way: when the store is full they let the cache grow past its budget instead, so a
 full map can always be made smaller. Without the write cache, a failed write is undone
 (:mod:`offheap.treemap.writethrough`).
 
@@ -57,6 +58,7 @@ from offheap.treemap.meta import (
     standalone_meta_recid,
     standalone_root,
 )
+from offheap.treemap.nodecache import DEFAULT_CACHE_BYTES
 from offheap.treemap.nodestore import NodeStore
 from offheap.treemap.page import compiled_kinds
 from offheap.treemap.reader import TreeReader
@@ -82,7 +84,8 @@ class TreeMap(TreeSlotsBase, StandaloneFileMap, SortedRangeAPI, DictAPI, Mutable
     (``"object"``, ``"int64"``, ``"float64"``, ``"str"``, ``"bytes"``). Iteration is in key order.
     ``node_size`` bounds entries per leaf and children per inner node; ``compression`` is a codec
     name applied per page (kept only where it helps); ``write_cache``, ``flush_delay`` (ms) and
-    ``cache_size`` (decoded leaves kept, and as many inner nodes) are described in the module
+    ``cache_bytes`` (the heap budget of decoded nodes, 8 MiB by default) and ``cache_size``
+    (None, or at most that many decoded nodes of each kind) are described in the module
     docstring. ``limit`` caps the memory in bytes (:class:`CapacityError` beyond it); with
     the write cache, changes not yet written into the store may hold an eighth of it more (at
     least 1 MiB) before they are written (:func:`~offheap.treemap.nodecache.unwritten_budget`).
@@ -109,13 +112,15 @@ class TreeMap(TreeSlotsBase, StandaloneFileMap, SortedRangeAPI, DictAPI, Mutable
 
     def __init__(self, data=(), /, *, key=None, value=None, node_size: int | None = None,
                  compression=None, write_cache: bool = True, flush_delay: float | None = None,
-                 cache_size: int = 2048, limit: ByteLimit = None, path=None,
+                 cache_bytes: int = DEFAULT_CACHE_BYTES, cache_size: int | None = None,
+                 limit: ByteLimit = None, path=None,
                  durability: str = "commit", readonly: bool = False, verify: bool = True,
                  recover: bool = False, create: bool = True, allow_pickle: bool = False,
                  **entries) -> None:
         self._refuse_readonly(readonly)
         options = dict(key=key, value=value, node_size=node_size, compression=compression,
-                       write_cache=write_cache, flush_delay=flush_delay, cache_size=cache_size)
+                       write_cache=write_cache, flush_delay=flush_delay, cache_bytes=cache_bytes,
+                       cache_size=cache_size)
         if path is None:
             store = RecordStore(Arena.anonymous(limit_bytes=limit))
             self._setup(store, owns_store=True, meta_recid=None, allow_pickle=True,
@@ -184,7 +189,8 @@ class TreeMap(TreeSlotsBase, StandaloneFileMap, SortedRangeAPI, DictAPI, Mutable
     def _setup(self, store: RecordStore, *, owns_store: bool, meta_recid: int | None, key, value,
                allow_pickle: bool, node_size: int = 32, compression=None,
                write_cache: bool = True, flush_delay: float | None = None,
-               cache_size: int = 2048, lock=None) -> None:
+               cache_bytes: int = DEFAULT_CACHE_BYTES, cache_size: int | None = None,
+               lock=None) -> None:
         check_fixed_options(key, node_size)
         if flush_delay is not None and not flush_delay > 0:
             raise ValueError(f"flush_delay is in milliseconds and must be > 0, got {flush_delay!r}")
@@ -196,8 +202,8 @@ class TreeMap(TreeSlotsBase, StandaloneFileMap, SortedRangeAPI, DictAPI, Mutable
         self._admit = Admission(key, serializer, allow_pickle)
         self._flush_delay = flush_delay
         self._lock = threading.RLock() if lock is None else lock
-        self._tree = Tree(NodeStore(store, key, serializer, codec), node_size, cache_size,
-                          bool(write_cache))
+        self._tree = Tree(NodeStore(store, key, serializer, codec), node_size, cache_bytes,
+                          cache_size, bool(write_cache))
         self._hint = self._tree.hint
         self._budgeted = self._tree.cache.budget_bytes is not None  # limit and write cache
         self._timer = (FlushTimer(flush_delay, self._flush_if_open, self._lock)
@@ -548,7 +554,7 @@ class TreeMap(TreeSlotsBase, StandaloneFileMap, SortedRangeAPI, DictAPI, Mutable
         return dict(key=self._admit.key_kind, value=tree.nodes.serializer.name,
                     node_size=tree.node_size, compression=None if codec is None else codec.name,
                     write_cache=tree.write_cache, flush_delay=self._flush_delay,
-                    cache_size=tree.cache.capacity)
+                    cache_bytes=tree.cache.cache_bytes, cache_size=tree.cache.cache_size)
 
     def stats(self) -> TreeStats:
         with self._lock:

@@ -41,6 +41,7 @@ from offheap.collection.setapi import SetAPI
 from offheap.kernels.sizes import ByteLimit
 from offheap.store.records import RecordStore
 from offheap.store.serializers import Serializer, get_serializer
+from offheap.treemap.nodecache import DEFAULT_CACHE_BYTES
 from offheap.treemap.setslots import NO_VALUE, SetSlotsBase
 from offheap.treemap.stats import TreeStats
 from offheap.treemap.treemap import TreeMap
@@ -55,22 +56,25 @@ class TreeSet(SetSlotsBase, SetAPI, MutableSet):
     stored off the Python heap in a TreeMap's compressed pages.
 
     ``TreeSet(elements, /, *, key="int64", node_size=None, compression=None, write_cache=True,
-    flush_delay=None, cache_size=2048, limit=None, path=None, durability="commit",
-    verify=True, recover=False)``: the options are TreeMap's; with ``path`` the set lives in
-    that file, with TreeMap's durability rules, and ``TreeSet(path=...)`` alone reopens it.
+    flush_delay=None, cache_bytes=8 << 20, cache_size=None, limit=None, path=None,
+    durability="commit", verify=True, recover=False)``: the options are TreeMap's; with
+    ``path`` the set lives in that file, with TreeMap's durability rules, and
+    ``TreeSet(path=...)`` alone reopens it.
     Iteration is in sorted order. An element that no element can equal (``"a" in s`` for int64
     elements) is a miss; adding one is a TypeError.
     """
 
     def __init__(self, elements: Iterable[Any] = (), /, *, key=None, node_size: int | None = None,
                  compression=None, write_cache: bool = True, flush_delay: float | None = None,
-                 cache_size: int = 2048, limit: ByteLimit = None, path=None,
+                 cache_bytes: int = DEFAULT_CACHE_BYTES, cache_size: int | None = None,
+                 limit: ByteLimit = None, path=None,
                  durability: str = "commit", readonly: bool = False, verify: bool = True,
                  recover: bool = False, create: bool = True) -> None:
         StandaloneFileMap._refuse_readonly(self, readonly)  # type: ignore[arg-type]  # its name only
         self._tree = TreeMap(key=key, value=TREE_SET_VALUE, node_size=node_size,
                              compression=compression, write_cache=write_cache,
-                             flush_delay=flush_delay, cache_size=cache_size, limit=limit,
+                             flush_delay=flush_delay, cache_bytes=cache_bytes,
+                             cache_size=cache_size, limit=limit,
                              path=path, durability=durability, readonly=readonly, verify=verify,
                              recover=recover, create=create)
         self.update(elements)
