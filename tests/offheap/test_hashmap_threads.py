@@ -65,6 +65,18 @@ def value_of(key: int, kind: str):
     return [key] if key % 2 else key  # mixed: slot words and records
 
 
+def copy_items_while_written(m, stable: dict, seen_sizes: list[int], rounds: int) -> None:
+    """Copy the map's items `rounds` times while another thread writes: a copy either completes,
+    holding every entry of `stable` (its size goes to `seen_sizes`), or raises RuntimeError."""
+    for _ in range(rounds):
+        try:
+            items = dict(m.items())
+        except RuntimeError:  # the writer changed the size meanwhile: dict's rule
+            continue
+        seen_sizes.append(len(items))
+        assert all(items[key] == value for key, value in stable.items())
+
+
 @pytest.mark.parametrize("kind", ["int", "object", "mixed"])
 def test_disjoint_writers_from_an_empty_map_leave_the_union(map_class, kind):
     """Every insert races the others' and the table grows many times under them."""
@@ -132,13 +144,7 @@ def test_a_writer_against_readers_and_iterators(map_class):
                 for key, value in stable.items():
                     assert m[key] == value and m.get(key) == value and key in m
         else:
-            for _ in range(20):
-                try:
-                    items = dict(m.items())
-                except RuntimeError:  # the writer changed the size meanwhile: dict's rule
-                    continue
-                seen_sizes.append(len(items))
-                assert all(items[key] == value for key, value in stable.items())
+            copy_items_while_written(m, stable, seen_sizes, rounds=20)
 
     race(work)
     expected = dict(stable)
@@ -176,13 +182,7 @@ def test_long_keys_read_while_another_thread_makes_and_frees_their_records(str_m
                 for key, value in stable.items():
                     assert m[key] == value and key in m and m.get(key + "?") is None
         else:
-            for _ in range(10):
-                try:
-                    items = dict(m.items())
-                except RuntimeError:  # the writer changed the size meanwhile: dict's rule
-                    continue
-                seen_sizes.append(len(items))
-                assert all(items[key] == value for key, value in stable.items())
+            copy_items_while_written(m, stable, seen_sizes, rounds=10)
 
     race(work)
     expected = dict(stable)
