@@ -13,7 +13,11 @@ each ratio comes from one process and one stretch of time.
 Rows (the maps hold ``large`` random keys with ``""`` values, bulk loaded from sorted arrays;
 ``ops`` operations are timed per row; SortedDict's side in parentheses where it differs):
 
-- get hit: ``m[k]`` of present keys in random order;
+- get hit, first pass: ``m[k]`` of present keys in random order, the first lookups after the
+  bulk load (a TreeMap builds the compact forms of the inner nodes they pass, and the CPU's
+  caches hold neither map's lookup path yet): no goal, shown beside the steady state;
+- get hit: the same lookups again, right after the first pass (the steady state a program
+  doing lookups sees);
 - insert into random keys: ``m[k] = ""`` of absent random keys, one by one;
 - delete random keys: ``del m[k]`` of present keys;
 - sequential insert: ``m[k] = ""`` for ``k`` in ``range(large)`` into a new map, per insert;
@@ -57,6 +61,7 @@ class PeerGoal:
 
 
 GOALS = (
+    PeerGoal("get hit, random, first pass", "(no goal)", "(none)"),
     PeerGoal("get hit, random", "<= 1.5x SortedDict", "<= 2x"),
     PeerGoal("insert into random keys", "<= 1.0x", "<= 2x"),
     PeerGoal("delete random keys", "<= 1.0x", "<= 2x"),
@@ -182,7 +187,8 @@ def _timers(work: Workload, floor_key: Callable, sequential: Callable[[], object
             return len(positions)
         return _seconds(loop)
 
-    return {"get hit, random": get_hit, "insert into random keys": insert,
+    return {"get hit, random, first pass": get_hit, "get hit, random": get_hit,
+            "insert into random keys": insert,
             "delete random keys": delete, "sequential insert": sequential_insert,
             "irange": irange, "iterate": iterate, "floor_key": floor, "index": index,
             "peekitem": peekitem}
