@@ -16,6 +16,7 @@ HASHMAP_SOURCES = ["offheap/hashmap/_core.c"] + [f"offheap/hashmap/csrc/{name}.c
 SPARKEY_SOURCES = ["sparkey/_native.c"] + [f"sparkey/csrc/{name}.c" for name in (
     "arguments", "cutting", "lookups", "murmur", "entries", "scans", "slots", "table")]
 PAIRS_HEADER = "offheap/kernels/csrc/pairs.h"
+DICTTAG_HEADER = "offheap/kernels/csrc/dicttag.h"
 RECORDS_HEADER = "offheap/store/csrc/records.h"
 SPACE_API_HEADER = "offheap/store/csrc/space_api.h"
 SHARED_HEADERS = ["offheap/kernels/csrc", "offheap/store/csrc"]
@@ -25,13 +26,14 @@ PAGES_SOURCES = ["offheap/treemap/_pages.c"] + [f"offheap/treemap/csrc/{name}.c"
 setup(
     ext_modules=[
         Extension("offheap.hashmap._core", HASHMAP_SOURCES, depends=["offheap/hashmap/csrc/core.h", "offheap/hashmap/csrc/build.h",
-                                                                    "offheap/hashmap/csrc/siphash.h", PAIRS_HEADER, RECORDS_HEADER],
+                                                                    "offheap/hashmap/csrc/siphash.h", PAIRS_HEADER, RECORDS_HEADER,
+                                                                    DICTTAG_HEADER],
                   include_dirs=SHARED_HEADERS,
                   extra_compile_args=FLAGS),
         Extension("offheap.store._space", ["offheap/store/_space.c"],
                   depends=[SPACE_API_HEADER], extra_compile_args=FLAGS),
         Extension("offheap.treemap._pages", PAGES_SOURCES, depends=["offheap/treemap/csrc/pages.h",
-                                                                       "offheap/treemap/csrc/slots.h", PAIRS_HEADER, RECORDS_HEADER,
+                                                                       "offheap/treemap/csrc/slots.h", PAIRS_HEADER, RECORDS_HEADER, DICTTAG_HEADER,
                                                                        SPACE_API_HEADER],
                   include_dirs=SHARED_HEADERS,
                   extra_compile_args=FLAGS),

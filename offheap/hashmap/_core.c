@@ -219,6 +219,8 @@ MapCore_traverse(MapCore *self, visitproc visit, void *arg)
     Py_VISIT(Py_TYPE(self));
     Py_VISIT(self->codec);
     Py_VISIT(self->keycodec);
+    if (record_source_traverse(&self->key_records, visit, arg) != 0)
+        return -1;
     Py_VISIT(self->lock);
     Py_VISIT(self->table.index_owner);
     Py_VISIT(self->stamps.obj);
@@ -235,6 +237,7 @@ MapCore_clear(MapCore *self)
     release_columns(self);
     Py_CLEAR(self->codec);
     Py_CLEAR(self->keycodec);
+    record_source_clear(&self->key_records);
     Py_CLEAR(self->lock);
     return 0;
 }

@@ -159,6 +159,25 @@ def test_a_long_key_whose_record_points_outside_the_store_is_corruption(str_map)
     assert m["short"] == 2
 
 
+@pytest.mark.parametrize("str_map", [HashMap, ReferenceHashMap], ids=["default", "reference"])
+def test_long_keys_read_across_the_growth_of_their_store(str_map):
+    """The compiled core keeps the store's index arrays and segment list between long-key reads
+    while the store's attributes stay the same: reads after the store grew its index and added
+    segments find the new ones, and closing still unmaps everything the store replaced."""
+    m = str_map(key="str", value="int64")
+    first = {f"{'early key ' * 4}{i}": i for i in range(50)}
+    m.update(first)
+    assert all(m[k] == v for k, v in first.items())
+    store = m._keycodec.store
+    capacity_before, segments_before = store._index_capacity, len(store._views)
+    later = {f"{'later key ' * 4}{i}": -i for i in range(20_000)}
+    m.update(later)
+    assert store._index_capacity > capacity_before and len(store._views) > segments_before
+    assert all(m[k] == v for k, v in first.items()) and all(m[k] == v for k, v in later.items())
+    assert dict(m.items()) == {**first, **later}
+    m.close()
+
+
 def test_each_map_draws_its_own_seed_and_keeps_it_in_its_file(tmp_path):
     a, b = HashMap(key="str"), HashMap(key="str")
     assert a._keycodec.seed != b._keycodec.seed

@@ -10,6 +10,7 @@
 #include <structmember.h>
 
 #include "pairs.h"
+#include "records.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -105,6 +106,7 @@ typedef struct {
     KeyKind key_kind;       /* KEYS_INT64 until _set_keys makes the core a keyed table's */
     uint8_t seed[SIPHASH_SEED_BYTES]; /* a keyed table's hash seed */
     PyObject *keycodec;     /* a keyed table's KeyCodec (keycodec.py), NULL for int64 keys */
+    RecordSource key_records; /* its store's arrays, kept between long-key reads (records.h) */
     /* A Cache's table (cachetable.py, cache.c): the eviction hand (an entry number) and the
      * columns beside the entries, float64 stamps and uint8 marks, one item per entry number;
      * exports of the numpy arrays the table sets (.obj NULL: none). Other maps leave them. */

@@ -239,7 +239,7 @@ open_long_key(MapCore *self, const uint8_t *stored, RecordRead *read)
     PyObject *store = PyObject_GetAttr(self->keycodec, s_store);
     if (store == NULL)
         return -1;
-    int status = record_open(store, (int64_t)recid, CorruptionError, read);
+    int status = record_open(store, &self->key_records, (int64_t)recid, CorruptionError, read);
     Py_DECREF(store);
     return status;
 }

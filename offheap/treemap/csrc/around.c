@@ -107,8 +107,8 @@ static int
 decoded_read(const Held *self, PyObject *recid, Decoded *leaf)
 {
     leaf->recid = recid;
-    int status = copy_record_page(self->store, recid, leaf->small_page, SMALL_PAGE, &leaf->page,
-                                  &leaf->size);
+    int status = copy_record_page(self->store, NULL, recid, leaf->small_page, SMALL_PAGE,
+                                  &leaf->page, &leaf->size);
     if (status != 0)
         return status < 0 ? -1 : 0;
     PageReader reader = {leaf->page, leaf->size, 1};

@@ -49,6 +49,7 @@ typedef struct {
     PyObject *load_inner;   /* cache.inner: decode, cache and return an inner node */
     PyObject *read_leaf;    /* cache.read_leaf: a leaf for this read alone */
     PyObject *store;        /* the RecordStore holding the pages */
+    RecordSource records;   /* the store's arrays, kept between page reads (records.h) */
     int key_kind;
     int value_kind;
     int64_t root;           /* the tree's shape as the Tree last set it (set_shape); height 0: */
@@ -349,14 +350,14 @@ leaf_from_reference(Descent *self, Leaf *leaf)
 }
 
 int
-copy_record_page(PyObject *store, PyObject *recid_object, uint8_t *small, Py_ssize_t small_size,
-                 uint8_t **page_out, Py_ssize_t *size_out)
+copy_record_page(PyObject *store, RecordSource *source, PyObject *recid_object, uint8_t *small,
+                 Py_ssize_t small_size, uint8_t **page_out, Py_ssize_t *size_out)
 {
     long long recid = PyLong_Check(recid_object) ? PyLong_AsLongLong(recid_object) : -1;
     if (recid == -1 && PyErr_Occurred())
         return -1;
     RecordRead read;
-    if (record_open(store, recid, page_corruption_error, &read) < 0)
+    if (record_open(store, source, recid, page_corruption_error, &read) < 0)
         return -1;
     int status = -1;
     if (read.size == 0)
@@ -383,8 +384,8 @@ copy_record_page(PyObject *store, PyObject *recid_object, uint8_t *small, Py_ssi
 static int
 copy_page(Descent *self, Leaf *leaf, Py_ssize_t *size_out)
 {
-    return copy_record_page(self->store, leaf->recid, leaf->small_page, SMALL_PAGE_BYTES,
-                            &leaf->page, size_out);
+    return copy_record_page(self->store, &self->records, leaf->recid, leaf->small_page,
+                            SMALL_PAGE_BYTES, &leaf->page, size_out);
 }
 
 /* Decode the header and keys of the copied raw leaf page. */
@@ -1349,6 +1350,8 @@ descent_traverse(Descent *self, visitproc visit, void *arg)
     Py_VISIT(self->load_inner);
     Py_VISIT(self->read_leaf);
     Py_VISIT(self->store);
+    if (record_source_traverse(&self->records, visit, arg) != 0)
+        return -1;
     return form_table_traverse(&self->forms, visit, arg);
 }
 
@@ -1360,6 +1363,7 @@ descent_clear(Descent *self)
     Py_CLEAR(self->load_inner);
     Py_CLEAR(self->read_leaf);
     Py_CLEAR(self->store);
+    record_source_clear(&self->records);
     form_table_clear(&self->forms);
     return 0;
 }

@@ -183,13 +183,15 @@ int is_descent(PyObject *object);
  * exception. May call Python code (the node cache) when a node is not cached. */
 PyObject *descent_lookup(PyObject *descent, PyObject *key, PyObject *dflt);
 
-/* Copy the page of record `recid` (a Python int) of the RecordStore `store` out of it: into
- * `small` when it has room (`small_size` bytes), else into a PyMem block the caller frees; in
- * *page and *size. 1 when it is not a raw leaf page (nothing copied: the reference reads it), 0
- * when copied, -1 with an exception (KeyError for a free record, CorruptionError for an empty
- * one or one outside its segment). (descent.c) */
-int copy_record_page(PyObject *store, PyObject *recid, uint8_t *small, Py_ssize_t small_size,
-                     uint8_t **page, Py_ssize_t *size);
+/* Copy the page of record `recid` (a Python int) of the RecordStore `store` out of it, through
+ * the caller's `source` of the store's arrays (records.h; NULL: none kept): into `small` when
+ * it has room (`small_size` bytes), else into a PyMem block the caller frees; in *page and
+ * *size. 1 when it is not a raw leaf page (nothing copied: the reference reads it), 0 when
+ * copied, -1 with an exception (KeyError for a free record, CorruptionError for an empty one or
+ * one outside its segment). (descent.c) */
+struct RecordSource;
+int copy_record_page(PyObject *store, struct RecordSource *source, PyObject *recid,
+                     uint8_t *small, Py_ssize_t small_size, uint8_t **page, Py_ssize_t *size);
 /* The raw leaf page (flags 00, varint count, body) of `count` >= 1 int64 keys given as words
  * (ascending) and their `count` values, as _pages.encode_leaf writes it: a new bytes object,
  * Py_None (a new reference) when the reference must encode it, NULL with an exception.

@@ -28,6 +28,7 @@
  * does, rather than share its leaf.
  */
 #include "pages.h"
+#include "dicttag.h"
 #include "pairs.h"
 
 enum { WHAT_KEYS = 0, WHAT_VALUES = 1, WHAT_ITEMS = 2 };
@@ -55,19 +56,6 @@ typedef struct {
 } RangeItems;
 
 /* 0 while the version is the one the iteration began with; -1 with the changed error set. */
-/* The tag that every change of `dict` moves (CPython 3.11's ma_version_tag, PEP 509); 0 where
- * the interpreter keeps none, which makes the tag never match and every check read the dict. */
-static uint64_t
-dict_tag(PyObject *dict)
-{
-#if PY_VERSION_HEX < 0x030C0000
-    return ((PyDictObject *)dict)->ma_version_tag;
-#else
-    (void)dict;
-    return 0;
-#endif
-}
-
 static int
 check_version(RangeItems *self)
 {
