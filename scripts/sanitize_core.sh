@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Run the tests of every compiled module (the hash table core of LongHashMap and HashMap with its bulk build and lock,
-# the Cache's core, the record store's free space and update, TreeMap's page codec, compiled descent with its inner forms and read slots, sparkey's native
+# the Cache's core, the record store's free space and update, TreeMap's page codec, compiled descent with its inner forms and read slots, TreeSet's element slots, sparkey's native
 # lookups, reader slots and writer) with the extensions built under AddressSanitizer and UndefinedBehaviorSanitizer (gcc).
 #
 # The extensions are built into a temporary copy of the package, so the in-place build stays as it
@@ -29,7 +29,7 @@ python -m pytest -q -p no:cacheprovider -p no:xdist --capture=sys \
     tests/offheap/test_treemap_positions.py tests/offheap/test_treemap_slots.py tests/offheap/test_treemap_ranges.py tests/offheap/test_treemap_threads.py \
     tests/offheap/test_treemap_walk.py tests/offheap/test_treemap_writearound.py tests/offheap/test_hashmap_keyslots.py \
     tests/offheap/test_keyed_core.py tests/offheap/test_keyed_hashmap.py tests/offheap/test_mapping_protocol.py \
-    tests/offheap/test_cache.py tests/offheap/test_cache_core.py \
+    tests/offheap/test_cache.py tests/offheap/test_cache_core.py tests/offheap/test_treeset_slots.py tests/offheap/test_treemap_nodecache.py \
     tests/offheap/test_store_space.py tests/offheap/test_store_freespace.py tests/offheap/test_store.py \
     tests/offheap/test_page_codec.py tests/offheap/test_pages.py tests/sparkey/test_reader.py tests/sparkey/test_compiled_writer.py \
     tests/sparkey/test_golden_read.py tests/sparkey/test_golden_write.py \
