@@ -170,8 +170,17 @@ class NodeCache:
     @property
     def capacity(self) -> int:
         """How many leaves the cache keeps now: what ``cache_bytes`` leaves beside the inner
-        nodes kept (and at most ``cache_size``). The compiled write-around reads it."""
+        nodes kept (and at most ``cache_size``)."""
         return self._leaf_cap()
+
+    def leaf_cap_terms(self) -> tuple[int, int, int, int, int]:
+        """What :meth:`_leaf_cap` computes from beside the number of cached inner nodes, all
+        fixed at creation: ``cache_bytes``, an inner node's and a leaf's cost, the inner nodes
+        kept at most and the node cap (``sys.maxsize`` for none). The compiled write-around
+        (``offheap/treemap/csrc/around.c``) reads them once and computes the leaves' capacity
+        as :meth:`_leaf_cap` does, with no call per change."""
+        return (self.cache_bytes, self.costs.inner, self.costs.leaf, self._inner_cap,
+                _NO_CAP if self.cache_size is None else self.cache_size)
 
     def _leaf_cap(self) -> int:
         """How many leaves fit beside the inner nodes kept (at most ``_inner_cap`` of them)."""

@@ -1,7 +1,8 @@
 """The compact forms of inner nodes that the compiled descent bisects (offheap/treemap/csrc/forms.c).
 
 A form copies an inner node's separators and children, so every change of the tree must drop the
-forms it makes stale. These tests interleave reads, which make forms, with the changes that must
+forms it makes stale, or edit them as it edits the node (the compiled write-around's splits and
+shifts do). These tests interleave reads, which make forms, with the changes that must
 drop them (inserts that split and grow the root, deletes that merge and shrink it, overwrites,
 ``clear``, bulk loads, a DB's rollback, a reopen, eviction from a small cache, the undo of
 writes a full store refused), and hold every read against a ``SortedDict`` and against the
@@ -12,6 +13,9 @@ map.
 
 from __future__ import annotations
 
+import random
+
+import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 from sortedcontainers import SortedDict
@@ -140,6 +144,38 @@ def test_splits_and_root_growth_drop_forms():
             assert tree.peekitem(0) == oracle.peekitem(0)
     assert tree._tree.shape.height == 1
     _check_reads(tree, oracle, [0, 5])
+
+
+def test_the_write_around_edits_the_forms_of_the_parents_it_changes():
+    """A split or a shift of a leaf the cache does not hold, in C (around.c), edits its parent's
+    separators and children, and the parent's form follows the edit in place: it is still there
+    after the change, says what the node says, and the table's byte count follows its size."""
+    keys = np.arange(0, 100_000, 10)
+    tree = TreeMap(key="int64", value="object", cache_bytes=1 << 19)  # about 300 leaves cached
+    tree.put_many(keys, [""] * len(keys))  # full leaves and parents
+    oracle = SortedDict.fromkeys(keys.tolist(), "")
+    descent, rng = tree._tree.descent, random.Random(5)
+    for _ in range(2000):  # splits of full parents, in Python, leave parents with room
+        key = rng.randrange(100_000)
+        tree[key] = oracle[key] = "x"
+    grown = shifted = 0
+    for _ in range(1500):
+        key = rng.randrange(100_000)
+        before = {recid: (separators, children) for recid, _, separators, children
+                  in descent.forms()}
+        tree[key] = oracle[key] = "x"
+        forms = descent.forms()
+        for recid, node, separators, children in forms:
+            assert separators == node.keys and children == node.children
+            if recid in before and before[recid] != (separators, children):
+                grown += len(children) > len(before[recid][1])
+                shifted += len(children) == len(before[recid][1])
+        table = descent.form_bytes - sum(72 + 16 * len(children) for *_, children in forms)
+        assert table == 0 or (table >= 128 and table & (table - 1) == 0)  # the slot array
+    assert grown >= 5 and shifted >= 20  # both edits happened in place, many times
+    tree._check()
+    assert dict(tree.items()) == dict(oracle)
+    tree.close()
 
 
 def test_forms_are_bounded_by_the_cached_inner_nodes():

@@ -33,6 +33,12 @@ def _placement(tree: TreeMap) -> tuple:
     return store._addr.tolist(), store._size.tolist(), store.stats()
 
 
+def _cache_order(tree: TreeMap) -> tuple[list, list]:
+    """The record ids of the cached leaves and inner nodes, least recently used first."""
+    cache = tree._tree.cache
+    return list(cache._leaves), list(cache._inner)
+
+
 def _apply(tree: TreeMap, oracle: dict, op: str, key) -> None:
     if op == "set":
         tree[key] = f"v{key}"
@@ -94,12 +100,14 @@ def test_thousands_of_changes_around_the_cache_build_the_reference_tree(seed, st
     reference = TreeMap(node_size=8, cache_size=8)
     reference._detach_slots()
     oracle: dict = {}
-    for _ in range(3000):
+    for step in range(3000):
         key = rng.randint(0, 5000)
         op = "set" if rng.random() < 0.75 else "del"
         for tree in (compiled, reference):
             _apply(tree, oracle, op, key)
         _oracle_step(oracle, op, key)
+        if step % 50 == 0:  # the same nodes cached, in the same LRU order
+            assert _cache_order(compiled) == _cache_order(reference)
     for tree in (compiled, reference):
         tree.flush()
         tree._check()

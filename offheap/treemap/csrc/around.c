@@ -39,23 +39,24 @@
 
 enum { SMALL_WORDS = 130, SMALL_PAGE = 2048 };
 
-static PyObject *str_over_capacity, *str_capacity, *str_shape, *str_public_shape, *str_leaves,
+static PyObject *str_over_capacity, *str_shape, *str_public_shape,
     *str_rewrite, *str_release, *str_with_nodes, *str_leaves_name, *str_keys,
-    *str_children, *str_counts, *str_recid, *str_forget, *str_dirty, *str_leaf, *str_raw_bytes,
-    *str_stored_bytes;
+    *str_children, *str_counts, *str_dirty, *str_leaf, *str_raw_bytes,
+    *str_stored_bytes, *str_move_to_end;
 static const SpaceApi *space;  /* offheap.store._space's C interface */
 
 int
 init_around(void)
 {
-    static const char *names[] = {"over_capacity", "capacity", "_shape", "shape", "_leaves",
+    static const char *names[] = {"over_capacity", "_shape", "shape",
                                   "rewrite", "release", "with_nodes", "leaves", "keys",
-                                  "children", "counts", "recid", "forget", "dirty", "leaf",
-                                  "raw_bytes", "stored_bytes"};
-    PyObject **slots[] = {&str_over_capacity, &str_capacity, &str_shape, &str_public_shape,
-                          &str_leaves, &str_rewrite, &str_release, &str_with_nodes,
-                          &str_leaves_name, &str_keys, &str_children, &str_counts, &str_recid,
-                          &str_forget, &str_dirty, &str_leaf, &str_raw_bytes, &str_stored_bytes};
+                                  "children", "counts", "dirty", "leaf",
+                                  "raw_bytes", "stored_bytes", "move_to_end"};
+    PyObject **slots[] = {&str_over_capacity, &str_shape, &str_public_shape,
+                          &str_rewrite, &str_release, &str_with_nodes,
+                          &str_leaves_name, &str_keys, &str_children, &str_counts,
+                          &str_dirty, &str_leaf, &str_raw_bytes, &str_stored_bytes,
+                          &str_move_to_end};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (*slots[i] == NULL && (*slots[i] = PyUnicode_InternFromString(names[i])) == NULL)
             return -1;
@@ -251,21 +252,22 @@ rewrite_two(const Held *self, PyObject *first, PyObject *first_page, const Decod
     return -1;
 }
 
-/* Whether the change of leaf `recid`, not cached, goes around the cache: the cache's `leaves`
- * are at capacity and the least recently used one is dirty. 1 yes, 0 no, -1 with an exception. */
+/* Whether the change of a leaf the cache does not hold goes around the cache: the cache's
+ * `leaves` are at capacity and the least recently used one is dirty. 1 yes, 0 no, -1 with an
+ * exception. */
 static int
-goes_around(const Held *self, PyObject *leaves, PyObject *recid)
+goes_around(const Held *self, PyObject *leaves)
 {
-    PyObject *capacity = PyObject_GetAttr(self->cache, str_capacity);
-    Py_ssize_t limit = capacity == NULL ? -1 : PyLong_AsSsize_t(capacity);
-    Py_XDECREF(capacity);
-    if (limit == -1 && PyErr_Occurred())
-        return -1;
+    /* the leaves' capacity, as NodeCache._leaf_cap computes it */
+    const LeafCap *cap = &self->leaf_cap;
+    Py_ssize_t kept = PyDict_GET_SIZE(descent_inner_nodes(self->descent));
+    if (kept > cap->inner_kept)
+        kept = cap->inner_kept;
+    Py_ssize_t limit = (cap->budget - kept * cap->inner_cost) / cap->leaf_cost;
+    if (limit > cap->node_cap)
+        limit = cap->node_cap;
     if (PyDict_GET_SIZE(leaves) < limit)
         return 0;
-    int cached = PyDict_Contains(leaves, recid);
-    if (cached != 0)
-        return cached < 0 ? -1 : 0;
     PyObject *order = PyObject_GetIter(leaves);  /* least recently used first */
     PyObject *oldest = order == NULL ? NULL : PyIter_Next(order);
     Py_XDECREF(order);
@@ -303,6 +305,7 @@ separator_between(int64_t left_max, int64_t right_min)
  * its three lists, checked to agree; 0, or -1 with an exception. */
 typedef struct {
     PyObject *node, *separators, *children, *counts;
+    int64_t recid;
     Py_ssize_t child;
 } Parent;
 
@@ -311,6 +314,7 @@ parent_open(const Walk *walk, Parent *parent)
 {
     parent->separators = parent->children = parent->counts = NULL;
     parent->node = walk->steps[walk->n - 1].node;
+    parent->recid = walk->steps[walk->n - 1].recid;
     parent->child = walk->steps[walk->n - 1].child;
     if ((parent->separators = node_list(parent->node, str_keys)) == NULL
             || (parent->children = node_list(parent->node, str_children)) == NULL
@@ -339,17 +343,11 @@ set_number(PyObject *list, Py_ssize_t at, Py_ssize_t number)
     return item == NULL ? -1 : PyList_SetItem(list, at, item);
 }
 
-/* Drop the compiled descent's form of the parent, whose separators changed, and make the hint
- * name no leaf (as after the reference's descent). */
+/* Make the hint name no leaf, as after the reference's descent of a structural change. */
 static int
-forget_parent(const Held *self, const Parent *parent)
+hint_forget(const Held *self)
 {
-    PyObject *recid = PyObject_GetAttr(parent->node, str_recid);
-    PyObject *done = recid == NULL ? NULL
-        : PyObject_CallMethodOneArg(self->descent, str_forget, recid);
-    Py_XDECREF(recid);
-    Py_XDECREF(done);
-    return done == NULL || PyObject_SetAttr(self->hint, str_leaf, Py_None) < 0 ? -1 : 0;
+    return PyObject_SetAttr(self->hint, str_leaf, Py_None);
 }
 
 /* -- structural changes ------------------------------------------------------------------------- */
@@ -432,14 +430,16 @@ shift_into_sibling(const Held *self, PyObject *leaves, const Walk *walk, Decoded
                     sibling.size) < 0)
         goto done;
     /* both leaves are stored: what follows only fails on a damaged tree or without memory */
-    PyObject *separator = PyLong_FromLongLong(separator_between((int64_t)keys[half - 1],
-                                                                (int64_t)keys[half]));
-    if (separator == NULL
-            || PyList_SetItem(parent.separators, si < ci ? si : ci, separator) < 0
-            || count_steps(self, walk->steps, walk->n, 1) < 0
+    int64_t word = separator_between((int64_t)keys[half - 1], (int64_t)keys[half]);
+    Py_ssize_t between = si < ci ? si : ci;
+    PyObject *separator = PyLong_FromLongLong(word);
+    if (separator == NULL || PyList_SetItem(parent.separators, between, separator) < 0)
+        goto done;
+    descent_separator_set(self->descent, parent.recid, between, word);
+    if (count_steps(self, walk->steps, walk->n, 1) < 0
             || set_number(parent.counts, ci, si < ci ? total - half : half) < 0
             || set_number(parent.counts, si, si < ci ? half : total - half) < 0
-            || forget_parent(self, &parent) < 0)
+            || hint_forget(self) < 0)
         goto done;
     result = 1;
 done:
@@ -510,6 +510,9 @@ split_around(const Held *self, const Walk *walk, Decoded *leaf, Py_ssize_t at, i
     if ((reserved = reserve_record(self->nodes)) == NULL)
         goto done;
     PyObject *right_id = PyList_GET_ITEM(reserved, 0);
+    int64_t right_word = PyLong_AsLongLong(right_id);
+    if (right_word == -1 && PyErr_Occurred())
+        goto release;
     /* the new entry in, then the cut: an append at the end keeps node_size entries on the
      * left (ascending keys), an insert at the start one */
     memmove(leaf->keys + at + 1, leaf->keys + at, (size_t)(leaf->count - at) * sizeof(uint64_t));
@@ -529,17 +532,23 @@ split_around(const Held *self, const Walk *walk, Decoded *leaf, Py_ssize_t at, i
     if (rewrite_two(self, leaf->recid, left_page, leaf, right_id, right_page, 0) < 0)
         goto release;
     /* both leaves are stored: what follows only fails on a damaged tree or without memory */
-    PyObject *separator = PyLong_FromLongLong(separator_between((int64_t)leaf->keys[cut - 1],
-                                                                (int64_t)leaf->keys[cut]));
-    int inserted = separator == NULL ? -1 : PyList_Insert(parent.separators, ci, separator);
+    int64_t word = separator_between((int64_t)leaf->keys[cut - 1], (int64_t)leaf->keys[cut]);
+    PyObject *separator = PyLong_FromLongLong(word);
+    int edited = separator == NULL ? -1 : PyList_Insert(parent.separators, ci, separator);
     Py_XDECREF(separator);
-    PyObject *right_count = inserted < 0 ? NULL : PyLong_FromSsize_t(total - cut);
-    inserted = right_count == NULL ? -1 : PyList_Insert(parent.counts, ci + 1, right_count);
+    PyObject *right_count = edited < 0 ? NULL : PyLong_FromSsize_t(total - cut);
+    edited = right_count == NULL ? -1 : PyList_Insert(parent.counts, ci + 1, right_count);
     Py_XDECREF(right_count);
-    if (inserted < 0 || PyList_Insert(parent.children, ci + 1, right_id) < 0
-            || count_steps(self, walk->steps, walk->n, 1) < 0
+    if (edited == 0)
+        edited = PyList_Insert(parent.children, ci + 1, right_id);
+    if (edited < 0) {  /* the parent is half edited (no memory): its form goes */
+        descent_form_drop(self->descent, parent.recid);
+        goto done;
+    }
+    descent_child_inserted(self->descent, parent.recid, ci, word, right_word);
+    if (count_steps(self, walk->steps, walk->n, 1) < 0
             || set_number(parent.counts, ci, cut) < 0
-            || count_new_leaf(self) < 0 || forget_parent(self, &parent) < 0)
+            || count_new_leaf(self) < 0 || hint_forget(self) < 0)
         goto done;
     result = 1;
     goto done;
@@ -555,9 +564,12 @@ done:
 
 /* -- the entry points ------------------------------------------------------------------------- */
 
+enum { LEAF_CACHED = 2 };
+
 /* Walk to the leaf of `key` (an int in int64's range) as Tree.put and Tree.pop do
- * (descent_walk) and, when its change goes around the cache, decode it into `leaf`: 1; 0 when
- * not (nothing changed), -1 with an exception. The caller closes `walk` and `leaf` either way. */
+ * (descent_walk) and, when its change goes around the cache, decode it into `leaf`: 1;
+ * LEAF_CACHED when the cache holds the leaf; 0 when neither (nothing changed), -1 with an
+ * exception. The caller closes `walk` and `leaf` either way. */
 static int
 around_open(const Held *self, PyObject *key, Walk *walk, PyObject **leaves, Decoded *leaf)
 {
@@ -570,19 +582,16 @@ around_open(const Held *self, PyObject *key, Walk *walk, PyObject **leaves, Deco
     Py_DECREF(over);
     if (status != 0)  /* the Python path trims first */
         return status < 0 ? -1 : 0;
-    if ((*leaves = PyObject_GetAttr(self->cache, str_leaves)) == NULL)
-        return -1;
-    if (!PyDict_Check(*leaves)) {
-        PyErr_SetString(PyExc_TypeError, "the node cache's leaves are not a dict");
-        return -1;
-    }
     if ((status = descent_walk(self->descent, key, walk->steps, &walk->n, &recid)) != 1)
         return status;
+    *leaves = Py_NewRef(descent_leaves(self->descent));  /* set: the walk checked the Descent */
     if (walk->n == 0)  /* a single leaf: the root, which stays cached */
         return 0;
     if ((walk->leaf = PyLong_FromLongLong(recid)) == NULL)
         return -1;
-    if ((status = goes_around(self, *leaves, walk->leaf)) != 1)
+    if ((status = PyDict_Contains(*leaves, walk->leaf)) != 0)
+        return status < 0 ? -1 : LEAF_CACHED;
+    if ((status = goes_around(self, *leaves)) != 1)
         return status;
     result = decoded_read(self, walk->leaf, leaf);
     return result;
@@ -625,7 +634,8 @@ typedef struct {
 } Change;
 
 /* Begin the change of `key` (around_open when it is an int64 key in range): 1 when it goes
- * around the cache, 0 not, -1 with an exception; change_end follows either way. */
+ * around the cache, LEAF_CACHED when its leaf is cached, 0 neither, -1 with an exception;
+ * change_end follows either way. */
 static int
 change_begin(const Held *self, PyObject *key, Change *change)
 {
@@ -636,6 +646,25 @@ change_begin(const Held *self, PyObject *key, Change *change)
     if (!int64_key(self, key, &change->word))
         return 0;
     return around_open(self, key, &change->walk, &change->leaves, &change->leaf);
+}
+
+/* The change's leaf is cached: make it the most recently used and the hint's leaf, as
+ * Tree.put's and Tree.pop's descent (NodeCache.leaf, Cursor.descend) leave them, for
+ * store_in_hint or delete_in_hint to change it in the cache. 0, or -1 with an exception. */
+static int
+hint_at_cached(const Held *self, const Change *change)
+{
+    PyObject *leaf = PyDict_GetItemWithError(change->leaves, change->walk.leaf);  /* borrowed */
+    if (leaf == NULL)
+        return PyErr_Occurred() ? -1 : page_corrupt("a cached TreeMap leaf left the cache");
+    Py_INCREF(leaf);
+    PyObject *moved = PyObject_CallMethodOneArg(change->leaves, str_move_to_end,
+                                                change->walk.leaf);
+    int status = moved == NULL ? -1
+        : hint_at_leaf(self, change->walk.steps, change->walk.n, leaf);
+    Py_XDECREF(moved);
+    Py_DECREF(leaf);
+    return status;
 }
 
 static int
@@ -652,6 +681,9 @@ store_around(const Held *self, PyObject *key, PyObject *value)
 {
     Change change;
     int result = change_begin(self, key, &change);
+    if (result == LEAF_CACHED)  /* changed in the cache, as Tree.put changes the hint's leaf */
+        return change_end(&change, hint_at_cached(self, &change) < 0 ? -1
+                                   : store_in_hint(self, key, value));
     if (result != 1)
         return change_end(&change, result);
     Decoded *leaf = &change.leaf;
@@ -686,6 +718,9 @@ delete_around(const Held *self, PyObject *key)
 {
     Change change;
     int result = change_begin(self, key, &change);
+    if (result == LEAF_CACHED)  /* changed in the cache, as Tree.pop changes the hint's leaf */
+        return change_end(&change, hint_at_cached(self, &change) < 0 ? -1
+                                   : delete_in_hint(self, key));
     if (result != 1)
         return change_end(&change, result);
     Decoded *leaf = &change.leaf;

@@ -700,6 +700,7 @@ descent_walk(PyObject *descent, PyObject *key, WalkStep *steps, Py_ssize_t *n_st
             Py_ssize_t child = moved == NULL ? -1 : form_bisect(self, level.form, &checked);
             if (child >= 0) {
                 steps[n].node = Py_NewRef(level.form->node);
+                steps[n].recid = recid;
                 steps[n].child = child;
                 recid = level.form->children[child];
             }
@@ -724,6 +725,37 @@ walk_steps_clear(WalkStep *steps, Py_ssize_t n)
 {
     for (Py_ssize_t i = 0; i < n; i++)
         Py_CLEAR(steps[i].node);
+}
+
+void
+descent_separator_set(PyObject *descent, int64_t recid, Py_ssize_t at, int64_t separator)
+{
+    form_table_set_separator(&((Descent *)descent)->forms, recid, at, separator);
+}
+
+void
+descent_child_inserted(PyObject *descent, int64_t recid, Py_ssize_t at, int64_t separator,
+                       int64_t child)
+{
+    form_table_insert_child(&((Descent *)descent)->forms, recid, at, separator, child);
+}
+
+void
+descent_form_drop(PyObject *descent, int64_t recid)
+{
+    form_table_forget(&((Descent *)descent)->forms, recid);
+}
+
+PyObject *
+descent_inner_nodes(PyObject *descent)
+{
+    return ((Descent *)descent)->inner_nodes;
+}
+
+PyObject *
+descent_leaves(PyObject *descent)
+{
+    return ((Descent *)descent)->leaves;
 }
 
 /* The keys of a leaf opened from its page (leaf_open), as a new list. */

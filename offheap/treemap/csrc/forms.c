@@ -15,7 +15,9 @@
  * NodeCache, and says what that node's separators and children are. It is made from the cached
  * Inner by a read, and dropped (Descent.forget / forget_all, called by offheap.treemap.nodecache)
  * when the node leaves the cache (eviction, discard, clear, replacement) and when a structural
- * change edited its separators or children (NodeWriter.commit, through NodeCache.changed). The
+ * change edited its separators or children (NodeWriter.commit, through NodeCache.changed), but
+ * for the edits of the compiled write-around (around.c), which the form follows in place
+ * (form_table_set_separator, form_table_insert_child) in the same call that edits the Inner. The
  * entry counts, which every insert and delete changes along its path, are not copied: the form
  * holds the Inner itself (a strong reference), whose counts the positional reads read live.
  *
@@ -204,17 +206,27 @@ slot_of(const FormTable *table, int64_t recid)
            & (size_t)(table->capacity - 1);
 }
 
-InnerForm *
-form_table_find(const FormTable *table, int64_t recid)
+/* The table's slot holding the form of `recid`, or NULL. */
+static InnerForm **
+table_slot(const FormTable *table, int64_t recid)
 {
     if (table->count == 0)
         return NULL;
     size_t mask = (size_t)table->capacity - 1;
     for (size_t i = slot_of(table, recid);; i = (i + 1) & mask) {
         InnerForm *form = table->slots[i];
-        if (form == NULL || form->recid == recid)
-            return form;
+        if (form == NULL)
+            return NULL;
+        if (form->recid == recid)
+            return &table->slots[i];
     }
+}
+
+InnerForm *
+form_table_find(const FormTable *table, int64_t recid)
+{
+    InnerForm **slot = table_slot(table, recid);
+    return slot == NULL ? NULL : *slot;
 }
 
 /* Re-place every form in a table of `capacity` slots. */
@@ -261,6 +273,55 @@ form_table_insert(FormTable *table, InnerForm *form)
     table->count++;
     table->form_bytes += form->bytes;
     return 0;
+}
+
+void
+form_table_set_separator(FormTable *table, int64_t recid, Py_ssize_t at, int64_t separator)
+{
+    InnerForm **slot = table_slot(table, recid);
+    if (slot == NULL)
+        return;
+    InnerForm *form = *slot;
+    if (form->separators != NULL || at < 0 || at >= form->n - 1)
+        form_table_forget(table, recid);
+    else
+        form->words[at] = (uint64_t)separator;
+}
+
+void
+form_table_insert_child(FormTable *table, int64_t recid, Py_ssize_t at, int64_t separator,
+                        int64_t child)
+{
+    InnerForm **slot = table_slot(table, recid);
+    if (slot == NULL)
+        return;
+    InnerForm *form = *slot;
+    Py_ssize_t n = form->n;
+    /* a read holding the form (refs > 1) keeps it as it is: the table drops it instead */
+    if (form->separators != NULL || form->refs != 1 || at < 0 || at >= n
+            || n >= PAGE_MAX_ENTRIES) {
+        form_table_forget(table, recid);
+        return;
+    }
+    size_t bytes = form_bytes(n + 1, FORM_KEY_INT64);
+    InnerForm *grown = PyMem_Realloc(form, bytes);
+    if (grown == NULL) {  /* the form is unchanged: dropping it is all it takes */
+        form_table_forget(table, recid);
+        return;
+    }
+    *slot = form = grown;
+    int64_t *children = form->data;
+    uint64_t *words = (uint64_t *)(children + n + 1);  /* one child more: the words move up */
+    memmove(words, children + n, (size_t)(n - 1) * sizeof(uint64_t));
+    memmove(words + at + 1, words + at, (size_t)(n - 1 - at) * sizeof(uint64_t));
+    words[at] = (uint64_t)separator;
+    memmove(children + at + 2, children + at + 1, (size_t)(n - 1 - at) * sizeof(int64_t));
+    children[at + 1] = child;
+    form->children = children;
+    form->words = words;
+    form->n = n + 1;
+    table->form_bytes += (Py_ssize_t)bytes - form->bytes;
+    form->bytes = (Py_ssize_t)bytes;
 }
 
 void

@@ -166,6 +166,14 @@ InnerForm *form_table_find(const FormTable *table, int64_t recid);
 /* Take over the table's reference to `form`, replacing any form of its recid; -1 on no memory. */
 int form_table_insert(FormTable *table, InnerForm *form);
 void form_table_forget(FormTable *table, int64_t recid);
+/* A structural change edited the cached inner node `recid` of an int64 tree: its separator `at`
+ * became `separator` (set_separator), or `separator` went in before separator `at` and `child`
+ * after child `at` (insert_child, as a split of child `at` adds its right half). The form, if
+ * there is one, follows the edit in place; one a read holds, or of a str/bytes tree, is dropped
+ * instead (so is one that cannot grow without memory). */
+void form_table_set_separator(FormTable *table, int64_t recid, Py_ssize_t at, int64_t separator);
+void form_table_insert_child(FormTable *table, int64_t recid, Py_ssize_t at, int64_t separator,
+                             int64_t child);
 void form_table_clear(FormTable *table);
 int form_table_traverse(const FormTable *table, visitproc visit, void *arg);
 
@@ -204,6 +212,7 @@ PyObject *encode_int64_leaf_page(const uint64_t *keys, Py_ssize_t count, PyObjec
 /* One level of a change's walk: an Inner (a strong reference) and the child index taken. */
 typedef struct {
     PyObject *node;
+    int64_t recid;               /* the node's record id */
     Py_ssize_t child;
 } WalkStep;
 
@@ -218,6 +227,16 @@ typedef struct {
 int descent_walk(PyObject *descent, PyObject *key, WalkStep *steps, Py_ssize_t *n_steps,
                  int64_t *leaf);
 void walk_steps_clear(WalkStep *steps, Py_ssize_t n);
+/* The Descent's form of inner node `recid` after a structural change edited the node: as
+ * form_table_set_separator and form_table_insert_child (forms.c) say, or dropped. (descent.c) */
+void descent_separator_set(PyObject *descent, int64_t recid, Py_ssize_t at, int64_t separator);
+void descent_child_inserted(PyObject *descent, int64_t recid, Py_ssize_t at, int64_t separator,
+                            int64_t child);
+void descent_form_drop(PyObject *descent, int64_t recid);
+/* The NodeCache's OrderedDicts of inner nodes and of leaves the Descent reads (borrowed: the
+ * cache keeps the same two dicts for its lifetime). (descent.c) */
+PyObject *descent_inner_nodes(PyObject *descent);
+PyObject *descent_leaves(PyObject *descent);
 
 /* Range scans that walk the tree in C (ranges.c drives them, descent.c reads the leaves). A scan
  * remembers between two leaves only where the next one starts (`seek`, a key), so no node is held

@@ -52,6 +52,7 @@ typedef struct {
     PyObject *store;        /* its RecordStore */
     int key_kind;           /* the page kinds of the tree's keys and values */
     int value_kind;
+    LeafCap leaf_cap;       /* the NodeCache's, for stores around the cache */
 } TreeSlots;
 
 static void
@@ -66,6 +67,7 @@ hold(const TreeSlots *slots, Held *held)
     held->node_size = slots->node_size;
     held->key_kind = slots->key_kind;
     held->value_kind = slots->value_kind;
+    held->leaf_cap = slots->leaf_cap;
 }
 
 static void
@@ -103,9 +105,11 @@ typedef struct {
 static SlotField hint_leaf = SLOT_FIELD("leaf"), hint_lo = SLOT_FIELD("lo"),
     hint_hi = SLOT_FIELD("hi"), hint_path = SLOT_FIELD("path"), leaf_keys = SLOT_FIELD("keys"),
     leaf_values = SLOT_FIELD("values"), leaf_dirty = SLOT_FIELD("dirty"),
-    inner_counts = SLOT_FIELD("counts"), inner_dirty = SLOT_FIELD("dirty");
+    inner_keys = SLOT_FIELD("keys"), inner_counts = SLOT_FIELD("counts"),
+    inner_dirty = SLOT_FIELD("dirty");
 static SlotField *const slot_fields[] = {&hint_leaf, &hint_lo, &hint_hi, &hint_path, &leaf_keys,
-                                         &leaf_values, &leaf_dirty, &inner_counts, &inner_dirty};
+                                         &leaf_values, &leaf_dirty, &inner_keys, &inner_counts,
+                                         &inner_dirty};
 
 /* The offset of `field` in `object`, or -1 for the attribute protocol. */
 static Py_ssize_t
@@ -600,10 +604,8 @@ done:
     return result;
 }
 
-/* The store in the hint's leaf, as Tree.put does it with the write cache when the leaf holds the
- * key's range and has room (the lock is held): 1 stored, 0 not this case (nothing changed), -1
- * with an exception. */
-static int
+/* slots.h */
+int
 store_in_hint(const Held *self, PyObject *key, PyObject *value)
 {
     int result = -1;
@@ -668,6 +670,93 @@ done:
     Py_XDECREF(leaf);
     Py_XDECREF(lo);
     Py_XDECREF(hi);
+    Py_XDECREF(keys);
+    Py_XDECREF(values);
+    Py_XDECREF(path);
+    return result;
+}
+
+/* slots.h */
+int
+hint_at_leaf(const Held *self, const WalkStep *steps, Py_ssize_t n, PyObject *leaf)
+{
+    int result = -1;
+    PyObject *path = PyList_New(n), *lo = NULL, *hi = NULL, *keys = NULL;
+    if (path == NULL || field_set(&hint_leaf, self->hint, Py_None) < 0)  /* set last */
+        goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *step = Py_BuildValue("(On)", steps[i].node, steps[i].child);
+        if (step == NULL)
+            goto done;
+        PyList_SET_ITEM(path, i, step);
+    }
+    /* the range the separators on the path give the leaf: the nearest one on each side, the
+     * deepest first (as cursor._bounds finds it) */
+    for (Py_ssize_t i = n - 1; i >= 0 && (lo == NULL || hi == NULL); i--) {
+        Py_CLEAR(keys);
+        if ((keys = field_get(&inner_keys, steps[i].node)) == NULL)
+            goto done;
+        Py_ssize_t at = steps[i].child;
+        if (!PyList_CheckExact(keys) || at < 0 || at > PyList_GET_SIZE(keys)) {
+            page_corrupt("a TreeMap path names a child its node lacks");
+            goto done;
+        }
+        if (lo == NULL && at > 0)
+            lo = Py_NewRef(PyList_GET_ITEM(keys, at - 1));
+        if (hi == NULL && at < PyList_GET_SIZE(keys))
+            hi = Py_NewRef(PyList_GET_ITEM(keys, at));
+    }
+    if (field_set(&hint_path, self->hint, path) < 0
+            || field_set(&hint_lo, self->hint, lo == NULL ? Py_None : lo) < 0
+            || field_set(&hint_hi, self->hint, hi == NULL ? Py_None : hi) < 0
+            || field_set(&hint_leaf, self->hint, leaf) < 0)
+        goto done;
+    result = 0;
+done:
+    Py_XDECREF(path);
+    Py_XDECREF(lo);
+    Py_XDECREF(hi);
+    Py_XDECREF(keys);
+    return result;
+}
+
+/* slots.h */
+int
+delete_in_hint(const Held *self, PyObject *key)
+{
+    int result = -1;
+    PyObject *leaf = NULL, *keys = NULL, *values = NULL, *path = NULL;
+    if ((leaf = field_get(&hint_leaf, self->hint)) == NULL)
+        goto done;
+    if (leaf == Py_None) {
+        result = 0;
+        goto done;
+    }
+    if ((keys = field_get(&leaf_keys, leaf)) == NULL
+            || (values = field_get(&leaf_values, leaf)) == NULL)
+        goto done;
+    if (!PyList_CheckExact(keys) || !PyList_CheckExact(values)
+            || PyList_GET_SIZE(keys) != PyList_GET_SIZE(values)) {
+        PyErr_SetString(page_corruption_error, "a TreeMap leaf's keys and values differ");
+        goto done;
+    }
+    Py_ssize_t at, min_entries = self->node_size / 4 > 1 ? self->node_size / 4 : 1;
+    int found = find_key(keys, key, &at);
+    if (found <= 0 || PyList_GET_SIZE(keys) - 1 < min_entries) {  /* absent, or an underflow */
+        result = found < 0 ? -1 : 0;
+        goto done;
+    }
+    if ((path = field_get(&hint_path, self->hint)) == NULL
+            || PySequence_DelItem(keys, at) < 0)
+        goto done;
+    /* the entry is out: what follows is bookkeeping that only fails on a damaged tree or
+     * without memory, as its Python twin would */
+    if (PySequence_DelItem(values, at) < 0 || field_set(&leaf_dirty, leaf, Py_True) < 0
+            || count_change(self, path, -1) < 0)
+        goto done;
+    result = 1;
+done:
+    Py_XDECREF(leaf);
     Py_XDECREF(keys);
     Py_XDECREF(values);
     Py_XDECREF(path);
@@ -822,6 +911,7 @@ slots_attach(TreeSlots *self, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     PyObject *around = args[10], *store = NULL;
     int key_kind = 0, value_kind = 0;
+    LeafCap leaf_cap = {0, 0, 0, 0, 0};
     if (around != Py_None) {
         if (!PyTuple_Check(around) || PyTuple_GET_SIZE(around) != 3 || args[6] == Py_None) {
             PyErr_SetString(PyExc_TypeError, "_attach_slots: around is (nodes, key_kind, "
@@ -832,6 +922,17 @@ slots_attach(TreeSlots *self, PyObject *const *args, Py_ssize_t nargs)
         value_kind = (int)PyLong_AsLong(PyTuple_GET_ITEM(around, 2));
         if (PyErr_Occurred())
             return NULL;
+        PyObject *terms = PyObject_CallMethod(args[2], "leaf_cap_terms", NULL);
+        int parsed = terms != NULL && PyArg_ParseTuple(
+            terms, "nnnnn;NodeCache.leaf_cap_terms() gives five ints", &leaf_cap.budget,
+            &leaf_cap.inner_cost, &leaf_cap.leaf_cost, &leaf_cap.inner_kept, &leaf_cap.node_cap);
+        Py_XDECREF(terms);
+        if (!parsed)
+            return NULL;
+        if (leaf_cap.leaf_cost <= 0) {
+            PyErr_SetString(PyExc_ValueError, "NodeCache.leaf_cap_terms(): a leaf costs nothing");
+            return NULL;
+        }
         if ((store = PyObject_GetAttrString(PyTuple_GET_ITEM(around, 0), "store")) == NULL)
             return NULL;
     }
@@ -870,6 +971,7 @@ slots_attach(TreeSlots *self, PyObject *const *args, Py_ssize_t nargs)
             self->store = store;
             self->key_kind = key_kind;
             self->value_kind = value_kind;
+            self->leaf_cap = leaf_cap;
         }
     }
     Py_RETURN_NONE;

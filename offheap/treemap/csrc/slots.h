@@ -9,6 +9,12 @@
  * close that detaches the slots meanwhile (re-entering through Python code the store calls)
  * frees nothing in use and leaves no field NULL under it. nodes and store are NULL when no store
  * runs around the cache. */
+/* What NodeCache._leaf_cap computes the leaves' capacity from beside the number of cached inner
+ * nodes (NodeCache.leaf_cap_terms, fixed at the cache's creation, read once at attach). */
+typedef struct {
+    Py_ssize_t budget, inner_cost, leaf_cost, inner_kept, node_cap;
+} LeafCap;
+
 typedef struct {
     PyObject *tree;         /* the Tree: shape, n_entries, mods */
     PyObject *cache;        /* its NodeCache */
@@ -18,6 +24,7 @@ typedef struct {
     PyObject *store;        /* that NodeStore's RecordStore, or NULL */
     Py_ssize_t node_size;
     int key_kind, value_kind;
+    LeafCap leaf_cap;       /* its NodeCache's, when nodes is not NULL */
 } Held;
 
 /* The bookkeeping of an insert (`delta` 1) or a delete (-1) in the leaf at the end of `path` (a
@@ -27,6 +34,20 @@ typedef struct {
 int count_change(const Held *held, PyObject *path, long delta);
 /* The same for a path of `n` WalkSteps (descent_walk's). */
 int count_steps(const Held *held, const WalkStep *steps, Py_ssize_t n, long delta);
+
+/* The store in the hint's leaf, as Tree.put does it with the write cache when the leaf holds the
+ * key's range and has room, or splits it for a key above its last (the lock is held): 1 stored,
+ * 0 not this case (nothing changed), -1 with an exception. (slots.c) */
+int store_in_hint(const Held *held, PyObject *key, PyObject *value);
+/* The delete in the hint's leaf, as Tree.pop does it with the write cache when the leaf holds
+ * the key and keeps at least min_entries (node_size // 4, at least 1): 1 done, 0 not this case
+ * (nothing changed), -1 with an exception. The hint holds the key's range: the caller just set
+ * it (hint_at_leaf). (slots.c) */
+int delete_in_hint(const Held *held, PyObject *key);
+/* Make the hint name cached `leaf` at the end of the walk's `n` steps, with their path and the
+ * range their separators give it, as Cursor.descend leaves it: 0, or -1 with an exception (the
+ * hint then names no leaf). (slots.c) */
+int hint_at_leaf(const Held *held, const WalkStep *steps, Py_ssize_t n, PyObject *leaf);
 
 /* The separator page.separator puts between int64 keys left_max < right_min: the one in
  * (left_max, right_min] with the most trailing zero bits. (around.c) */
