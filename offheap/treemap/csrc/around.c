@@ -42,7 +42,7 @@ enum { SMALL_WORDS = 130, SMALL_PAGE = 2048 };
 static PyObject *str_over_capacity, *str_shape, *str_public_shape,
     *str_rewrite, *str_release, *str_with_nodes, *str_leaves_name, *str_keys,
     *str_children, *str_counts, *str_dirty, *str_leaf, *str_raw_bytes,
-    *str_stored_bytes, *str_move_to_end;
+    *str_stored_bytes, *str_move_to_end, *str_inner_name, *str_add, *str_values;
 static const SpaceApi *space;  /* offheap.store._space's C interface */
 
 int
@@ -51,12 +51,12 @@ init_around(void)
     static const char *names[] = {"over_capacity", "_shape", "shape",
                                   "rewrite", "release", "with_nodes", "leaves", "keys",
                                   "children", "counts", "dirty", "leaf",
-                                  "raw_bytes", "stored_bytes", "move_to_end"};
+                                  "raw_bytes", "stored_bytes", "move_to_end", "inner", "add", "values"};
     PyObject **slots[] = {&str_over_capacity, &str_shape, &str_public_shape,
                           &str_rewrite, &str_release, &str_with_nodes,
                           &str_leaves_name, &str_keys, &str_children, &str_counts,
                           &str_dirty, &str_leaf, &str_raw_bytes, &str_stored_bytes,
-                          &str_move_to_end};
+                          &str_move_to_end, &str_inner_name, &str_add, &str_values};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (*slots[i] == NULL && (*slots[i] = PyUnicode_InternFromString(names[i])) == NULL)
             return -1;
@@ -133,6 +133,83 @@ decoded_read(const Held *self, PyObject *recid, Decoded *leaf)
     if (leaf->values == NULL)
         return -1;
     return leaf->values != Py_None;
+}
+
+/* The entries of the cached Leaf `node` of record `recid` (borrowed) into `leaf`, as if decoded
+ * from its page (which may be older: the cache's copy is the current one): 1, or -1 with an
+ * exception. */
+static int
+decoded_from_cached(PyObject *node, PyObject *recid, Decoded *leaf)
+{
+    leaf->recid = recid;
+    PyObject *keys = node_list(node, str_keys);
+    PyObject *values = keys == NULL ? NULL : node_list(node, str_values);
+    int result = -1;
+    if (values == NULL)
+        goto done;
+    Py_ssize_t count = PyList_GET_SIZE(keys);
+    if (count > PAGE_MAX_ENTRIES || PyList_GET_SIZE(values) != count) {
+        page_corrupt("a cached TreeMap leaf's keys and values differ");
+        goto done;
+    }
+    leaf->keys = (size_t)count + 1 <= SMALL_WORDS ? leaf->small_keys
+        : PyMem_Malloc(((size_t)count + 1) * sizeof(uint64_t));
+    if (leaf->keys == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *key = PyList_GET_ITEM(keys, i);
+        int overflow = 0;
+        long long word = PyLong_CheckExact(key) ? PyLong_AsLongLongAndOverflow(key, &overflow) : 0;
+        if (!PyLong_CheckExact(key) || overflow) {
+            page_corrupt("an int64 TreeMap leaf holds a key outside int64");
+            goto done;
+        }
+        if (word == -1 && PyErr_Occurred())
+            goto done;
+        leaf->keys[i] = (uint64_t)word;
+    }
+    if ((leaf->values = PyList_GetSlice(values, 0, count)) == NULL)
+        goto done;
+    leaf->count = count;
+    result = 1;
+done:
+    Py_XDECREF(keys);
+    Py_XDECREF(values);
+    return result;
+}
+
+/* The entries keys[start:stop] (as ints) and values[start:stop] as the new contents of the
+ * cached Leaf `node`, its lists changed in place, and the leaf dirty (as redistribute and the
+ * commit leave it): 0, or -1 with an exception. */
+static int
+cached_takes(PyObject *node, const uint64_t *keys, PyObject *values, Py_ssize_t start,
+             Py_ssize_t stop)
+{
+    PyObject *words = PyList_New(stop - start), *items = NULL, *node_keys = NULL,
+        *node_values = NULL;
+    int result = -1;
+    for (Py_ssize_t i = start; words != NULL && i < stop; i++) {
+        PyObject *key = PyLong_FromLongLong((int64_t)keys[i]);
+        if (key == NULL)
+            goto done;
+        PyList_SET_ITEM(words, i - start, key);
+    }
+    if (words == NULL || (items = PyList_GetSlice(values, start, stop)) == NULL
+            || (node_keys = node_list(node, str_keys)) == NULL
+            || (node_values = node_list(node, str_values)) == NULL
+            || PyList_SetSlice(node_keys, 0, PyList_GET_SIZE(node_keys), words) < 0
+            || PyList_SetSlice(node_values, 0, PyList_GET_SIZE(node_values), items) < 0
+            || PyObject_SetAttr(node, str_dirty, Py_True) < 0)
+        goto done;
+    result = 0;
+done:
+    Py_XDECREF(words);
+    Py_XDECREF(items);
+    Py_XDECREF(node_keys);
+    Py_XDECREF(node_values);
+    return result;
 }
 
 /* bisect_left of `key` in the leaf's keys (in *at): 1 when it is there, else 0. */
@@ -353,8 +430,10 @@ hint_forget(const Held *self)
 /* -- structural changes ------------------------------------------------------------------------- */
 
 /* Insert key -> value at `at` of the full `leaf` by evening it out with a sibling that has a
- * free slot and is not cached (Rebalancer._insert_via_sibling): 1 done, 2 when neither sibling
- * has room (a split follows), 0 not this case, -1 with an exception (nothing changed). */
+ * free slot (Rebalancer._insert_via_sibling): 1 done, 2 when neither sibling has room (a split
+ * follows), 0 not this case, -1 with an exception (nothing changed). A sibling the cache holds
+ * is read from the cache (its LRU place unchanged) and takes its half there, dirty, as the
+ * reference's commit leaves it; only the leaf's page is written then. */
 static int
 shift_into_sibling(const Held *self, PyObject *leaves, const Walk *walk, Decoded *leaf,
                    Py_ssize_t at, int64_t key, PyObject *value)
@@ -366,7 +445,7 @@ shift_into_sibling(const Held *self, PyObject *leaves, const Walk *walk, Decoded
     Decoded sibling;
     decoded_init(&sibling);
     int result = -1;
-    PyObject *values = NULL, *left_page = NULL, *right_page = NULL;
+    PyObject *values = NULL, *leaf_page = NULL, *sibling_page = NULL, *cached = NULL;
     uint64_t small[2 * SMALL_WORDS], *keys = NULL;
     Py_ssize_t si = -1;
     if (parent_open(walk, &parent) < 0)
@@ -382,12 +461,11 @@ shift_into_sibling(const Held *self, PyObject *leaves, const Walk *walk, Decoded
         if (count >= size)  /* full by its count: passed over unread, as the reference does */
             continue;
         PyObject *candidate_id = PyList_GET_ITEM(parent.children, candidate);
-        int cached = PyDict_Contains(leaves, candidate_id);
-        if (cached != 0) {  /* cached: the reference evens it out in the cache */
-            result = cached < 0 ? -1 : 0;
+        cached = Py_XNewRef(PyDict_GetItemWithError(leaves, candidate_id));
+        if (cached == NULL && PyErr_Occurred())
             goto done;
-        }
-        int read = decoded_read(self, candidate_id, &sibling);
+        int read = cached != NULL ? decoded_from_cached(cached, candidate_id, &sibling)
+                                  : decoded_read(self, candidate_id, &sibling);
         if (read != 1) {
             result = read;
             goto done;
@@ -416,18 +494,23 @@ shift_into_sibling(const Held *self, PyObject *leaves, const Walk *walk, Decoded
     memmove(keys + inserted + 1, keys + inserted, (size_t)(total - 1 - inserted) * sizeof(uint64_t));
     keys[inserted] = (uint64_t)key;
     /* the leaf keeps the half on its side of the sibling, as redistribute leaves them */
-    if ((left_page = encode_part(self, keys, values, 0, half)) == NULL
-            || (right_page = left_page == Py_None ? Py_NewRef(Py_None)
-                : encode_part(self, keys, values, half, total)) == NULL)
+    Py_ssize_t leaf_start = si < ci ? half : 0, leaf_stop = si < ci ? total : half;
+    Py_ssize_t sibling_start = si < ci ? 0 : half, sibling_stop = si < ci ? half : total;
+    if ((leaf_page = encode_part(self, keys, values, leaf_start, leaf_stop)) == NULL
+            || (sibling_page = leaf_page == Py_None || cached != NULL ? Py_NewRef(Py_None)
+                : encode_part(self, keys, values, sibling_start, sibling_stop)) == NULL)
         goto done;
-    if (left_page == Py_None || right_page == Py_None) {
+    if (leaf_page == Py_None || (sibling_page == Py_None && cached == NULL)) {
         result = 0;
         goto done;
     }
-    PyObject *leaf_page = si < ci ? right_page : left_page;
-    PyObject *sibling_page = si < ci ? left_page : right_page;
-    if (rewrite_two(self, leaf->recid, leaf_page, leaf, sibling.recid, sibling_page,
-                    sibling.size) < 0)
+    if (cached != NULL) {
+        if (rewrite_leaf(self, leaf->recid, leaf_page, leaf->size) < 0
+                || cached_takes(cached, keys, values, sibling_start, sibling_stop) < 0)
+            goto done;
+    }
+    else if (rewrite_two(self, leaf->recid, leaf_page, leaf, sibling.recid, sibling_page,
+                         sibling.size) < 0)
         goto done;
     /* both leaves are stored: what follows only fails on a damaged tree or without memory */
     int64_t word = separator_between((int64_t)keys[half - 1], (int64_t)keys[half]);
@@ -446,8 +529,9 @@ done:
     if (keys != small)
         PyMem_Free(keys);
     Py_XDECREF(values);
-    Py_XDECREF(left_page);
-    Py_XDECREF(right_page);
+    Py_XDECREF(leaf_page);
+    Py_XDECREF(sibling_page);
+    Py_XDECREF(cached);
     decoded_close(&sibling);
     parent_close(&parent);
     return result;
@@ -471,24 +555,127 @@ release_reserved(const Held *self, PyObject *reserved)
 
 /* slots.h */
 int
-count_new_leaf(const Held *self)
+count_new_nodes(const Held *self, long inner)
 {
     PyObject *shape = PyObject_GetAttr(self->tree, str_shape);
     PyObject *one = shape == NULL ? NULL : PyLong_FromLong(1);
-    PyObject *names = one == NULL ? NULL : PyTuple_Pack(1, str_leaves_name);
-    PyObject *args[] = {shape, one};
+    PyObject *more = one == NULL ? NULL : PyLong_FromLong(inner);
+    PyObject *names = more == NULL ? NULL : PyTuple_Pack(2, str_leaves_name, str_inner_name);
+    PyObject *args[] = {shape, one, more};
     PyObject *grown = names == NULL ? NULL
         : PyObject_VectorcallMethod(str_with_nodes, args, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET,
                                     names);
     int status = grown == NULL ? -1 : PyObject_SetAttr(self->tree, str_public_shape, grown);
     Py_XDECREF(shape);
     Py_XDECREF(one);
+    Py_XDECREF(more);
     Py_XDECREF(names);
     Py_XDECREF(grown);
     return status;
 }
 
-/* Insert key -> value at `at` of the full `leaf` by splitting it when its parent has room
+/* The sum of a list of entry counts (n_entries of an Inner) in *total: 0, or -1 with an
+ * exception. */
+static int
+sum_counts(PyObject *counts, Py_ssize_t *total)
+{
+    *total = 0;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(counts); i++) {
+        Py_ssize_t count = PyLong_AsSsize_t(PyList_GET_ITEM(counts, i));
+        if (count == -1 && PyErr_Occurred())
+            return -1;
+        *total += count;
+    }
+    return 0;
+}
+
+/* Split `parent`, full by one child after the split of its child (node_size + 1 children), into
+ * itself and a new inner node of record `sibling_id`, which the parent's own parent (the walk's
+ * step n - 2, which has room) takes beside it, as Rebalancer._split_insert does one level up
+ * (split_off's cut and middle separator); the three are dirty, the new one cached
+ * (NodeCache.add), and the forms follow (the parent's dropped, its parent's edited). The leaf
+ * pages are stored already: this only fails on a damaged tree or without memory. 0, or -1 with
+ * an exception. */
+static int
+split_parent(const Held *self, const Walk *walk, const Parent *parent, PyObject *sibling_id)
+{
+    Py_ssize_t n = PyList_GET_SIZE(parent->children), ci = parent->child;
+    Py_ssize_t cut = ci + 1 == n - 1 ? n - 2 : ci == 0 ? 2 : n / 2;
+    const WalkStep *up = &walk->steps[walk->n - 2];
+    Parent grand = {NULL, NULL, NULL, NULL, up->recid, up->child};
+    PyObject *keys = NULL, *children = NULL, *counts = NULL, *middle = NULL, *sibling = NULL;
+    PyObject *added = NULL;
+    Py_ssize_t left_total, right_total;
+    int result = -1;
+    descent_form_drop(self->descent, parent->recid);
+    if ((keys = PyList_GetSlice(parent->separators, cut, n)) == NULL
+            || (children = PyList_GetSlice(parent->children, cut, n)) == NULL
+            || (counts = PyList_GetSlice(parent->counts, cut, n)) == NULL)
+        goto done;
+    middle = Py_NewRef(PyList_GET_ITEM(parent->separators, cut - 1));
+    if (PyList_SetSlice(parent->separators, cut - 1, n, NULL) < 0
+            || PyList_SetSlice(parent->children, cut, n, NULL) < 0
+            || PyList_SetSlice(parent->counts, cut, n, NULL) < 0
+            || sum_counts(parent->counts, &left_total) < 0 || sum_counts(counts, &right_total) < 0)
+        goto done;
+    int64_t middle_word = PyLong_AsLongLong(middle), sibling_word = PyLong_AsLongLong(sibling_id);
+    if ((middle_word == -1 || sibling_word == -1) && PyErr_Occurred())
+        goto done;
+    if ((sibling = PyObject_CallFunctionObjArgs((PyObject *)Py_TYPE(parent->node), sibling_id,
+                                                keys, children, counts, NULL)) == NULL)
+        goto done;
+    grand.node = up->node;
+    if ((grand.separators = node_list(grand.node, str_keys)) == NULL
+            || (grand.children = node_list(grand.node, str_children)) == NULL
+            || (grand.counts = node_list(grand.node, str_counts)) == NULL)
+        goto done;
+    Py_ssize_t gi = grand.child;
+    if (gi < 0 || gi >= PyList_GET_SIZE(grand.children)
+            || PyList_GET_SIZE(grand.counts) != PyList_GET_SIZE(grand.children)) {
+        page_corrupt("a TreeMap path names a child its node lacks");
+        goto done;
+    }
+    PyObject *right_count = PyLong_FromSsize_t(right_total);
+    int edited = right_count == NULL ? -1 : PyList_Insert(grand.counts, gi + 1, right_count);
+    Py_XDECREF(right_count);
+    if (edited < 0 || PyList_Insert(grand.separators, gi, middle) < 0
+            || PyList_Insert(grand.children, gi + 1, sibling_id) < 0) {
+        descent_form_drop(self->descent, grand.recid);  /* half edited (no memory) */
+        goto done;
+    }
+    descent_child_inserted(self->descent, grand.recid, gi, middle_word, sibling_word);
+    if (set_number(grand.counts, gi, left_total) < 0
+            || PyObject_SetAttr(parent->node, str_dirty, Py_True) < 0
+            || PyObject_SetAttr(grand.node, str_dirty, Py_True) < 0
+            || PyObject_SetAttr(sibling, str_dirty, Py_True) < 0
+            || (added = PyObject_CallMethodOneArg(self->cache, str_add, sibling)) == NULL)
+        goto done;
+    result = 0;
+done:
+    Py_XDECREF(keys);
+    Py_XDECREF(children);
+    Py_XDECREF(counts);
+    Py_XDECREF(middle);
+    Py_XDECREF(sibling);
+    Py_XDECREF(added);
+    parent_close(&grand);
+    return result;
+}
+
+/* Whether inner `node` has room for one more child: 1, 0, -1 with an exception. */
+static int
+has_room_for_child(PyObject *node, Py_ssize_t node_size)
+{
+    PyObject *children = node_list(node, str_children);
+    if (children == NULL)
+        return -1;
+    int room = PyList_GET_SIZE(children) < node_size;
+    Py_DECREF(children);
+    return room;
+}
+
+/* Insert key -> value at `at` of the full `leaf` by splitting it when its parent has room, or
+ * when the parent is full and its own parent has room, splitting the parent too
  * (Rebalancer._split_insert): 1 done, 0 not this case, -1 with an exception (nothing changed). */
 static int
 split_around(const Held *self, const Walk *walk, Decoded *leaf, Py_ssize_t at, int64_t key,
@@ -503,13 +690,18 @@ split_around(const Held *self, const Walk *walk, Decoded *leaf, Py_ssize_t at, i
     if (parent_open(walk, &parent) < 0)
         goto done;
     Py_ssize_t ci = parent.child;
-    if (PyList_GET_SIZE(parent.children) >= size) {  /* the parent splits too */
-        result = 0;
-        goto done;
+    int parent_splits = PyList_GET_SIZE(parent.children) >= size;
+    if (parent_splits) {  /* the reference's when its parent is the root or full too */
+        int room = walk->n < 2 ? 0 : has_room_for_child(walk->steps[walk->n - 2].node, size);
+        if (room != 1) {
+            result = room;
+            goto done;
+        }
     }
-    if ((reserved = reserve_record(self->nodes)) == NULL)
+    if ((reserved = reserve_records(self->nodes, 1 + parent_splits)) == NULL)
         goto done;
-    PyObject *right_id = PyList_GET_ITEM(reserved, 0);
+    /* the leaf's new half takes the last record reserved, as the reference pops it first */
+    PyObject *right_id = PyList_GET_ITEM(reserved, parent_splits);
     int64_t right_word = PyLong_AsLongLong(right_id);
     if (right_word == -1 && PyErr_Occurred())
         goto release;
@@ -545,10 +737,19 @@ split_around(const Held *self, const Walk *walk, Decoded *leaf, Py_ssize_t at, i
         descent_form_drop(self->descent, parent.recid);
         goto done;
     }
+    if (parent_splits) {
+        if (set_number(parent.counts, ci, cut) < 0
+                || split_parent(self, walk, &parent, PyList_GET_ITEM(reserved, 0)) < 0
+                || count_steps(self, walk->steps, walk->n - 2, 1) < 0
+                || count_new_nodes(self, 1) < 0 || hint_forget(self) < 0)
+            goto done;
+        result = 1;
+        goto done;
+    }
     descent_child_inserted(self->descent, parent.recid, ci, word, right_word);
     if (count_steps(self, walk->steps, walk->n, 1) < 0
             || set_number(parent.counts, ci, cut) < 0
-            || count_new_leaf(self) < 0 || hint_forget(self) < 0)
+            || count_new_nodes(self, 0) < 0 || hint_forget(self) < 0)
         goto done;
     result = 1;
     goto done;

@@ -462,13 +462,14 @@ call_method(PyObject *object, PyObject *name, PyObject *const *args, size_t narg
 
 /* slots.h */
 PyObject *
-reserve_record(PyObject *nodes)
+reserve_records(PyObject *nodes, Py_ssize_t count)
 {
-    PyObject *one = PyLong_FromLong(1);
-    PyObject *reserved = one == NULL ? NULL : call_method(nodes, str_reserve, &one, 1);
-    Py_XDECREF(one);
-    if (reserved != NULL && (!PyList_CheckExact(reserved) || PyList_GET_SIZE(reserved) != 1)) {
-        PyErr_SetString(PyExc_TypeError, "NodeStore.reserve(1) gives a list of one record id");
+    PyObject *number = PyLong_FromSsize_t(count);
+    PyObject *reserved = number == NULL ? NULL : call_method(nodes, str_reserve, &number, 1);
+    Py_XDECREF(number);
+    if (reserved != NULL && (!PyList_CheckExact(reserved) || PyList_GET_SIZE(reserved) != count)) {
+        PyErr_Format(PyExc_TypeError, "NodeStore.reserve(%zd) gives a list of %zd record ids",
+                     count, count);
         Py_CLEAR(reserved);
     }
     return reserved;
@@ -534,7 +535,7 @@ split_hint_leaf(const Held *self, PyObject *leaf, PyObject *keys, PyObject *key,
     }
     if (field_set(&hint_leaf, self->hint, Py_None) < 0
             || (nodes = PyObject_GetAttr(self->tree, str_nodes)) == NULL
-            || (reserved = reserve_record(nodes)) == NULL)
+            || (reserved = reserve_records(nodes, 1)) == NULL)
         goto done;
     /* the record is reserved: what follows only fails on a damaged tree or without memory, as
      * its Python twin would */
@@ -581,7 +582,7 @@ split_hint_leaf(const Held *self, PyObject *leaf, PyObject *keys, PyObject *key,
     PyObject *commit_args[] = {changed, created, removed};
     PyObject *committed = call_method(writer, str_commit, commit_args, 3);
     Py_XDECREF(committed);
-    if (committed == NULL || count_new_leaf(self) < 0 || count_in_tree(self, 1) < 0
+    if (committed == NULL || count_new_nodes(self, 0) < 0 || count_in_tree(self, 1) < 0
             || (shape = PyObject_GetAttr(self->tree, str_shape)) == NULL)
         goto done;
     PyObject *descend_args[] = {shape, key};

@@ -52,13 +52,13 @@ int hint_at_leaf(const Held *held, const WalkStep *steps, Py_ssize_t n, PyObject
 /* The separator page.separator puts between int64 keys left_max < right_min: the one in
  * (left_max, right_min] with the most trailing zero bits. (around.c) */
 int64_t separator_between(int64_t left_max, int64_t right_min);
-/* The tree's shape with one more leaf (TreeShape.with_nodes(leaves=1)), set as Tree.shape; 0,
- * or -1 with an exception. (around.c) */
-int count_new_leaf(const Held *held);
+/* The tree's shape with one more leaf and `inner` more inner nodes (TreeShape.with_nodes), set
+ * as Tree.shape; 0, or -1 with an exception. (around.c) */
+int count_new_nodes(const Held *held, long inner);
 
-/* NodeStore.reserve(1) of `nodes`: the list of one record id, or NULL with an exception.
- * (slots.c) */
-PyObject *reserve_record(PyObject *nodes);
+/* NodeStore.reserve(count) of `nodes`: the list of `count` record ids, or NULL with an
+ * exception. (slots.c) */
+PyObject *reserve_records(PyObject *nodes, Py_ssize_t count);
 
 /* m[key] = value and del m[key] for a leaf the node cache does not hold, when the change goes
  * around it and needs no Python (around.c, whose header says which): 1 done, 0 not this case
