@@ -117,6 +117,38 @@ def test_thousands_of_changes_around_the_cache_build_the_reference_tree(seed, st
     assert _placement(compiled) == _placement(reference)
 
 
+def test_random_changes_to_a_bulk_loaded_map_build_the_reference_tree():
+    """Full leaves and full inner nodes at the start (put_many), node size 32 and a cache of a
+    few hundred leaves, as a benchmark's map: the changes that fill the cache (the reference's),
+    then splits of full parents, shifts into cached siblings and changes of cached leaves in C
+    leave what the reference leaves, down to the cache's LRU order."""
+    rng = random.Random(11)
+    keys = list(range(0, 90_000, 3))
+    maps = [TreeMap(key="int64", value="object", cache_bytes=1 << 18) for _ in range(2)]
+    compiled, reference = maps
+    reference._detach_slots()
+    oracle = dict.fromkeys(keys, "")
+    for tree in maps:
+        tree.put_many(keys, [""] * len(keys))
+    for step in range(4000):
+        key = rng.randrange(90_000)
+        op = "set" if rng.random() < 0.8 else "del"
+        for tree in maps:
+            _apply(tree, oracle, op, key)
+        _oracle_step(oracle, op, key)
+        if step % 100 == 0:
+            assert _cache_order(compiled) == _cache_order(reference)
+    assert compiled._tree.shape == reference._tree.shape
+    for tree in maps:
+        tree.flush()
+        tree._check()
+        assert dict(tree.items()) == oracle
+    assert _pages(compiled) == _pages(reference)
+    assert _placement(compiled) == _placement(reference)
+    for tree in maps:
+        tree.close()
+
+
 @pytest.mark.parametrize("slots", ["compiled", "reference"])
 def test_once_the_cache_holds_dirty_leaves_other_changes_leave_it_as_it_is(slots):
     tree = TreeMap(**SMALL)
