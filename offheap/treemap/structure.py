@@ -64,9 +64,13 @@ class NodeSource(Protocol):
 
 class Committer(Protocol):
     """What makes a Rebalancer's change stick: :class:`~offheap.treemap.writethrough.NodeWriter` (dirty in the cache, or
-    written through), or a change written around the cache."""
+    written through), or a change written around the cache. ``changed`` nodes had their
+    entries, separators or children edited; ``recounted`` inner nodes only their entry counts
+    (the ancestors above the edit), which leaves what is derived from their separators and
+    children (the compiled descent's forms) as it is."""
 
-    def commit(self, changed: list[Node], created: list[Node], removed: list[Node]) -> None: ...
+    def commit(self, changed: list[Node], created: list[Node], removed: list[Node],
+               recounted: list[Inner]) -> None: ...
 
 
 class Rebalancer:
@@ -107,7 +111,7 @@ class Rebalancer:
             left, right, sep_index = (sibling, leaf, si) if si < ci else (leaf, sibling, ci)
             parent.keys[sep_index] = redistribute(left, right, None)
             parent.counts[ci], parent.counts[si] = len(leaf), len(sibling)
-            self._writer.commit([leaf, sibling, parent, *_add_to_counts(path[:-1], 1)], [], [])
+            self._writer.commit([leaf, sibling, parent], [], [], _add_to_counts(path[:-1], 1))
             return True
         return False
 
@@ -124,6 +128,7 @@ class Rebalancer:
         at = size if i == size else 1 if i == 0 else (size + 1) // 2
         right, separator = split_off(leaf, at, recids.pop())
         changed: list[Node] = [leaf]
+        recounted: list[Inner] = []
         created = [right]
         shape = shape.with_nodes(leaves=1)
         left_half: Node = leaf
@@ -139,7 +144,7 @@ class Rebalancer:
             changed.append(parent)
             n_children = len(parent.children)
             if n_children <= size:
-                changed += _add_to_counts(path[:level], 1)
+                recounted = _add_to_counts(path[:level], 1)
                 break
             at = n_children - 2 if ci + 1 == n_children - 1 else 2 if ci == 0 else n_children // 2
             sibling, separator = split_off(parent, at, recids.pop())
@@ -151,7 +156,7 @@ class Rebalancer:
                          [n_entries(left_half), n_entries(right_half)])
             created.append(root)
             shape = shape.grown(root.recid)
-        self._writer.commit(changed, created, [])
+        self._writer.commit(changed, created, [], recounted)
         return shape
 
     # -- delete -------------------------------------------------------------------------------
@@ -184,14 +189,12 @@ class Rebalancer:
                 parent.keys[sep_index] = redistribute(left, right, parent.keys[sep_index])
                 parent.counts[sep_index] = n_entries(left)
                 parent.counts[sep_index + 1] = n_entries(right)
-        for node in above:
-            changed[node.recid] = node
         root = path[0][0]
         if len(root.children) == 1:
             removed.append(root)
             changed.pop(root.recid, None)
             shape = shape.shrunk(root.children[0])
-        self._writer.commit(list(changed.values()), [], removed)
+        self._writer.commit(list(changed.values()), [], removed, above)
         return shape
 
     def _plan(self, path: Path, remaining: int) -> list[_RebalanceStep]:

@@ -128,12 +128,14 @@ class WriteAround:
         self._undo.append(_snapshot(node))
         return node
 
-    def commit(self, changed: list[Node], created: list[Node], removed: list[Node]) -> None:
+    def commit(self, changed: list[Node], created: list[Node], removed: list[Node],
+               recounted: list[Inner]) -> None:
         """Write the leaves of a structural change that are not cached, make the rest dirty in
-        the cache, then free the records of ``removed`` nodes; a failed write undoes it all."""
+        the cache, then free the records of ``removed`` nodes; a failed write undoes it all
+        (arguments as :meth:`NodeWriter.commit` takes them)."""
         cache = self._cache
         cache.changed(changed)
-        touched = changed + created
+        touched = changed + recounted + created
         around: list[Node] = [node for node in touched
                               if isinstance(node, Leaf) and cache.cached_leaf(node.recid) is not node]
         for node in touched:

@@ -19,7 +19,7 @@ Thread safety: none; the tree's lock covers every call.
 from __future__ import annotations
 
 from offheap.treemap.cursor import Cursor, Path
-from offheap.treemap.node import Leaf, Node
+from offheap.treemap.node import Inner, Leaf, Node
 from offheap.treemap.nodecache import NodeCache
 from offheap.treemap.nodestore import NodeSnapshot, NodeStore
 
@@ -58,25 +58,28 @@ class NodeWriter:
             self._hint.forget()
             raise
 
-    def commit(self, changed: list[Node], created: list[Node], removed: list[Node]) -> None:
-        """Make a structural change stick: ``changed`` nodes edited in place, ``created`` ones
-        new (in records from :meth:`NodeStore.reserve`), ``removed`` ones gone from the tree,
-        whose records are freed once the rest is committed. A failed write-through undoes it
-        all before the error propagates. The cache hears of the ``changed`` nodes first
-        (:meth:`NodeCache.changed`), so no form of their old separators outlives the call."""
+    def commit(self, changed: list[Node], created: list[Node], removed: list[Node],
+               recounted: list[Inner]) -> None:
+        """Make a structural change stick: ``changed`` nodes edited in place, ``recounted``
+        ones whose entry counts alone changed, ``created`` ones new (in records from
+        :meth:`NodeStore.reserve`), ``removed`` ones gone from the tree, whose records are freed
+        once the rest is committed. A failed write-through undoes it all before the error
+        propagates. The cache hears of the ``changed`` nodes first (:meth:`NodeCache.changed`),
+        so no form of their old separators outlives the call."""
         self._cache.changed(changed)
         for node in created:
             self._cache.add(node)
+        edited = changed + recounted
         if self.write_cache:
-            for node in changed:
+            for node in edited:
                 node.dirty = True
             for node in created:
                 node.dirty = True
         else:
             try:
-                self.write_through(changed + created)
+                self.write_through(edited + created)
             except BaseException:
-                self._undo(changed + removed, created)
+                self._undo(edited + removed, created)
                 raise
         for node in removed:
             self._cache.discard(node.recid)

@@ -445,14 +445,14 @@ has_room(PyObject *counts, Py_ssize_t at, Py_ssize_t node_size)
     return count < node_size;
 }
 
-/* `object`.name(*args), nargs at most 3: the result, a new reference, or NULL with an
+/* `object`.name(*args), nargs at most 4: the result, a new reference, or NULL with an
  * exception. */
 static PyObject *
 call_method(PyObject *object, PyObject *name, PyObject *const *args, size_t nargs)
 {
-    PyObject *all[4] = {object};
-    if (nargs > 3) {
-        PyErr_SetString(PyExc_SystemError, "call_method takes at most 3 arguments");
+    PyObject *all[5] = {object};
+    if (nargs > 4) {
+        PyErr_SetString(PyExc_SystemError, "call_method takes at most 4 arguments");
         return NULL;
     }
     for (size_t i = 0; i < nargs; i++)
@@ -495,7 +495,7 @@ split_hint_leaf(const Held *self, PyObject *leaf, PyObject *keys, PyObject *key,
     int result = -1;
     PyObject *path = NULL, *separators = NULL, *children = NULL, *counts = NULL, *nodes = NULL,
              *reserved = NULL, *right = NULL, *changed = NULL, *created = NULL, *removed = NULL,
-             *writer = NULL, *shape = NULL;
+             *recounted = NULL, *writer = NULL, *shape = NULL;
     if ((path = field_get(&hint_path, self->hint)) == NULL)
         goto done;
     if (!PyList_CheckExact(path) || PyList_GET_SIZE(path) == 0) {  /* the root: a new root */
@@ -561,7 +561,7 @@ split_hint_leaf(const Held *self, PyObject *leaf, PyObject *keys, PyObject *key,
     if (left_count == NULL || PyList_SetItem(counts, ci, left_count) < 0
             || PyList_Insert(children, ci + 1, right_id) < 0)
         goto done;
-    if ((changed = PyList_New(depth + 1)) == NULL)
+    if ((changed = PyList_New(2)) == NULL || (recounted = PyList_New(depth - 1)) == NULL)
         goto done;
     PyList_SET_ITEM(changed, 0, Py_NewRef(leaf));
     PyList_SET_ITEM(changed, 1, Py_NewRef(parent));
@@ -573,14 +573,14 @@ split_hint_leaf(const Held *self, PyObject *leaf, PyObject *keys, PyObject *key,
         Py_XDECREF(above);
         if (status < 0)
             goto done;
-        PyList_SET_ITEM(changed, level + 2, Py_NewRef(node));
+        PyList_SET_ITEM(recounted, level, Py_NewRef(node));
     }
     if ((created = PyList_New(1)) == NULL || (removed = PyList_New(0)) == NULL
             || (writer = PyObject_GetAttr(self->tree, str_writer)) == NULL)
         goto done;
     PyList_SET_ITEM(created, 0, Py_NewRef(right));
-    PyObject *commit_args[] = {changed, created, removed};
-    PyObject *committed = call_method(writer, str_commit, commit_args, 3);
+    PyObject *commit_args[] = {changed, created, removed, recounted};
+    PyObject *committed = call_method(writer, str_commit, commit_args, 4);
     Py_XDECREF(committed);
     if (committed == NULL || count_new_nodes(self, 0) < 0 || count_in_tree(self, 1) < 0
             || (shape = PyObject_GetAttr(self->tree, str_shape)) == NULL)
@@ -600,6 +600,7 @@ done:
     Py_XDECREF(changed);
     Py_XDECREF(created);
     Py_XDECREF(removed);
+    Py_XDECREF(recounted);
     Py_XDECREF(writer);
     Py_XDECREF(shape);
     return result;
