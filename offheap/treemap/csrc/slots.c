@@ -606,18 +606,40 @@ done:
     return result;
 }
 
+/* The hint's leaf and its keys and values lists (new references, checked to agree): 1, 0 when
+ * the hint names no leaf (nothing set), -1 with an exception (nothing set). */
+static int
+hint_leaf_lists(const Held *self, PyObject **leaf, PyObject **keys, PyObject **values)
+{
+    *keys = *values = NULL;
+    if ((*leaf = field_get(&hint_leaf, self->hint)) == NULL)
+        return -1;
+    if (*leaf == Py_None) {
+        Py_CLEAR(*leaf);
+        return 0;
+    }
+    if ((*keys = field_get(&leaf_keys, *leaf)) != NULL
+            && (*values = field_get(&leaf_values, *leaf)) != NULL) {
+        if (PyList_CheckExact(*keys) && PyList_CheckExact(*values)
+                && PyList_GET_SIZE(*keys) == PyList_GET_SIZE(*values))
+            return 1;
+        PyErr_SetString(page_corruption_error, "a TreeMap leaf's keys and values differ");
+    }
+    Py_CLEAR(*leaf);
+    Py_CLEAR(*keys);
+    Py_CLEAR(*values);
+    return -1;
+}
+
 /* slots.h */
 int
 store_in_hint(const Held *self, PyObject *key, PyObject *value)
 {
-    int result = -1;
-    PyObject *leaf = NULL, *lo = NULL, *hi = NULL, *keys = NULL, *values = NULL, *path = NULL;
-    if ((leaf = field_get(&hint_leaf, self->hint)) == NULL)
-        goto done;
-    if (leaf == Py_None) {
-        result = 0;
-        goto done;
-    }
+    PyObject *leaf, *lo = NULL, *hi = NULL, *keys, *values, *path = NULL;
+    int result = hint_leaf_lists(self, &leaf, &keys, &values);
+    if (result != 1)
+        return result;
+    result = -1;
     if ((lo = field_get(&hint_lo, self->hint)) == NULL
             || (hi = field_get(&hint_hi, self->hint)) == NULL)
         goto done;
@@ -628,14 +650,6 @@ store_in_hint(const Held *self, PyObject *key, PyObject *value)
     }
     if (hi != Py_None && (side = compare_keys(key, hi)) != -1) {  /* at or above its end */
         result = side == -2 ? -1 : 0;
-        goto done;
-    }
-    if ((keys = field_get(&leaf_keys, leaf)) == NULL
-            || (values = field_get(&leaf_values, leaf)) == NULL)
-        goto done;
-    if (!PyList_CheckExact(keys) || !PyList_CheckExact(values)
-            || PyList_GET_SIZE(keys) != PyList_GET_SIZE(values)) {
-        PyErr_SetString(page_corruption_error, "a TreeMap leaf's keys and values differ");
         goto done;
     }
     Py_ssize_t n = PyList_GET_SIZE(keys), low;
@@ -726,22 +740,11 @@ done:
 int
 delete_in_hint(const Held *self, PyObject *key)
 {
-    int result = -1;
-    PyObject *leaf = NULL, *keys = NULL, *values = NULL, *path = NULL;
-    if ((leaf = field_get(&hint_leaf, self->hint)) == NULL)
-        goto done;
-    if (leaf == Py_None) {
-        result = 0;
-        goto done;
-    }
-    if ((keys = field_get(&leaf_keys, leaf)) == NULL
-            || (values = field_get(&leaf_values, leaf)) == NULL)
-        goto done;
-    if (!PyList_CheckExact(keys) || !PyList_CheckExact(values)
-            || PyList_GET_SIZE(keys) != PyList_GET_SIZE(values)) {
-        PyErr_SetString(page_corruption_error, "a TreeMap leaf's keys and values differ");
-        goto done;
-    }
+    PyObject *leaf, *keys, *values, *path = NULL;
+    int result = hint_leaf_lists(self, &leaf, &keys, &values);
+    if (result != 1)
+        return result;
+    result = -1;
     Py_ssize_t at, min_entries = self->node_size / 4 > 1 ? self->node_size / 4 : 1;
     int found = find_key(keys, key, &at);
     if (found <= 0 || PyList_GET_SIZE(keys) - 1 < min_entries) {  /* absent, or an underflow */
