@@ -329,9 +329,12 @@ rewrite_two(const Held *self, PyObject *first, PyObject *first_page, const Decod
     return -1;
 }
 
+enum { CACHE_HAS_ROOM = 2 };
+
 /* Whether the change of a leaf the cache does not hold goes around the cache: the cache's
- * `leaves` are at capacity and the least recently used one is dirty. 1 yes, 0 no, -1 with an
- * exception. */
+ * `leaves` are at capacity and the least recently used one is dirty. 1 yes; CACHE_HAS_ROOM no,
+ * the leaves are below capacity (caching one more leaves the cache within it); 0 no, caching it
+ * puts the cache over capacity; -1 with an exception. */
 static int
 goes_around(const Held *self, PyObject *leaves)
 {
@@ -344,7 +347,7 @@ goes_around(const Held *self, PyObject *leaves)
     if (limit > cap->node_cap)
         limit = cap->node_cap;
     if (PyDict_GET_SIZE(leaves) < limit)
-        return 0;
+        return CACHE_HAS_ROOM;
     PyObject *order = PyObject_GetIter(leaves);  /* least recently used first */
     PyObject *oldest = order == NULL ? NULL : PyIter_Next(order);
     Py_XDECREF(order);
@@ -410,14 +413,6 @@ parent_close(Parent *parent)
     Py_CLEAR(parent->separators);
     Py_CLEAR(parent->children);
     Py_CLEAR(parent->counts);
-}
-
-/* Set list[at] to the int `number`. */
-static int
-set_number(PyObject *list, Py_ssize_t at, Py_ssize_t number)
-{
-    PyObject *item = PyLong_FromSsize_t(number);
-    return item == NULL ? -1 : PyList_SetItem(list, at, item);
 }
 
 /* Make the hint name no leaf, as after the reference's descent of a structural change. */
@@ -589,73 +584,94 @@ sum_counts(PyObject *counts, Py_ssize_t *total)
     return 0;
 }
 
-/* Split `parent`, full by one child after the split of its child (node_size + 1 children), into
- * itself and a new inner node of record `sibling_id`, which the parent's own parent (the walk's
- * step n - 2, which has room) takes beside it, as Rebalancer._split_insert does one level up
- * (split_off's cut and middle separator); the three are dirty, the new one cached
- * (NodeCache.add), and the forms follow (the parent's dropped, its parent's edited). The leaf
- * pages are stored already: this only fails on a damaged tree or without memory. 0, or -1 with
- * an exception. */
+/* slots.h */
+int
+split_inner(PyObject *node, const NodeLists *lists, Py_ssize_t child, PyObject *sibling_id,
+            const NodeLists *grand, Py_ssize_t grand_child, PyObject **sibling,
+            int64_t *middle_word)
+{
+    Py_ssize_t n = PyList_GET_SIZE(lists->children);
+    Py_ssize_t cut = child + 1 == n - 1 ? n - 2 : child == 0 ? 2 : n / 2;
+    PyObject *keys = NULL, *children = NULL, *counts = NULL, *middle = NULL;
+    Py_ssize_t left_total, right_total;
+    int result = -1;
+    *sibling = NULL;
+    if (grand_child < 0 || grand_child >= PyList_GET_SIZE(grand->children)
+            || PyList_GET_SIZE(grand->counts) != PyList_GET_SIZE(grand->children)
+            || PyList_GET_SIZE(grand->keys) != PyList_GET_SIZE(grand->children) - 1) {
+        page_corrupt("a TreeMap path names a child its node lacks");
+        goto done;
+    }
+    if ((keys = PyList_GetSlice(lists->keys, cut, n)) == NULL
+            || (children = PyList_GetSlice(lists->children, cut, n)) == NULL
+            || (counts = PyList_GetSlice(lists->counts, cut, n)) == NULL)
+        goto done;
+    middle = Py_NewRef(PyList_GET_ITEM(lists->keys, cut - 1));
+    *middle_word = PyLong_AsLongLong(middle);
+    if ((*middle_word == -1 && PyErr_Occurred())
+            || PyList_SetSlice(lists->keys, cut - 1, n, NULL) < 0
+            || PyList_SetSlice(lists->children, cut, n, NULL) < 0
+            || PyList_SetSlice(lists->counts, cut, n, NULL) < 0
+            || sum_counts(lists->counts, &left_total) < 0 || sum_counts(counts, &right_total) < 0)
+        goto done;
+    if ((*sibling = PyObject_CallFunctionObjArgs((PyObject *)Py_TYPE(node), sibling_id, keys,
+                                                 children, counts, NULL)) == NULL)
+        goto done;
+    PyObject *right_count = PyLong_FromSsize_t(right_total);
+    int edited = right_count == NULL ? -1
+        : PyList_Insert(grand->counts, grand_child + 1, right_count);
+    Py_XDECREF(right_count);
+    if (edited < 0 || PyList_Insert(grand->keys, grand_child, middle) < 0
+            || PyList_Insert(grand->children, grand_child + 1, sibling_id) < 0
+            || set_number(grand->counts, grand_child, left_total) < 0)
+        goto done;
+    result = 0;
+done:
+    if (result < 0)
+        Py_CLEAR(*sibling);
+    Py_XDECREF(keys);
+    Py_XDECREF(children);
+    Py_XDECREF(counts);
+    Py_XDECREF(middle);
+    return result;
+}
+
+/* Split `parent`, full by one child after the split of its child, as split_inner does, the
+ * parent's own parent being the walk's step n - 2 (which has room); the three are dirty, the new
+ * one cached (NodeCache.add), and the forms follow (the parent's dropped, its parent's edited,
+ * or dropped when the edit failed). The leaf pages are stored already: this only fails on
+ * a damaged tree or without memory. 0, or -1 with an exception. */
 static int
 split_parent(const Held *self, const Walk *walk, const Parent *parent, PyObject *sibling_id)
 {
-    Py_ssize_t n = PyList_GET_SIZE(parent->children), ci = parent->child;
-    Py_ssize_t cut = ci + 1 == n - 1 ? n - 2 : ci == 0 ? 2 : n / 2;
     const WalkStep *up = &walk->steps[walk->n - 2];
     Parent grand = {NULL, NULL, NULL, NULL, up->recid, up->child};
-    PyObject *keys = NULL, *children = NULL, *counts = NULL, *middle = NULL, *sibling = NULL;
-    PyObject *added = NULL;
-    Py_ssize_t left_total, right_total;
+    PyObject *sibling = NULL, *added = NULL;
+    int64_t middle_word, sibling_word = PyLong_AsLongLong(sibling_id);
     int result = -1;
     descent_form_drop(self->descent, parent->recid);
-    if ((keys = PyList_GetSlice(parent->separators, cut, n)) == NULL
-            || (children = PyList_GetSlice(parent->children, cut, n)) == NULL
-            || (counts = PyList_GetSlice(parent->counts, cut, n)) == NULL)
-        goto done;
-    middle = Py_NewRef(PyList_GET_ITEM(parent->separators, cut - 1));
-    if (PyList_SetSlice(parent->separators, cut - 1, n, NULL) < 0
-            || PyList_SetSlice(parent->children, cut, n, NULL) < 0
-            || PyList_SetSlice(parent->counts, cut, n, NULL) < 0
-            || sum_counts(parent->counts, &left_total) < 0 || sum_counts(counts, &right_total) < 0)
-        goto done;
-    int64_t middle_word = PyLong_AsLongLong(middle), sibling_word = PyLong_AsLongLong(sibling_id);
-    if ((middle_word == -1 || sibling_word == -1) && PyErr_Occurred())
-        goto done;
-    if ((sibling = PyObject_CallFunctionObjArgs((PyObject *)Py_TYPE(parent->node), sibling_id,
-                                                keys, children, counts, NULL)) == NULL)
-        goto done;
+    if (sibling_word == -1 && PyErr_Occurred())
+        return -1;
     grand.node = up->node;
     if ((grand.separators = node_list(grand.node, str_keys)) == NULL
             || (grand.children = node_list(grand.node, str_children)) == NULL
             || (grand.counts = node_list(grand.node, str_counts)) == NULL)
         goto done;
-    Py_ssize_t gi = grand.child;
-    if (gi < 0 || gi >= PyList_GET_SIZE(grand.children)
-            || PyList_GET_SIZE(grand.counts) != PyList_GET_SIZE(grand.children)) {
-        page_corrupt("a TreeMap path names a child its node lacks");
+    NodeLists lists = {parent->separators, parent->children, parent->counts};
+    NodeLists above = {grand.separators, grand.children, grand.counts};
+    if (split_inner(parent->node, &lists, parent->child, sibling_id, &above, grand.child,
+                    &sibling, &middle_word) < 0) {
+        descent_form_drop(self->descent, grand.recid);  /* perhaps half edited */
         goto done;
     }
-    PyObject *right_count = PyLong_FromSsize_t(right_total);
-    int edited = right_count == NULL ? -1 : PyList_Insert(grand.counts, gi + 1, right_count);
-    Py_XDECREF(right_count);
-    if (edited < 0 || PyList_Insert(grand.separators, gi, middle) < 0
-            || PyList_Insert(grand.children, gi + 1, sibling_id) < 0) {
-        descent_form_drop(self->descent, grand.recid);  /* half edited (no memory) */
-        goto done;
-    }
-    descent_child_inserted(self->descent, grand.recid, gi, middle_word, sibling_word);
-    if (set_number(grand.counts, gi, left_total) < 0
-            || PyObject_SetAttr(parent->node, str_dirty, Py_True) < 0
+    descent_child_inserted(self->descent, grand.recid, grand.child, middle_word, sibling_word);
+    if (PyObject_SetAttr(parent->node, str_dirty, Py_True) < 0
             || PyObject_SetAttr(grand.node, str_dirty, Py_True) < 0
             || PyObject_SetAttr(sibling, str_dirty, Py_True) < 0
             || (added = PyObject_CallMethodOneArg(self->cache, str_add, sibling)) == NULL)
         goto done;
     result = 0;
 done:
-    Py_XDECREF(keys);
-    Py_XDECREF(children);
-    Py_XDECREF(counts);
-    Py_XDECREF(middle);
     Py_XDECREF(sibling);
     Py_XDECREF(added);
     parent_close(&grand);
@@ -769,8 +785,11 @@ enum { LEAF_CACHED = 2 };
 
 /* Walk to the leaf of `key` (an int in int64's range) as Tree.put and Tree.pop do
  * (descent_walk) and, when its change goes around the cache, decode it into `leaf`: 1;
- * LEAF_CACHED when the cache holds the leaf; 0 when neither (nothing changed), -1 with an
- * exception. The caller closes `walk` and `leaf` either way. */
+ * LEAF_CACHED when the cache holds the leaf, or had room for it and now holds it (read by
+ * NodeCache.leaf, as the reference's descent reads it: the cache stays within capacity, so the
+ * reference, were it to take the change over, would not trim first either); 0 when none of
+ * these (nothing changed), -1 with an exception. The caller closes `walk` and `leaf` either
+ * way. */
 static int
 around_open(const Held *self, PyObject *key, Walk *walk, PyObject **leaves, Decoded *leaf)
 {
@@ -792,7 +811,12 @@ around_open(const Held *self, PyObject *key, Walk *walk, PyObject **leaves, Deco
         return -1;
     if ((status = PyDict_Contains(*leaves, walk->leaf)) != 0)
         return status < 0 ? -1 : LEAF_CACHED;
-    if ((status = goes_around(self, *leaves)) != 1)
+    if ((status = goes_around(self, *leaves)) == CACHE_HAS_ROOM) {
+        PyObject *loaded = PyObject_CallMethodOneArg(self->cache, str_leaf, walk->leaf);
+        Py_XDECREF(loaded);
+        return loaded == NULL ? -1 : LEAF_CACHED;
+    }
+    if (status != 1)
         return status;
     result = decoded_read(self, walk->leaf, leaf);
     return result;

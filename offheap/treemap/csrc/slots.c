@@ -83,7 +83,7 @@ unhold(Held *held)
 
 static PyObject *str_lookup, *str_over_capacity, *missing, *str_put_item, *str_delete_item,
     *str_keys, *str_counts, *str_n_entries, *str_mods, *str_trim, *str_children, *str_nodes,
-    *str_reserve, *str_writer, *str_commit, *str_descend, *str_shape;
+    *str_reserve, *str_writer, *str_commit, *str_descend, *str_shape, *str_leaf_name;
 
 /* -- slot fields ------------------------------------------------------------------------------ */
 
@@ -475,27 +475,227 @@ reserve_records(PyObject *nodes, Py_ssize_t count)
     return reserved;
 }
 
-/* Insert key -> value above every key of the full int64 hint `leaf` (whose `keys` list is
- * given) by the append split, when Rebalancer.insert_into_full would split it and only it: the
- * leaf is not the root, neither sibling has a free slot, the parent has room. As
- * Rebalancer._split_insert then does: the hint forgets its leaf, a record is reserved (what can
- * fail, before anything changes), the leaf keeps its node_size entries and a new leaf of that
- * record takes the key alone, the parent takes the separator, the new child and its count, the
- * ancestors one more entry, NodeWriter.commit marks them dirty and caches the new leaf, and the
- * tree takes one more leaf, entry and mod. Then the hint descends to the new leaf, as Tree.put
- * does after every insert into a full leaf. 1 done, 0 not this case (nothing changed), -1 with
- * an exception. */
-static int
-split_hint_leaf(const Held *self, PyObject *leaf, PyObject *keys, PyObject *key, PyObject *value)
+/* slots.h */
+int
+set_number(PyObject *list, Py_ssize_t at, Py_ssize_t number)
 {
-    Py_ssize_t size = self->node_size, n = PyList_GET_SIZE(keys), ci;
-    PyObject *last = PyList_GET_ITEM(keys, n - 1);
-    if (n != size || !PyLong_CheckExact(key) || !PyLong_CheckExact(last))
+    PyObject *item = PyLong_FromSsize_t(number);
+    return item == NULL ? -1 : PyList_SetItem(list, at, item);
+}
+
+/* The int64 value of the int `item` of a leaf or inner node's keys in *word: 0, or -1 with an
+ * exception (CorruptionError for a key outside int64). */
+static int
+key_word(PyObject *item, int64_t *word)
+{
+    int overflow = 0;
+    long long value = PyLong_CheckExact(item) ? PyLong_AsLongLongAndOverflow(item, &overflow) : 0;
+    if (!PyLong_CheckExact(item) || overflow) {
+        PyErr_SetString(page_corruption_error, "an int64 TreeMap node holds a key outside int64");
+        return -1;
+    }
+    *word = value;
+    return value == -1 && PyErr_Occurred() ? -1 : 0;
+}
+
+/* The separator of the int64 keys left[-1] < right[0] (lists of the two leaves): a new int, or
+ * NULL with an exception. */
+static PyObject *
+separator_of(PyObject *left, PyObject *right)
+{
+    int64_t left_max, right_min;
+    if (PyList_GET_SIZE(left) == 0 || PyList_GET_SIZE(right) == 0) {
+        PyErr_SetString(page_corruption_error, "a TreeMap split left an empty leaf");
+        return NULL;
+    }
+    if (key_word(PyList_GET_ITEM(left, PyList_GET_SIZE(left) - 1), &left_max) < 0
+            || key_word(PyList_GET_ITEM(right, 0), &right_min) < 0)
+        return NULL;
+    return PyLong_FromLongLong(separator_between(left_max, right_min));
+}
+
+/* Replace the whole of `list` with items[start:stop]: 0, or -1 with an exception. */
+static int
+list_take(PyObject *list, PyObject *items, Py_ssize_t start, Py_ssize_t stop)
+{
+    PyObject *part = PyList_GetSlice(items, start, stop);
+    int status = part == NULL ? -1 : PyList_SetSlice(list, 0, PyList_GET_SIZE(list), part);
+    Py_XDECREF(part);
+    return status;
+}
+
+/* Even out the full hint `leaf` (its `keys` and `values` given, key -> value inserted at `low`)
+ * with its sibling `si` under `parent`, which has a free slot, as Rebalancer._insert_via_sibling
+ * does: the sibling read through NodeCache.leaf (cached and most recent, as there), the entries
+ * of both split in half in place (node.redistribute), the separator between them and both counts
+ * in the parent. The nodes edited go into `changed`. 0, or -1 with an exception. */
+static int
+shift_into_cached(const Held *self, PyObject *leaf, PyObject *keys, PyObject *values,
+                  Py_ssize_t low, PyObject *key, PyObject *value, PyObject *parent,
+                  const NodeLists *lists, Py_ssize_t ci, Py_ssize_t si, PyObject *changed)
+{
+    PyObject *sibling = NULL, *sibling_keys = NULL, *sibling_values = NULL, *all_keys = NULL,
+        *all_values = NULL, *separator = NULL;
+    int result = -1;
+    PyObject *id = PyList_GET_ITEM(lists->children, si);
+    if ((sibling = PyObject_CallMethodOneArg(self->cache, str_leaf_name, id)) == NULL
+            || (sibling_keys = field_get(&leaf_keys, sibling)) == NULL
+            || (sibling_values = field_get(&leaf_values, sibling)) == NULL)
+        goto done;
+    if (!PyList_CheckExact(sibling_keys) || !PyList_CheckExact(sibling_values)
+            || PyList_GET_SIZE(sibling_keys) != PyList_GET_SIZE(sibling_values)) {
+        PyErr_SetString(page_corruption_error, "a TreeMap leaf's keys and values differ");
+        goto done;
+    }
+    if (PyList_Insert(keys, low, key) < 0)
+        goto done;
+    if (PyList_Insert(values, low, value) < 0) {
+        PySequence_DelItem(keys, low);
+        goto done;
+    }
+    int left_is_sibling = si < ci;
+    PyObject *left_keys = left_is_sibling ? sibling_keys : keys,
+        *right_keys = left_is_sibling ? keys : sibling_keys,
+        *left_values = left_is_sibling ? sibling_values : values,
+        *right_values = left_is_sibling ? values : sibling_values;
+    if ((all_keys = PySequence_Concat(left_keys, right_keys)) == NULL
+            || (all_values = PySequence_Concat(left_values, right_values)) == NULL)
+        goto done;
+    Py_ssize_t total = PyList_GET_SIZE(all_keys), half = total / 2;
+    /* the entry is in: what follows only fails on a damaged tree or without memory, as its
+     * Python twin would */
+    if (list_take(left_keys, all_keys, 0, half) < 0
+            || list_take(left_values, all_values, 0, half) < 0
+            || list_take(right_keys, all_keys, half, total) < 0
+            || list_take(right_values, all_values, half, total) < 0
+            || (separator = separator_of(left_keys, right_keys)) == NULL
+            || PyList_SetItem(lists->keys, left_is_sibling ? si : ci, Py_NewRef(separator)) < 0
+            || set_number(lists->counts, ci, PyList_GET_SIZE(keys)) < 0
+            || set_number(lists->counts, si, PyList_GET_SIZE(sibling_keys)) < 0
+            || PyList_Append(changed, leaf) < 0 || PyList_Append(changed, sibling) < 0
+            || PyList_Append(changed, parent) < 0)
+        goto done;
+    result = 0;
+done:
+    Py_XDECREF(sibling);
+    Py_XDECREF(sibling_keys);
+    Py_XDECREF(sibling_values);
+    Py_XDECREF(all_keys);
+    Py_XDECREF(all_values);
+    Py_XDECREF(separator);
+    return result;
+}
+
+/* Split the full hint `leaf` (its `keys` and `values` given) with key -> value inserted at
+ * `low` under `parent` (`lists`, the leaf its child `ci`) as Rebalancer._split_insert does:
+ * the records reserved (what can fail, before anything changes), the cut of split_off (an
+ * append keeps node_size entries on the left, an insert at the start one, any other half), the
+ * new leaf taking the rest, the parent the separator, the new child and the counts of both;
+ * with `grand_node` (the parent full, the node above it, `grand`, with room, the parent its
+ * child `grand_child`) the parent then splits too (split_inner). The nodes edited go into
+ * `changed`, the new ones into `created`, and the tree's shape counts them. 0, or -1 with an
+ * exception. */
+static int
+split_cached(const Held *self, PyObject *leaf, PyObject *keys, PyObject *values, Py_ssize_t low,
+             PyObject *key, PyObject *value, PyObject *parent, const NodeLists *lists,
+             Py_ssize_t ci, PyObject *grand_node, const NodeLists *grand, Py_ssize_t grand_child,
+             PyObject *changed, PyObject *created)
+{
+    Py_ssize_t size = self->node_size, splits = grand_node != NULL;
+    PyObject *nodes = NULL, *reserved = NULL, *right_keys = NULL, *right_values = NULL,
+        *right = NULL, *separator = NULL, *sibling = NULL;
+    int result = -1;
+    if ((nodes = PyObject_GetAttr(self->tree, str_nodes)) == NULL
+            || (reserved = reserve_records(nodes, 1 + splits)) == NULL)
+        goto done;
+    /* the records are reserved: what follows only fails on a damaged tree or without memory,
+     * as its Python twin would; the leaf's new half takes the last, as the reference pops it */
+    PyObject *right_id = PyList_GET_ITEM(reserved, splits);
+    if (PyList_Insert(keys, low, key) < 0 || PyList_Insert(values, low, value) < 0)
+        goto done;
+    Py_ssize_t total = size + 1, cut = low == size ? size : low == 0 ? 1 : (size + 1) / 2;
+    if ((right_keys = PyList_GetSlice(keys, cut, total)) == NULL
+            || (right_values = PyList_GetSlice(values, cut, total)) == NULL
+            || PyList_SetSlice(keys, cut, total, NULL) < 0
+            || PyList_SetSlice(values, cut, total, NULL) < 0)
+        goto done;
+    PyObject *args[] = {right_id, right_keys, right_values};
+    if ((right = PyObject_Vectorcall((PyObject *)Py_TYPE(leaf), args, 3, NULL)) == NULL
+            || (separator = separator_of(keys, right_keys)) == NULL
+            || PyList_Insert(lists->keys, ci, separator) < 0
+            || PyList_Insert(lists->children, ci + 1, right_id) < 0
+            || set_number(lists->counts, ci, cut) < 0)
+        goto done;
+    PyObject *right_count = PyLong_FromSsize_t(total - cut);
+    int inserted = right_count == NULL ? -1 : PyList_Insert(lists->counts, ci + 1, right_count);
+    Py_XDECREF(right_count);
+    if (inserted < 0 || PyList_Append(changed, leaf) < 0 || PyList_Append(changed, parent) < 0
+            || PyList_Append(created, right) < 0)
+        goto done;
+    if (splits) {
+        int64_t middle;
+        if (split_inner(parent, lists, ci, PyList_GET_ITEM(reserved, 0), grand, grand_child,
+                        &sibling, &middle) < 0
+                || PyList_Append(changed, grand_node) < 0 || PyList_Append(created, sibling) < 0)
+            goto done;
+    }
+    if (count_new_nodes(self, splits) < 0)
+        goto done;
+    result = 0;
+done:
+    Py_XDECREF(nodes);
+    Py_XDECREF(reserved);
+    Py_XDECREF(right_keys);
+    Py_XDECREF(right_values);
+    Py_XDECREF(right);
+    Py_XDECREF(separator);
+    Py_XDECREF(sibling);
+    return result;
+}
+
+/* The three lists of inner `node` (new references, NULL before), checked to agree: 0, or -1
+ * with an exception. nodelists_close drops them. */
+static int
+nodelists_open(PyObject *node, NodeLists *lists)
+{
+    if ((lists->keys = node_list(node, str_keys)) == NULL
+            || (lists->children = node_list(node, str_children)) == NULL
+            || (lists->counts = node_list(node, str_counts)) == NULL)
+        return -1;
+    Py_ssize_t n = PyList_GET_SIZE(lists->children);
+    if (PyList_GET_SIZE(lists->counts) != n || PyList_GET_SIZE(lists->keys) != n - 1)
+        return page_corrupt("a TreeMap inner node's separators, children and counts differ");
+    return 0;
+}
+
+static void
+nodelists_close(NodeLists *lists)
+{
+    Py_CLEAR(lists->keys);
+    Py_CLEAR(lists->children);
+    Py_CLEAR(lists->counts);
+}
+
+/* Insert key -> value at `low` of the full int64 hint `leaf` (its `keys` and `values` lists
+ * given) when Rebalancer.insert_into_full changes the leaf and its parent, or the parent's own
+ * parent too, only: the leaf is not the root, and a sibling has a free slot
+ * (shift_into_cached), or else the parent has room or the node above it has (split_cached). As
+ * Tree.put then does: the hint forgets its leaf first, NodeWriter.commit marks the nodes dirty
+ * (the ancestors above the edit, which take one more entry, among them) and caches the new
+ * ones, the tree takes one more entry and mod, and the hint descends to the key's leaf again.
+ * 1 done, 0 not this case (nothing changed: the split goes higher, in Python), -1 with an
+ * exception. */
+static int
+insert_into_full_hint(const Held *self, PyObject *leaf, PyObject *keys, PyObject *values,
+                      Py_ssize_t low, PyObject *key, PyObject *value)
+{
+    Py_ssize_t size = self->node_size, ci, gi = 0;
+    if (PyList_GET_SIZE(keys) != size || !PyLong_CheckExact(key))
         return 0;
     int result = -1;
-    PyObject *path = NULL, *separators = NULL, *children = NULL, *counts = NULL, *nodes = NULL,
-             *reserved = NULL, *right = NULL, *changed = NULL, *created = NULL, *removed = NULL,
-             *recounted = NULL, *writer = NULL, *shape = NULL;
+    NodeLists lists = {NULL, NULL, NULL}, grand = {NULL, NULL, NULL};
+    PyObject *path = NULL, *changed = NULL, *created = NULL, *removed = NULL, *recounted = NULL,
+             *writer = NULL, *shape = NULL, *grand_node = NULL;
     if ((path = field_get(&hint_path, self->hint)) == NULL)
         goto done;
     if (!PyList_CheckExact(path) || PyList_GET_SIZE(path) == 0) {  /* the root: a new root */
@@ -504,85 +704,63 @@ split_hint_leaf(const Held *self, PyObject *leaf, PyObject *keys, PyObject *key,
             PyErr_SetString(PyExc_TypeError, "a TreeMap path is not a list");
         goto done;
     }
-    Py_ssize_t depth = PyList_GET_SIZE(path);
+    Py_ssize_t depth = PyList_GET_SIZE(path), edited = 1;  /* path levels edited */
     PyObject *parent = path_step(PyList_GET_ITEM(path, depth - 1), &ci);
-    if (parent == NULL || (separators = node_list(parent, str_keys)) == NULL
-            || (children = node_list(parent, str_children)) == NULL
-            || (counts = node_list(parent, str_counts)) == NULL)
+    if (parent == NULL || nodelists_open(parent, &lists) < 0)
         goto done;
-    Py_ssize_t n_children = PyList_GET_SIZE(children);
-    if (ci < 0 || ci >= n_children || PyList_GET_SIZE(counts) != n_children
-            || PyList_GET_SIZE(separators) != n_children - 1) {
-        PyErr_SetString(page_corruption_error, "a TreeMap path names a child its node lacks");
+    Py_ssize_t n_children = PyList_GET_SIZE(lists.children);
+    if (ci < 0 || ci >= n_children) {
+        page_corrupt("a TreeMap path names a child its node lacks");
         goto done;
     }
-    int left_room = has_room(counts, ci - 1, size), right_room = 0;
+    int left_room = has_room(lists.counts, ci - 1, size), right_room = 0;
     if (left_room == 0)
-        right_room = has_room(counts, ci + 1, size);
-    if (left_room != 0 || right_room != 0 || n_children >= size) {  /* a sibling takes some, or
-                                                                      * the parent splits too */
-        result = left_room < 0 || right_room < 0 ? -1 : 0;
+        right_room = has_room(lists.counts, ci + 1, size);
+    if (left_room < 0 || right_room < 0)
         goto done;
+    if (!left_room && !right_room && n_children >= size) {  /* the parent splits too */
+        if (depth < 2) {  /* a new root: the reference's */
+            result = 0;
+            goto done;
+        }
+        grand_node = path_step(PyList_GET_ITEM(path, depth - 2), &gi);
+        if (grand_node == NULL || nodelists_open(grand_node, &grand) < 0)
+            goto done;
+        if (PyList_GET_SIZE(grand.children) >= size) {  /* and the node above it: Python's */
+            result = 0;
+            goto done;
+        }
+        edited = 2;
     }
-    int overflow_left, overflow_key;
-    long long left_max = PyLong_AsLongLongAndOverflow(last, &overflow_left);
-    long long right_min = PyLong_AsLongLongAndOverflow(key, &overflow_key);
-    if (PyErr_Occurred())
+    if ((changed = PyList_New(0)) == NULL || (created = PyList_New(0)) == NULL
+            || (removed = PyList_New(0)) == NULL
+            || field_set(&hint_leaf, self->hint, Py_None) < 0)
         goto done;
-    if (overflow_left || overflow_key) {
-        result = 0;
+    if (left_room || right_room ? shift_into_cached(self, leaf, keys, values, low, key, value,
+                                                    parent, &lists, ci,
+                                                    left_room ? ci - 1 : ci + 1, changed)
+                                : split_cached(self, leaf, keys, values, low, key, value,
+                                               parent, &lists, ci, grand_node, &grand, gi,
+                                               changed, created))
         goto done;
-    }
-    if (field_set(&hint_leaf, self->hint, Py_None) < 0
-            || (nodes = PyObject_GetAttr(self->tree, str_nodes)) == NULL
-            || (reserved = reserve_records(nodes, 1)) == NULL)
+    if ((recounted = PyList_New(depth - edited)) == NULL)
         goto done;
-    /* the record is reserved: what follows only fails on a damaged tree or without memory, as
-     * its Python twin would */
-    PyObject *right_id = PyList_GET_ITEM(reserved, 0);
-    PyObject *right_keys = PyList_New(1), *right_values = PyList_New(1);
-    if (right_keys != NULL && right_values != NULL) {
-        PyList_SET_ITEM(right_keys, 0, Py_NewRef(key));
-        PyList_SET_ITEM(right_values, 0, Py_NewRef(value));
-        PyObject *args[] = {right_id, right_keys, right_values};
-        right = PyObject_Vectorcall((PyObject *)Py_TYPE(leaf), args, 3, NULL);
-    }
-    Py_XDECREF(right_keys);
-    Py_XDECREF(right_values);
-    if (right == NULL)
-        goto done;
-    PyObject *separator = PyLong_FromLongLong(separator_between(left_max, right_min));
-    int status = separator == NULL ? -1 : PyList_Insert(separators, ci, separator);
-    Py_XDECREF(separator);
-    PyObject *right_count = status < 0 ? NULL : PyLong_FromLong(1);
-    status = right_count == NULL ? -1 : PyList_Insert(counts, ci + 1, right_count);
-    Py_XDECREF(right_count);
-    PyObject *left_count = status < 0 ? NULL : PyLong_FromSsize_t(size);
-    if (left_count == NULL || PyList_SetItem(counts, ci, left_count) < 0
-            || PyList_Insert(children, ci + 1, right_id) < 0)
-        goto done;
-    if ((changed = PyList_New(2)) == NULL || (recounted = PyList_New(depth - 1)) == NULL)
-        goto done;
-    PyList_SET_ITEM(changed, 0, Py_NewRef(leaf));
-    PyList_SET_ITEM(changed, 1, Py_NewRef(parent));
-    for (Py_ssize_t level = 0; level < depth - 1; level++) {  /* the ancestors: one more entry */
+    for (Py_ssize_t level = 0; level < depth - edited; level++) {  /* one more entry above */
         Py_ssize_t at;
         PyObject *node = path_step(PyList_GET_ITEM(path, level), &at);
         PyObject *above = node == NULL ? NULL : node_list(node, str_counts);
-        status = above == NULL ? -1 : add_to_item(above, at, 1);
+        int status = above == NULL ? -1 : add_to_item(above, at, 1);
         Py_XDECREF(above);
         if (status < 0)
             goto done;
         PyList_SET_ITEM(recounted, level, Py_NewRef(node));
     }
-    if ((created = PyList_New(1)) == NULL || (removed = PyList_New(0)) == NULL
-            || (writer = PyObject_GetAttr(self->tree, str_writer)) == NULL)
+    if ((writer = PyObject_GetAttr(self->tree, str_writer)) == NULL)
         goto done;
-    PyList_SET_ITEM(created, 0, Py_NewRef(right));
     PyObject *commit_args[] = {changed, created, removed, recounted};
     PyObject *committed = call_method(writer, str_commit, commit_args, 4);
     Py_XDECREF(committed);
-    if (committed == NULL || count_new_nodes(self, 0) < 0 || count_in_tree(self, 1) < 0
+    if (committed == NULL || count_in_tree(self, 1) < 0
             || (shape = PyObject_GetAttr(self->tree, str_shape)) == NULL)
         goto done;
     PyObject *descend_args[] = {shape, key};
@@ -591,12 +769,8 @@ split_hint_leaf(const Held *self, PyObject *leaf, PyObject *keys, PyObject *key,
     result = descended == NULL ? -1 : 1;
 done:
     Py_XDECREF(path);
-    Py_XDECREF(separators);
-    Py_XDECREF(children);
-    Py_XDECREF(counts);
-    Py_XDECREF(nodes);
-    Py_XDECREF(reserved);
-    Py_XDECREF(right);
+    nodelists_close(&lists);
+    nodelists_close(&grand);
     Py_XDECREF(changed);
     Py_XDECREF(created);
     Py_XDECREF(removed);
@@ -663,8 +837,8 @@ store_in_hint(const Held *self, PyObject *key, PyObject *value)
         result = 1;
         goto done;
     }
-    if (n >= self->node_size) {  /* the append split here, any other the structure code's */
-        result = low == n ? split_hint_leaf(self, leaf, keys, key, value) : 0;
+    if (n >= self->node_size) {  /* a sibling takes some, or a split */
+        result = insert_into_full_hint(self, leaf, keys, values, low, key, value);
         goto done;
     }
     if ((path = field_get(&hint_path, self->hint)) == NULL)
@@ -1066,10 +1240,11 @@ add_slots_type(PyObject *module)
 {
     static const char *names[] = {"_lookup", "_put_item", "_delete_item", "keys", "counts",
                                   "n_entries", "mods", "trim", "children", "nodes", "reserve",
-                                  "writer", "commit", "descend", "shape"};
+                                  "writer", "commit", "descend", "shape", "leaf"};
     PyObject **slots[] = {&str_lookup, &str_put_item, &str_delete_item, &str_keys, &str_counts,
                           &str_n_entries, &str_mods, &str_trim, &str_children, &str_nodes,
-                          &str_reserve, &str_writer, &str_commit, &str_descend, &str_shape};
+                          &str_reserve, &str_writer, &str_commit, &str_descend, &str_shape,
+                          &str_leaf_name};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (*slots[i] == NULL && (*slots[i] = PyUnicode_InternFromString(names[i])) == NULL)
             return -1;

@@ -56,6 +56,25 @@ int64_t separator_between(int64_t left_max, int64_t right_min);
  * as Tree.shape; 0, or -1 with an exception. (around.c) */
 int count_new_nodes(const Held *held, long inner);
 
+/* The three lists of an Inner: its separators (keys), children and entry counts. */
+typedef struct {
+    PyObject *keys, *children, *counts;
+} NodeLists;
+
+/* Split inner `node` (`lists`), one child over node_size after its child `child` split, at
+ * split_off's cut into a new node of its type and of record `sibling_id` (*sibling, a new
+ * reference), which the node above it (`grand`, the node at its `grand_child`) takes beside it:
+ * the middle separator (its word in *middle_word) and the new child go in, and the counts of
+ * both are set, as Rebalancer._split_insert does one level up. Dirty flags, the cache and the
+ * forms are the caller's. 0, or -1 with an exception (the lists may be half edited then: only
+ * on a damaged tree or without memory). (around.c) */
+int split_inner(PyObject *node, const NodeLists *lists, Py_ssize_t child, PyObject *sibling_id,
+                const NodeLists *grand, Py_ssize_t grand_child, PyObject **sibling,
+                int64_t *middle_word);
+
+/* Set list[at] to the int `number`: 0, or -1 with an exception. (slots.c) */
+int set_number(PyObject *list, Py_ssize_t at, Py_ssize_t number);
+
 /* NodeStore.reserve(count) of `nodes`: the list of `count` record ids, or NULL with an
  * exception. (slots.c) */
 PyObject *reserve_records(PyObject *nodes, Py_ssize_t count);
