@@ -45,6 +45,7 @@ enum { KEY_INT64 = 0, KEY_STR = 1, KEY_BYTES = 2 };
 typedef struct {
     PyObject_HEAD
     PyObject *inner_nodes;  /* the cache's OrderedDict of Inner nodes by recid */
+    PyObject *move_inner;   /* its bound move_to_end, which a change's walk calls per level */
     PyObject *leaves;       /* the cache's OrderedDict of Leaf nodes by recid */
     PyObject *load_inner;   /* cache.inner: decode, cache and return an inner node */
     PyObject *read_leaf;    /* cache.read_leaf: a leaf for this read alone */
@@ -60,7 +61,7 @@ typedef struct {
 static PyTypeObject descent_type;
 static int ready(Descent *self);
 
-static PyObject *str_keys, *str_values, *str_counts, *str_move_to_end;
+static PyObject *str_keys, *str_values, *str_counts;
 
 /* -- inner nodes ----------------------------------------------------------------------------- */
 
@@ -679,9 +680,6 @@ descent_walk(PyObject *descent, PyObject *key, WalkStep *steps, Py_ssize_t *n_st
     Key checked;
     if (ready(self) < 0 || check_shape(self->height) < 0 || checked_key(self, key, &checked) < 0)
         return -1;
-    if (str_move_to_end == NULL
-            && (str_move_to_end = PyUnicode_InternFromString("move_to_end")) == NULL)
-        return -1;
     int64_t recid = self->root;
     Py_ssize_t n = 0;
     for (; n < self->height - 1; n++) {
@@ -696,7 +694,7 @@ descent_walk(PyObject *descent, PyObject *key, WalkStep *steps, Py_ssize_t *n_st
         }
         if (cached == 1 && inner_open(self, recid, &level) == 0) {
             /* as NodeCache.inner: the node is now the most recently used */
-            moved = PyObject_CallMethodOneArg(self->inner_nodes, str_move_to_end, id);
+            moved = PyObject_CallOneArg(self->move_inner, id);
             Py_ssize_t child = moved == NULL ? -1 : form_bisect(self, level.form, &checked);
             if (child >= 0) {
                 steps[n].node = Py_NewRef(level.form->node);
@@ -1363,7 +1361,11 @@ descent_init(Descent *self, PyObject *args, PyObject *kwargs)
                      value_kind);
         return -1;
     }
+    PyObject *move_inner = PyObject_GetAttrString(inner_nodes, "move_to_end");
+    if (move_inner == NULL)
+        return -1;
     Py_XSETREF(self->inner_nodes, Py_NewRef(inner_nodes));
+    Py_XSETREF(self->move_inner, move_inner);
     Py_XSETREF(self->leaves, Py_NewRef(leaves));
     Py_XSETREF(self->load_inner, Py_NewRef(load_inner));
     Py_XSETREF(self->read_leaf, Py_NewRef(read_leaf));
@@ -1378,6 +1380,7 @@ static int
 descent_traverse(Descent *self, visitproc visit, void *arg)
 {
     Py_VISIT(self->inner_nodes);
+    Py_VISIT(self->move_inner);
     Py_VISIT(self->leaves);
     Py_VISIT(self->load_inner);
     Py_VISIT(self->read_leaf);
@@ -1391,6 +1394,7 @@ static int
 descent_clear(Descent *self)
 {
     Py_CLEAR(self->inner_nodes);
+    Py_CLEAR(self->move_inner);
     Py_CLEAR(self->leaves);
     Py_CLEAR(self->load_inner);
     Py_CLEAR(self->read_leaf);
