@@ -27,9 +27,10 @@ the cache. The decisions are the Rebalancer's either way, so the tree is the sam
 would have built; its leaves reach the store earlier.
 
 Compiled twin. For int64 keys the map's item slots make the common cases in C
-(``offheap/treemap/csrc/around.c``: in-leaf changes, an insert via an uncached sibling, a split
-whose parent has room), with the same decisions, writes and failure behaviour; this module is
-their reference and makes every other case.
+(``offheap/treemap/csrc/around.c``: in-leaf changes, an insert via a sibling, a split whose
+parent has room or whose parent splits into a node above it that has room), with the same
+decisions, writes and failure behaviour; this module is their reference and makes every other
+case.
 
 Failure atomicity. Writing leaves is the only step that can fail (a full store's
 :class:`CapacityError`, a full disk). An in-leaf change writes its leaf before anything else

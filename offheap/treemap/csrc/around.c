@@ -1,26 +1,31 @@
 /* Stores and deletes of int64 TreeMaps written around the node cache, in C (layer 6): the twin
  * of offheap/treemap/writearound.py for the cases that need no Python, reached from the item
- * slots (slots.c) with the map's lock held.
+ * slots (slots.c) with the map's lock held; and the walk that hands a change of a cached leaf to
+ * the slots' in-cache store and delete.
  *
  * When. As WriteAround.takes decides (NodeCache.would_evict_dirty): the change's leaf is not
  * cached, the cache's leaves are at capacity and the least recently used one is dirty. The
  * descent is Tree.put's, made on the Descent's compact inner forms (descent_walk: the same path
  * of the same Inner objects, the same LRU moves as _pages.walk), so the two paths read, decide
- * and write alike.
+ * and write alike. A leaf the cache holds, or has room for (read into it by NodeCache.leaf, as
+ * the reference's descent reads it), becomes the hint's leaf and the change runs in the cache
+ * (slots.c: store_in_hint, delete_in_hint), as Tree.put and Tree.pop run it there.
  *
  * What. The leaf's raw page is copied out of the store and decoded into 64-bit key words and a
  * list of values (no int object per key); then
  *   - an overwrite, an insert into a leaf with room, a delete that leaves the leaf at least
  *     min_entries (node_size // 4, at least 1) full: the page is encoded and stored;
- *   - an insert into a full leaf: evened out with a sibling that has two free slots or more and
- *     is not cached either (Rebalancer._insert_via_sibling), else a split when the parent has
- *     room (Rebalancer._split_insert), cut where the reference cuts;
+ *   - an insert into a full leaf: evened out with a sibling that has a free slot
+ *     (Rebalancer._insert_via_sibling; a cached sibling takes its half in the cache, dirty),
+ *     else a split when the parent has room, or when the parent is full and the node above it
+ *     has room, the parent splitting too (Rebalancer._split_insert), cut where the reference
+ *     cuts;
  * and only once every page is stored do the inner nodes take the change (entry counts along the
- * path, a new separator, a new child) and the tree its counts (n_entries, mods, the shape's
- * leaves). Everything else returns 0 with nothing changed, and the slot calls the map's Python
- * method, whose WriteAround does the same steps in Python: a key that is absent from the leaf
- * of a delete, a delete that underflows, a cached sibling, a parent that splits too, pages the
- * codec declines.
+ * path, a new separator, a new child, a new inner node) and the tree its counts (n_entries,
+ * mods, the shape's leaves and inner nodes). Everything else returns 0 with nothing changed,
+ * and the slot calls the map's Python method, whose WriteAround does the same steps in Python:
+ * a key that is absent from the leaf of a delete, a delete that underflows, a split that
+ * reaches higher, pages the codec declines.
  *
  * Failure atomicity. A page is stored as NodeStore.rewrite stores it: RecordStore.update, made by
  * the compiled store (offheap/store/_space.c, through its capsule, no Python call) when it can,

@@ -10,11 +10,13 @@
  * one). It begins as Tree.put does, by trimming a node cache over capacity (Tree.trim). When
  * the hint leaf holds the key's range and has room it then does what Tree.put does: overwrite
  * or insert in the leaf's lists, mark the leaf dirty, add one to the entry counts along the
- * hint's path (marking those nodes dirty) and to the tree's n_entries and mods. A key above
- * every key of a full int64 hint leaf splits it here when the reference would split it and
- * nothing else (split_hint_leaf: ascending inserts), and the hint descends to the new leaf as
- * Tree.put has it do. The rest goes around the cache (around.c) or to the map's _put_item;
- * deletes around the cache or to _delete_item. The Python classes Cursor, Leaf and Inner keep
+ * hint's path (marking those nodes dirty) and to the tree's n_entries and mods. A full int64
+ * hint leaf is evened out with a sibling or split here (the parent too when the node above it
+ * has room) as Rebalancer.insert_into_full would change it (insert_into_full_hint: ascending
+ * inserts take its append split), and the hint descends to the key's leaf again as Tree.put
+ * has it do. Otherwise the walk of around.c finds the key's leaf: around the cache, or a cached
+ * leaf made the hint's for the same steps (and delete_in_hint for a delete). The rest goes to
+ * the map's _put_item or _delete_item. The Python classes Cursor, Leaf and Inner keep
  * the attributes the store path touches in __slots__ members, which it reads at their offsets
  * (SlotField).
  *
