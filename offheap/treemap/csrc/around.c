@@ -719,6 +719,22 @@ split_around(const Held *self, const Walk *walk, Decoded *leaf, Py_ssize_t at, i
             goto done;
         }
     }
+    /* the new entry in, then the cut: an append at the end keeps node_size entries on the
+     * left (ascending keys), an insert at the start one (the leaf is this change's copy) */
+    memmove(leaf->keys + at + 1, leaf->keys + at, (size_t)(leaf->count - at) * sizeof(uint64_t));
+    leaf->keys[at] = (uint64_t)key;
+    leaf->count++;
+    if (PyList_Insert(leaf->values, at, value) < 0)
+        goto done;
+    Py_ssize_t total = leaf->count, cut = at == size ? size : at == 0 ? 1 : (size + 1) / 2;
+    if ((left_page = encode_part(self, leaf->keys, leaf->values, 0, cut)) == NULL
+            || (right_page = left_page == Py_None ? Py_NewRef(Py_None)
+                : encode_part(self, leaf->keys, leaf->values, cut, total)) == NULL)
+        goto done;
+    if (left_page == Py_None || right_page == Py_None) {  /* declined: no record was reserved, */
+        result = 0;                                       /* so the reference reserves the same */
+        goto done;
+    }
     if ((reserved = reserve_records(self->nodes, 1 + parent_splits)) == NULL)
         goto done;
     /* the leaf's new half takes the last record reserved, as the reference pops it first */
@@ -726,22 +742,6 @@ split_around(const Held *self, const Walk *walk, Decoded *leaf, Py_ssize_t at, i
     int64_t right_word = PyLong_AsLongLong(right_id);
     if (right_word == -1 && PyErr_Occurred())
         goto release;
-    /* the new entry in, then the cut: an append at the end keeps node_size entries on the
-     * left (ascending keys), an insert at the start one */
-    memmove(leaf->keys + at + 1, leaf->keys + at, (size_t)(leaf->count - at) * sizeof(uint64_t));
-    leaf->keys[at] = (uint64_t)key;
-    leaf->count++;
-    if (PyList_Insert(leaf->values, at, value) < 0)
-        goto release;
-    Py_ssize_t total = leaf->count, cut = at == size ? size : at == 0 ? 1 : (size + 1) / 2;
-    if ((left_page = encode_part(self, leaf->keys, leaf->values, 0, cut)) == NULL
-            || (right_page = left_page == Py_None ? Py_NewRef(Py_None)
-                : encode_part(self, leaf->keys, leaf->values, cut, total)) == NULL)
-        goto release;
-    if (left_page == Py_None || right_page == Py_None) {
-        result = 0;
-        goto release;
-    }
     if (rewrite_two(self, leaf->recid, left_page, leaf, right_id, right_page, 0) < 0)
         goto release;
     /* both leaves are stored: what follows only fails on a damaged tree or without memory */
