@@ -477,6 +477,38 @@ reserve_records(PyObject *nodes, Py_ssize_t count)
     return reserved;
 }
 
+/* The keys and values lists of Leaf `leaf` (new references), checked to agree: 0, or -1 with an
+ * exception (neither set). */
+static int
+leaf_lists(PyObject *leaf, PyObject **keys, PyObject **values)
+{
+    *values = NULL;
+    if ((*keys = field_get(&leaf_keys, leaf)) != NULL
+            && (*values = field_get(&leaf_values, leaf)) != NULL) {
+        if (PyList_CheckExact(*keys) && PyList_CheckExact(*values)
+                && PyList_GET_SIZE(*keys) == PyList_GET_SIZE(*values))
+            return 0;
+        PyErr_SetString(page_corruption_error, "a TreeMap leaf's keys and values differ");
+    }
+    Py_CLEAR(*keys);
+    Py_CLEAR(*values);
+    return -1;
+}
+
+/* Insert key -> value at `at` of a leaf's `keys` and `values` lists, both or neither: 0, or -1
+ * with an exception. */
+static int
+insert_entry(PyObject *keys, PyObject *values, Py_ssize_t at, PyObject *key, PyObject *value)
+{
+    if (PyList_Insert(keys, at, key) < 0)
+        return -1;
+    if (PyList_Insert(values, at, value) < 0) {
+        PySequence_DelItem(keys, at);
+        return -1;
+    }
+    return 0;
+}
+
 /* slots.h */
 int
 set_number(PyObject *list, Py_ssize_t at, Py_ssize_t number)
@@ -541,20 +573,9 @@ shift_into_cached(const Held *self, PyObject *leaf, PyObject *keys, PyObject *va
     int result = -1;
     PyObject *id = PyList_GET_ITEM(lists->children, si);
     if ((sibling = PyObject_CallMethodOneArg(self->cache, str_leaf_name, id)) == NULL
-            || (sibling_keys = field_get(&leaf_keys, sibling)) == NULL
-            || (sibling_values = field_get(&leaf_values, sibling)) == NULL)
+            || leaf_lists(sibling, &sibling_keys, &sibling_values) < 0
+            || insert_entry(keys, values, low, key, value) < 0)
         goto done;
-    if (!PyList_CheckExact(sibling_keys) || !PyList_CheckExact(sibling_values)
-            || PyList_GET_SIZE(sibling_keys) != PyList_GET_SIZE(sibling_values)) {
-        PyErr_SetString(page_corruption_error, "a TreeMap leaf's keys and values differ");
-        goto done;
-    }
-    if (PyList_Insert(keys, low, key) < 0)
-        goto done;
-    if (PyList_Insert(values, low, value) < 0) {
-        PySequence_DelItem(keys, low);
-        goto done;
-    }
     int left_is_sibling = si < ci;
     PyObject *left_keys = left_is_sibling ? sibling_keys : keys,
         *right_keys = left_is_sibling ? keys : sibling_keys,
@@ -613,7 +634,7 @@ split_cached(const Held *self, PyObject *leaf, PyObject *keys, PyObject *values,
     /* the records are reserved: what follows only fails on a damaged tree or without memory,
      * as its Python twin would; the leaf's new half takes the last, as the reference pops it */
     PyObject *right_id = PyList_GET_ITEM(reserved, splits);
-    if (PyList_Insert(keys, low, key) < 0 || PyList_Insert(values, low, value) < 0)
+    if (insert_entry(keys, values, low, key, value) < 0)
         goto done;
     Py_ssize_t total = size + 1, cut = low == size ? size : low == 0 ? 1 : (size + 1) / 2;
     if ((right_keys = PyList_GetSlice(keys, cut, total)) == NULL
@@ -794,16 +815,9 @@ hint_leaf_lists(const Held *self, PyObject **leaf, PyObject **keys, PyObject **v
         Py_CLEAR(*leaf);
         return 0;
     }
-    if ((*keys = field_get(&leaf_keys, *leaf)) != NULL
-            && (*values = field_get(&leaf_values, *leaf)) != NULL) {
-        if (PyList_CheckExact(*keys) && PyList_CheckExact(*values)
-                && PyList_GET_SIZE(*keys) == PyList_GET_SIZE(*values))
-            return 1;
-        PyErr_SetString(page_corruption_error, "a TreeMap leaf's keys and values differ");
-    }
+    if (leaf_lists(*leaf, keys, values) == 0)
+        return 1;
     Py_CLEAR(*leaf);
-    Py_CLEAR(*keys);
-    Py_CLEAR(*values);
     return -1;
 }
 
@@ -843,14 +857,9 @@ store_in_hint(const Held *self, PyObject *key, PyObject *value)
         result = insert_into_full_hint(self, leaf, keys, values, low, key, value);
         goto done;
     }
-    if ((path = field_get(&hint_path, self->hint)) == NULL)
+    if ((path = field_get(&hint_path, self->hint)) == NULL
+            || insert_entry(keys, values, low, key, value) < 0)
         goto done;
-    if (PyList_Insert(keys, low, key) < 0)
-        goto done;
-    if (PyList_Insert(values, low, value) < 0) {
-        PySequence_DelItem(keys, low);
-        goto done;
-    }
     /* the entry is in: what follows is bookkeeping that only fails on a damaged tree or
      * without memory, as its Python twin would */
     if (field_set(&leaf_dirty, leaf, Py_True) < 0)
