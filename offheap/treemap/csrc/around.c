@@ -44,24 +44,21 @@
 
 enum { SMALL_WORDS = 130, SMALL_PAGE = 2048 };
 
-static PyObject *str_over_capacity, *str_shape, *str_public_shape,
-    *str_rewrite, *str_release, *str_with_nodes, *str_leaves_name, *str_keys,
-    *str_children, *str_counts, *str_dirty, *str_leaf, *str_raw_bytes,
-    *str_stored_bytes, *str_move_to_end, *str_inner_name, *str_add, *str_values;
+static PyObject *str_over_capacity, *str_shape, *str_public_shape, *str_rewrite, *str_release,
+    *str_with_nodes, *str_leaves_name, *str_children, *str_dirty, *str_leaf, *str_raw_bytes,
+    *str_stored_bytes, *str_move_to_end, *str_inner_name, *str_add;
 static const SpaceApi *space;  /* offheap.store._space's C interface */
 
 int
 init_around(void)
 {
-    static const char *names[] = {"over_capacity", "_shape", "shape",
-                                  "rewrite", "release", "with_nodes", "leaves", "keys",
-                                  "children", "counts", "dirty", "leaf",
-                                  "raw_bytes", "stored_bytes", "move_to_end", "inner", "add", "values"};
-    PyObject **slots[] = {&str_over_capacity, &str_shape, &str_public_shape,
-                          &str_rewrite, &str_release, &str_with_nodes,
-                          &str_leaves_name, &str_keys, &str_children, &str_counts,
+    static const char *names[] = {"over_capacity", "_shape", "shape", "rewrite", "release",
+                                  "with_nodes", "leaves", "children", "dirty", "leaf",
+                                  "raw_bytes", "stored_bytes", "move_to_end", "inner", "add"};
+    PyObject **slots[] = {&str_over_capacity, &str_shape, &str_public_shape, &str_rewrite,
+                          &str_release, &str_with_nodes, &str_leaves_name, &str_children,
                           &str_dirty, &str_leaf, &str_raw_bytes, &str_stored_bytes,
-                          &str_move_to_end, &str_inner_name, &str_add, &str_values};
+                          &str_move_to_end, &str_inner_name, &str_add};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (*slots[i] == NULL && (*slots[i] = PyUnicode_InternFromString(names[i])) == NULL)
             return -1;
@@ -147,14 +144,13 @@ static int
 decoded_from_cached(PyObject *node, PyObject *recid, Decoded *leaf)
 {
     leaf->recid = recid;
-    PyObject *keys = node_list(node, str_keys);
-    PyObject *values = keys == NULL ? NULL : node_list(node, str_values);
+    PyObject *keys, *values;
+    if (leaf_lists(node, &keys, &values) < 0)
+        return -1;
     int result = -1;
-    if (values == NULL)
-        goto done;
     Py_ssize_t count = PyList_GET_SIZE(keys);
-    if (count > PAGE_MAX_ENTRIES || PyList_GET_SIZE(values) != count) {
-        page_corrupt("a cached TreeMap leaf's keys and values differ");
+    if (count > PAGE_MAX_ENTRIES) {
+        page_corrupt("a cached TreeMap leaf holds more entries than a page");
         goto done;
     }
     leaf->keys = (size_t)count + 1 <= SMALL_WORDS ? leaf->small_keys
@@ -163,18 +159,9 @@ decoded_from_cached(PyObject *node, PyObject *recid, Decoded *leaf)
         PyErr_NoMemory();
         goto done;
     }
-    for (Py_ssize_t i = 0; i < count; i++) {
-        PyObject *key = PyList_GET_ITEM(keys, i);
-        int overflow = 0;
-        long long word = PyLong_CheckExact(key) ? PyLong_AsLongLongAndOverflow(key, &overflow) : 0;
-        if (!PyLong_CheckExact(key) || overflow) {
-            page_corrupt("an int64 TreeMap leaf holds a key outside int64");
+    for (Py_ssize_t i = 0; i < count; i++)
+        if (key_word(PyList_GET_ITEM(keys, i), (int64_t *)&leaf->keys[i]) < 0)
             goto done;
-        }
-        if (word == -1 && PyErr_Occurred())
-            goto done;
-        leaf->keys[i] = (uint64_t)word;
-    }
     if ((leaf->values = PyList_GetSlice(values, 0, count)) == NULL)
         goto done;
     leaf->count = count;
@@ -192,8 +179,7 @@ static int
 cached_takes(PyObject *node, const uint64_t *keys, PyObject *values, Py_ssize_t start,
              Py_ssize_t stop)
 {
-    PyObject *words = PyList_New(stop - start), *items = NULL, *node_keys = NULL,
-        *node_values = NULL;
+    PyObject *words = PyList_New(stop - start), *node_keys = NULL, *node_values = NULL;
     int result = -1;
     for (Py_ssize_t i = start; words != NULL && i < stop; i++) {
         PyObject *key = PyLong_FromLongLong((int64_t)keys[i]);
@@ -201,17 +187,14 @@ cached_takes(PyObject *node, const uint64_t *keys, PyObject *values, Py_ssize_t 
             goto done;
         PyList_SET_ITEM(words, i - start, key);
     }
-    if (words == NULL || (items = PyList_GetSlice(values, start, stop)) == NULL
-            || (node_keys = node_list(node, str_keys)) == NULL
-            || (node_values = node_list(node, str_values)) == NULL
-            || PyList_SetSlice(node_keys, 0, PyList_GET_SIZE(node_keys), words) < 0
-            || PyList_SetSlice(node_values, 0, PyList_GET_SIZE(node_values), items) < 0
+    if (words == NULL || leaf_lists(node, &node_keys, &node_values) < 0
+            || list_take(node_keys, words, 0, stop - start) < 0
+            || list_take(node_values, values, start, stop) < 0
             || PyObject_SetAttr(node, str_dirty, Py_True) < 0)
         goto done;
     result = 0;
 done:
     Py_XDECREF(words);
-    Py_XDECREF(items);
     Py_XDECREF(node_keys);
     Py_XDECREF(node_values);
     return result;
@@ -389,7 +372,8 @@ separator_between(int64_t left_max, int64_t right_min)
 /* The parent at the end of a walk (borrowed) and the child index there, with new references to
  * its three lists, checked to agree; 0, or -1 with an exception. */
 typedef struct {
-    PyObject *node, *separators, *children, *counts;
+    PyObject *node;
+    NodeLists lists;
     int64_t recid;
     Py_ssize_t child;
 } Parent;
@@ -397,17 +381,12 @@ typedef struct {
 static int
 parent_open(const Walk *walk, Parent *parent)
 {
-    parent->separators = parent->children = parent->counts = NULL;
     parent->node = walk->steps[walk->n - 1].node;
     parent->recid = walk->steps[walk->n - 1].recid;
     parent->child = walk->steps[walk->n - 1].child;
-    if ((parent->separators = node_list(parent->node, str_keys)) == NULL
-            || (parent->children = node_list(parent->node, str_children)) == NULL
-            || (parent->counts = node_list(parent->node, str_counts)) == NULL)
+    if (nodelists_open(parent->node, &parent->lists) < 0)
         return -1;
-    Py_ssize_t n = PyList_GET_SIZE(parent->children);
-    if (parent->child < 0 || parent->child >= n || PyList_GET_SIZE(parent->counts) != n
-            || PyList_GET_SIZE(parent->separators) != n - 1)
+    if (parent->child < 0 || parent->child >= PyList_GET_SIZE(parent->lists.children))
         return page_corrupt("a TreeMap path names a child its node lacks");
     return 0;
 }
@@ -415,9 +394,7 @@ parent_open(const Walk *walk, Parent *parent)
 static void
 parent_close(Parent *parent)
 {
-    Py_CLEAR(parent->separators);
-    Py_CLEAR(parent->children);
-    Py_CLEAR(parent->counts);
+    nodelists_close(&parent->lists);
 }
 
 /* Make the hint name no leaf, as after the reference's descent of a structural change. */
@@ -450,17 +427,17 @@ shift_into_sibling(const Held *self, PyObject *leaves, const Walk *walk, Decoded
     Py_ssize_t si = -1;
     if (parent_open(walk, &parent) < 0)
         goto done;
-    Py_ssize_t ci = parent.child, n_children = PyList_GET_SIZE(parent.children);
+    Py_ssize_t ci = parent.child, n_children = PyList_GET_SIZE(parent.lists.children);
     for (int side = 0; side < 2 && si < 0; side++) {
         Py_ssize_t candidate = side == 0 ? ci - 1 : ci + 1;
         if (candidate < 0 || candidate >= n_children)
             continue;
-        Py_ssize_t count = PyLong_AsSsize_t(PyList_GET_ITEM(parent.counts, candidate));
+        Py_ssize_t count = PyLong_AsSsize_t(PyList_GET_ITEM(parent.lists.counts, candidate));
         if (count == -1 && PyErr_Occurred())
             goto done;
         if (count >= size)  /* full by its count: passed over unread, as the reference does */
             continue;
-        PyObject *candidate_id = PyList_GET_ITEM(parent.children, candidate);
+        PyObject *candidate_id = PyList_GET_ITEM(parent.lists.children, candidate);
         cached = Py_XNewRef(PyDict_GetItemWithError(leaves, candidate_id));
         if (cached == NULL && PyErr_Occurred())
             goto done;
@@ -516,12 +493,12 @@ shift_into_sibling(const Held *self, PyObject *leaves, const Walk *walk, Decoded
     int64_t word = separator_between((int64_t)keys[half - 1], (int64_t)keys[half]);
     Py_ssize_t between = si < ci ? si : ci;
     PyObject *separator = PyLong_FromLongLong(word);
-    if (separator == NULL || PyList_SetItem(parent.separators, between, separator) < 0)
+    if (separator == NULL || PyList_SetItem(parent.lists.keys, between, separator) < 0)
         goto done;
     descent_separator_set(self->descent, parent.recid, between, word);
     if (count_steps(self, walk->steps, walk->n, 1) < 0
-            || set_number(parent.counts, ci, si < ci ? total - half : half) < 0
-            || set_number(parent.counts, si, si < ci ? half : total - half) < 0
+            || set_number(parent.lists.counts, ci, si < ci ? total - half : half) < 0
+            || set_number(parent.lists.counts, si, si < ci ? half : total - half) < 0
             || hint_forget(self) < 0)
         goto done;
     result = 1;
@@ -601,9 +578,7 @@ split_inner(PyObject *node, const NodeLists *lists, Py_ssize_t child, PyObject *
     Py_ssize_t left_total, right_total;
     int result = -1;
     *sibling = NULL;
-    if (grand_child < 0 || grand_child >= PyList_GET_SIZE(grand->children)
-            || PyList_GET_SIZE(grand->counts) != PyList_GET_SIZE(grand->children)
-            || PyList_GET_SIZE(grand->keys) != PyList_GET_SIZE(grand->children) - 1) {
+    if (grand_child < 0 || grand_child >= PyList_GET_SIZE(grand->children)) {
         page_corrupt("a TreeMap path names a child its node lacks");
         goto done;
     }
@@ -650,28 +625,23 @@ static int
 split_parent(const Held *self, const Walk *walk, const Parent *parent, PyObject *sibling_id)
 {
     const WalkStep *up = &walk->steps[walk->n - 2];
-    Parent grand = {NULL, NULL, NULL, NULL, up->recid, up->child};
+    NodeLists above;
     PyObject *sibling = NULL, *added = NULL;
     int64_t middle_word, sibling_word = PyLong_AsLongLong(sibling_id);
     int result = -1;
     descent_form_drop(self->descent, parent->recid);
     if (sibling_word == -1 && PyErr_Occurred())
         return -1;
-    grand.node = up->node;
-    if ((grand.separators = node_list(grand.node, str_keys)) == NULL
-            || (grand.children = node_list(grand.node, str_children)) == NULL
-            || (grand.counts = node_list(grand.node, str_counts)) == NULL)
+    if (nodelists_open(up->node, &above) < 0)
         goto done;
-    NodeLists lists = {parent->separators, parent->children, parent->counts};
-    NodeLists above = {grand.separators, grand.children, grand.counts};
-    if (split_inner(parent->node, &lists, parent->child, sibling_id, &above, grand.child,
+    if (split_inner(parent->node, &parent->lists, parent->child, sibling_id, &above, up->child,
                     &sibling, &middle_word) < 0) {
-        descent_form_drop(self->descent, grand.recid);  /* perhaps half edited */
+        descent_form_drop(self->descent, up->recid);  /* perhaps half edited */
         goto done;
     }
-    descent_child_inserted(self->descent, grand.recid, grand.child, middle_word, sibling_word);
+    descent_child_inserted(self->descent, up->recid, up->child, middle_word, sibling_word);
     if (PyObject_SetAttr(parent->node, str_dirty, Py_True) < 0
-            || PyObject_SetAttr(grand.node, str_dirty, Py_True) < 0
+            || PyObject_SetAttr(up->node, str_dirty, Py_True) < 0
             || PyObject_SetAttr(sibling, str_dirty, Py_True) < 0
             || (added = PyObject_CallMethodOneArg(self->cache, str_add, sibling)) == NULL)
         goto done;
@@ -679,7 +649,7 @@ split_parent(const Held *self, const Walk *walk, const Parent *parent, PyObject 
 done:
     Py_XDECREF(sibling);
     Py_XDECREF(added);
-    parent_close(&grand);
+    nodelists_close(&above);
     return result;
 }
 
@@ -711,7 +681,7 @@ split_around(const Held *self, const Walk *walk, Decoded *leaf, Py_ssize_t at, i
     if (parent_open(walk, &parent) < 0)
         goto done;
     Py_ssize_t ci = parent.child;
-    int parent_splits = PyList_GET_SIZE(parent.children) >= size;
+    int parent_splits = PyList_GET_SIZE(parent.lists.children) >= size;
     if (parent_splits) {  /* the reference's when its parent is the root or full too */
         int room = walk->n < 2 ? 0 : has_room_for_child(walk->steps[walk->n - 2].node, size);
         if (room != 1) {
@@ -747,19 +717,19 @@ split_around(const Held *self, const Walk *walk, Decoded *leaf, Py_ssize_t at, i
     /* both leaves are stored: what follows only fails on a damaged tree or without memory */
     int64_t word = separator_between((int64_t)leaf->keys[cut - 1], (int64_t)leaf->keys[cut]);
     PyObject *separator = PyLong_FromLongLong(word);
-    int edited = separator == NULL ? -1 : PyList_Insert(parent.separators, ci, separator);
+    int edited = separator == NULL ? -1 : PyList_Insert(parent.lists.keys, ci, separator);
     Py_XDECREF(separator);
     PyObject *right_count = edited < 0 ? NULL : PyLong_FromSsize_t(total - cut);
-    edited = right_count == NULL ? -1 : PyList_Insert(parent.counts, ci + 1, right_count);
+    edited = right_count == NULL ? -1 : PyList_Insert(parent.lists.counts, ci + 1, right_count);
     Py_XDECREF(right_count);
     if (edited == 0)
-        edited = PyList_Insert(parent.children, ci + 1, right_id);
+        edited = PyList_Insert(parent.lists.children, ci + 1, right_id);
     if (edited < 0) {  /* the parent is half edited (no memory): its form goes */
         descent_form_drop(self->descent, parent.recid);
         goto done;
     }
     if (parent_splits) {
-        if (set_number(parent.counts, ci, cut) < 0
+        if (set_number(parent.lists.counts, ci, cut) < 0
                 || split_parent(self, walk, &parent, PyList_GET_ITEM(reserved, 0)) < 0
                 || count_steps(self, walk->steps, walk->n - 2, 1) < 0
                 || count_new_nodes(self, 1) < 0 || hint_forget(self) < 0)
@@ -769,7 +739,7 @@ split_around(const Held *self, const Walk *walk, Decoded *leaf, Py_ssize_t at, i
     }
     descent_child_inserted(self->descent, parent.recid, ci, word, right_word);
     if (count_steps(self, walk->steps, walk->n, 1) < 0
-            || set_number(parent.counts, ci, cut) < 0
+            || set_number(parent.lists.counts, ci, cut) < 0
             || count_new_nodes(self, 0) < 0 || hint_forget(self) < 0)
         goto done;
     result = 1;

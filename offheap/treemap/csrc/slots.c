@@ -477,9 +477,8 @@ reserve_records(PyObject *nodes, Py_ssize_t count)
     return reserved;
 }
 
-/* The keys and values lists of Leaf `leaf` (new references), checked to agree: 0, or -1 with an
- * exception (neither set). */
-static int
+/* slots.h */
+int
 leaf_lists(PyObject *leaf, PyObject **keys, PyObject **values)
 {
     *values = NULL;
@@ -517,9 +516,8 @@ set_number(PyObject *list, Py_ssize_t at, Py_ssize_t number)
     return item == NULL ? -1 : PyList_SetItem(list, at, item);
 }
 
-/* The int64 value of the int `item` of a leaf or inner node's keys in *word: 0, or -1 with an
- * exception (CorruptionError for a key outside int64). */
-static int
+/* slots.h */
+int
 key_word(PyObject *item, int64_t *word)
 {
     int overflow = 0;
@@ -548,8 +546,8 @@ separator_of(PyObject *left, PyObject *right)
     return PyLong_FromLongLong(separator_between(left_max, right_min));
 }
 
-/* Replace the whole of `list` with items[start:stop]: 0, or -1 with an exception. */
-static int
+/* slots.h */
+int
 list_take(PyObject *list, PyObject *items, Py_ssize_t start, Py_ssize_t stop)
 {
     PyObject *part = PyList_GetSlice(items, start, stop);
@@ -676,11 +674,11 @@ done:
     return result;
 }
 
-/* The three lists of inner `node` (new references, NULL before), checked to agree: 0, or -1
- * with an exception. nodelists_close drops them. */
-static int
+/* slots.h */
+int
 nodelists_open(PyObject *node, NodeLists *lists)
 {
+    lists->keys = lists->children = lists->counts = NULL;
     if ((lists->keys = node_list(node, str_keys)) == NULL
             || (lists->children = node_list(node, str_children)) == NULL
             || (lists->counts = node_list(node, str_counts)) == NULL)
@@ -691,7 +689,8 @@ nodelists_open(PyObject *node, NodeLists *lists)
     return 0;
 }
 
-static void
+/* slots.h */
+void
 nodelists_close(NodeLists *lists)
 {
     Py_CLEAR(lists->keys);

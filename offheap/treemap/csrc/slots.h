@@ -5,16 +5,16 @@
 
 #include "pages.h"
 
-/* What a store uses, held (strong references) for the call once the map's lock is taken: a
- * close that detaches the slots meanwhile (re-entering through Python code the store calls)
- * frees nothing in use and leaves no field NULL under it. nodes and store are NULL when no store
- * runs around the cache. */
 /* What NodeCache._leaf_cap computes the leaves' capacity from beside the number of cached inner
  * nodes (NodeCache.leaf_cap_terms, fixed at the cache's creation, read once at attach). */
 typedef struct {
     Py_ssize_t budget, inner_cost, leaf_cost, inner_kept, node_cap;
 } LeafCap;
 
+/* What a store uses, held (strong references) for the call once the map's lock is taken: a
+ * close that detaches the slots meanwhile (re-entering through Python code the store calls)
+ * frees nothing in use and leaves no field NULL under it. nodes and store are NULL when no store
+ * runs around the cache. */
 typedef struct {
     PyObject *tree;         /* the Tree: shape, n_entries, mods */
     PyObject *cache;        /* its NodeCache */
@@ -36,8 +36,9 @@ int count_change(const Held *held, PyObject *path, long delta);
 int count_steps(const Held *held, const WalkStep *steps, Py_ssize_t n, long delta);
 
 /* The store in the hint's leaf, as Tree.put does it with the write cache when the leaf holds the
- * key's range and has room, or splits it for a key above its last (the lock is held): 1 stored,
- * 0 not this case (nothing changed), -1 with an exception. (slots.c) */
+ * key's range: in the leaf when it has room, else with a sibling or by a split that stays below
+ * the parent's parent (the lock is held): 1 stored, 0 not this case (nothing changed), -1 with
+ * an exception. (slots.c) */
 int store_in_hint(const Held *held, PyObject *key, PyObject *value);
 /* The delete in the hint's leaf, as Tree.pop does it with the write cache when the leaf holds
  * the key and keeps at least min_entries (node_size // 4, at least 1): 1 done, 0 not this case
@@ -60,6 +61,19 @@ int count_new_nodes(const Held *held, long inner);
 typedef struct {
     PyObject *keys, *children, *counts;
 } NodeLists;
+
+/* The lists of inner `node` (new references), checked to agree: 0, or -1 with an exception
+ * (some may be set then). nodelists_close drops them (NULL ones too). (slots.c) */
+int nodelists_open(PyObject *node, NodeLists *lists);
+void nodelists_close(NodeLists *lists);
+/* The keys and values lists of Leaf `leaf` (new references), checked to agree: 0, or -1 with an
+ * exception (neither set). (slots.c) */
+int leaf_lists(PyObject *leaf, PyObject **keys, PyObject **values);
+/* The int64 value of the int `item`, a key of a node of an int64 tree, in *word: 0, or -1 with
+ * an exception (CorruptionError for anything else). (slots.c) */
+int key_word(PyObject *item, int64_t *word);
+/* Replace the whole of `list` with items[start:stop]: 0, or -1 with an exception. (slots.c) */
+int list_take(PyObject *list, PyObject *items, Py_ssize_t start, Py_ssize_t stop);
 
 /* Split inner `node` (`lists`), one child over node_size after its child `child` split, at
  * split_off's cut into a new node of its type and of record `sibling_id` (*sibling, a new
