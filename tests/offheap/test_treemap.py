@@ -248,14 +248,25 @@ def test_object_values_are_copied_like_a_serialized_map():
     assert 2 not in tree
 
 
-def test_update_from_arrays_bulk_builds_full_leaves():
+def test_a_bulk_load_leaves_room_in_its_leaves_for_keys_that_can_come_between():
     keys = np.arange(0, 100_000, 3, dtype=np.int64)
     tree = TreeMap(node_size=32)
     tree.put_many(keys, [""] * len(keys))
     tree._check()
     stats = tree.stats()
-    assert stats.n_entries == len(keys) and stats.n_leaves == -(-len(keys) // 32)
+    assert stats.n_entries == len(keys) and stats.n_leaves == -(-len(keys) // 28)  # 4 free of 32
     assert list(tree.irange(30, 45)) == [30, 33, 36, 39, 42, 45]
+    tree.update({k: "" for k in range(1, 28 * 4, 28)})  # a key into the first four leaves
+    tree._check()
+    assert tree.stats().n_leaves == stats.n_leaves  # each went into its leaf's room: no split
+
+
+def test_a_bulk_load_of_consecutive_keys_builds_full_leaves():
+    keys = np.arange(-50_000, 50_000, dtype=np.int64)  # nothing can come between them
+    tree = TreeMap(node_size=32)
+    tree.put_many(keys, [""] * len(keys))
+    tree._check()
+    assert tree.stats().n_leaves == -(-len(keys) // 32)
 
 
 def test_update_from_unsorted_arrays_sorts_and_last_wins():
