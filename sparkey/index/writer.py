@@ -24,7 +24,6 @@ in the previous pass.
 
 from __future__ import annotations
 
-import mmap
 import os
 import secrets
 import tempfile
@@ -50,6 +49,20 @@ SORTING_BYTES_PER_ENTRY = 160
 
 STATISTICS_CHUNK_SLOTS = 1 << 20
 """Slots read back together to compute the header statistics."""
+
+def _read_fully(fd: int, size: int, offset: int) -> bytes:
+    """``size`` bytes of the file at ``offset`` (``os.pread`` may return fewer at once); a short
+    file is an OSError, since the table was sized before it was written."""
+    parts = []
+    while size:
+        part = os.pread(fd, size, offset)
+        if not part:
+            raise OSError(f"the index file ended {size} bytes short of its table")
+        parts.append(part)
+        size -= len(part)
+        offset += len(part)
+    return b"".join(parts)
+
 
 _RECORD = np.dtype([("hash", "<u8"), ("address", "<u8"), ("size", "<u8"), ("kind", "u1")])
 
@@ -209,15 +222,15 @@ class _IndexBuilder:
             written += os.pwrite(self.fd, data[written:], offset + written)
 
     def statistics(self) -> TableStatistics:
-        """Header statistics, read back from the written table in chunks."""
+        """Header statistics, read back from the written table in chunks of copies (``pread``:
+        no mapping of the file, whose close a live numpy view could make fail)."""
         stats = TableStatistics(self.capacity)
-        with mmap.mmap(self.fd, 0, access=mmap.ACCESS_READ) as mm:
-            table = np.frombuffer(mm, dtype=self.dtype, offset=INDEX_HEADER_SIZE,
-                                  count=self.capacity)
-            for lo in range(0, self.capacity, STATISTICS_CHUNK_SLOTS):
-                chunk = table[lo:lo + STATISTICS_CHUNK_SLOTS]
-                stats.add(chunk["hash"], chunk["address"])
-            del table, chunk
+        slot_bytes = self.dtype.itemsize
+        for lo in range(0, self.capacity, STATISTICS_CHUNK_SLOTS):
+            count = min(STATISTICS_CHUNK_SLOTS, self.capacity - lo)
+            chunk = np.frombuffer(_read_fully(self.fd, count * slot_bytes,
+                                              INDEX_HEADER_SIZE + lo * slot_bytes), self.dtype)
+            stats.add(chunk["hash"], chunk["address"])
         return stats.finish()
 
     def build_replayed(self, rules: str) -> int:
