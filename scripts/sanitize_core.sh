@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Run the tests of every compiled module (the hash table core of LongHashMap and HashMap with its bulk build and lock,
+# Run the tests of every compiled module (the collections' MapLock, the hash table core of LongHashMap and HashMap with its bulk build,
 # the Cache's core, the record store's free space and update, TreeMap's page codec, compiled descent with its inner forms and read slots, TreeSet's element slots, sparkey's native
 # lookups, reader slots and writer) with the extensions built under AddressSanitizer and UndefinedBehaviorSanitizer (gcc).
 #

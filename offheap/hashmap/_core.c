@@ -44,6 +44,7 @@
 
 /* Imported once at module init. */
 PyObject *ClosedError, *CorruptionError;
+const LockApi *lock_api;
 PyObject *as_key_function, *lookup_key_function; /* offheap.hashmap.layout */
 PyObject *INT64, *FLOAT64, *EMPTY, *OBJECT, *STR, *BYTES; /* the serializer singletons */
 double max_load;                                  /* layout.MAX_LOAD */
@@ -523,9 +524,9 @@ MapCore_get_lock(MapCore *self, void *Py_UNUSED(closure))
 static int
 MapCore_set_lock(MapCore *self, PyObject *value, void *Py_UNUSED(closure))
 {
-    if (value == NULL || !PyObject_TypeCheck(value, &MapLockType)) {
+    if (value == NULL || !PyObject_TypeCheck(value, lock_api->type)) {
         PyErr_Format(PyExc_TypeError, "a compiled LongHashMap's lock is a MapLock "
-                     "(offheap.hashmap.locking.new_lock()), not %.100s",
+                     "(offheap.kernels.locks.new_lock()), not %.100s",
                      value == NULL ? "nothing" : Py_TYPE(value)->tp_name);
         return -1;
     }
@@ -822,7 +823,8 @@ static struct PyModuleDef core_module = {
 PyMODINIT_FUNC
 PyInit__core(void)
 {
-    if (PyType_Ready(&EntryIterType) < 0 || PyType_Ready(&MapLockType) < 0 || import_names() < 0
+    lock_api = PyCapsule_Import(LOCK_API_CAPSULE, 0);
+    if (lock_api == NULL || PyType_Ready(&EntryIterType) < 0 || import_names() < 0
         || import_key_names() < 0 || import_cache_names() < 0)
         return NULL;
     PyObject *module = PyModule_Create(&core_module);
@@ -839,10 +841,6 @@ PyInit__core(void)
     CacheCoreType = (PyTypeObject *)cache_core;
     if (cache_core == NULL || PyModule_AddObject(module, "CacheCore", cache_core) < 0) {
         Py_XDECREF(cache_core);
-        Py_DECREF(module);
-        return NULL;
-    }
-    if (PyModule_AddObjectRef(module, "MapLock", (PyObject *)&MapLockType) < 0) {
         Py_DECREF(module);
         return NULL;
     }

@@ -1,9 +1,9 @@
 """The lock of a LongHashMap, and how its operations take it (layer 6).
 
 Every map has one re-entrant lock, ``_lock``; the collections of a :class:`~offheap.DB` share
-the DB's (they write to one store). :func:`new_lock` makes one: the compiled core's
-``MapLock`` (C, ``offheap/hashmap/csrc/lock.c``), whose state that core reads, or
-``threading.RLock`` when the compiled core is not selected. Both have RLock's interface.
+the DB's (they write to one store). :func:`~offheap.kernels.locks.new_lock` makes one: the
+compiled ``MapLock``, whose state the compiled core reads, or ``threading.RLock`` when the
+compiled core is not selected. Both have RLock's interface.
 
 The rule, on both cores:
 
@@ -33,23 +33,12 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 from offheap.hashmap.core import MapCore as ReferenceCore
-from offheap.kernels import native
-
-_compiled = native.compiled_module("offheap.hashmap._core")
 
 _Method = TypeVar("_Method", bound=Callable[..., Any])
 
 
 class _LockHolder(Protocol):
     _lock: threading.RLock
-
-
-def new_lock() -> threading.RLock:
-    """A new map lock: a ``MapLock`` of the compiled core when it is selected, else an RLock.
-    Both have ``acquire(blocking, timeout)``, ``release()`` and the context manager."""
-    if _compiled is None:
-        return threading.RLock()
-    return cast(threading.RLock, _compiled.MapLock())
 
 
 def locked(method: _Method) -> _Method:

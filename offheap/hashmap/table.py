@@ -45,10 +45,11 @@ from offheap.hashmap.layout import (
     parse_meta,
     parse_meta_v1,
 )
-from offheap.hashmap.locking import LockedReferenceCore, locked, locked_generator, new_lock
+from offheap.hashmap.locking import LockedReferenceCore, locked, locked_generator
 from offheap.hashmap.regions import Column, Regions
 from offheap.hashmap.valueslots import EXTERNAL, ValueSlots
 from offheap.kernels import native
+from offheap.kernels.locks import new_lock
 from offheap.kernels.sizes import ByteLimit
 from offheap.store.records import RecordStore
 from offheap.store.serializers import EMPTY, Serializer, get_serializer

@@ -44,6 +44,7 @@ from offheap.errors import ClosedError, CorruptionError, ReadOnlyError
 from offheap.kernels.bounds import INT64_MAX, INT64_MIN
 from offheap.kernels import native
 from offheap.kernels.codecs import get_codec
+from offheap.kernels.locks import new_lock
 from offheap.kernels.sizes import ByteLimit
 from offheap.store.records import RecordStore
 from offheap.store.serializers import get_serializer
@@ -106,7 +107,8 @@ class TreeMap(TreeSlotsBase, StandaloneFileMap, SortedRangeAPI, DictAPI, Mutable
     map always allows them.
     """
 
-    # Always an RLock, which the hot paths acquire and release without a with-block
+    # A new_lock() (a MapLock, which the compiled item slots take without a Python call, or an
+    # RLock), or the store owner's; the hot paths acquire and release it without a with-block
     # (measurably cheaper than one).
     _lock: threading.RLock
 
@@ -153,7 +155,7 @@ class TreeMap(TreeSlotsBase, StandaloneFileMap, SortedRangeAPI, DictAPI, Mutable
         ``path``, beside the one writer process (:mod:`offheap.collection.readers`). ``key``,
         ``value`` and the other options are the constructor's; ``limit``, ``verify``,
         ``recover`` and ``allow_pickle`` apply to this open."""
-        lock = threading.RLock()
+        lock = new_lock()
 
         def build(store: RecordStore) -> TreeMap:
             tree = cls.__new__(cls)
@@ -178,7 +180,7 @@ class TreeMap(TreeSlotsBase, StandaloneFileMap, SortedRangeAPI, DictAPI, Mutable
 
         Its metadata (format, root, height, counts) is the record :attr:`meta_recid`, written by
         :meth:`flush` and :meth:`close`; the store itself stays open when the map closes.
-        ``lock`` (a ``threading.RLock``) is the lock of the store's owner: maps sharing a store
+        ``lock`` (from :func:`~offheap.kernels.locks.new_lock`) is the lock of the store's owner: maps sharing a store
         share it, so one map's ``flush_delay`` timer never writes while another map does.
         """
         tree = cls.__new__(cls)
@@ -201,7 +203,7 @@ class TreeMap(TreeSlotsBase, StandaloneFileMap, SortedRangeAPI, DictAPI, Mutable
         codec = None if compression in (None, "none") else get_codec(compression)
         self._admit = Admission(key, serializer, allow_pickle)
         self._flush_delay = flush_delay
-        self._lock = threading.RLock() if lock is None else lock
+        self._lock = new_lock() if lock is None else lock
         self._tree = Tree(NodeStore(store, key, serializer, codec), node_size, cache_bytes,
                           cache_size, bool(write_cache))
         self._hint = self._tree.hint

@@ -137,6 +137,25 @@ def test_a_close_while_a_reader_waits_for_the_lock_raises_closed_error(path):
     assert outcome == [ClosedError]
 
 
+def test_a_reader_and_a_writer_wait_while_another_thread_holds_the_lock(path):
+    tree = _on(path, TreeMap({k: k for k in range(100)}))
+    if COMPILED:  # the lock the compiled item slots take without a Python call
+        assert type(tree._lock).__name__ == "MapLock"
+    done: list = []
+    tree._lock.acquire()
+    threads = [threading.Thread(target=lambda: done.append(tree[5])),
+               threading.Thread(target=lambda: done.append(tree.__setitem__(200, 1)))]
+    for thread in threads:
+        thread.start()
+    threads[0].join(0.2)
+    assert done == [] and 200 not in tree  # the holder re-enters it: its own reads go in
+    tree._lock.release()
+    for thread in threads:
+        thread.join()
+    assert sorted(done, key=repr) == [5, None] and tree[200] == 1
+    tree._check()
+
+
 def _read_or_error(tree: TreeMap):
     try:
         return tree[5]

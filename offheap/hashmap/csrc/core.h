@@ -9,6 +9,7 @@
 #include <Python.h>
 #include <structmember.h>
 
+#include "lock_api.h"
 #include "pairs.h"
 #include "records.h"
 
@@ -84,14 +85,6 @@ typedef struct {
     int readonly;          /* some buffer is read-only (a reader's table): no changes */
 } Table;
 
-/* The re-entrant lock of a map (lock.c): free while depth is 0. */
-typedef struct {
-    PyObject_HEAD
-    PyThread_type_lock mutex; /* held while depth > 0 */
-    unsigned long owner;      /* the holding thread's ident while depth > 0 */
-    Py_ssize_t depth;         /* the owner's nested acquires; 0: free */
-} MapLock;
-
 typedef struct {
     PyObject_HEAD
     MapLock *lock;   /* _lock: the map's lock, NULL until the map sets one */
@@ -143,7 +136,8 @@ typedef struct {
 
 enum { ITER_KEYS, ITER_VALUES, ITER_ITEMS };
 
-extern PyTypeObject EntryIterType, MapLockType;
+extern PyTypeObject EntryIterType;
+extern const LockApi *lock_api; /* offheap.kernels._lock's, imported by the module's init */
 
 #define ATTACHED(self) ((self)->table.index != NULL)
 #define KEY_SIZE(self) (KEYED(self) ? SLOT_BYTES : 8)

@@ -1,11 +1,5 @@
-/* The compiled LongHashMap core: MapLock, the re-entrant lock of a map (and of a DB's
- * collections), and the turns the core's operations take with it.
- *
- * A MapLock is a PyThread lock with an owner thread and a depth, as threading.RLock: acquire()
- * and release() from the owner nest; the lock is free when the depth is 0. Its state changes
- * only while the changing thread holds the GIL, so a thread that holds the GIL reads a state no
- * other thread is changing (a thread blocked in the PyThread lock sets owner and depth only
- * after taking the GIL back).
+/* The compiled LongHashMap core: the turns the core's operations take with the map's MapLock
+ * (offheap.kernels._lock, whose state and interface kernels/csrc/lock_api.h states).
  *
  * The rule. A table operation that calls no Python code runs without the lock when it is free:
  * it never gives up the GIL, so no other thread runs until it is done. Before it reads the
@@ -18,106 +12,17 @@
 
 #include "core.h"
 
-#include <time.h>
-
-/* Seconds on the monotonic clock. */
-static double
-monotonic_seconds(void)
-{
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return (double)now.tv_sec + (double)now.tv_nsec * 1e-9;
-}
-
-/* Take the PyThread lock, giving up the GIL while waiting (timeout < 0: no limit) and running
- * the signal handlers when a signal interrupts the wait: 1 when taken, 0 when the timeout
- * passed, -1 with the exception a handler raised. */
-static int
-acquire_mutex(PyThread_type_lock mutex, double timeout)
-{
-    double deadline = timeout < 0 ? 0.0 : monotonic_seconds() + timeout;
-    for (;;) {
-        PY_TIMEOUT_T wait_us = -1;
-        if (timeout >= 0) {
-            double left = deadline - monotonic_seconds();
-            wait_us = left > 0 ? (PY_TIMEOUT_T)(left * 1e6) : 0;
-            if (wait_us > PY_TIMEOUT_MAX)
-                wait_us = PY_TIMEOUT_MAX;
-        }
-        PyLockStatus status;
-        Py_BEGIN_ALLOW_THREADS
-        status = PyThread_acquire_lock_timed(mutex, wait_us, 1);
-        Py_END_ALLOW_THREADS
-        if (status == PY_LOCK_ACQUIRED)
-            return 1;
-        if (status == PY_LOCK_FAILURE)
-            return 0;
-        if (Py_MakePendingCalls() < 0) /* PY_LOCK_INTR: a signal */
-            return -1;
-    }
-}
-
-/* Acquire for the calling thread (re-entrant): 1 when it holds the lock, 0 when it did not get
- * it (not blocking, or the timeout passed), -1 with an error. *waited is set when other threads
- * may have run meanwhile. */
-static int
-maplock_acquire(MapLock *lock, int blocking, double timeout, int *waited)
-{
-    unsigned long me = PyThread_get_thread_ident();
-    *waited = 0;
-    if (lock->depth > 0 && lock->owner == me) {
-        if (lock->depth == PY_SSIZE_T_MAX) {
-            PyErr_SetString(PyExc_OverflowError, "MapLock acquired too many times");
-            return -1;
-        }
-        lock->depth++;
-        return 1;
-    }
-    int taken = PyThread_acquire_lock(lock->mutex, NOWAIT_LOCK);
-    if (!taken && blocking) {
-        *waited = 1;
-        taken = acquire_mutex(lock->mutex, timeout);
-        if (taken < 0)
-            return -1;
-    }
-    if (!taken)
-        return 0;
-    lock->owner = me;
-    lock->depth = 1;
-    return 1;
-}
-
-/* One level of the calling thread's hold; precondition: it holds the lock. */
-static void
-maplock_release_held(MapLock *lock)
-{
-    if (--lock->depth == 0) {
-        lock->owner = 0;
-        PyThread_release_lock(lock->mutex);
-    }
-}
-
-static int
-owned_by_caller(const MapLock *lock)
-{
-    return lock->depth > 0 && lock->owner == PyThread_get_thread_ident();
-}
-
-/* ---------------------------------------------------------------------------------------------
- * Turns of the core's operations
- */
-
 int
 hold_lock(MapCore *self, int *held)
 {
     int waited;
     MapLock *lock = self->lock;
-    if (*held || lock == NULL || owned_by_caller(lock))
+    if (*held || lock == NULL || maplock_owned_by_caller(lock))
         return 0;
     Py_INCREF(lock); /* the wait runs other threads, which may set another lock */
-    int taken = maplock_acquire(lock, 1, -1.0, &waited);
+    int taken = lock_api->acquire(lock, 1, -1.0, &waited);
     if (taken == 1 && lock != self->lock) { /* the map took another lock meanwhile: wait again */
-        maplock_release_held(lock);
+        lock_api->release_held(lock);
         Py_DECREF(lock);
         return hold_lock(self, held);
     }
@@ -132,116 +37,6 @@ void
 end_turn(MapCore *self, int held)
 {
     if (held)
-        maplock_release_held(self->lock);
+        lock_api->release_held(self->lock);
 }
 
-/* ---------------------------------------------------------------------------------------------
- * The type
- */
-
-static PyObject *
-MapLock_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
-{
-    static char *names[] = {NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, ":MapLock", names))
-        return NULL;
-    MapLock *lock = (MapLock *)type->tp_alloc(type, 0);
-    if (lock == NULL)
-        return NULL;
-    lock->mutex = PyThread_allocate_lock();
-    if (lock->mutex == NULL) {
-        Py_DECREF(lock);
-        PyErr_SetString(PyExc_MemoryError, "cannot allocate a lock");
-        return NULL;
-    }
-    return (PyObject *)lock;
-}
-
-static void
-MapLock_dealloc(MapLock *lock)
-{
-    if (lock->mutex != NULL) {
-        if (lock->depth > 0)
-            PyThread_release_lock(lock->mutex);
-        PyThread_free_lock(lock->mutex);
-    }
-    Py_TYPE(lock)->tp_free((PyObject *)lock);
-}
-
-static PyObject *
-MapLock_acquire(MapLock *lock, PyObject *args, PyObject *kwargs)
-{
-    static char *names[] = {"blocking", "timeout", NULL};
-    int blocking = 1, waited;
-    double timeout = -1.0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|pd:acquire", names, &blocking, &timeout))
-        return NULL;
-    if (!blocking && timeout != -1.0) {
-        PyErr_SetString(PyExc_ValueError, "can't specify a timeout for a non-blocking call");
-        return NULL;
-    }
-    if (timeout < 0 && timeout != -1.0) {
-        PyErr_SetString(PyExc_ValueError, "timeout value must be a non-negative number");
-        return NULL;
-    }
-    int taken = maplock_acquire(lock, blocking, timeout, &waited);
-    return taken < 0 ? NULL : PyBool_FromLong(taken);
-}
-
-static PyObject *
-MapLock_release(MapLock *lock, PyObject *Py_UNUSED(ignored))
-{
-    if (!owned_by_caller(lock)) {
-        PyErr_SetString(PyExc_RuntimeError, "cannot release un-acquired lock");
-        return NULL;
-    }
-    maplock_release_held(lock);
-    Py_RETURN_NONE;
-}
-
-static PyObject *
-MapLock_exit(MapLock *lock, PyObject *Py_UNUSED(args))
-{
-    return MapLock_release(lock, NULL);
-}
-
-static PyObject *
-MapLock_is_owned(MapLock *lock, PyObject *Py_UNUSED(ignored))
-{
-    return PyBool_FromLong(owned_by_caller(lock));
-}
-
-static PyObject *
-MapLock_repr(MapLock *lock)
-{
-    return PyUnicode_FromFormat("<%s %s owner=%lu depth=%zd>", Py_TYPE(lock)->tp_name,
-                                lock->depth ? "locked" : "unlocked", lock->owner, lock->depth);
-}
-
-static PyMethodDef MapLock_methods[] = {
-    {"acquire", (PyCFunction)(void (*)(void))MapLock_acquire, METH_VARARGS | METH_KEYWORDS,
-     "acquire(blocking=True, timeout=-1)\n--\n\nAcquire for this thread, re-entrantly, as "
-     "threading.RLock.acquire: True when held."},
-    {"release", (PyCFunction)MapLock_release, METH_NOARGS,
-     "Release one level of this thread's hold; RuntimeError when it holds none."},
-    {"__enter__", (PyCFunction)(void (*)(void))MapLock_acquire, METH_VARARGS | METH_KEYWORDS,
-     "Acquire, blocking."},
-    {"__exit__", (PyCFunction)MapLock_exit, METH_VARARGS, "Release."},
-    {"_is_owned", (PyCFunction)MapLock_is_owned, METH_NOARGS,
-     "Whether the calling thread holds the lock."},
-    {NULL, NULL, 0, NULL},
-};
-
-PyTypeObject MapLockType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "offheap.hashmap._core.MapLock",
-    .tp_basicsize = sizeof(MapLock),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "MapLock()\n--\n\nThe re-entrant lock of a LongHashMap, or of all the collections "
-              "of a DB: threading.RLock's interface, with a state the compiled core reads "
-              "(offheap.hashmap.locking).",
-    .tp_new = MapLock_new,
-    .tp_dealloc = (destructor)MapLock_dealloc,
-    .tp_repr = (reprfunc)MapLock_repr,
-    .tp_methods = MapLock_methods,
-};

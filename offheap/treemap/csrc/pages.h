@@ -31,6 +31,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "lock_api.h"
+
 #define PAGE_MAX_ENTRIES 4096      /* offheap.treemap.page.MAX_NODE_SIZE (a test holds them equal) */
 #define PAGE_MAX_VARINT_BYTES 10
 #define PAGE_FRAME_WIDTH_FLAG 0x80 /* offheap.kernels.packing.FRAME_WIDTH_FLAG */
@@ -264,7 +266,9 @@ typedef struct {
 int descent_scan_leaf(PyObject *descent, ScanBounds *scan, int with_values, ScanChunk *out);
 
 /* The map's lock (slots.c): lock_take calls acquire() (which may give up the GIL) and returns a
- * new reference to `release`; lock_give calls it (consumed), keeping an exception set before. */
+ * new reference to `release`; lock_give calls it (consumed), keeping an exception set before.
+ * The bound methods of a MapLock (offheap.kernels._lock) are not called: the lock is taken and
+ * given through its C interface, which does the same without a Python call. */
 PyObject *lock_take(PyObject *acquire, PyObject *release);
 int lock_give(PyObject *release);
 

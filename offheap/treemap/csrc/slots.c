@@ -176,10 +176,38 @@ is_scalar(PyObject *types, PyObject *value)
     return 0;
 }
 
+static const LockApi *lock_api;  /* offheap.kernels._lock's, imported by add_slots_type */
+
+/* The MapLock whose bound method `method` (named `name`) is, or NULL for any other callable
+ * (an RLock's, on a map whose lock is not compiled): such a lock is taken and given through
+ * lock_api, without a Python call. */
+static MapLock *
+bound_maplock(PyObject *method, const char *name)
+{
+    if (!PyCFunction_Check(method))
+        return NULL;
+    PyObject *owner = PyCFunction_GET_SELF(method);
+    if (owner == NULL || !Py_IS_TYPE(owner, lock_api->type)
+            || strcmp(((PyCFunctionObject *)method)->m_ml->ml_name, name) != 0)
+        return NULL;
+    return (MapLock *)owner;
+}
+
 PyObject *
 lock_take(PyObject *acquire, PyObject *release)
 {
-    Py_INCREF(release);
+    MapLock *lock = bound_maplock(acquire, "acquire");
+    Py_INCREF(release);  /* held across the wait, in which a close may detach the methods; a
+                            bound release() holds its lock */
+    if (lock != NULL) {
+        int waited, taken = lock_api->acquire(lock, 1, -1.0, &waited);
+        if (taken == 1)
+            return release;
+        if (taken == 0)  /* blocking without a timeout: not expected */
+            PyErr_SetString(PyExc_RuntimeError, "a TreeMap's MapLock was not taken");
+        Py_DECREF(release);
+        return NULL;
+    }
     PyObject *taken = PyObject_CallNoArgs(acquire);
     if (taken == NULL) {
         Py_DECREF(release);
@@ -192,6 +220,12 @@ lock_take(PyObject *acquire, PyObject *release)
 int
 lock_give(PyObject *release)
 {
+    MapLock *lock = bound_maplock(release, "release");
+    if (lock != NULL && maplock_owned_by_caller(lock)) {
+        lock_api->release_held(lock);
+        Py_DECREF(release);
+        return 0;
+    }
     PyObject *type, *error, *traceback;
     PyErr_Fetch(&type, &error, &traceback);
     PyObject *released = PyObject_CallNoArgs(release);
@@ -1248,6 +1282,8 @@ static PyTypeObject slots_type = {
 int
 add_slots_type(PyObject *module)
 {
+    if ((lock_api = PyCapsule_Import(LOCK_API_CAPSULE, 0)) == NULL)
+        return -1;
     static const char *names[] = {"_lookup", "_put_item", "_delete_item", "keys", "counts",
                                   "n_entries", "mods", "trim", "children", "nodes", "reserve",
                                   "writer", "commit", "descend", "shape", "leaf"};

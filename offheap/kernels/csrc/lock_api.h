@@ -1,0 +1,46 @@
+/* MapLock, the re-entrant lock of a collection (or of all the collections of a DB), and its C
+ * interface for other extensions: offheap.kernels._lock defines the type; the hash map core
+ * (offheap/hashmap/csrc/lock.c) reads its state, and the TreeMap's item slots take and give it
+ * without a Python call (offheap/treemap/csrc/slots.c). An extension reaches the interface
+ * through the capsule LOCK_API_CAPSULE (PyCapsule_Import, with the GIL held).
+ *
+ * A MapLock is a PyThread lock with an owner thread and a depth, as threading.RLock: acquire()
+ * and release() from the owner nest; the lock is free when the depth is 0. Its state changes
+ * only while the changing thread holds the GIL, so a thread that holds the GIL reads a state no
+ * other thread is changing (a thread blocked in the PyThread lock sets owner and depth only
+ * after taking the GIL back).
+ *
+ * acquire(lock, blocking, timeout, &waited): for the calling thread, re-entrantly; 1 held, 0
+ * not taken (not blocking, or the timeout, in seconds, passed; timeout < 0: no limit), -1 with
+ * the exception a signal handler raised while it waited with the GIL given up. `waited` is set
+ * when other threads may have run meanwhile. release_held(lock): one level of the calling
+ * thread's hold; precondition: it holds the lock.
+ */
+#ifndef OFFHEAP_KERNELS_LOCK_API_H
+#define OFFHEAP_KERNELS_LOCK_API_H
+
+#include <Python.h>
+#include <pythread.h>
+
+#define LOCK_API_CAPSULE "offheap.kernels._lock._C_API"
+
+typedef struct {
+    PyObject_HEAD
+    PyThread_type_lock mutex; /* held while depth > 0 */
+    unsigned long owner;      /* the holding thread's ident while depth > 0 */
+    Py_ssize_t depth;         /* the owner's nested acquires; 0: free */
+} MapLock;
+
+typedef struct {
+    PyTypeObject *type;
+    int (*acquire)(MapLock *lock, int blocking, double timeout, int *waited);
+    void (*release_held)(MapLock *lock);
+} LockApi;
+
+static inline int
+maplock_owned_by_caller(const MapLock *lock)
+{
+    return lock->depth > 0 && lock->owner == PyThread_get_thread_ident();
+}
+
+#endif
