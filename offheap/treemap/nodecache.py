@@ -134,8 +134,14 @@ class NodeCache:
     ``cache_size`` (None: no count) a cap on the nodes of each kind. The cache may hold more
     than its budget between two :meth:`trim` calls; ``over_capacity`` then says so (an
     attribute, not a call, since every operation reads it). It may stay True after
-    :meth:`discard` brought the cache back within budget, until the next :meth:`trim`.
+    :meth:`discard` brought the cache back within budget, until the next :meth:`trim`. The
+    attributes are ``__slots__``, so the compiled item slots read ``over_capacity`` by its
+    offset (``offheap/treemap/csrc/slots.c``).
     """
+
+    __slots__ = ("cache_bytes", "cache_size", "costs", "_inner_cap", "over_capacity",
+                 "budget_bytes", "unwritten_bytes", "_leaves", "_inner", "_load", "_write",
+                 "forms")
 
     def __init__(self, load: Callable[[int], Node], write: Callable[[Node], None], *,
                  costs: NodeCosts, cache_bytes: int = DEFAULT_CACHE_BYTES,

@@ -44,7 +44,7 @@
 
 enum { SMALL_WORDS = 130, SMALL_PAGE = 2048 };
 
-static PyObject *str_over_capacity, *str_shape, *str_public_shape, *str_rewrite, *str_release,
+static PyObject *str_shape, *str_public_shape, *str_rewrite, *str_release,
     *str_with_nodes, *str_leaves_name, *str_children, *str_dirty, *str_leaf, *str_raw_bytes,
     *str_stored_bytes, *str_move_to_end, *str_inner_name, *str_add;
 static const SpaceApi *space;  /* offheap.store._space's C interface */
@@ -52,10 +52,10 @@ static const SpaceApi *space;  /* offheap.store._space's C interface */
 int
 init_around(void)
 {
-    static const char *names[] = {"over_capacity", "_shape", "shape", "rewrite", "release",
+    static const char *names[] = {"_shape", "shape", "rewrite", "release",
                                   "with_nodes", "leaves", "children", "dirty", "leaf",
                                   "raw_bytes", "stored_bytes", "move_to_end", "inner", "add"};
-    PyObject **slots[] = {&str_over_capacity, &str_shape, &str_public_shape, &str_rewrite,
+    PyObject **slots[] = {&str_shape, &str_public_shape, &str_rewrite,
                           &str_release, &str_with_nodes, &str_leaves_name, &str_children,
                           &str_dirty, &str_leaf, &str_raw_bytes, &str_stored_bytes,
                           &str_move_to_end, &str_inner_name, &str_add};
@@ -770,12 +770,7 @@ around_open(const Held *self, PyObject *key, Walk *walk, PyObject **leaves, Deco
 {
     int result = -1, status;
     int64_t recid;
-    PyObject *over = PyObject_GetAttr(self->cache, str_over_capacity);
-    if (over == NULL)
-        return -1;
-    status = PyObject_IsTrue(over);
-    Py_DECREF(over);
-    if (status != 0)  /* the Python path trims first */
+    if ((status = over_capacity(self->cache)) != 0)  /* the Python path trims first */
         return status < 0 ? -1 : 0;
     if ((status = descent_walk(self->descent, key, walk->steps, &walk->n, &recid)) != 1)
         return status;

@@ -83,7 +83,7 @@ unhold(Held *held)
     Py_XDECREF(held->store);
 }
 
-static PyObject *str_lookup, *str_over_capacity, *missing, *str_put_item, *str_delete_item,
+static PyObject *str_lookup, *missing, *str_put_item, *str_delete_item,
     *str_keys, *str_counts, *str_n_entries, *str_mods, *str_trim, *str_children, *str_nodes,
     *str_reserve, *str_writer, *str_commit, *str_descend, *str_shape, *str_leaf_name;
 
@@ -108,10 +108,10 @@ static SlotField hint_leaf = SLOT_FIELD("leaf"), hint_lo = SLOT_FIELD("lo"),
     hint_hi = SLOT_FIELD("hi"), hint_path = SLOT_FIELD("path"), leaf_keys = SLOT_FIELD("keys"),
     leaf_values = SLOT_FIELD("values"), leaf_dirty = SLOT_FIELD("dirty"),
     inner_keys = SLOT_FIELD("keys"), inner_counts = SLOT_FIELD("counts"),
-    inner_dirty = SLOT_FIELD("dirty");
+    inner_dirty = SLOT_FIELD("dirty"), cache_over = SLOT_FIELD("over_capacity");
 static SlotField *const slot_fields[] = {&hint_leaf, &hint_lo, &hint_hi, &hint_path, &leaf_keys,
                                          &leaf_values, &leaf_dirty, &inner_keys, &inner_counts,
-                                         &inner_dirty};
+                                         &inner_dirty, &cache_over};
 
 /* The offset of `field` in `object`, or -1 for the attribute protocol. */
 static Py_ssize_t
@@ -156,6 +156,16 @@ field_set(SlotField *field, PyObject *object, PyObject *value)
         return PyObject_SetAttr(object, field->name, value);
     Py_XSETREF(*(PyObject **)((char *)object + offset), Py_NewRef(value));
     return 0;
+}
+
+/* slots.h */
+int
+over_capacity(PyObject *cache)
+{
+    PyObject *over = field_get(&cache_over, cache);
+    int status = over == NULL ? -1 : PyObject_IsTrue(over);
+    Py_XDECREF(over);
+    return status;
 }
 
 /* The reference path: self._lookup(key, dflt, stored). */
@@ -265,9 +275,7 @@ slots_lookup(TreeSlots *self, PyObject *key, PyObject *dflt, int stored)
         descent = Py_NewRef(self->descent);
         fresh = Py_NewRef(self->fresh);
         scalar_types = Py_NewRef(self->scalar_types);
-        PyObject *over = PyObject_GetAttr(self->cache, str_over_capacity);
-        slow = over == NULL ? -1 : PyObject_IsTrue(over);
-        Py_XDECREF(over);
+        slow = over_capacity(self->cache);
         if (slow == 0)
             value = descent_lookup(descent, key, missing);
     }
@@ -1005,9 +1013,7 @@ key_in_range(PyObject *key)
 static int
 trim_first(const Held *self)
 {
-    PyObject *over = PyObject_GetAttr(self->cache, str_over_capacity);
-    int trim = over == NULL ? -1 : PyObject_IsTrue(over);
-    Py_XDECREF(over);
+    int trim = over_capacity(self->cache);
     if (trim <= 0)
         return trim;
     PyObject *done = call_method(self->tree, str_trim, NULL, 0);
@@ -1294,9 +1300,6 @@ add_slots_type(PyObject *module)
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (*slots[i] == NULL && (*slots[i] = PyUnicode_InternFromString(names[i])) == NULL)
             return -1;
-    if (str_over_capacity == NULL
-            && (str_over_capacity = PyUnicode_InternFromString("over_capacity")) == NULL)
-        return -1;
     for (size_t i = 0; i < sizeof slot_fields / sizeof slot_fields[0]; i++)
         if (slot_fields[i]->name == NULL
                 && (slot_fields[i]->name = PyUnicode_InternFromString(slot_fields[i]->text)) == NULL)

@@ -27,6 +27,10 @@ typedef struct {
     LeafCap leaf_cap;       /* its NodeCache's, when nodes is not NULL */
 } Held;
 
+/* NodeCache.over_capacity (a __slots__ member, read by its offset): 1, 0, or -1 with an
+ * exception. (slots.c) */
+int over_capacity(PyObject *cache);
+
 /* The bookkeeping of an insert (`delta` 1) or a delete (-1) in the leaf at the end of `path` (a
  * list of (Inner, child index) pairs): the counts along the path, whose nodes become dirty, and
  * the tree's n_entries take the change, and its mods one more. Fails only on a damaged tree or
