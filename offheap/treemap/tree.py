@@ -66,8 +66,13 @@ class Tree:
 
     ``shape`` (a :class:`~offheap.treemap.meta.TreeShape`) and ``n_entries`` describe the tree;
     ``mods`` counts changes of size and whole-tree replacements, so that a scan can tell that
-    the tree changed under it. ``hint`` is the cursor at the last leaf reached.
+    the tree changed under it. ``hint`` is the cursor at the last leaf reached. The attributes
+    are ``__slots__``: the compiled item slots count ``n_entries`` and ``mods`` by their offsets
+    (``offheap/treemap/csrc/slots.c``).
     """
+
+    __slots__ = ("nodes", "node_size", "write_cache", "cache", "hint", "descent", "writer",
+                 "rebalancer", "around", "_shape", "n_entries", "mods")
 
     def __init__(self, nodes: NodeStore, node_size: int, cache_bytes: int,
                  cache_size: int | None, write_cache: bool) -> None:

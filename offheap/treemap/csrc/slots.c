@@ -84,7 +84,7 @@ unhold(Held *held)
 }
 
 static PyObject *str_lookup, *missing, *str_put_item, *str_delete_item,
-    *str_keys, *str_counts, *str_n_entries, *str_mods, *str_trim, *str_children, *str_nodes,
+    *str_keys, *str_counts, *str_trim, *str_children, *str_nodes,
     *str_reserve, *str_writer, *str_commit, *str_descend, *str_shape, *str_leaf_name;
 
 /* -- slot fields ------------------------------------------------------------------------------ */
@@ -108,10 +108,11 @@ static SlotField hint_leaf = SLOT_FIELD("leaf"), hint_lo = SLOT_FIELD("lo"),
     hint_hi = SLOT_FIELD("hi"), hint_path = SLOT_FIELD("path"), leaf_keys = SLOT_FIELD("keys"),
     leaf_values = SLOT_FIELD("values"), leaf_dirty = SLOT_FIELD("dirty"),
     inner_keys = SLOT_FIELD("keys"), inner_counts = SLOT_FIELD("counts"),
-    inner_dirty = SLOT_FIELD("dirty"), cache_over = SLOT_FIELD("over_capacity");
+    inner_dirty = SLOT_FIELD("dirty"), cache_over = SLOT_FIELD("over_capacity"),
+    tree_entries = SLOT_FIELD("n_entries"), tree_mods = SLOT_FIELD("mods");
 static SlotField *const slot_fields[] = {&hint_leaf, &hint_lo, &hint_hi, &hint_path, &leaf_keys,
                                          &leaf_values, &leaf_dirty, &inner_keys, &inner_counts,
-                                         &inner_dirty, &cache_over};
+                                         &inner_dirty, &cache_over, &tree_entries, &tree_mods};
 
 /* The offset of `field` in `object`, or -1 for the attribute protocol. */
 static Py_ssize_t
@@ -385,6 +386,21 @@ find_key(PyObject *keys, PyObject *key, Py_ssize_t *at)
     return side == -2 ? -1 : side == 0;
 }
 
+/* `number` + `delta`, a new int; NULL with an exception (TypeError for a non-int: a damaged
+ * tree). Counts stay far inside int64. */
+static PyObject *
+added(PyObject *number, long delta)
+{
+    long long value = PyLong_Check(number) ? PyLong_AsLongLong(number) : -1;
+    if (value == -1 && (PyErr_Occurred() || !PyLong_Check(number))) {
+        if (!PyErr_Occurred())
+            PyErr_Format(PyExc_TypeError, "a TreeMap count is an int, not %.100s",
+                         Py_TYPE(number)->tp_name);
+        return NULL;
+    }
+    return PyLong_FromLongLong(value + delta);
+}
+
 /* Add `delta` to the int at `list[at]`. */
 static int
 add_to_item(PyObject *list, Py_ssize_t at, long delta)
@@ -393,28 +409,20 @@ add_to_item(PyObject *list, Py_ssize_t at, long delta)
         PyErr_SetString(page_corruption_error, "a TreeMap path names a child its node lacks");
         return -1;
     }
-    PyObject *one = PyLong_FromLong(delta);
-    PyObject *sum = one == NULL ? NULL : PyNumber_Add(PyList_GET_ITEM(list, at), one);
-    Py_XDECREF(one);
-    if (sum == NULL)
-        return -1;
-    return PyList_SetItem(list, at, sum);
+    PyObject *sum = added(PyList_GET_ITEM(list, at), delta);
+    return sum == NULL ? -1 : PyList_SetItem(list, at, sum);
 }
 
-/* Add `delta` to an int attribute. */
+/* Add `delta` to the int in `field` of `object`. */
 static int
-add_to_attribute(PyObject *object, PyObject *name, long delta)
+add_to_field(SlotField *field, PyObject *object, long delta)
 {
-    PyObject *value = PyObject_GetAttr(object, name);
-    if (value == NULL)
-        return -1;
-    PyObject *step = PyLong_FromLong(delta);
-    PyObject *sum = step == NULL ? NULL : PyNumber_Add(value, step);
-    Py_DECREF(value);
-    Py_XDECREF(step);
+    PyObject *value = field_get(field, object);
+    PyObject *sum = value == NULL ? NULL : added(value, delta);
+    Py_XDECREF(value);
     if (sum == NULL)
         return -1;
-    int status = PyObject_SetAttr(object, name, sum);
+    int status = field_set(field, object, sum);
     Py_DECREF(sum);
     return status;
 }
@@ -447,8 +455,8 @@ add_to_count(PyObject *node, Py_ssize_t at, long delta)
 static int
 count_in_tree(const Held *self, long delta)
 {
-    return add_to_attribute(self->tree, str_n_entries, delta) < 0
-        || add_to_attribute(self->tree, str_mods, 1) < 0 ? -1 : 0;
+    return add_to_field(&tree_entries, self->tree, delta) < 0
+        || add_to_field(&tree_mods, self->tree, 1) < 0 ? -1 : 0;
 }
 
 int
@@ -1291,10 +1299,10 @@ add_slots_type(PyObject *module)
     if ((lock_api = PyCapsule_Import(LOCK_API_CAPSULE, 0)) == NULL)
         return -1;
     static const char *names[] = {"_lookup", "_put_item", "_delete_item", "keys", "counts",
-                                  "n_entries", "mods", "trim", "children", "nodes", "reserve",
+                                  "trim", "children", "nodes", "reserve",
                                   "writer", "commit", "descend", "shape", "leaf"};
     PyObject **slots[] = {&str_lookup, &str_put_item, &str_delete_item, &str_keys, &str_counts,
-                          &str_n_entries, &str_mods, &str_trim, &str_children, &str_nodes,
+                          &str_trim, &str_children, &str_nodes,
                           &str_reserve, &str_writer, &str_commit, &str_descend, &str_shape,
                           &str_leaf_name};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
