@@ -17,27 +17,31 @@ SPARKEY_SOURCES = ["sparkey/_native.c"] + [f"sparkey/csrc/{name}.c" for name in 
     "arguments", "cutting", "lookups", "murmur", "entries", "scans", "slots", "table")]
 PAIRS_HEADER = "offheap/kernels/csrc/pairs.h"
 DICTTAG_HEADER = "offheap/kernels/csrc/dicttag.h"
+CAPSULE_HEADER = "offheap/kernels/csrc/capsule.h"
 RECORDS_HEADER = "offheap/store/csrc/records.h"
 SPACE_API_HEADER = "offheap/store/csrc/space_api.h"
-LOCK_API_HEADER = "offheap/kernels/csrc/lock_api.h"
-SHARED_HEADERS = ["offheap/kernels/csrc", "offheap/store/csrc"]
+LOCK_API_HEADER = "offheap/collection/csrc/lock_api.h"
+SHARED_HEADERS = ["offheap/kernels/csrc", "offheap/store/csrc", "offheap/collection/csrc"]
 PAGES_SOURCES = ["offheap/treemap/_pages.c"] + [f"offheap/treemap/csrc/{name}.c" for name in (
     "stream", "strings", "descent", "forms", "slots", "setslots", "around", "ranges", "walk")]
 
 setup(
     ext_modules=[
-        Extension("offheap.kernels._lock", ["offheap/kernels/_lock.c"], depends=[LOCK_API_HEADER],
-                  include_dirs=["offheap/kernels/csrc"], extra_compile_args=FLAGS),
+        Extension("offheap.collection._lock", ["offheap/collection/_lock.c"], depends=[LOCK_API_HEADER, CAPSULE_HEADER],
+                  include_dirs=["offheap/collection/csrc", "offheap/kernels/csrc"],
+                  extra_compile_args=FLAGS),
         Extension("offheap.hashmap._core", HASHMAP_SOURCES, depends=["offheap/hashmap/csrc/core.h", "offheap/hashmap/csrc/build.h",
                                                                     "offheap/hashmap/csrc/siphash.h", PAIRS_HEADER, RECORDS_HEADER, LOCK_API_HEADER,
+                                                                    CAPSULE_HEADER,
                                                                     DICTTAG_HEADER],
                   include_dirs=SHARED_HEADERS,
                   extra_compile_args=FLAGS),
         Extension("offheap.store._space", ["offheap/store/_space.c"],
-                  depends=[SPACE_API_HEADER], extra_compile_args=FLAGS),
+                  depends=[SPACE_API_HEADER, CAPSULE_HEADER], include_dirs=["offheap/kernels/csrc"],
+                  extra_compile_args=FLAGS),
         Extension("offheap.treemap._pages", PAGES_SOURCES, depends=["offheap/treemap/csrc/pages.h",
                                                                        "offheap/treemap/csrc/slots.h", PAIRS_HEADER, RECORDS_HEADER, DICTTAG_HEADER, LOCK_API_HEADER,
-                                                                       SPACE_API_HEADER],
+                                                                       SPACE_API_HEADER, CAPSULE_HEADER],
                   include_dirs=SHARED_HEADERS,
                   extra_compile_args=FLAGS),
         Extension("sparkey._native", SPARKEY_SOURCES, depends=["sparkey/csrc/native.h"],

@@ -39,7 +39,7 @@ does, and warns (:class:`~offheap.errors.UncommittedChangesWarning` naming the f
 bytes dropped; :mod:`offheap.collection.lifetime`).
 
 Thread safety: the DB has one re-entrant :attr:`DB.lock` (a map lock,
-:func:`offheap.kernels.locks.new_lock`), which every collection in it uses as its own lock,
+:func:`offheap.collection.locks.new_lock`), which every collection in it uses as its own lock,
 so the collections of one DB never write to the store at the same time, and a TreeMap's
 ``flush_delay`` timer thread waits for the other collections' operations. Each operation of a
 collection is atomic (a LongHashMap's compiled fast paths run without the lock only while it is
@@ -80,7 +80,7 @@ from offheap.db.kinds import (
 )
 from offheap.hashmap.keyedmap import HashMap
 from offheap.hashmap.keyedset import HashSet
-from offheap.kernels.locks import new_lock
+from offheap.collection.locks import new_lock
 from offheap.hashmap.longhashmap import LongHashMap
 from offheap.hashmap.longhashset import LongHashSet
 from offheap.hashmap.reader import HashReader, HashSetReader

@@ -526,7 +526,7 @@ MapCore_set_lock(MapCore *self, PyObject *value, void *Py_UNUSED(closure))
 {
     if (value == NULL || !PyObject_TypeCheck(value, lock_api->type)) {
         PyErr_Format(PyExc_TypeError, "a compiled LongHashMap's lock is a MapLock "
-                     "(offheap.kernels.locks.new_lock()), not %.100s",
+                     "(offheap.collection.locks.new_lock()), not %.100s",
                      value == NULL ? "nothing" : Py_TYPE(value)->tp_name);
         return -1;
     }
@@ -823,7 +823,7 @@ static struct PyModuleDef core_module = {
 PyMODINIT_FUNC
 PyInit__core(void)
 {
-    lock_api = PyCapsule_Import(LOCK_API_CAPSULE, 0);
+    lock_api = lock_api_import();
     if (lock_api == NULL || PyType_Ready(&EntryIterType) < 0 || import_names() < 0
         || import_key_names() < 0 || import_cache_names() < 0)
         return NULL;

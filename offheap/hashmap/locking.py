@@ -1,7 +1,7 @@
 """The lock of a LongHashMap, and how its operations take it (layer 6).
 
 Every map has one re-entrant lock, ``_lock``; the collections of a :class:`~offheap.DB` share
-the DB's (they write to one store). :func:`~offheap.kernels.locks.new_lock` makes one: the
+the DB's (they write to one store). :func:`~offheap.collection.locks.new_lock` makes one: the
 compiled ``MapLock``, whose state the compiled core reads, or ``threading.RLock`` when the
 compiled core is not selected. Both have RLock's interface.
 

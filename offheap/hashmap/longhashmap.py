@@ -53,7 +53,7 @@ from offheap.hashmap.table import (
     standalone_meta_recid,
     table_serializer,
 )
-from offheap.kernels.locks import new_lock
+from offheap.collection.locks import new_lock
 from offheap.kernels.sizes import ByteLimit
 from offheap.store.records import RecordStore
 from offheap.store.serializers import INT64, get_serializer
@@ -135,7 +135,7 @@ class HashMapFacade(TableFacade, DictAPI, MutableMapping):
     def in_store(cls, store: RecordStore, value="object", meta_recid: int | None = None,
                  lock: threading.RLock | None = None, *, allow_pickle: bool):
         """A map kept in a shared store (a :class:`~offheap.db.DB`); ``meta_recid`` reopens one.
-        ``lock`` (from :func:`~offheap.kernels.locks.new_lock`) is the store owner's, which
+        ``lock`` (from :func:`~offheap.collection.locks.new_lock`) is the store owner's, which
         every collection writing to the store holds; None gives the map its own.
         ``allow_pickle`` is the opener's (:class:`LongHashMap`): a file DB passes its own."""
         hashmap = cls.__new__(cls)

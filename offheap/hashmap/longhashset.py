@@ -34,7 +34,7 @@ from offheap.hashmap.layout import as_key_array
 from offheap.hashmap.locking import LockedReferenceCore, locked
 from offheap.hashmap.reader import HashSetReader
 from offheap.hashmap.table import MapCore, TableFacade, own_store, standalone_meta_recid
-from offheap.kernels.locks import new_lock
+from offheap.collection.locks import new_lock
 from offheap.kernels.sizes import ByteLimit
 from offheap.store.records import RecordStore
 from offheap.store.serializers import EMPTY, INT64, Serializer

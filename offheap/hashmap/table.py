@@ -49,7 +49,7 @@ from offheap.hashmap.locking import LockedReferenceCore, locked, locked_generato
 from offheap.hashmap.regions import Column, Regions
 from offheap.hashmap.valueslots import EXTERNAL, ValueSlots
 from offheap.kernels import native
-from offheap.kernels.locks import new_lock
+from offheap.collection.locks import new_lock
 from offheap.kernels.sizes import ByteLimit
 from offheap.store.records import RecordStore
 from offheap.store.serializers import EMPTY, Serializer, get_serializer

@@ -44,7 +44,7 @@ from offheap.errors import ClosedError, CorruptionError, ReadOnlyError
 from offheap.kernels.bounds import INT64_MAX, INT64_MIN
 from offheap.kernels import native
 from offheap.kernels.codecs import get_codec
-from offheap.kernels.locks import new_lock
+from offheap.collection.locks import new_lock
 from offheap.kernels.sizes import ByteLimit
 from offheap.store.records import RecordStore
 from offheap.store.serializers import get_serializer
@@ -180,7 +180,7 @@ class TreeMap(TreeSlotsBase, StandaloneFileMap, SortedRangeAPI, DictAPI, Mutable
 
         Its metadata (format, root, height, counts) is the record :attr:`meta_recid`, written by
         :meth:`flush` and :meth:`close`; the store itself stays open when the map closes.
-        ``lock`` (from :func:`~offheap.kernels.locks.new_lock`) is the lock of the store's owner: maps sharing a store
+        ``lock`` (from :func:`~offheap.collection.locks.new_lock`) is the lock of the store's owner: maps sharing a store
         share it, so one map's ``flush_delay`` timer never writes while another map does.
         """
         tree = cls.__new__(cls)

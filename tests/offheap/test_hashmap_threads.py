@@ -14,7 +14,7 @@ import pytest
 
 from offheap import DB, HashMap, LongHashMap
 from offheap.hashmap.core import MapCore as ReferenceCore
-from offheap.kernels.locks import new_lock
+from offheap.collection.locks import new_lock
 from offheap.hashmap.keyedmap import ReferenceHashMap
 from offheap.hashmap.longhashmap import ReferenceLongHashMap
 from tests.contracts import run_racing_threads

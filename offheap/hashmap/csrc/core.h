@@ -137,7 +137,7 @@ typedef struct {
 enum { ITER_KEYS, ITER_VALUES, ITER_ITEMS };
 
 extern PyTypeObject EntryIterType;
-extern const LockApi *lock_api; /* offheap.kernels._lock's, imported by the module's init */
+extern const LockApi *lock_api; /* offheap.collection._lock's, imported by the module's init */
 
 #define ATTACHED(self) ((self)->table.index != NULL)
 #define KEY_SIZE(self) (KEYED(self) ? SLOT_BYTES : 8)

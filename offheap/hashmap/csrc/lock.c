@@ -1,5 +1,5 @@
 /* The compiled LongHashMap core: the turns the core's operations take with the map's MapLock
- * (offheap.kernels._lock, whose state and interface kernels/csrc/lock_api.h states).
+ * (offheap.collection._lock, whose state and interface collection/csrc/lock_api.h states).
  *
  * The rule. A table operation that calls no Python code runs without the lock when it is free:
  * it never gives up the GIL, so no other thread runs until it is done. Before it reads the

@@ -1,5 +1,5 @@
 /* The C interface of offheap.store._space for other extensions, reached through the capsule
- * SPACE_API_CAPSULE (PyCapsule_Import, with the GIL held).
+ * SPACE_API_CAPSULE (space_api_import, with the GIL held).
  *
  * update(store, recid, data, size): RecordStore.update of record `recid` of `store` (a
  * RecordStore whose free space is the compiled FreeSpace) to the `size` bytes at `data`, when
@@ -12,10 +12,19 @@
 #include <Python.h>
 #include <stdint.h>
 
+#include "capsule.h"
+
 #define SPACE_API_CAPSULE "offheap.store._space._C_API"
 
 typedef struct {
     int (*update)(PyObject *store, Py_ssize_t recid, const uint8_t *data, Py_ssize_t size);
 } SpaceApi;
+
+/* The interface, or NULL with an exception. */
+static inline const SpaceApi *
+space_api_import(void)
+{
+    return capsule_import("offheap.store._space", SPACE_API_CAPSULE);
+}
 
 #endif

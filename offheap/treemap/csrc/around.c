@@ -62,7 +62,7 @@ init_around(void)
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (*slots[i] == NULL && (*slots[i] = PyUnicode_InternFromString(names[i])) == NULL)
             return -1;
-    if (space == NULL && (space = PyCapsule_Import(SPACE_API_CAPSULE, 0)) == NULL)
+    if (space == NULL && (space = space_api_import()) == NULL)
         return -1;
     return 0;
 }

@@ -267,7 +267,7 @@ int descent_scan_leaf(PyObject *descent, ScanBounds *scan, int with_values, Scan
 
 /* The map's lock (slots.c): lock_take calls acquire() (which may give up the GIL) and returns a
  * new reference to `release`; lock_give calls it (consumed), keeping an exception set before.
- * The bound methods of a MapLock (offheap.kernels._lock) are not called: the lock is taken and
+ * The bound methods of a MapLock (offheap.collection._lock) are not called: the lock is taken and
  * given through its C interface, which does the same without a Python call. */
 PyObject *lock_take(PyObject *acquire, PyObject *release);
 int lock_give(PyObject *release);

@@ -187,7 +187,7 @@ is_scalar(PyObject *types, PyObject *value)
     return 0;
 }
 
-static const LockApi *lock_api;  /* offheap.kernels._lock's, imported by add_slots_type */
+static const LockApi *lock_api;  /* offheap.collection._lock's, imported by add_slots_type */
 
 /* The MapLock whose bound method `method` (named `name`) is, or NULL for any other callable
  * (an RLock's, on a map whose lock is not compiled): such a lock is taken and given through
@@ -1296,7 +1296,7 @@ static PyTypeObject slots_type = {
 int
 add_slots_type(PyObject *module)
 {
-    if ((lock_api = PyCapsule_Import(LOCK_API_CAPSULE, 0)) == NULL)
+    if ((lock_api = lock_api_import()) == NULL)
         return -1;
     static const char *names[] = {"_lookup", "_put_item", "_delete_item", "keys", "counts",
                                   "trim", "children", "nodes", "reserve",

@@ -1,8 +1,8 @@
 /* MapLock, the re-entrant lock of a collection (or of all the collections of a DB), and its C
- * interface for other extensions: offheap.kernels._lock defines the type; the hash map core
+ * interface for other extensions: offheap.collection._lock defines the type; the hash map core
  * (offheap/hashmap/csrc/lock.c) reads its state, and the TreeMap's item slots take and give it
  * without a Python call (offheap/treemap/csrc/slots.c). An extension reaches the interface
- * through the capsule LOCK_API_CAPSULE (PyCapsule_Import, with the GIL held).
+ * through the capsule LOCK_API_CAPSULE (lock_api_import, with the GIL held).
  *
  * A MapLock is a PyThread lock with an owner thread and a depth, as threading.RLock: acquire()
  * and release() from the owner nest; the lock is free when the depth is 0. Its state changes
@@ -16,13 +16,15 @@
  * when other threads may have run meanwhile. release_held(lock): one level of the calling
  * thread's hold; precondition: it holds the lock.
  */
-#ifndef OFFHEAP_KERNELS_LOCK_API_H
-#define OFFHEAP_KERNELS_LOCK_API_H
+#ifndef OFFHEAP_COLLECTION_LOCK_API_H
+#define OFFHEAP_COLLECTION_LOCK_API_H
 
 #include <Python.h>
 #include <pythread.h>
 
-#define LOCK_API_CAPSULE "offheap.kernels._lock._C_API"
+#include "capsule.h"
+
+#define LOCK_API_CAPSULE "offheap.collection._lock._C_API"
 
 typedef struct {
     PyObject_HEAD
@@ -36,6 +38,13 @@ typedef struct {
     int (*acquire)(MapLock *lock, int blocking, double timeout, int *waited);
     void (*release_held)(MapLock *lock);
 } LockApi;
+
+/* The interface, or NULL with an exception. */
+static inline const LockApi *
+lock_api_import(void)
+{
+    return capsule_import("offheap.collection._lock", LOCK_API_CAPSULE);
+}
 
 static inline int
 maplock_owned_by_caller(const MapLock *lock)

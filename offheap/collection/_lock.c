@@ -1,7 +1,7 @@
-/* offheap.kernels._lock: MapLock, the re-entrant lock of a collection or of a DB (layer 1,
- * below every collection), and the capsule through which the compiled cores take it without a
+/* offheap.collection._lock: MapLock, the re-entrant lock of a collection or of a DB (layer 6,
+ * below the collections themselves), and the capsule through which the compiled cores take it without a
  * Python call. The state, the rule of its changes and the interface: csrc/lock_api.h. Which lock
- * a map gets: offheap.kernels.locks.new_lock.
+ * a map gets: offheap.collection.locks.new_lock.
  */
 #include "lock_api.h"
 
@@ -184,12 +184,12 @@ static PyMethodDef MapLock_methods[] = {
 
 static PyTypeObject MapLockType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "offheap.kernels._lock.MapLock",
+    .tp_name = "offheap.collection._lock.MapLock",
     .tp_basicsize = sizeof(MapLock),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "MapLock()\n--\n\nThe re-entrant lock of a collection, or of all the collections of "
               "a DB: threading.RLock's interface, with a state the compiled cores read and take "
-              "(offheap.kernels.locks).",
+              "(offheap.collection.locks).",
     .tp_new = MapLock_new,
     .tp_dealloc = (destructor)MapLock_dealloc,
     .tp_repr = (reprfunc)MapLock_repr,
@@ -200,7 +200,7 @@ static const LockApi lock_api = {&MapLockType, maplock_acquire, maplock_release_
 
 static struct PyModuleDef lock_module = {
     PyModuleDef_HEAD_INIT,
-    .m_name = "offheap.kernels._lock",
+    .m_name = "offheap.collection._lock",
     .m_doc = "MapLock, the re-entrant lock of offheap's collections, and its C interface (the "
              "capsule _C_API) for the compiled cores.",
     .m_size = -1,
