@@ -1,10 +1,11 @@
 /* offheap.treemap._pages.TreeSlots: the base type whose slots run a TreeMap's m[k], `k in m`,
  * m.get(k, default), m[k] = v and del m[k] (layer 6), the twin of offheap.treemap.slots.TreeSlots.
  *
- * Why a base type. A Python-level __getitem__ costs a frame, an RLock acquire and release
+ * Why a base type. A Python-level __getitem__ costs a frame, a lock acquire and release
  * through method calls and half a dozen attribute loads: more than the compiled descent itself.
- * Here the mapping and sequence slots run the whole lookup in C: take the map's lock, run the
- * Descent over the shape the Tree last gave it, release the lock, and hand the value out fresh.
+ * Here the mapping and sequence slots run the whole lookup in C: take the map's lock (a MapLock
+ * through its C interface, lock_take), run the Descent over the shape the Tree last gave it,
+ * release the lock, and hand the value out fresh.
  * A store runs in C on a map with the write cache, no limit budget and no flush timer, for a
  * value stored as it is (a scalar of an object tree, an exact str, bytes or float of a typed
  * one). It begins as Tree.put does, by trimming a node cache over capacity (Tree.trim). When
@@ -391,14 +392,13 @@ find_key(PyObject *keys, PyObject *key, Py_ssize_t *at)
 static PyObject *
 added(PyObject *number, long delta)
 {
-    long long value = PyLong_Check(number) ? PyLong_AsLongLong(number) : -1;
-    if (value == -1 && (PyErr_Occurred() || !PyLong_Check(number))) {
-        if (!PyErr_Occurred())
-            PyErr_Format(PyExc_TypeError, "a TreeMap count is an int, not %.100s",
-                         Py_TYPE(number)->tp_name);
+    if (!PyLong_Check(number)) {
+        PyErr_Format(PyExc_TypeError, "a TreeMap count is an int, not %.100s",
+                     Py_TYPE(number)->tp_name);
         return NULL;
     }
-    return PyLong_FromLongLong(value + delta);
+    long long value = PyLong_AsLongLong(number);
+    return value == -1 && PyErr_Occurred() ? NULL : PyLong_FromLongLong(value + delta);
 }
 
 /* Add `delta` to the int at `list[at]`. */
