@@ -1,6 +1,6 @@
 /* offheap.collection._lock: MapLock, the re-entrant lock of a collection or of a DB (layer 6,
- * below the collections themselves), and the capsule through which the compiled cores take it without a
- * Python call. The state, the rule of its changes and the interface: csrc/lock_api.h. Which lock
+ * below the collections themselves), and the capsule through which the compiled cores take it
+ * without a Python call. The state, the rule of its changes and the interface: csrc/lock_api.h. Which lock
  * a map gets: offheap.collection.locks.new_lock.
  */
 #include "lock_api.h"
@@ -196,7 +196,8 @@ static PyTypeObject MapLockType = {
     .tp_methods = MapLock_methods,
 };
 
-static const LockApi lock_api = {&MapLockType, maplock_acquire, maplock_release_held};
+static const LockApi lock_api = {&MapLockType, maplock_acquire, maplock_release_held,
+                                 &MapLock_methods[0], &MapLock_methods[1]};
 
 static struct PyModuleDef lock_module = {
     PyModuleDef_HEAD_INIT,

@@ -41,6 +41,7 @@ import numpy as np
 from offheap.arena.arena import format_bytes
 from offheap.collection.dictapi import DictAPI
 from offheap.collection.display import html_table, setting_rows, settings_text
+from offheap.collection.locks import new_lock
 from offheap.collection.readers import open_file_reader
 from offheap.hashmap.bulk import BulkOperations
 from offheap.hashmap.locking import LockedReferenceCore, locked
@@ -53,7 +54,6 @@ from offheap.hashmap.table import (
     standalone_meta_recid,
     table_serializer,
 )
-from offheap.collection.locks import new_lock
 from offheap.kernels.sizes import ByteLimit
 from offheap.store.records import RecordStore
 from offheap.store.serializers import INT64, get_serializer

@@ -27,6 +27,7 @@ import numpy as np
 
 from offheap.arena.arena import format_bytes
 from offheap.collection.display import html_table, setting_rows, settings_text
+from offheap.collection.locks import new_lock
 from offheap.collection.readers import open_file_reader
 from offheap.collection.setapi import SetAPI
 from offheap.hashmap.bulk import BulkOperations
@@ -34,7 +35,6 @@ from offheap.hashmap.layout import as_key_array
 from offheap.hashmap.locking import LockedReferenceCore, locked
 from offheap.hashmap.reader import HashSetReader
 from offheap.hashmap.table import MapCore, TableFacade, own_store, standalone_meta_recid
-from offheap.collection.locks import new_lock
 from offheap.kernels.sizes import ByteLimit
 from offheap.store.records import RecordStore
 from offheap.store.serializers import EMPTY, INT64, Serializer

@@ -24,6 +24,7 @@ import numpy as np
 
 from offheap.arena.arena import Arena
 from offheap.collection.filemap import StandaloneFileMap, check_reopenable
+from offheap.collection.locks import new_lock
 from offheap.errors import ClosedError, CorruptionError
 from offheap.hashmap.bulk import BulkOperations
 from offheap.hashmap.core import MapCore as ReferenceCore
@@ -49,7 +50,6 @@ from offheap.hashmap.locking import LockedReferenceCore, locked, locked_generato
 from offheap.hashmap.regions import Column, Regions
 from offheap.hashmap.valueslots import EXTERNAL, ValueSlots
 from offheap.kernels import native
-from offheap.collection.locks import new_lock
 from offheap.kernels.sizes import ByteLimit
 from offheap.store.records import RecordStore
 from offheap.store.serializers import EMPTY, Serializer, get_serializer

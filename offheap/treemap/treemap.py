@@ -39,12 +39,12 @@ import numpy as np
 from offheap.arena.arena import Arena
 from offheap.collection.dictapi import DictAPI
 from offheap.collection.filemap import StandaloneFileMap, check_reopenable
+from offheap.collection.locks import new_lock
 from offheap.collection.readers import open_file_reader
 from offheap.errors import ClosedError, CorruptionError, ReadOnlyError
 from offheap.kernels.bounds import INT64_MAX, INT64_MIN
 from offheap.kernels import native
 from offheap.kernels.codecs import get_codec
-from offheap.collection.locks import new_lock
 from offheap.kernels.sizes import ByteLimit
 from offheap.store.records import RecordStore
 from offheap.store.serializers import get_serializer
@@ -180,8 +180,9 @@ class TreeMap(TreeSlotsBase, StandaloneFileMap, SortedRangeAPI, DictAPI, Mutable
 
         Its metadata (format, root, height, counts) is the record :attr:`meta_recid`, written by
         :meth:`flush` and :meth:`close`; the store itself stays open when the map closes.
-        ``lock`` (from :func:`~offheap.collection.locks.new_lock`) is the lock of the store's owner: maps sharing a store
-        share it, so one map's ``flush_delay`` timer never writes while another map does.
+        ``lock`` (from :func:`~offheap.collection.locks.new_lock`) is the lock of the store's
+        owner: maps sharing a store share it, so one map's ``flush_delay`` timer never writes
+        while another map does.
         """
         tree = cls.__new__(cls)
         tree._setup(store, owns_store=False, meta_recid=meta_recid, key=key, value=value,

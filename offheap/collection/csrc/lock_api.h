@@ -14,7 +14,8 @@
  * not taken (not blocking, or the timeout, in seconds, passed; timeout < 0: no limit), -1 with
  * the exception a signal handler raised while it waited with the GIL given up. `waited` is set
  * when other threads may have run meanwhile. release_held(lock): one level of the calling
- * thread's hold; precondition: it holds the lock.
+ * thread's hold; precondition: it holds the lock. acquire_method and release_method tell a bound
+ * lock.acquire or lock.release of a MapLock from any other callable by one comparison.
  */
 #ifndef OFFHEAP_COLLECTION_LOCK_API_H
 #define OFFHEAP_COLLECTION_LOCK_API_H
@@ -37,6 +38,8 @@ typedef struct {
     PyTypeObject *type;
     int (*acquire)(MapLock *lock, int blocking, double timeout, int *waited);
     void (*release_held)(MapLock *lock);
+    const PyMethodDef *acquire_method; /* the type's acquire() and release(): a bound method */
+    const PyMethodDef *release_method; /* whose definition is one of these is a MapLock's */
 } LockApi;
 
 /* The interface, or NULL with an exception. */

@@ -190,25 +190,22 @@ is_scalar(PyObject *types, PyObject *value)
 
 static const LockApi *lock_api;  /* offheap.collection._lock's, imported by add_slots_type */
 
-/* The MapLock whose bound method `method` (named `name`) is, or NULL for any other callable
- * (an RLock's, on a map whose lock is not compiled): such a lock is taken and given through
- * lock_api, without a Python call. */
+/* The MapLock whose bound method `method` (of definition `definition`, the interface's
+ * acquire_method or release_method) is, or NULL for any other callable (an RLock's, on a map
+ * whose lock is not compiled): such a lock is taken and given through lock_api, without a
+ * Python call. */
 static MapLock *
-bound_maplock(PyObject *method, const char *name)
+bound_maplock(PyObject *method, const PyMethodDef *definition)
 {
-    if (!PyCFunction_Check(method))
+    if (!PyCFunction_Check(method) || ((PyCFunctionObject *)method)->m_ml != definition)
         return NULL;
-    PyObject *owner = PyCFunction_GET_SELF(method);
-    if (owner == NULL || !Py_IS_TYPE(owner, lock_api->type)
-            || strcmp(((PyCFunctionObject *)method)->m_ml->ml_name, name) != 0)
-        return NULL;
-    return (MapLock *)owner;
+    return (MapLock *)PyCFunction_GET_SELF(method);
 }
 
 PyObject *
 lock_take(PyObject *acquire, PyObject *release)
 {
-    MapLock *lock = bound_maplock(acquire, "acquire");
+    MapLock *lock = bound_maplock(acquire, lock_api->acquire_method);
     Py_INCREF(release);  /* held across the wait, in which a close may detach the methods; a
                             bound release() holds its lock */
     if (lock != NULL) {
@@ -232,7 +229,7 @@ lock_take(PyObject *acquire, PyObject *release)
 int
 lock_give(PyObject *release)
 {
-    MapLock *lock = bound_maplock(release, "release");
+    MapLock *lock = bound_maplock(release, lock_api->release_method);
     if (lock != NULL && maplock_owned_by_caller(lock)) {
         lock_api->release_held(lock);
         Py_DECREF(release);
