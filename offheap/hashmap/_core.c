@@ -598,6 +598,10 @@ static PyMethodDef MapCore_methods[] = {
     {"_find_values", (PyCFunction)(void (*)(void))MapCore_find_values, METH_FASTCALL,
      "_find_values(keys, out, found)\n--\n\nout[i] = the word (or typed value) stored under "
      "keys[i] and found[i] = 1, or 0 and 0; returns how many keys are missing."},
+    {"_encode_inline_prefix", (PyCFunction)(void (*)(void))MapCore_encode_inline_prefix,
+     METH_FASTCALL,
+     "_encode_inline_prefix(values, out)\n--\n\nout[i] = the inline word of values[i] (a list "
+     "or tuple) for as long as the inline codec takes them; returns how many it encoded."},
     {"_put_batch", (PyCFunction)(void (*)(void))MapCore_put_batch, METH_FASTCALL,
      "_put_batch(keys, words, width, done)\n--\n\nReserve room for the batch's new keys "
      "(the map's _reserve), then store words[i] under keys[i] as _put_words does; a large "

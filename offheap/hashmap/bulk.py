@@ -74,7 +74,7 @@ class BulkOperations:
         keys = as_key_array(keys)
         if len(values) != len(keys):
             raise ValueError(f"{len(keys)} keys but {len(values)} values")
-        words = self._slots.encode_many(values)
+        words = self._slots.encode_many(values, self._encode_inline_prefix)
         done = np.zeros(1, np.int64)
         try:
             self._put_batch(np.ascontiguousarray(keys), np.ascontiguousarray(words),  # 8-byte items
@@ -150,6 +150,13 @@ class BulkOperations:
         ``words[i]`` under ``keys[i]``; ``done[0]`` counts the words stored."""
         self._reserve(self._count_absent(keys), width)
         self._put_words(keys, words, done)
+
+    def _encode_inline_prefix(self, values, out: np.ndarray) -> int:
+        """``out[i]`` = the inline word of ``values[i]`` for a leading run of values; returns
+        its length, here 0: the reference leaves every value to
+        :meth:`~offheap.hashmap.valueslots.ValueSlots.encode_many`, and the compiled core encodes
+        in C the run of values its inline codec takes (the same words)."""
+        return 0
 
     def _find_values(self, keys: np.ndarray, out: np.ndarray, found: np.ndarray) -> int:
         """``out[i]`` = the word (typed value) stored under ``keys[i]`` and ``found[i]`` True,

@@ -166,7 +166,7 @@ class KeyedTable(_FacadeBase):
         # every key admitted; 3: an earlier key of the batch, which the puts in order give
         # dict's rule (the first place, the last value)
         states = np.frombuffer(self._key_states(keys, True), np.uint8)
-        words = self._slots.encode_many(values)
+        words = self._slots.encode_many(values, self._encode_inline_prefix)
         slots: list[bytes | None] | None = None
         try:
             long_new = np.flatnonzero(states == 2).tolist()

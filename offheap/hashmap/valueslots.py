@@ -30,6 +30,8 @@ that needs pickle without it.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
 import numpy as np
 
 from offheap.store.pickled import PickledValue, check_storable, unpickled
@@ -42,6 +44,10 @@ _WIDTH_DTYPES: dict[int, np.dtype] = {
     2: np.dtype(np.uint16), 4: np.dtype(np.uint32), 8: np.dtype(np.uint64)}
 _CACHE_LIMIT = 4096
 _CACHEABLE_TYPES = frozenset((str, bytes, int, bool, type(None)))
+
+InlinePrefix = Callable[[Sequence, np.ndarray], int]
+"""``(values, out) -> n``: the words of ``values[:n]`` written into ``out`` (see
+:meth:`ValueSlots.encode_many`)."""
 
 
 def width_for_word(word: int) -> int:
@@ -153,22 +159,37 @@ class ValueSlots:
 
     # -- columns ------------------------------------------------------------------------------
 
-    def encode_many(self, values) -> np.ndarray:
+    def encode_many(self, values, inline_prefix: InlinePrefix | None = None) -> np.ndarray:
         """Slot words for a sequence of values, as an array (uint64 for serialized values).
 
+        ``inline_prefix(values, out)``, when given, writes the words of a leading run of values
+        into ``out`` and says how many (a compiled core's loop over the values it encodes
+        inline, the same words as :meth:`encode`); the rest are encoded here.
         On any error the records already stored for earlier values are freed again.
         """
-        if self.typed and not self._typed_dtype.itemsize:  # a set's: no value has any bytes
+        if self.typed:
+            return self._encode_typed(values)
+        if inline_prefix is None:
+            return self._encode_serialized(values)
+        words = np.empty(len(values), np.uint64)
+        done = inline_prefix(values, words)
+        if done < len(values):
+            words[done:] = self._encode_serialized(values[done:] if done else values)
+        return words
+
+    def _encode_typed(self, values) -> np.ndarray:
+        if not self._typed_dtype.itemsize:  # a set's: no value has any bytes
             for value in values:
                 self.serializer.validate(value)
             return np.zeros(len(values), np.uint64)
-        if self.typed:
-            array = np.asarray(values)
-            if array.size == 0:
-                return np.empty(0, self.serializer.dtype)
-            if array.dtype.kind not in self._accepted_kinds():
-                array = np.array([self.serializer.validate(v) for v in values])
-            return self._checked_typed_array(array)
+        array = np.asarray(values)
+        if array.size == 0:
+            return np.empty(0, self.serializer.dtype)
+        if array.dtype.kind not in self._accepted_kinds():
+            array = np.array([self.serializer.validate(v) for v in values])
+        return self._checked_typed_array(array)
+
+    def _encode_serialized(self, values) -> np.ndarray:
         stored = []  # external words made so far, freed again if a later value fails
 
         def encode_one(value):

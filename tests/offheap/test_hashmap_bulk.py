@@ -223,3 +223,42 @@ def test_both_cores_place_the_entries_into_a_grown_index_to_the_same_bytes(seed,
     assert np.count_nonzero(indexes[0]) == len(maps[0])
     if len(maps[0]) > 2 * SLACK:
         assert not any(m._place_entries(np.zeros(2 * SLACK, np.uint32), SLACK) for m in maps)
+
+
+INLINE_KINDS = [None, True, False, 0, -1, 2**40, -2**63, 2**63, "", "abc", "é", "\ud800", "x" * 7,
+                b"", b"\x00\xff", 1.5, (1, "t"), 2**70, LONG]
+
+
+@needs_compiled
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n_inline=st.sampled_from([0, 1, 40, 2000]),
+       value=st.sampled_from(["object", "str", "bytes"]), as_tuple=st.booleans())
+def test_values_encoded_in_c_are_the_words_of_the_reference(seed, n_inline, value, as_tuple):
+    """The compiled put_many encodes a leading run of values inline in C and hands the rest to
+    ValueSlots: every kind of value, inline or not, in any order, leaves the table bytes of the
+    reference (which encodes them all in Python)."""
+    rng = np.random.default_rng(seed)
+    kinds = {"object": INLINE_KINDS, "str": ["", "abc", "é", "\ud800", "x" * 7, "y" * 8, LONG],
+             "bytes": [b"", b"\x00\xff", b"z" * 7, b"z" * 8]}[value]
+    inline = [k for k in kinds if len(repr(k)) < 8 and k is not LONG][:3]
+    values = [inline[i % len(inline)] for i in range(n_inline)]
+    values += [kinds[i] for i in rng.integers(0, len(kinds), 300)]
+    keys = rng.permutation(len(values)).astype(np.int64)
+    maps = LongHashMap(value=value), ReferenceLongHashMap(value=value)
+    for m in maps:
+        m.put_many(keys, tuple(values) if as_tuple else values)
+        m._check()
+    assert table_state(maps[0]) == table_state(maps[1])
+    assert list(maps[0].items()) == list(zip(keys.tolist(), values))
+
+
+@pytest.mark.parametrize("core", CORES)
+def test_a_value_that_cannot_be_stored_after_a_run_of_inline_ones_leaves_the_map_unchanged(core):
+    m = core(value="object")
+    m.put_many(np.arange(10), ["kept"] * 10)
+    before, items = table_state(m), list(m.items())
+    values = ["a"] * 500 + [LONG] + [lambda: 0] + ["b"] * 10  # the lambda cannot be pickled
+    with pytest.raises(TypeError, match="does not pickle"):
+        m.put_many(np.arange(100, 100 + len(values)), values)
+    assert table_state(m) == before and list(m.items()) == items  # the LONG record released
+    m._check()

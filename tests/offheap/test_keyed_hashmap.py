@@ -328,3 +328,17 @@ def test_bulk_paths_take_numpy_string_arrays_of_every_kind():
     b.put_many(raw, list(range(len(words))))
     assert b.get_many([w.encode() for w in words]) == list(range(len(words)))
     assert b.delete_many(raw[:2]) == 2 and len(b) == len(words) - 2
+
+
+def test_put_many_of_str_keys_stores_inline_and_long_values_as_the_reference_does():
+    """The compiled core encodes the leading run of inline values in C; the words, and so the
+    items, are those of the reference's Python encoding whatever the mix."""
+    values = [""] * 300 + ["a value long enough to need a record", 7, None, "é", b"b"] * 40
+    keys = [f"user:{i}" for i in range(len(values))]
+    maps = [HashMap(key="str"), ReferenceHashMap(key="str")]
+    for m in maps:
+        m.put_many(keys, values)
+        m._check()
+    assert list(maps[0].items()) == list(maps[1].items()) == list(zip(keys, values))
+    entries = np.arange(len(values))
+    assert np.array_equal(*(m._table().values.take(entries) for m in maps))

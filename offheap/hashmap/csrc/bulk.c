@@ -95,6 +95,39 @@ MapCore_find_entries(MapCore *self, PyObject *const *args, Py_ssize_t nargs)
     Py_RETURN_NONE;
 }
 
+/* _encode_inline_prefix(values, out): out[i] = the inline word of values[i] for the longest
+ * prefix of a list or tuple whose values the inline codec takes (encode_inline, the scalar set's
+ * encoding: the same words as ValueSlots.encode); returns its length. It stops at the first value
+ * that needs the value codec (a long or external value, another type), and takes nothing from a
+ * typed map (its column is the values themselves) or from any other sequence: the map's
+ * ValueSlots.encode_many encodes the rest. Nothing is stored, so nothing needs releasing after
+ * an error. */
+PyObject *
+MapCore_encode_inline_prefix(MapCore *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2)
+        return PyErr_Format(PyExc_TypeError, "_encode_inline_prefix() takes values and out "
+                            "(%zd given)", nargs);
+    PyObject *values = args[0];
+    if (!ATTACHED(self) || TYPED_CODEC(self->value_codec)
+            || (!PyList_CheckExact(values) && !PyTuple_CheckExact(values)))
+        return PyLong_FromSsize_t(0);
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(values);
+    Py_buffer out_view;
+    if (export_words(args[1], &out_view, 1, n, "out") < 0)
+        return NULL;
+    uint64_t *out = out_view.buf;
+    Py_ssize_t i = 0;
+    int width, done = 1;
+    for (; i < n; i++) { /* encode_inline runs no Python code: `values` cannot change */
+        done = encode_inline(self, PySequence_Fast_GET_ITEM(values, i), &out[i], &width);
+        if (done != 1)
+            break;
+    }
+    PyBuffer_Release(&out_view);
+    return done < 0 ? NULL : PyLong_FromSsize_t(i);
+}
+
 /* _find_values(keys, out, found): out[i] = the stored word (or raw typed value) of keys[i] and
  * found[i] = 1, or 0 and 0 for a missing key; returns how many are missing. */
 PyObject *

@@ -211,6 +211,7 @@ PyObject *MapCore_put_words(MapCore *self, PyObject *const *args, Py_ssize_t nar
 PyObject *MapCore_remove_keys(MapCore *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *MapCore_put_batch(MapCore *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *MapCore_find_values(MapCore *self, PyObject *const *args, Py_ssize_t nargs);
+PyObject *MapCore_encode_inline_prefix(MapCore *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *MapCore_place_entries(MapCore *self, PyObject *const *args, Py_ssize_t nargs);
 
 /* keys.c: keys of either kind of table */
