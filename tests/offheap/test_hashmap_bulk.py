@@ -262,3 +262,23 @@ def test_a_value_that_cannot_be_stored_after_a_run_of_inline_ones_leaves_the_map
         m.put_many(np.arange(100, 100 + len(values)), values)
     assert table_state(m) == before and list(m.items()) == items  # the LONG record released
     m._check()
+
+
+@pytest.mark.parametrize("core", CORES)
+def test_keys_in_the_entries_order_are_found_past_holes_and_moved_keys(core):
+    """The compiled probe loops try the entry after the last hit first: a hole there holding the
+    key (deleted, then put again at the end) or a key of another map order must still be
+    found where it is."""
+    m = core(value="int64")
+    keys = np.arange(0, 3000, 3, dtype=np.int64)
+    m.put_many(keys, keys * 2)
+    m.delete_many(keys[10:20])
+    m.put_many(keys[15:17], keys[15:17] * 5)  # entries at the end; holes keep the old keys
+    expected = {k: v for k, v in zip(keys.tolist(), (keys * 2).tolist()) if not 30 <= k < 60}
+    expected.update({45: 225, 48: 240})
+    for order in (keys, keys[::-1], np.concatenate([keys[:500], keys[:500]])):
+        found = m.contains_many(order)
+        assert found.tolist() == [k in expected for k in order.tolist()]
+        assert m.get_many(order, default=-1).tolist() == [expected.get(k, -1)
+                                                         for k in order.tolist()]
+    m._check()

@@ -61,6 +61,23 @@ export_keys(MapCore *self, PyObject *keys, Py_buffer *view)
     return export_words(keys, view, 0, -1, "keys");
 }
 
+/* Batches in the entries' order. The keys of a batch often come in the order they went in (a
+ * map's keys looked up again, two maps loaded from one source), and the key after a hit at entry
+ * e is then entry e + 1's. The probe loops of get_many and contains_many try that entry first:
+ * it sits next to the last hit in memory, and a match needs no index slot, where a probe waits
+ * on one at random. A live entry holding the key is its only one, so the answer is the probe's;
+ * a key in another order costs one compare on a cache line the last hit brought in. */
+static inline Py_ssize_t
+find_after(const MapCore *self, int64_t key, Py_ssize_t previous, int *followed)
+{
+    Py_ssize_t next = previous + 1, slot;
+    *followed = previous >= 0 && (size_t)next < entry_limit(self) && key_at(self, next) == key
+                && is_live_at(self, next);
+    if (*followed)
+        return next;
+    return self->n ? find(self, key, 1, &slot) : -1;
+}
+
 /* _find_entries(keys, out): out[i] = the entry holding keys[i], or -1. */
 PyObject *
 MapCore_find_entries(MapCore *self, PyObject *const *args, Py_ssize_t nargs)
@@ -78,13 +95,14 @@ MapCore_find_entries(MapCore *self, PyObject *const *args, Py_ssize_t nargs)
     }
     const int64_t *keys = keys_view.buf;
     int64_t *out = out_view.buf;
-    Py_ssize_t i = 0, slot;
+    Py_ssize_t i = 0, e = -1;
+    int followed = 0;
     if (self->n >= MERGE_MIN && n * MERGE_SHARE >= self->n)
         i = find_by_merge(self, keys, n, out) == 0 ? n : -1;
     for (; i >= 0 && i < n; i++) {
-        prefetch_ahead(self, keys, i, n, 0);
-        Py_ssize_t e = self->n ? find(self, keys[i], 1, &slot) : -1;
-        if (e == -2)
+        if (!followed) /* a run in the entries' order needs no index slots ahead */
+            prefetch_ahead(self, keys, i, n, 0);
+        if ((e = find_after(self, keys[i], e, &followed)) == -2)
             break;
         out[i] = e;
     }
@@ -152,11 +170,12 @@ MapCore_find_values(MapCore *self, PyObject *const *args, Py_ssize_t nargs)
     const int64_t *keys = keys_view.buf;
     uint64_t *out = out_view.buf;
     uint8_t *found = found_view.buf;
-    Py_ssize_t i = 0, slot, missing = 0;
+    Py_ssize_t i = 0, e = -1, missing = 0;
+    int followed = 0;
     for (; i < n; i++) {
-        prefetch_ahead(self, keys, i, n, 1);
-        Py_ssize_t e = self->n ? find(self, keys[i], 1, &slot) : -1;
-        if (e == -2)
+        if (!followed)
+            prefetch_ahead(self, keys, i, n, 1);
+        if ((e = find_after(self, keys[i], e, &followed)) == -2)
             break;
         out[i] = e >= 0 ? value_at(self, e) : 0;
         found[i] = e >= 0;
