@@ -10,7 +10,7 @@ import sys
 
 from setuptools import Extension, setup
 
-FLAGS = [] if sys.platform == "win32" else ["-O2", "-Wall", "-Wextra"]
+FLAGS = [] if sys.platform == "win32" else ["-O2", "-Wall", "-Wextra", "-fvisibility=hidden"]
 HASHMAP_SOURCES = ["offheap/hashmap/_core.c"] + [f"offheap/hashmap/csrc/{name}.c" for name in (
     "table", "values", "operations", "iterator", "bulk", "build", "lock", "siphash", "keys", "keyedbulk", "cache")]
 SPARKEY_SOURCES = ["sparkey/_native.c"] + [f"sparkey/csrc/{name}.c" for name in (
