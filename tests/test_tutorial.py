@@ -24,6 +24,7 @@ def _code_cells(notebook):
 
 def test_the_committed_tutorial_is_valid_and_has_no_outputs():
     notebook = nbformat.read(TUTORIAL, as_version=4)
+    assert all("id" in cell for cell in notebook.cells), "give every cell an id (nbformat 4.5)"
     nbformat.validate(notebook)
     assert notebook.metadata.kernelspec.name == "python3"
     cells = _code_cells(notebook)
