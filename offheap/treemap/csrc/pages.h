@@ -44,6 +44,10 @@ extern PyObject *page_corruption_error;
 
 /* Sets CorruptionError with a printf-style message and returns -1. */
 int page_corrupt(const char *format, ...);
+/* slots.c: the offset at which instances of `type` keep the writable object slot (a __slots__
+ * member) `name`, to be read and written without the attribute protocol; -1 when `name` is
+ * anything else there or the type overrides attribute access. */
+Py_ssize_t member_offset(PyTypeObject *type, PyObject *name);
 /* descent.c: a list attribute of a cached node (a new reference), CorruptionError if the
  * attribute is not a list. */
 PyObject *node_list(PyObject *node, PyObject *name);

@@ -15,11 +15,12 @@
  * changes size, is reloaded or closed) with its value when the iteration began: once it moved,
  * the next step raises changed_error(), as a dict's iterator raises at the step after a change,
  * and the iteration is over (an error ends it, as it ends the reference's generator). The version
- * is read from the holder's __dict__, and only when that dict changed since the last read (its
- * ma_version_tag, CPython 3.11), when it is a plain entry there. The walk checks the version again under the lock before each leaf and after the last one, as
- * the _chunks generator does. Values go out as the map hands them out: a value whose type is not
- * in scalar_types through fresh(value), for the whole leaf before its first item (as
- * Admission.fresh_many).
+ * is read at its offset when it is a __slots__ member of the holder; when it is a plain entry of
+ * the holder's __dict__, it is read there, and only when that dict changed since the last read
+ * (its ma_version_tag, CPython 3.11). The walk checks the version again under the lock before
+ * each leaf and after the last one, as the _chunks generator does. Values go out as the map
+ * hands them out: a value whose type is not in scalar_types through fresh(value), for the whole
+ * leaf before its first item (as Admission.fresh_many).
  *
  * Ownership: the current leaf's entries are this iterator's own (new lists, or words in its
  * buffer), so a change of the map cannot free or shift them under it; items are new references.
@@ -44,6 +45,8 @@ typedef struct {
     ScanBounds bounds;       /* a walk's range, and where its next leaf starts */
     PyObject *source;        /* the version's holder ... */
     PyObject *name;          /* ... and its attribute */
+    PyTypeObject *holder_type; /* the holder's type when the version is a __slots__ member ... */
+    Py_ssize_t slot_offset;  /* ... kept at this offset in it; else -1 */
     PyObject *holder_dict;   /* the holder's __dict__ when the version is a plain entry of it */
     uint64_t dict_tag;       /* its ma_version_tag when the version last read the start value */
     PyObject *start;         /* the version when the iteration began */
@@ -62,9 +65,12 @@ check_version(RangeItems *self)
     if (self->holder_dict != NULL && self->dict_tag != 0
             && dict_tag(self->holder_dict) == self->dict_tag)
         return 0; /* the holder's __dict__ has not changed since the version read the same */
-    PyObject *now = self->holder_dict == NULL ? NULL
-                    : Py_XNewRef(PyDict_GetItemWithError(self->holder_dict, self->name));
-    if (now == NULL && !PyErr_Occurred())
+    PyObject *now = NULL;
+    if (self->slot_offset >= 0 && Py_TYPE(self->source) == self->holder_type)
+        now = Py_XNewRef(*(PyObject **)((char *)self->source + self->slot_offset));
+    else if (self->holder_dict != NULL)
+        now = Py_XNewRef(PyDict_GetItemWithError(self->holder_dict, self->name));
+    if (now == NULL && !PyErr_Occurred()) /* an unset slot raises its AttributeError here */
         now = PyObject_GetAttr(self->source, self->name);
     if (now == NULL)
         return -1;
@@ -237,11 +243,14 @@ range_set(RangeItems *self, int what, PyObject *source, PyObject *name, PyObject
     PyObject *start = PyObject_GetAttr(source, name);
     if (start == NULL)
         return -1;
-    /* An attribute that no class attribute (a property, a slot) stands for is the entry of the
-     * holder's __dict__: read there, the check of every item skips the attribute machinery. */
+    /* A __slots__ member is read at its offset; an attribute that no class attribute (a
+     * property, a slot) stands for is the entry of the holder's __dict__. Read there, the check
+     * of every item skips the attribute machinery. */
     Py_CLEAR(self->holder_dict);
     self->dict_tag = 0;
-    if (_PyType_Lookup(Py_TYPE(source), name) == NULL) {
+    Py_XSETREF(self->holder_type, (PyTypeObject *)Py_NewRef(Py_TYPE(source)));
+    self->slot_offset = member_offset(Py_TYPE(source), name);
+    if (self->slot_offset < 0 && _PyType_Lookup(Py_TYPE(source), name) == NULL) {
         PyObject *dict = PyObject_GenericGetDict(source, NULL);
         if (dict != NULL && PyDict_CheckExact(dict) && PyDict_GetItemWithError(dict, name) == start)
             self->holder_dict = Py_NewRef(dict);
@@ -295,6 +304,7 @@ range_traverse(RangeItems *self, visitproc visit, void *arg)
     Py_VISIT(self->bounds.seek);
     Py_VISIT(self->source);
     Py_VISIT(self->name);
+    Py_VISIT(self->holder_type);
     Py_VISIT(self->holder_dict);
     Py_VISIT(self->start);
     Py_VISIT(self->changed_error);
@@ -317,6 +327,7 @@ range_clear(RangeItems *self)
     Py_CLEAR(self->bounds.seek);
     Py_CLEAR(self->source);
     Py_CLEAR(self->name);
+    Py_CLEAR(self->holder_type);
     Py_CLEAR(self->holder_dict);
     Py_CLEAR(self->start);
     Py_CLEAR(self->changed_error);

@@ -115,6 +115,20 @@ static SlotField *const slot_fields[] = {&hint_leaf, &hint_lo, &hint_hi, &hint_p
                                          &leaf_values, &leaf_dirty, &inner_keys, &inner_counts,
                                          &inner_dirty, &cache_over, &tree_entries, &tree_mods};
 
+Py_ssize_t
+member_offset(PyTypeObject *type, PyObject *name)
+{
+    PyObject *descriptor = _PyType_Lookup(type, name);  /* borrowed */
+    if (descriptor != NULL && Py_IS_TYPE(descriptor, &PyMemberDescr_Type)
+            && type->tp_getattro == PyObject_GenericGetAttr
+            && type->tp_setattro == PyObject_GenericSetAttr) {
+        PyMemberDef *member = ((PyMemberDescrObject *)descriptor)->d_member;
+        if (member->type == T_OBJECT_EX && !(member->flags & READONLY))
+            return member->offset;
+    }
+    return -1;
+}
+
 /* The offset of `field` in `object`, or -1 for the attribute protocol. */
 static Py_ssize_t
 field_offset(SlotField *field, PyObject *object)
@@ -122,18 +136,9 @@ field_offset(SlotField *field, PyObject *object)
     PyTypeObject *type = Py_TYPE(object);
     if (type == field->type)
         return field->offset;
-    Py_ssize_t offset = -1;
-    PyObject *descriptor = _PyType_Lookup(type, field->name);  /* borrowed */
-    if (descriptor != NULL && Py_IS_TYPE(descriptor, &PyMemberDescr_Type)
-            && type->tp_getattro == PyObject_GenericGetAttr
-            && type->tp_setattro == PyObject_GenericSetAttr) {
-        PyMemberDef *member = ((PyMemberDescrObject *)descriptor)->d_member;
-        if (member->type == T_OBJECT_EX && !(member->flags & READONLY))
-            offset = member->offset;
-    }
     Py_XSETREF(field->type, (PyTypeObject *)Py_NewRef(type));
-    field->offset = offset;
-    return offset;
+    field->offset = member_offset(type, field->name);
+    return field->offset;
 }
 
 /* object.<field>: a new reference, or NULL with an exception (AttributeError when unset). */

@@ -140,7 +140,7 @@ read_bits(PageReader *reader, Py_ssize_t count, int width, uint64_t base, uint64
 static int
 read_width(PageReader *reader, uint8_t flag, const char *what, int *width)
 {
-    uint8_t byte;
+    uint8_t byte = 0; /* set unless read_byte fails */
     if (read_byte(reader, &byte, what) < 0)
         return -1;
     if ((byte ^ flag) > 64)
