@@ -155,7 +155,8 @@ class BulkOperations:
         """``out[i]`` = the inline word of ``values[i]`` for a leading run of values; returns
         its length, here 0: the reference leaves every value to
         :meth:`~offheap.hashmap.valueslots.ValueSlots.encode_many`, and the compiled core encodes
-        in C the run of values its inline codec takes (the same words)."""
+        in C the run of values its inline codec takes (the same words), which is the answer when
+        it is the whole batch."""
         return 0
 
     def _find_values(self, keys: np.ndarray, out: np.ndarray, found: np.ndarray) -> int:

@@ -164,18 +164,18 @@ class ValueSlots:
 
         ``inline_prefix(values, out)``, when given, writes the words of a leading run of values
         into ``out`` and says how many (a compiled core's loop over the values it encodes
-        inline, the same words as :meth:`encode`); the rest are encoded here.
+        inline, the same words as :meth:`encode`). When that run is every value, those words are
+        the answer; otherwise all the values are encoded here, so that the records of the values
+        that need one are made (and the store's bytes come out) exactly as without it.
         On any error the records already stored for earlier values are freed again.
         """
         if self.typed:
             return self._encode_typed(values)
-        if inline_prefix is None:
-            return self._encode_serialized(values)
-        words = np.empty(len(values), np.uint64)
-        done = inline_prefix(values, words)
-        if done < len(values):
-            words[done:] = self._encode_serialized(values[done:] if done else values)
-        return words
+        if inline_prefix is not None:
+            words = np.empty(len(values), np.uint64)
+            if inline_prefix(values, words) == len(values):
+                return words
+        return self._encode_serialized(values)
 
     def _encode_typed(self, values) -> np.ndarray:
         if not self._typed_dtype.itemsize:  # a set's: no value has any bytes

@@ -282,3 +282,20 @@ def test_keys_in_the_entries_order_are_found_past_holes_and_moved_keys(core):
         assert m.get_many(order, default=-1).tolist() == [expected.get(k, -1)
                                                          for k in order.tolist()]
     m._check()
+
+
+@needs_compiled
+@pytest.mark.parametrize("head", [[], [None], ["", 7], ["x"] * 600])
+@pytest.mark.parametrize("tail", [[LONG + "a", LONG + "b", LONG + "a"], [LONG] * 3,
+                                  ["0\x80\x80\x80", "0000000"], [2.5, "x"]])
+def test_a_batch_whose_inline_run_ends_makes_its_records_as_the_reference_does(head, tail):
+    """The C encoder's run of inline values stops at the first value that needs a record; the
+    batch is then encoded as the reference encodes it (whose path depends on the types of the
+    whole batch), so the records, and the table's words naming them, come out the same."""
+    values = head + tail
+    keys = np.arange(len(values), dtype=np.int64) % max(1, len(values) - 1)  # one key twice
+    maps = LongHashMap(value="object"), ReferenceLongHashMap(value="object")
+    for m in maps:
+        m.put_many(keys, values)
+        m._check()
+    assert table_state(maps[0]) == table_state(maps[1])

@@ -117,9 +117,9 @@ MapCore_find_entries(MapCore *self, PyObject *const *args, Py_ssize_t nargs)
  * prefix of a list or tuple whose values the inline codec takes (encode_inline, the scalar set's
  * encoding: the same words as ValueSlots.encode); returns its length. It stops at the first value
  * that needs the value codec (a long or external value, another type), and takes nothing from a
- * typed map (its column is the values themselves) or from any other sequence: the map's
- * ValueSlots.encode_many encodes the rest. Nothing is stored, so nothing needs releasing after
- * an error. */
+ * typed map (its column is the values themselves) or from any other sequence. Unless the prefix
+ * is the whole batch, ValueSlots.encode_many encodes the batch anew, so that its records are
+ * made as the reference makes them. Nothing is stored here: nothing to release after an error. */
 PyObject *
 MapCore_encode_inline_prefix(MapCore *self, PyObject *const *args, Py_ssize_t nargs)
 {
