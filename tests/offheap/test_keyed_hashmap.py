@@ -342,3 +342,22 @@ def test_put_many_of_str_keys_stores_inline_and_long_values_as_the_reference_doe
     assert list(maps[0].items()) == list(maps[1].items()) == list(zip(keys, values))
     entries = np.arange(len(values))
     assert np.array_equal(*(m._table().values.take(entries) for m in maps))
+
+
+@pytest.mark.parametrize("cls", [HashMap, ReferenceHashMap])
+def test_get_many_in_the_entries_order_finds_keys_past_holes_long_keys_and_moved_keys(cls):
+    """The compiled get_many tries the entry after the last hit first: a hole there holding the
+    key (deleted, then put again at the end), a long key (whose slot holds only a tag) and keys
+    in another order must still be found where they are."""
+    keys = [f"k{i}" if i % 5 else f"a key long enough for a record of its own {i}"
+            for i in range(600)]
+    m = cls(key="str")
+    m.put_many(keys, list(range(600)))
+    for k in keys[100:109] + keys[110:120]:
+        del m[k]
+    m.put_many(keys[110:112], [-1, -2])  # at the end; their holes, after entry 109, keep them
+    expected = {k: v for k, v in zip(keys, range(600)) if v == 109 or not 100 <= v < 120}
+    expected.update({keys[110]: -1, keys[111]: -2})
+    for order in (keys, keys[::-1], keys[:300] + keys[:300], [keys[0], "absent", keys[1]]):
+        assert m.get_many(order, default=None) == [expected.get(k) for k in order]
+    m._check()

@@ -63,18 +63,18 @@ export_keys(MapCore *self, PyObject *keys, Py_buffer *view)
 
 /* Batches in the entries' order. The keys of a batch often come in the order they went in (a
  * map's keys looked up again, two maps loaded from one source), and the key after a hit at entry
- * e is then entry e + 1's. The probe loops of get_many and contains_many try that entry first:
- * it sits next to the last hit in memory, and a match needs no index slot, where a probe waits
- * on one at random. A live entry holding the key is its only one, so the answer is the probe's;
- * a key in another order costs one compare on a cache line the last hit brought in. */
+ * e is then entry e + 1's. The probe loops of get_many and contains_many (here, and
+ * find_in_turn_after for lists of keys) try that entry first: it sits next to the last hit in
+ * memory, and a match needs no index slot, where a probe waits on one at random. A live entry
+ * holding the key is its only one, so the answer is the probe's; a key in another order costs
+ * one compare on a cache line the last hit brought in. */
 static inline Py_ssize_t
 find_after(const MapCore *self, int64_t key, Py_ssize_t previous, int *followed)
 {
-    Py_ssize_t next = previous + 1, slot;
-    *followed = previous >= 0 && (size_t)next < entry_limit(self) && key_at(self, next) == key
-                && is_live_at(self, next);
+    Py_ssize_t slot;
+    *followed = previous >= 0 && entry_holds(self, previous + 1, key, NULL);
     if (*followed)
-        return next;
+        return previous + 1;
     return self->n ? find(self, key, 1, &slot) : -1;
 }
 

@@ -196,6 +196,8 @@ Py_ssize_t lookup(MapCore *self, PyObject *obj, Key *key, Py_ssize_t *slot, int 
 Py_ssize_t lookup_entry(MapCore *self, PyObject *obj, Key *key, Py_ssize_t *slot,
                         uint64_t *word, int *held);
 Py_ssize_t find_in_turn(MapCore *self, Key *key, Py_ssize_t *slot, int *held);
+Py_ssize_t find_in_turn_after(MapCore *self, Key *key, Py_ssize_t previous, Py_ssize_t *slot,
+                              int *held);
 Py_ssize_t entry_from(MapCore *self, Key *key, Py_ssize_t e, Py_ssize_t *slot, uint64_t *word,
                       int *held);
 PyObject * take(MapCore *self, Py_ssize_t e, uint64_t word);
@@ -397,6 +399,18 @@ set_live_at(MapCore *self, Py_ssize_t e, int live)
     Py_ssize_t at = e & CHUNK_MASK;
     uint8_t *byte = &self->table.chunks[e >> CHUNK_BITS].live[at >> 3];
     *byte = (uint8_t)(live ? *byte | 1u << (at & 7) : *byte & ~(1u << (at & 7)));
+}
+
+/* Whether entry e is live and holds the key: an int64 table's `int_key`, or (key_slot not NULL)
+ * a keyed table's inline key slot. Any e may be asked. Precondition: attached. */
+static inline int
+entry_holds(const MapCore *self, Py_ssize_t e, int64_t int_key, const uint8_t *key_slot)
+{
+    if (e < 0 || (size_t)e >= entry_limit(self))
+        return 0;
+    int same = key_slot == NULL ? key_at(self, e) == int_key
+                                : memcmp(slot_at(self, e), key_slot, SLOT_BYTES) == 0;
+    return same && is_live_at(self, e);
 }
 
 /* The entry holding `key`, -1 when there is none, or -2 with CorruptionError set; *slot is its

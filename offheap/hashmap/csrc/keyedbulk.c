@@ -57,6 +57,7 @@ MapCore_get_keys(MapCore *self, PyObject *const *args, Py_ssize_t nargs)
     PyObject *out = PyList_New(n);
     KeyRing ring;
     Py_ssize_t admitted_to = 0; /* keys [i, admitted_to) are in the ring */
+    Py_ssize_t previous = -1;   /* the last key's entry, where the next key is tried first */
     for (; out != NULL && admitted_to < AHEAD && admitted_to < n; admitted_to++)
         ring_admit(self, keys, admitted_to, &ring);
     for (Py_ssize_t i = 0; out != NULL && i < n; i++) {
@@ -66,8 +67,10 @@ MapCore_get_keys(MapCore *self, PyObject *const *args, Py_ssize_t nargs)
         if (admitted >= 0) {
             uint64_t word;
             int held = 0;
-            Py_ssize_t slot, e = admitted ? find_in_turn(self, key, &slot, &held) : -1;
+            Py_ssize_t slot, e = admitted ? find_in_turn_after(self, key, previous, &slot, &held)
+                                          : -1;
             e = entry_from(self, key, e, &slot, &word, &held);
+            previous = e;
             if (e >= 0)
                 value = decode_word(self, word);
             else if (e == -1)

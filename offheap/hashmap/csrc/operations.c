@@ -157,6 +157,24 @@ find_in_turn(MapCore *self, Key *key, Py_ssize_t *slot, int *held)
     return key_find(self, key, slot);
 }
 
+/* find_in_turn(), trying first the entry after `previous`, a batch's last hit (-1: none), as
+ * bulk.c's find_after does; a long key's slot holds only a tag, so its probe is never skipped.
+ * On that shortcut *slot is -1: the caller needs the entry only. */
+Py_ssize_t
+find_in_turn_after(MapCore *self, Key *key, Py_ssize_t previous, Py_ssize_t *slot, int *held)
+{
+    if (previous >= 0 && !(KEYED(self) && key->is_long)) {
+        if (begin_turn(self, held) < 0)
+            return -2;
+        if (ATTACHED(self) && entry_holds(self, previous + 1, key->int_key,
+                                          KEYED(self) ? key->slot : NULL)) {
+            *slot = -1;
+            return previous + 1;
+        }
+    }
+    return find_in_turn(self, key, slot, held);
+}
+
 /* Entry e of a probe for `key` (or its -1 or -2), with *word the entry's word, and the lock
  * held when reading or dropping the word or the key calls into Python (the probe is made again
  * if other threads ran while it waited for it). */
