@@ -23,7 +23,7 @@ import numpy as np
 
 from offheap.hashmap import placement
 from offheap.hashmap.layout import as_key_array, homes_of
-from offheap.hashmap.valueslots import ValueSlots
+from offheap.hashmap.valueslots import InlinePrefix, ValueSlots
 
 if TYPE_CHECKING:
     from offheap.hashmap.regions import Regions
@@ -38,6 +38,10 @@ class BulkOperations:
     _used: int
     _mods: int
     _slots: ValueSlots  # the map class's
+    _encode_inline_prefix: InlinePrefix | None = None
+    """The compiled core's C encoder of a batch's inline values (its method of this name, first
+    in the map's bases; see :meth:`ValueSlots.encode_many`). The reference has none: every value
+    goes through ValueSlots, to the same words."""
 
     if TYPE_CHECKING:
         # the core's bulk and scalar operations (offheap.hashmap.core)
@@ -150,14 +154,6 @@ class BulkOperations:
         ``words[i]`` under ``keys[i]``; ``done[0]`` counts the words stored."""
         self._reserve(self._count_absent(keys), width)
         self._put_words(keys, words, done)
-
-    def _encode_inline_prefix(self, values, out: np.ndarray) -> int:
-        """``out[i]`` = the inline word of ``values[i]`` for a leading run of values; returns
-        its length, here 0: the reference leaves every value to
-        :meth:`~offheap.hashmap.valueslots.ValueSlots.encode_many`, and the compiled core encodes
-        in C the run of values its inline codec takes (the same words), which is the answer when
-        it is the whole batch."""
-        return 0
 
     def _find_values(self, keys: np.ndarray, out: np.ndarray, found: np.ndarray) -> int:
         """``out[i]`` = the word (typed value) stored under ``keys[i]`` and ``found[i]`` True,
