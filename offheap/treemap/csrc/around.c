@@ -45,7 +45,7 @@
 enum { SMALL_WORDS = 130, SMALL_PAGE = 2048 };
 
 static PyObject *str_shape, *str_public_shape, *str_rewrite, *str_release,
-    *str_with_nodes, *str_leaves_name, *str_children, *str_dirty, *str_leaf, *str_raw_bytes,
+    *str_with_nodes, *str_leaves_name, *str_dirty, *str_leaf, *str_raw_bytes,
     *str_stored_bytes, *str_move_to_end, *str_inner_name, *str_add;
 static const SpaceApi *space;  /* offheap.store._space's C interface */
 
@@ -53,10 +53,10 @@ int
 init_around(void)
 {
     static const char *names[] = {"_shape", "shape", "rewrite", "release",
-                                  "with_nodes", "leaves", "children", "dirty", "leaf",
+                                  "with_nodes", "leaves", "dirty", "leaf",
                                   "raw_bytes", "stored_bytes", "move_to_end", "inner", "add"};
     PyObject **slots[] = {&str_shape, &str_public_shape, &str_rewrite,
-                          &str_release, &str_with_nodes, &str_leaves_name, &str_children,
+                          &str_release, &str_with_nodes, &str_leaves_name,
                           &str_dirty, &str_leaf, &str_raw_bytes, &str_stored_bytes,
                           &str_move_to_end, &str_inner_name, &str_add};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
@@ -653,11 +653,13 @@ done:
     return result;
 }
 
+static SlotField room_children = SLOT_FIELD("children");
+
 /* Whether inner `node` has room for one more child: 1, 0, -1 with an exception. */
 static int
 has_room_for_child(PyObject *node, Py_ssize_t node_size)
 {
-    PyObject *children = node_list(node, str_children);
+    PyObject *children = node_list(node, &room_children);
     if (children == NULL)
         return -1;
     int room = PyList_GET_SIZE(children) < node_size;

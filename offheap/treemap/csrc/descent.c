@@ -61,7 +61,8 @@ typedef struct {
 static PyTypeObject descent_type;
 static int ready(Descent *self);
 
-static PyObject *str_keys, *str_values, *str_counts;
+static SlotField level_counts_field = SLOT_FIELD("counts"), leaf_keys_field = SLOT_FIELD("keys"),
+    leaf_values_field = SLOT_FIELD("values");
 
 /* -- inner nodes ----------------------------------------------------------------------------- */
 
@@ -76,18 +77,6 @@ level_clear(Level *level)
 {
     form_release(level->form);
     level->form = NULL;
-}
-
-PyObject *
-node_list(PyObject *node, PyObject *name)
-{
-    PyObject *list = PyObject_GetAttr(node, name);
-    if (list != NULL && !PyList_CheckExact(list)) {
-        Py_DECREF(list);
-        page_corrupt("a TreeMap node's %U is not a list", name);
-        return NULL;
-    }
-    return list;
 }
 
 /* The form of inner node `recid` into `level` (child unset): the table's, or one made from the
@@ -133,7 +122,7 @@ level_child(const Level *level)
 static PyObject *
 level_counts(const Level *level)
 {
-    PyObject *counts = node_list(level->form->node, str_counts);
+    PyObject *counts = node_list(level->form->node, &level_counts_field);
     if (counts != NULL && PyList_GET_SIZE(counts) != level->form->n) {
         page_corrupt("TreeMap inner node %lld has %zd children and %zd entry counts",
                      (long long)level->form->recid, level->form->n, PyList_GET_SIZE(counts));
@@ -328,8 +317,8 @@ leaf_close(Leaf *leaf)
 static int
 leaf_take_node(Leaf *leaf, PyObject *node)
 {
-    leaf->keys = node_list(node, str_keys);
-    leaf->values = leaf->keys ? node_list(node, str_values) : NULL;
+    leaf->keys = node_list(node, &leaf_keys_field);
+    leaf->values = leaf->keys ? node_list(node, &leaf_values_field) : NULL;
     Py_DECREF(node);
     if (leaf->values == NULL)
         return -1;
@@ -1476,11 +1465,6 @@ static PyTypeObject descent_type = {
 int
 add_descent_type(PyObject *module)
 {
-    static const char *names[] = {"keys", "values", "counts"};
-    PyObject **slots[] = {&str_keys, &str_values, &str_counts};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (*slots[i] == NULL && (*slots[i] = PyUnicode_InternFromString(names[i])) == NULL)
-            return -1;
     if (PyType_Ready(&descent_type) < 0)
         return -1;
     Py_INCREF(&descent_type);

@@ -79,18 +79,7 @@ str_prefix(PyObject *text)
     return bytes_prefix(bytes, filled < 8 ? filled : 8);
 }
 
-/* node_list of the attribute called `name` (a form is made once per cached node, not per read:
- * the name object is made here). */
-static PyObject *
-named_node_list(PyObject *node, const char *name)
-{
-    PyObject *name_object = PyUnicode_InternFromString(name);
-    if (name_object == NULL)
-        return NULL;
-    PyObject *list = node_list(node, name_object);
-    Py_DECREF(name_object);
-    return list;
-}
+static SlotField form_keys = SLOT_FIELD("keys"), form_children = SLOT_FIELD("children");
 
 /* Fill the words (and, for str/bytes, the separator objects) of `form` from `keys`. */
 static int
@@ -127,8 +116,8 @@ form_fill_separators(InnerForm *form, PyObject *keys, int key_kind)
 InnerForm *
 form_make(int64_t recid, PyObject *node, int key_kind)
 {
-    PyObject *keys = named_node_list(node, "keys");
-    PyObject *children = keys ? named_node_list(node, "children") : NULL;
+    PyObject *keys = node_list(node, &form_keys);
+    PyObject *children = keys ? node_list(node, &form_children) : NULL;
     InnerForm *form = NULL;
     if (children == NULL)
         goto done;

@@ -6,6 +6,7 @@
  * _pages.c     int64 key blocks, the value columns, and the module (encode/decode of leaf bodies)
  * descent.c    the compiled read path of the B+tree (type Descent) over the node cache and store
  * forms.c      compact forms of cached inner nodes, which the descent bisects, and their table
+ * fields.c     attributes of the tree's objects read at their __slots__ offsets
  * slots.c      TreeSlots, the base type whose slots run a TreeMap's m[k], get, `in` and m[k] = v
  * ranges.c     RangeItems, the item-by-item iteration of a range, leaf by leaf
  *
@@ -44,13 +45,30 @@ extern PyObject *page_corruption_error;
 
 /* Sets CorruptionError with a printf-style message and returns -1. */
 int page_corrupt(const char *format, ...);
-/* slots.c: the offset at which instances of `type` keep the writable object slot (a __slots__
- * member) `name`, to be read and written without the attribute protocol; -1 when `name` is
- * anything else there or the type overrides attribute access. */
+/* fields.c: an attribute of the tree's Python objects (a node's lists, the cursor's hint, the
+ * tree's counters) kept in a __slots__ member, read and written at its offset in the object.
+ * `type` is the class the offset was found in (a strong reference, NULL before the first
+ * object); `offset` is -1 when the name is no writable object member there, or the class
+ * customizes attribute access: the attribute protocol then. `name` is interned at first use.
+ * Declare one per place of use (static SlotField f = SLOT_FIELD("keys");). */
+typedef struct {
+    const char *text;
+    PyObject *name;
+    PyTypeObject *type;
+    Py_ssize_t offset;
+} SlotField;
+#define SLOT_FIELD(text) {text, NULL, NULL, -1}
+
+/* The offset at which instances of `type` keep the writable object slot (a __slots__ member)
+ * `name`, to be read and written without the attribute protocol; -1 when `name` is anything
+ * else there or the type overrides attribute access. */
 Py_ssize_t member_offset(PyTypeObject *type, PyObject *name);
-/* descent.c: a list attribute of a cached node (a new reference), CorruptionError if the
- * attribute is not a list. */
-PyObject *node_list(PyObject *node, PyObject *name);
+/* object.<field>: a new reference, or NULL with an exception (AttributeError when unset). */
+PyObject *field_get(SlotField *field, PyObject *object);
+/* object.<field> = value: 0, or -1 with an exception. */
+int field_set(SlotField *field, PyObject *object, PyObject *value);
+/* field_get of a list attribute of a cached node, CorruptionError if it is not a list. */
+PyObject *node_list(PyObject *node, SlotField *field);
 
 /* A read position in a page body. `data` is borrowed from the caller's Py_buffer and valid for
  * the one call that reads it; `pos` never passes `size`. */

@@ -36,7 +36,6 @@
  * the node cache) frees nothing in use.
  */
 #include "slots.h"
-#include <structmember.h>
 
 typedef struct {
     PyObject_HEAD
@@ -85,85 +84,20 @@ unhold(Held *held)
 }
 
 static PyObject *str_lookup, *missing, *str_put_item, *str_delete_item,
-    *str_keys, *str_counts, *str_trim, *str_children, *str_nodes,
+    *str_trim, *str_nodes,
     *str_reserve, *str_writer, *str_commit, *str_descend, *str_shape, *str_leaf_name;
 
 /* -- slot fields ------------------------------------------------------------------------------ */
 
-/* An attribute the store path reads or writes on every call, kept in a __slots__ member of the
- * Python classes Cursor, Leaf and Inner: read and written at the member's offset in the object,
- * which is what the member descriptor does, without the attribute lookup before it (a dozen of
- * them per store). `type` is the class the offset was found in (a strong reference, NULL
- * before the first object); `offset` is -1 when the name is no writable object member there,
- * or the class customizes attribute access: PyObject_GetAttr and PyObject_SetAttr then. One
- * field per place of use, so that each keeps seeing one class. */
-typedef struct {
-    const char *text;
-    PyObject *name;         /* interned by add_slots_type */
-    PyTypeObject *type;
-    Py_ssize_t offset;
-} SlotField;
-
-#define SLOT_FIELD(text) {text, NULL, NULL, -1}
+/* The attributes the store path reads or writes on every call (fields.c). */
 static SlotField hint_leaf = SLOT_FIELD("leaf"), hint_lo = SLOT_FIELD("lo"),
     hint_hi = SLOT_FIELD("hi"), hint_path = SLOT_FIELD("path"), leaf_keys = SLOT_FIELD("keys"),
     leaf_values = SLOT_FIELD("values"), leaf_dirty = SLOT_FIELD("dirty"),
     inner_keys = SLOT_FIELD("keys"), inner_counts = SLOT_FIELD("counts"),
     inner_dirty = SLOT_FIELD("dirty"), cache_over = SLOT_FIELD("over_capacity"),
-    tree_entries = SLOT_FIELD("n_entries"), tree_mods = SLOT_FIELD("mods");
-static SlotField *const slot_fields[] = {&hint_leaf, &hint_lo, &hint_hi, &hint_path, &leaf_keys,
-                                         &leaf_values, &leaf_dirty, &inner_keys, &inner_counts,
-                                         &inner_dirty, &cache_over, &tree_entries, &tree_mods};
-
-Py_ssize_t
-member_offset(PyTypeObject *type, PyObject *name)
-{
-    PyObject *descriptor = _PyType_Lookup(type, name);  /* borrowed */
-    if (descriptor != NULL && Py_IS_TYPE(descriptor, &PyMemberDescr_Type)
-            && type->tp_getattro == PyObject_GenericGetAttr
-            && type->tp_setattro == PyObject_GenericSetAttr) {
-        PyMemberDef *member = ((PyMemberDescrObject *)descriptor)->d_member;
-        if (member->type == T_OBJECT_EX && !(member->flags & READONLY))
-            return member->offset;
-    }
-    return -1;
-}
-
-/* The offset of `field` in `object`, or -1 for the attribute protocol. */
-static Py_ssize_t
-field_offset(SlotField *field, PyObject *object)
-{
-    PyTypeObject *type = Py_TYPE(object);
-    if (type == field->type)
-        return field->offset;
-    Py_XSETREF(field->type, (PyTypeObject *)Py_NewRef(type));
-    field->offset = member_offset(type, field->name);
-    return field->offset;
-}
-
-/* object.<field>: a new reference, or NULL with an exception (AttributeError when unset). */
-static PyObject *
-field_get(SlotField *field, PyObject *object)
-{
-    Py_ssize_t offset = field_offset(field, object);
-    if (offset >= 0) {
-        PyObject *value = *(PyObject **)((char *)object + offset);
-        if (value != NULL)
-            return Py_NewRef(value);
-    }
-    return PyObject_GetAttr(object, field->name);
-}
-
-/* object.<field> = value: 0, or -1 with an exception. */
-static int
-field_set(SlotField *field, PyObject *object, PyObject *value)
-{
-    Py_ssize_t offset = field_offset(field, object);
-    if (offset < 0)
-        return PyObject_SetAttr(object, field->name, value);
-    Py_XSETREF(*(PyObject **)((char *)object + offset), Py_NewRef(value));
-    return 0;
-}
+    tree_entries = SLOT_FIELD("n_entries"), tree_mods = SLOT_FIELD("mods"),
+    split_keys = SLOT_FIELD("keys"), split_children = SLOT_FIELD("children"),
+    split_counts = SLOT_FIELD("counts"), recount_counts = SLOT_FIELD("counts");
 
 /* slots.h */
 int
@@ -731,9 +665,9 @@ int
 nodelists_open(PyObject *node, NodeLists *lists)
 {
     lists->keys = lists->children = lists->counts = NULL;
-    if ((lists->keys = node_list(node, str_keys)) == NULL
-            || (lists->children = node_list(node, str_children)) == NULL
-            || (lists->counts = node_list(node, str_counts)) == NULL)
+    if ((lists->keys = node_list(node, &split_keys)) == NULL
+            || (lists->children = node_list(node, &split_children)) == NULL
+            || (lists->counts = node_list(node, &split_counts)) == NULL)
         return -1;
     Py_ssize_t n = PyList_GET_SIZE(lists->children);
     if (PyList_GET_SIZE(lists->counts) != n || PyList_GET_SIZE(lists->keys) != n - 1)
@@ -822,7 +756,7 @@ insert_into_full_hint(const Held *self, PyObject *leaf, PyObject *keys, PyObject
     for (Py_ssize_t level = 0; level < depth - edited; level++) {  /* one more entry above */
         Py_ssize_t at;
         PyObject *node = path_step(PyList_GET_ITEM(path, level), &at);
-        PyObject *above = node == NULL ? NULL : node_list(node, str_counts);
+        PyObject *above = node == NULL ? NULL : node_list(node, &recount_counts);
         int status = above == NULL ? -1 : add_to_item(above, at, 1);
         Py_XDECREF(above);
         if (status < 0)
@@ -1300,19 +1234,15 @@ add_slots_type(PyObject *module)
 {
     if ((lock_api = lock_api_import()) == NULL)
         return -1;
-    static const char *names[] = {"_lookup", "_put_item", "_delete_item", "keys", "counts",
-                                  "trim", "children", "nodes", "reserve",
+    static const char *names[] = {"_lookup", "_put_item", "_delete_item",
+                                  "trim", "nodes", "reserve",
                                   "writer", "commit", "descend", "shape", "leaf"};
-    PyObject **slots[] = {&str_lookup, &str_put_item, &str_delete_item, &str_keys, &str_counts,
-                          &str_trim, &str_children, &str_nodes,
+    PyObject **slots[] = {&str_lookup, &str_put_item, &str_delete_item,
+                          &str_trim, &str_nodes,
                           &str_reserve, &str_writer, &str_commit, &str_descend, &str_shape,
                           &str_leaf_name};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (*slots[i] == NULL && (*slots[i] = PyUnicode_InternFromString(names[i])) == NULL)
-            return -1;
-    for (size_t i = 0; i < sizeof slot_fields / sizeof slot_fields[0]; i++)
-        if (slot_fields[i]->name == NULL
-                && (slot_fields[i]->name = PyUnicode_InternFromString(slot_fields[i]->text)) == NULL)
             return -1;
     if (init_around() < 0)
         return -1;

@@ -13,7 +13,8 @@
  */
 #include "pages.h"
 
-static PyObject *str_keys, *str_children, *str_move_to_end, *bisect_right_function;
+static SlotField walk_keys = SLOT_FIELD("keys"), walk_children = SLOT_FIELD("children");
+static PyObject *str_move_to_end, *bisect_right_function;
 
 /* The inner node `recid` (a new reference): as NodeCache.inner returns it. */
 static PyObject *
@@ -60,9 +61,9 @@ static int
 walk_level(PyObject *node, PyObject *key, PyObject *path, PyObject **lo, PyObject **hi,
            PyObject **recid)
 {
-    PyObject *separators = node_list(node, str_keys), *children = NULL, *step = NULL;
+    PyObject *separators = node_list(node, &walk_keys), *children = NULL, *step = NULL;
     int status = -1;
-    if (separators == NULL || (children = node_list(node, str_children)) == NULL)
+    if (separators == NULL || (children = node_list(node, &walk_children)) == NULL)
         goto done;
     Py_ssize_t i = bisect_right_list(separators, key);
     if (i < 0)
@@ -104,11 +105,8 @@ walk(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_ssize_t levels = PyLong_AsSsize_t(args[3]);
     if (levels == -1 && PyErr_Occurred())
         return NULL;
-    if ((str_keys == NULL && (str_keys = PyUnicode_InternFromString("keys")) == NULL)
-            || (str_children == NULL
-                && (str_children = PyUnicode_InternFromString("children")) == NULL)
-            || (str_move_to_end == NULL
-                && (str_move_to_end = PyUnicode_InternFromString("move_to_end")) == NULL))
+    if (str_move_to_end == NULL
+            && (str_move_to_end = PyUnicode_InternFromString("move_to_end")) == NULL)
         return NULL;
     PyObject *path = PyList_New(0), *lo = Py_NewRef(Py_None), *hi = Py_NewRef(Py_None);
     PyObject *recid = Py_NewRef(args[2]), *result = NULL;
