@@ -24,11 +24,13 @@ Cost: a descent is O(height * log(node_size)) key comparisons and one cache look
 
 Compiled reads. :func:`compiled_descent` gives the tree a ``Descent`` of the compiled codec
 (``offheap/treemap/csrc/descent.c``) when it is loaded: the descents of ``get``, the neighbour
-queries and the positional reads in C, reading cached nodes in place and searching uncached
-leaves in their page bytes without caching them or evicting anything. It answers as the
-descents here and a ``bisect`` of the leaf do (differential tests hold them equal), reads
-inner nodes only through :meth:`NodeCache.inner` (a cached one keeps its LRU place) and leaves
-through the cache's dict or :meth:`NodeCache.read_leaf`, and records no path and no hint. It
+queries and the positional reads in C, reading cached nodes in place, caching an uncached leaf
+while the cache has room for it (:meth:`NodeCache.leaf_for_read`) and otherwise searching it in
+its page bytes, evicting nothing. It answers as the descents here and a ``bisect`` of the leaf
+do (differential tests hold them equal), reads inner nodes only through
+:meth:`NodeCache.inner` (a cached one keeps its LRU place) and leaves through the cache's dict,
+:meth:`NodeCache.leaf_for_read` or :meth:`NodeCache.read_leaf`, and records no path and no
+hint. It
 bisects compact C forms of the inner nodes it has read, which the cache drops whenever their
 nodes leave it or change (``forms`` in :mod:`offheap.treemap.nodecache`).
 
@@ -169,7 +171,7 @@ class Cursor:
             if i < len(separators):
                 hi = separators[i]
             recid = node.children[i]
-        leaf = self._cache.read_leaf(recid)
+        leaf = self._cache.leaf_for_read(recid)
         self.path, self.leaf, self.lo, self.hi = [], leaf, lo, hi
         return leaf
 
@@ -184,8 +186,7 @@ def compiled_descent(cache: NodeCache, nodes):
     kinds = compiled_kinds(nodes.key_kind, nodes.serializer)
     if _compiled_pages is None or kinds is None:
         return None
-    return _compiled_pages.Descent(cache._inner, cache._leaves, cache.inner, cache.read_leaf,
-                                   nodes.store, *kinds)
+    return _compiled_pages.Descent(cache, nodes.store, *kinds)
 
 
 def _walk(inner_of, root: int, levels: int, key) -> tuple[Path, object, object, int]:

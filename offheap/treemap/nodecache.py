@@ -34,8 +34,9 @@ have grown the pages to 9.0 and 8.1 MiB. Past about 4,000 inner nodes at 32 (som
 keys) they no longer all fit, and a larger ``cache_bytes`` keeps them.
 
 Interface. A descent asks for the kind of node it expects (:meth:`NodeCache.inner`,
-:meth:`NodeCache.leaf`, and :meth:`NodeCache.read_inner`, :meth:`NodeCache.read_leaf` for reads
-that leave the cache as it is); a page of the other kind there is a :class:`CorruptionError`. A
+:meth:`NodeCache.leaf`, :meth:`NodeCache.leaf_for_read` for reads that cache a leaf only
+while the leaves are below capacity, and :meth:`NodeCache.read_inner`, :meth:`NodeCache.read_leaf`
+for reads that leave the cache as it is); a page of the other kind there is a :class:`CorruptionError`. A
 compiled descent keeps to these calls, or to a cache of its own with the same eviction rules.
 
 Forms. The compiled descent keeps a compact form of each cached inner node it reads (its
@@ -247,6 +248,19 @@ class NodeCache:
         """:meth:`read` where a leaf belongs."""
         node = self._leaves.get(recid)
         return _as_leaf(self._load(recid), recid) if node is None else node
+
+    def leaf_for_read(self, recid: int) -> Leaf:
+        """The leaf ``recid`` for a read: the cached one (its LRU place does not move), else
+        decoded, and cached as the most recent while the leaves are below capacity. So a map
+        whose leaves fit is read from decoded leaves after the first read of each, and no read
+        evicts anything (a long scan does not push out the working set)."""
+        node = self._leaves.get(recid)
+        if node is not None:
+            return node
+        node = _as_leaf(self._load(recid), recid)
+        if len(self._leaves) < self._leaf_cap():
+            self._leaves[recid] = node
+        return node
 
     def add(self, node: Node) -> None:
         if isinstance(node, Leaf):

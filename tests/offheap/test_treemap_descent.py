@@ -145,14 +145,32 @@ def test_reopened_file_reads_alike(tmp_path):
         assert len(tree._tree.cache._leaves) <= 8  # reads of uncached leaves cached nothing
 
 
-def test_uncached_reads_leave_the_cache_as_it_is():
+def test_reads_cache_leaves_while_there_is_room_and_evict_nothing():
     tree = TreeMap(((k, "") for k in range(50_000)), cache_size=8)
     tree.flush()
-    tree._tree.cache.trim()
-    before = list(tree._tree.cache._leaves)
-    for key in range(0, 50_000, 97):
+    cache = tree._tree.cache
+    cache.clear()
+    probes = range(0, 50_000, 97)
+    for key in probes:
         assert tree[key] == "" and tree.floor_key(key) == key and tree.index(key) == key
-    assert list(tree._tree.cache._leaves) == before
+    filled = list(cache._leaves)
+    assert len(filled) == cache.capacity  # the first leaves read, in the order read
+    assert filled == sorted(filled, key=lambda recid: min(cache._leaves[recid].keys))
+    for key in reversed(probes):  # full: every other leaf is read from its page
+        assert tree[key] == "" and tree.floor_key(key) == key and tree.index(key) == key
+    assert list(cache._leaves) == filled
+    tree._tree.check()
+
+
+def test_a_small_map_is_read_from_cached_leaves():
+    tree = TreeMap(((k, str(k)) for k in range(2000)), node_size=16)
+    tree.flush()
+    cache = tree._tree.cache
+    cache.clear()
+    assert [tree[k] for k in range(0, 2000, 7)] == [str(k) for k in range(0, 2000, 7)]
+    assert len(cache._leaves) == tree._tree.shape.n_leaves
+    assert not cache.over_capacity and not any(leaf.dirty for leaf in cache._leaves.values())
+    tree._tree.check()
 
 
 def test_dirty_nodes_are_read_from_the_cache():

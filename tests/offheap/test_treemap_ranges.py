@@ -215,14 +215,18 @@ def test_the_walk_agrees_with_the_reference_through_changes(scenario):
 
 
 @pytest.mark.skipif(not COMPILED, reason="the compiled core is not loaded")
-def test_a_walk_decodes_uncached_leaves_without_caching_them():
+def test_a_walk_caches_leaves_only_while_there_is_room():
     tree = TreeMap(((k, str(k)) for k in range(5000)), node_size=16, cache_size=8)
     tree.flush()
-    tree._tree.cache.clear()
-    before = (list(tree._tree.cache._leaves), list(tree._tree.cache._inner))
+    cache = tree._tree.cache
+    cache.clear()
     assert list(tree.irange(100, 4000, reverse=True)) == list(range(4000, 99, -1))
+    filled = list(cache._leaves)
+    assert len(filled) == cache.capacity  # the first leaves the walk reached
+    assert all(3000 < min(cache._leaves[recid].keys) <= 4000 for recid in filled)
     assert list(tree.items(10, 20)) == [(k, str(k)) for k in range(10, 21)]
-    assert list(tree._tree.cache._leaves) == before[0]
+    assert list(cache._leaves) == filled  # full: the other leaves were read from their pages
+    tree._tree.check()
 
 
 @pytest.mark.skipif(not COMPILED, reason="the compiled core is not loaded")

@@ -326,15 +326,7 @@ enum { CACHE_HAS_ROOM = 2 };
 static int
 goes_around(const Held *self, PyObject *leaves)
 {
-    /* the leaves' capacity, as NodeCache._leaf_cap computes it */
-    const LeafCap *cap = &self->leaf_cap;
-    Py_ssize_t kept = PyDict_GET_SIZE(descent_inner_nodes(self->descent));
-    if (kept > cap->inner_kept)
-        kept = cap->inner_kept;
-    Py_ssize_t limit = (cap->budget - kept * cap->inner_cost) / cap->leaf_cost;
-    if (limit > cap->node_cap)
-        limit = cap->node_cap;
-    if (PyDict_GET_SIZE(leaves) < limit)
+    if (descent_leaves_have_room(self->descent))
         return CACHE_HAS_ROOM;
     PyObject *order = PyObject_GetIter(leaves);  /* least recently used first */
     PyObject *oldest = order == NULL ? NULL : PyIter_Next(order);

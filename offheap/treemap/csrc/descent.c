@@ -11,14 +11,17 @@
  * an uncached one is decoded and cached by cache.inner(recid), as a Python descent does. The
  * node cache drops a form when its Inner leaves the cache or a structural change edits it
  * (forget, forget_all), and the entry counts are read from the live Inner, so a form is never
- * stale. A leaf is the cached Leaf when there is one (dirty leaves live only
- * there, so the cache is always consulted first); else its page is copied out of the record
- * store (the memoryviews _addr_at/_size_at of the store's index arrays, which are cheaper to
- * take a buffer of than the arrays, and its segment views, as RecordStore.view reads them) and searched here: int64 keys are decoded into a C array and bisected, str/bytes keys
- * into a list, and only the value asked for becomes an object. Such a leaf is not cached and
- * nothing is evicted: reads leave the cache as it is, as NodeCache.read_leaf does. A page this
- * code does not read (compressed, or an object column of the constant or mixed forms) is
- * handed to cache.read_leaf(recid), whose Leaf is then used the same way.
+ * stale. A leaf is the cached Leaf when there is one (dirty leaves live only there, so the cache
+ * is always consulted first). An uncached leaf is decoded and cached while the cache's leaves are
+ * below their capacity (descent_leaves_have_room, then cache.leaf_for_read), so a map whose leaves
+ * fit in the cache is read from decoded leaves after the first read of each; no read evicts
+ * anything. Past that, its page is copied out of the record store (the memoryviews
+ * _addr_at/_size_at of the store's index arrays, which are cheaper to take a buffer of than the
+ * arrays, and its segment views, as RecordStore.view reads them) and searched here: int64 keys are
+ * decoded into a C array and bisected, str/bytes keys into a list, and only the value asked for
+ * becomes an object; the cache stays as it is, as NodeCache.read_leaf leaves it. A page this code
+ * does not read (compressed, or an object column of the constant or mixed forms) is handed to
+ * cache.read_leaf(recid), whose Leaf is then used the same way.
  *
  * Pickled values. The columns read here hold no pickles (those are the mixed and constant forms,
  * read through the cache), and a value taken from a Leaf is returned as the Leaf holds it: a
@@ -49,6 +52,7 @@ typedef struct {
     PyObject *leaves;       /* the cache's OrderedDict of Leaf nodes by recid */
     PyObject *load_inner;   /* cache.inner: decode, cache and return an inner node */
     PyObject *read_leaf;    /* cache.read_leaf: a leaf for this read alone */
+    PyObject *load_leaf;    /* cache.leaf_for_read: a leaf, cached while there is room */
     PyObject *store;        /* the RecordStore holding the pages */
     RecordSource records;   /* the store's arrays, kept between page reads (records.h) */
     int key_kind;
@@ -56,6 +60,9 @@ typedef struct {
     int64_t root;           /* the tree's shape as the Tree last set it (set_shape); height 0: */
     Py_ssize_t height;      /* not set yet, and lookup() refuses to run */
     FormTable forms;        /* compact forms of cached inner nodes (forms.c) */
+    /* what NodeCache._leaf_cap computes the leaves' capacity from beside the cached inner
+     * nodes (NodeCache.leaf_cap_terms, fixed at the cache's creation) */
+    Py_ssize_t cap_budget, cap_inner_cost, cap_leaf_cost, cap_inner_kept, cap_nodes;
 } Descent;
 
 static PyTypeObject descent_type;
@@ -313,10 +320,13 @@ leaf_close(Leaf *leaf)
     leaf->page = NULL;
 }
 
-/* Take the lists of a Leaf object (a new reference, consumed). */
+/* Take the lists of a Leaf object (a new reference, consumed; NULL: the error of the call that
+ * gave it). */
 static int
 leaf_take_node(Leaf *leaf, PyObject *node)
 {
+    if (node == NULL)
+        return -1;
     leaf->keys = node_list(node, &leaf_keys_field);
     leaf->values = leaf->keys ? node_list(node, &leaf_values_field) : NULL;
     Py_DECREF(node);
@@ -335,8 +345,7 @@ leaf_from_reference(Descent *self, Leaf *leaf)
 {
     Py_CLEAR(leaf->keys);
     Py_CLEAR(leaf->values);
-    PyObject *node = PyObject_CallOneArg(self->read_leaf, leaf->recid);
-    return node == NULL ? -1 : leaf_take_node(leaf, node);
+    return leaf_take_node(leaf, PyObject_CallOneArg(self->read_leaf, leaf->recid));
 }
 
 int
@@ -423,6 +432,8 @@ leaf_open(Descent *self, int64_t recid, Leaf *leaf)
         return leaf_take_node(leaf, Py_NewRef(node));
     if (PyErr_Occurred())
         return -1;
+    if (descent_leaves_have_room((PyObject *)self))  /* cached now, as a Python descent does */
+        return leaf_take_node(leaf, PyObject_CallOneArg(self->load_leaf, leaf->recid));
     Py_ssize_t size = 0;
     int copied = copy_page(self, leaf, &size);
     if (copied < 0)
@@ -743,6 +754,19 @@ PyObject *
 descent_leaves(PyObject *descent)
 {
     return ((Descent *)descent)->leaves;
+}
+
+int
+descent_leaves_have_room(PyObject *descent)
+{
+    const Descent *self = (const Descent *)descent;
+    Py_ssize_t kept = PyDict_GET_SIZE(self->inner_nodes);
+    if (kept > self->cap_inner_kept)
+        kept = self->cap_inner_kept;
+    Py_ssize_t capacity = (self->cap_budget - kept * self->cap_inner_cost) / self->cap_leaf_cost;
+    if (capacity > self->cap_nodes)
+        capacity = self->cap_nodes;
+    return PyDict_GET_SIZE(self->leaves) < capacity;
 }
 
 /* The keys of a leaf opened from its page (leaf_open), as a new list. */
@@ -1334,33 +1358,69 @@ descent_form_bytes(Descent *self, void *Py_UNUSED(closure))
 
 /* -- the type -------------------------------------------------------------------------------- */
 
+/* The attribute `name` of the node cache: a new reference, TypeError unless it is a dict when
+ * `dict` says so. */
+static PyObject *
+cache_part(PyObject *cache, const char *name, int dict)
+{
+    PyObject *part = PyObject_GetAttrString(cache, name);
+    if (part != NULL && dict && !PyDict_Check(part)) {
+        PyErr_Format(PyExc_TypeError, "Descent: the node cache's %s is not a dict", name);
+        Py_CLEAR(part);
+    }
+    return part;
+}
+
 static int
 descent_init(Descent *self, PyObject *args, PyObject *kwargs)
 {
-    static char *names[] = {"inner_nodes", "leaves", "load_inner", "read_leaf", "store",
-                            "key_kind", "value_kind", NULL};
-    PyObject *inner_nodes, *leaves, *load_inner, *read_leaf, *store;
+    static char *names[] = {"cache", "store", "key_kind", "value_kind", NULL};
+    PyObject *cache, *store;
     int key_kind, value_kind;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!O!OOOii:Descent", names, &PyDict_Type,
-                                     &inner_nodes, &PyDict_Type, &leaves, &load_inner, &read_leaf,
-                                     &store, &key_kind, &value_kind))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOii:Descent", names, &cache, &store,
+                                     &key_kind, &value_kind))
         return -1;
     if (key_kind < KEY_INT64 || key_kind > KEY_BYTES || value_kind < 0 || value_kind > 4) {
         PyErr_Format(PyExc_ValueError, "unknown key kind %d or value kind %d", key_kind,
                      value_kind);
         return -1;
     }
-    PyObject *move_inner = PyObject_GetAttrString(inner_nodes, "move_to_end");
-    if (move_inner == NULL)
+    Py_ssize_t budget, inner_cost, leaf_cost, inner_kept, nodes;
+    PyObject *parts[6] = {NULL}, *terms = PyObject_CallMethod(cache, "leaf_cap_terms", NULL);
+    int parsed = terms != NULL && PyArg_ParseTuple(
+        terms, "nnnnn;NodeCache.leaf_cap_terms() gives five ints", &budget, &inner_cost,
+        &leaf_cost, &inner_kept, &nodes);
+    Py_XDECREF(terms);
+    if (!parsed)
         return -1;
-    Py_XSETREF(self->inner_nodes, Py_NewRef(inner_nodes));
-    Py_XSETREF(self->move_inner, move_inner);
-    Py_XSETREF(self->leaves, Py_NewRef(leaves));
-    Py_XSETREF(self->load_inner, Py_NewRef(load_inner));
-    Py_XSETREF(self->read_leaf, Py_NewRef(read_leaf));
+    if (leaf_cost <= 0) {
+        PyErr_SetString(PyExc_ValueError, "NodeCache.leaf_cap_terms(): a leaf costs nothing");
+        return -1;
+    }
+    if ((parts[0] = cache_part(cache, "_inner", 1)) == NULL
+            || (parts[1] = PyObject_GetAttrString(parts[0], "move_to_end")) == NULL
+            || (parts[2] = cache_part(cache, "_leaves", 1)) == NULL
+            || (parts[3] = cache_part(cache, "inner", 0)) == NULL
+            || (parts[4] = cache_part(cache, "read_leaf", 0)) == NULL
+            || (parts[5] = cache_part(cache, "leaf_for_read", 0)) == NULL) {
+        for (int i = 0; i < 6; i++)
+            Py_XDECREF(parts[i]);
+        return -1;
+    }
+    Py_XSETREF(self->inner_nodes, parts[0]);
+    Py_XSETREF(self->move_inner, parts[1]);
+    Py_XSETREF(self->leaves, parts[2]);
+    Py_XSETREF(self->load_inner, parts[3]);
+    Py_XSETREF(self->read_leaf, parts[4]);
+    Py_XSETREF(self->load_leaf, parts[5]);
     Py_XSETREF(self->store, Py_NewRef(store));
     self->key_kind = key_kind;
     self->value_kind = value_kind;
+    self->cap_budget = budget;
+    self->cap_inner_cost = inner_cost;
+    self->cap_leaf_cost = leaf_cost;
+    self->cap_inner_kept = inner_kept;
+    self->cap_nodes = nodes;
     form_table_clear(&self->forms);
     return 0;
 }
@@ -1373,6 +1433,7 @@ descent_traverse(Descent *self, visitproc visit, void *arg)
     Py_VISIT(self->leaves);
     Py_VISIT(self->load_inner);
     Py_VISIT(self->read_leaf);
+    Py_VISIT(self->load_leaf);
     Py_VISIT(self->store);
     if (record_source_traverse(&self->records, visit, arg) != 0)
         return -1;
@@ -1387,6 +1448,7 @@ descent_clear(Descent *self)
     Py_CLEAR(self->leaves);
     Py_CLEAR(self->load_inner);
     Py_CLEAR(self->read_leaf);
+    Py_CLEAR(self->load_leaf);
     Py_CLEAR(self->store);
     record_source_clear(&self->records);
     form_table_clear(&self->forms);

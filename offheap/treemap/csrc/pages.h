@@ -261,6 +261,10 @@ void descent_form_drop(PyObject *descent, int64_t recid);
  * cache keeps the same two dicts for its lifetime). (descent.c) */
 PyObject *descent_inner_nodes(PyObject *descent);
 PyObject *descent_leaves(PyObject *descent);
+/* Whether the cache's leaves are below their capacity, as NodeCache._leaf_cap computes it (from
+ * NodeCache.leaf_cap_terms, read when the Descent was made, and the inner nodes cached now), so
+ * that caching one more leaf keeps the cache within it. (descent.c) */
+int descent_leaves_have_room(PyObject *descent);
 
 /* Range scans that walk the tree in C (ranges.c drives them, descent.c reads the leaves). A scan
  * remembers between two leaves only where the next one starts (`seek`, a key), so no node is held

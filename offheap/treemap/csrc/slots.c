@@ -54,7 +54,6 @@ typedef struct {
     PyObject *store;        /* its RecordStore */
     int key_kind;           /* the page kinds of the tree's keys and values */
     int value_kind;
-    LeafCap leaf_cap;       /* the NodeCache's, for stores around the cache */
 } TreeSlots;
 
 static void
@@ -69,7 +68,6 @@ hold(const TreeSlots *slots, Held *held)
     held->node_size = slots->node_size;
     held->key_kind = slots->key_kind;
     held->value_kind = slots->value_kind;
-    held->leaf_cap = slots->leaf_cap;
 }
 
 static void
@@ -1084,7 +1082,6 @@ slots_attach(TreeSlots *self, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     PyObject *around = args[10], *store = NULL;
     int key_kind = 0, value_kind = 0;
-    LeafCap leaf_cap = {0, 0, 0, 0, 0};
     if (around != Py_None) {
         if (!PyTuple_Check(around) || PyTuple_GET_SIZE(around) != 3 || args[6] == Py_None) {
             PyErr_SetString(PyExc_TypeError, "_attach_slots: around is (nodes, key_kind, "
@@ -1095,17 +1092,6 @@ slots_attach(TreeSlots *self, PyObject *const *args, Py_ssize_t nargs)
         value_kind = (int)PyLong_AsLong(PyTuple_GET_ITEM(around, 2));
         if (PyErr_Occurred())
             return NULL;
-        PyObject *terms = PyObject_CallMethod(args[2], "leaf_cap_terms", NULL);
-        int parsed = terms != NULL && PyArg_ParseTuple(
-            terms, "nnnnn;NodeCache.leaf_cap_terms() gives five ints", &leaf_cap.budget,
-            &leaf_cap.inner_cost, &leaf_cap.leaf_cost, &leaf_cap.inner_kept, &leaf_cap.node_cap);
-        Py_XDECREF(terms);
-        if (!parsed)
-            return NULL;
-        if (leaf_cap.leaf_cost <= 0) {
-            PyErr_SetString(PyExc_ValueError, "NodeCache.leaf_cap_terms(): a leaf costs nothing");
-            return NULL;
-        }
         if ((store = PyObject_GetAttrString(PyTuple_GET_ITEM(around, 0), "store")) == NULL)
             return NULL;
     }
@@ -1144,7 +1130,6 @@ slots_attach(TreeSlots *self, PyObject *const *args, Py_ssize_t nargs)
             self->store = store;
             self->key_kind = key_kind;
             self->value_kind = value_kind;
-            self->leaf_cap = leaf_cap;
         }
     }
     Py_RETURN_NONE;

@@ -5,12 +5,6 @@
 
 #include "pages.h"
 
-/* What NodeCache._leaf_cap computes the leaves' capacity from beside the number of cached inner
- * nodes (NodeCache.leaf_cap_terms, fixed at the cache's creation, read once at attach). */
-typedef struct {
-    Py_ssize_t budget, inner_cost, leaf_cost, inner_kept, node_cap;
-} LeafCap;
-
 /* What a store uses, held (strong references) for the call once the map's lock is taken: a
  * close that detaches the slots meanwhile (re-entering through Python code the store calls)
  * frees nothing in use and leaves no field NULL under it. nodes and store are NULL when no store
@@ -24,7 +18,6 @@ typedef struct {
     PyObject *store;        /* that NodeStore's RecordStore, or NULL */
     Py_ssize_t node_size;
     int key_kind, value_kind;
-    LeafCap leaf_cap;       /* its NodeCache's, when nodes is not NULL */
 } Held;
 
 /* NodeCache.over_capacity (a __slots__ member, read by its offset): 1, 0, or -1 with an
