@@ -23,7 +23,7 @@ SPACE_API_HEADER = "offheap/store/csrc/space_api.h"
 LOCK_API_HEADER = "offheap/collection/csrc/lock_api.h"
 SHARED_HEADERS = ["offheap/kernels/csrc", "offheap/store/csrc", "offheap/collection/csrc"]
 PAGES_SOURCES = ["offheap/treemap/_pages.c"] + [f"offheap/treemap/csrc/{name}.c" for name in (
-    "stream", "strings", "fields", "descent", "forms", "slots", "setslots", "around", "ranges", "walk")]
+    "stream", "strings", "columns", "fields", "descent", "forms", "slots", "setslots", "around", "ranges", "walk")]
 
 setup(
     ext_modules=[

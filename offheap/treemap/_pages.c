@@ -146,11 +146,13 @@ read_int64_key_words(PageReader *reader, Py_ssize_t count, uint64_t *out)
     return 0;
 }
 
+/* `count` int64 keys: a new array('q') with `as_column`, else a new list. */
 static PyObject *
-read_int64_keys(PageReader *reader, Py_ssize_t count, uint64_t *scratch)
+read_int64_keys(PageReader *reader, Py_ssize_t count, uint64_t *scratch, int as_column)
 {
-    return read_int64_key_words(reader, count, scratch) < 0 ? NULL
-        : list_of_words(scratch, count, 0);
+    if (read_int64_key_words(reader, count, scratch) < 0)
+        return NULL;
+    return as_column ? new_int64_column(scratch, count) : list_of_words(scratch, count, 0);
 }
 
 static int
@@ -164,11 +166,12 @@ write_keys(PageWriter *writer, PyObject **keys, Py_ssize_t count, int key_kind, 
     return status ? status : write_front_coded(writer, scratch, count);
 }
 
+/* `count` keys: with `as_column` a leaf's key column (columns.c), else a list. */
 static PyObject *
-read_keys(PageReader *reader, Py_ssize_t count, int key_kind, uint64_t *scratch)
+read_keys(PageReader *reader, Py_ssize_t count, int key_kind, uint64_t *scratch, int as_column)
 {
     if (key_kind == KEY_INT64)
-        return read_int64_keys(reader, count, scratch);
+        return read_int64_keys(reader, count, scratch, as_column);
     return read_front_coded(reader, count, key_kind == KEY_STR);
 }
 
@@ -333,8 +336,9 @@ new_scratch(Py_ssize_t count)
 
 PyDoc_STRVAR(encode_leaf_doc,
 "encode_leaf(keys, values, key_kind, value_kind) -> bytes | None\n\n"
-"The raw leaf page (flags 00, varint count, body) of the non-empty lists keys and values of\n"
-"equal length, as offheap.treemap.page writes it; None when the reference must encode it.");
+"The raw leaf page (flags 00, varint count, body) of the non-empty keys (a list, or an\n"
+"array('q') of int64 keys) and the list of their values, as offheap.treemap.page writes it;\n"
+"None when the reference must encode it.");
 
 /* The raw leaf page of a writer that holds its header and keys (`status` 0; -1 failed, 1 the
  * keys were declined), with the `count` values after them; frees `scratch`. */
@@ -359,10 +363,32 @@ start_leaf_page(PageWriter *writer, Py_ssize_t count)
     return write_byte(writer, 0) < 0 || write_varint(writer, (uint64_t)count) < 0 ? -1 : 0;
 }
 
+/* The keys of a leaf page: a list of any kind's keys, or an int64 column's words. */
+static int
+write_leaf_keys(PageWriter *writer, PyObject *keys, int key_kind, void *scratch)
+{
+    if (PyList_CheckExact(keys))
+        return write_keys(writer, PySequence_Fast_ITEMS(keys), PyList_GET_SIZE(keys), key_kind,
+                          scratch);
+    KeyWords words;
+    if (key_kind != KEY_INT64) {
+        PyErr_SetString(PyExc_TypeError, "encode_leaf: str and bytes keys come as a list");
+        return -1;
+    }
+    if (key_words_open(keys, &words) < 0)
+        return -1;
+    memcpy(scratch, words.words, (size_t)words.count * sizeof(uint64_t));
+    Py_ssize_t count = words.count;
+    key_words_close(&words);
+    return write_int64_keys(writer, scratch, count);
+}
+
 static PyObject *
 encode_leaf_page(PyObject *keys, PyObject *values, int key_kind, int value_kind)
 {
-    Py_ssize_t count = PyList_GET_SIZE(keys);
+    Py_ssize_t count = key_column_size(keys);
+    if (count < 0)
+        return NULL;
     if (count < 1 || PyList_GET_SIZE(values) != count) {
         PyErr_Format(PyExc_ValueError, "a leaf page needs as many values as keys, at least one: "
                      "got %zd keys and %zd values", count, PyList_GET_SIZE(values));
@@ -373,7 +399,7 @@ encode_leaf_page(PyObject *keys, PyObject *values, int key_kind, int value_kind)
         return NULL;
     PageWriter writer = {0};
     int status = start_leaf_page(&writer, count) < 0 ? -1
-        : write_keys(&writer, PySequence_Fast_ITEMS(keys), count, key_kind, scratch);
+        : write_leaf_keys(&writer, keys, key_kind, scratch);
     return finish_leaf_page(&writer, status, PySequence_Fast_ITEMS(values), count, value_kind,
                             scratch);
 }
@@ -396,14 +422,18 @@ encode_leaf(PyObject *Py_UNUSED(module), PyObject *args)
 {
     PyObject *keys, *values;
     int key_kind, value_kind;
-    if (!PyArg_ParseTuple(args, "O!O!ii:encode_leaf", &PyList_Type, &keys, &PyList_Type,
-                          &values, &key_kind, &value_kind) || check_kinds(key_kind, value_kind) < 0)
+    if (!PyArg_ParseTuple(args, "OO!ii:encode_leaf", &keys, &PyList_Type, &values, &key_kind,
+                          &value_kind) || check_kinds(key_kind, value_kind) < 0)
         return NULL;
+    if (!PyList_CheckExact(keys) && !is_int64_column(keys)) {
+        PyErr_SetString(PyExc_TypeError, "encode_leaf: keys are a list or an array('q')");
+        return NULL;
+    }
     return encode_leaf_page(keys, values, key_kind, value_kind);
 }
 
 PyObject *
-read_entries(PageReader *reader, Py_ssize_t count, int key_kind, int value_kind)
+read_entries(PageReader *reader, Py_ssize_t count, int key_kind, int value_kind, int key_column)
 {
     if (count > PAGE_MAX_ENTRIES) {
         page_corrupt("leaf page counts %zd entries, more than a page holds (%d): the data is "
@@ -414,7 +444,7 @@ read_entries(PageReader *reader, Py_ssize_t count, int key_kind, int value_kind)
     if (scratch == NULL)
         return PyErr_NoMemory();
     PyObject *result = NULL, *keys, *values = NULL;
-    if ((keys = read_keys(reader, count, key_kind, scratch)) != NULL
+    if ((keys = read_keys(reader, count, key_kind, scratch, key_column)) != NULL
             && (values = read_values(reader, count, value_kind, scratch)) != NULL)
         result = values == Py_None ? Py_NewRef(Py_None) : PyTuple_Pack(2, keys, values);
     Py_XDECREF(keys);
@@ -425,7 +455,8 @@ read_entries(PageReader *reader, Py_ssize_t count, int key_kind, int value_kind)
 
 PyDoc_STRVAR(decode_leaf_doc,
 "decode_leaf(page, key_kind, value_kind) -> (keys, values) | None\n\n"
-"The keys and values of a raw leaf page (flags 00), as two new lists; None for any other flags\n"
+"The keys and values of a raw leaf page (flags 00): a new key column (page.key_column) and a\n"
+"new list; None for any other flags\n"
 "(a compressed page, or not a leaf's) and when the reference must decode the page (an object\n"
 "column of mixed types). CorruptionError for a damaged page or a count above MAX_ENTRIES.");
 
@@ -447,11 +478,13 @@ decode_leaf(PyObject *Py_UNUSED(module), PyObject *args)
     }
     if (read_varint(&reader, &count) < 0)
         goto done;
-    if (count == 0)
-        result = Py_BuildValue("([][])");
+    if (count == 0) {
+        PyObject *keys = key_kind == KEY_INT64 ? new_int64_column(NULL, 0) : PyList_New(0);
+        result = keys == NULL ? NULL : Py_BuildValue("(N[])", keys);
+    }
     else
         result = read_entries(&reader, count > PY_SSIZE_T_MAX ? PY_SSIZE_T_MAX : (Py_ssize_t)count,
-                              key_kind, value_kind);
+                              key_kind, value_kind, 1);
 done:
     PyBuffer_Release(&page);
     return result;
@@ -479,7 +512,7 @@ decode_leaf_body(PyObject *Py_UNUSED(module), PyObject *args)
         PyErr_Format(PyExc_ValueError, "offset %zd and count %zd do not name a leaf body in %zd "
                      "bytes", offset, count, body.len);
     else
-        result = read_entries(&reader, count, key_kind, value_kind);
+        result = read_entries(&reader, count, key_kind, value_kind, 1);
 done:
     PyBuffer_Release(&body);
     return result;
@@ -590,7 +623,7 @@ decode_inner_body(PyObject *Py_UNUSED(module), PyObject *args)
         PyErr_NoMemory();
         goto done;
     }
-    if ((separators = read_keys(&reader, count - 1, key_kind, scratch)) == NULL
+    if ((separators = read_keys(&reader, count - 1, key_kind, scratch, 0)) == NULL
             || (children = read_packed_column(&reader, count, scratch)) == NULL
             || (counts = read_packed_column(&reader, count, scratch)) == NULL)
         goto done;
@@ -651,6 +684,8 @@ PyInit__pages(void)
         if (page_corruption_error == NULL)
             return NULL;
     }
+    if (init_key_columns() < 0)
+        return NULL;
     PyObject *module = PyModule_Create(&pages_module);
     if (module != NULL && (PyModule_AddIntConstant(module, "MAX_ENTRIES", PAGE_MAX_ENTRIES) < 0
                            || add_descent_type(module) < 0

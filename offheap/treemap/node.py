@@ -1,7 +1,9 @@
 """Decoded B+tree nodes and the surgery on them (layer 6, under the tree's cursor and structure).
 
-A node in memory is plain Python lists, so the scalar paths of the tree are ``bisect`` and
-``list.insert`` with no numpy call per operation; a page is encoded or decoded
+A node in memory is columns Python edits in place: a leaf's keys are a
+:func:`~offheap.treemap.page.key_column` (an ``array('q')`` of int64 keys, 8 bytes a key, else a
+list), its values and everything of an inner node are lists. So the scalar paths of the tree
+are ``bisect`` and ``insert`` with no numpy call per operation; a page is encoded or decoded
 (:mod:`offheap.treemap.page`) once per node write or read.
 
 Fill. A leaf holds at most ``node_size`` entries and an inner node at most ``node_size``
@@ -12,12 +14,12 @@ otherwise; :func:`split_off` cuts an overfull node in two (where, is the tree st
 
 Interface. The tree touches nodes only as :class:`Leaf` and :class:`Inner` objects (their slots;
 ``keys``, ``values`` and ``children`` behave as Python lists, which the tree bisects and edits in
-place) and through the functions of this module. A compiled implementation provides the same
-classes and functions: :func:`decode_node` and :func:`encode_node` must read and write the bytes
-of :mod:`offheap.treemap.page`.
+place; an array column is joined only with arrays) and through the functions of this module. A
+compiled implementation provides the same classes and functions: :func:`decode_node` and
+:func:`encode_node` must read and write the bytes of :mod:`offheap.treemap.page`.
 
-Ownership: a node's lists belong to the node; a caller that keeps a slice copies it (slicing a
-list does). Thread safety: none; the tree's lock covers every use.
+Ownership: a node's columns belong to the node; a caller that keeps a slice copies it (slicing
+a list or an array does). Thread safety: none; the tree's lock covers every use.
 """
 
 from __future__ import annotations
@@ -35,7 +37,8 @@ from offheap.treemap.page import (
 
 
 class Leaf:
-    """A leaf: sorted ``keys`` and their ``values``; ``recid`` is its record in the store.
+    """A leaf: sorted ``keys`` (a :func:`~offheap.treemap.page.key_column`) and their ``values``
+    (a list); ``recid`` is its record in the store.
 
     ``dirty``: changed since its page was last written. ``raw_bytes``/``stored_bytes``: the sizes
     of that page without and with compression (0 for a node never written).
@@ -44,7 +47,7 @@ class Leaf:
     __slots__ = ("recid", "keys", "values", "dirty", "raw_bytes", "stored_bytes")
     is_leaf = True
 
-    def __init__(self, recid: int, keys: list, values: list) -> None:
+    def __init__(self, recid: int, keys, values: list) -> None:
         self.recid = recid
         self.keys = keys
         self.values = values

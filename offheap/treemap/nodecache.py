@@ -17,8 +17,8 @@ stays within ``limit`` plus that budget, and a store too full to take the writes
 :class:`CapacityError` before the operation changes anything, as an eviction does.
 
 Heap budget. Each cached node is charged what it costs decoded when full (:func:`node_costs`:
-a measured estimate, an upper bound for int64 keys and values; larger str, bytes or object
-entries cost more than it says), so the charge of the cache, ``charged_bytes``, changes only when
+a measured estimate for int64 keys with shared values, such as small ints or ``""``; distinct
+int values, and larger str, bytes or object entries cost more than it says), so the charge of the cache, ``charged_bytes``, changes only when
 a node enters or leaves it. Inner nodes are kept first: every descent passes through them and
 they are few (at ``node_size`` 32, 1,940 of them for 1M random keys beside 36,789 leaves), and
 under random access a tree whose inner nodes do not all stay cached rebuilds their compact forms
@@ -26,12 +26,13 @@ on most walks. So they may take the whole budget but what :data:`MIN_NODES` leav
 the leaves get the rest; only past that are inner nodes evicted. A trim brings the charge within
 ``cache_bytes``; between two trims (within an operation) it may exceed it by the nodes of one
 path and a split. Measured with memray (``experiments/nodecache_bench.py``), 1M random int64
-keys: every node cached costs 43 MiB of heap at ``node_size`` 32 (45 bytes an entry) and 53 MiB
-at 120 (56 bytes an entry), where the map's pages take 6.2 and 5.5 MiB off the heap; the
-default :data:`DEFAULT_CACHE_BYTES` (8 MiB charged) keeps every inner node and 2,173 leaves at
-32 (5.6 MiB of heap at memray's peak) and 1,076 leaves at 120 (7.1 MiB), while random updates
-have grown the pages to 9.0 and 8.1 MiB. Past about 4,000 inner nodes at 32 (some 2M random
-keys) they no longer all fit, and a larger ``cache_bytes`` keeps them.
+keys: every node cached costs 37.6 MiB of heap at memray's peak at ``node_size`` 32 and 47.5
+MiB at 120, where the map's pages take 6.2 and 5.5 MiB off the heap (lists of int objects as
+leaf keys cost 43 and 53 MiB). The default :data:`DEFAULT_CACHE_BYTES` (8 MiB charged) keeps
+every inner node and 4,606 leaves at 32 (7.2 MiB of heap by tracemalloc) and 2,758 leaves at
+120 (6.5 MiB), while random updates have grown the pages to 8.8 and 7.9 MiB. Past about 4,000
+inner nodes at 32 (some 2M random keys) they no longer all fit, and a larger ``cache_bytes``
+keeps them.
 
 Interface. A descent asks for the kind of node it expects (:meth:`NodeCache.inner`,
 :meth:`NodeCache.leaf`, :meth:`NodeCache.leaf_for_read` for reads that cache a leaf only
@@ -78,13 +79,15 @@ MIN_NODES = 8
 
 _NO_CAP = sys.maxsize
 
-# Heap bytes of a decoded node, measured with memray (experiments/nodecache_bench.py): a leaf of
-# int64 keys and values ~56 bytes an entry (list slots, an int object and the lists' spare
-# room), str or bytes keys of a dozen characters ~90 (an estimate); an inner node ~56 bytes a
-# child (separator, child id, count and the compact form), and a few hundred bytes for each
-# node's object and lists.
-_LEAF_NODE_BYTES = 200
-_LEAF_ENTRY_BYTES = {"int64": 56}
+# Heap bytes of a decoded node, measured with memray and tracemalloc
+# (experiments/nodecache_bench.py): a leaf of int64 keys ~16 bytes an entry (its key column's
+# 8-byte word and a value list slot, values that are shared objects such as small ints or "";
+# a distinct int value adds its own 32) and ~300 for its object, the two columns' headers and
+# its place in the cache; str or bytes keys of a dozen characters ~90 an entry (an estimate);
+# an inner node ~56 bytes a child (separator, child id, count and the compact form), and a few
+# hundred bytes for each node's object and lists.
+_LEAF_NODE_BYTES = 300
+_LEAF_ENTRY_BYTES = {"int64": 20}
 _LEAF_OBJECT_ENTRY_BYTES = 90
 _INNER_NODE_BYTES = 300
 _INNER_CHILD_BYTES = {"int64": 56}

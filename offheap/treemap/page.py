@@ -42,7 +42,9 @@ Interface. The rest of the tree reaches pages only through :func:`encode_leaf`,
 :func:`decode_leaf`, :func:`encode_inner`, :func:`decode_inner`, :func:`is_inner`,
 :func:`header_count`, :func:`raw_size` and :func:`separator` and the module constants: a compiled codec stands in for
 this module by providing the same functions, producing and accepting the same bytes. Keys and
-values go in as sequences and come out as Python lists that the caller owns.
+values go in as sequences and come out as new columns that the caller owns: int64 keys as an
+``array('q')`` (:func:`key_column`: 8 bytes a key, where a list holds a pointer and an int
+object of 32 bytes), str and bytes keys and every value as Python lists.
 
 Compiled leaves. When :mod:`offheap.kernels.native` loads ``offheap.treemap._pages``
 (:data:`COMPILED`), :func:`encode_leaf` and :func:`decode_leaf` hand leaves of the built-in
@@ -67,6 +69,8 @@ gigabytes.
 """
 
 from __future__ import annotations
+
+from array import array
 
 import numpy as np
 
@@ -123,6 +127,19 @@ def compiled_kinds(key_kind: str, value_serializer) -> tuple[int, int] | None:
 
 # -- key blocks ---------------------------------------------------------------------------------
 
+def key_column(key_kind: str, keys=()) -> array | list:
+    """A new column of keys of ``key_kind`` as a decoded node keeps them: an ``array('q')`` of
+    int64 keys (list-like: index, slice, insert, ``del``, ``+=``, ``==``, ``bisect``), else a
+    list. ``keys`` must fit the kind (an int outside int64 raises OverflowError)."""
+    return array("q", keys) if key_kind == "int64" else list(keys)
+
+
+def key_list(column) -> list:
+    """The keys of a key column, or of a slice of one, as a list: the list itself, or a new list
+    of an array's keys."""
+    return column.tolist() if type(column) is array else column
+
+
 def _common_shift(keys: np.ndarray) -> int:
     """How many low bits are zero in every key (0 for an empty or odd-containing block)."""
     if not len(keys):
@@ -140,15 +157,18 @@ def _fits_int64(keys) -> bool:
 
 
 def encode_keys(keys, key_kind: str) -> bytes:
-    """The key block of a page for a sorted list of keys."""
+    """The key block of a page for a sorted sequence of keys (a list, or a :func:`key_column`)."""
     if key_kind == "int64":
-        if 0 < len(keys) <= smallpack.SMALL_BLOCK_VALUES and _fits_int64(keys):
+        small = 0 < len(keys) <= smallpack.SMALL_BLOCK_VALUES
+        if small and type(keys) is array:  # int64 by construction
+            keys = keys.tolist()
+        if small and _fits_int64(keys):
             shift = smallpack.common_shift(keys, _MAX_SHIFT)
             shifted = [key >> shift for key in keys] if shift else list(keys)
             return _int64_key_block(shift, shifted[0], smallpack.encode_int64_deltas(shifted))
-        array = np.array(keys, dtype=np.int64)
-        shift = _common_shift(array)
-        shifted_array = array >> shift
+        words = np.array(keys, dtype=np.int64)
+        shift = _common_shift(words)
+        shifted_array = words >> shift
         return _int64_key_block(shift, int(shifted_array[0]) if len(shifted_array) else 0,
                                 encode_int64_deltas(shifted_array))
     if key_kind == "str":
@@ -182,13 +202,13 @@ def decode_keys(buf, count: int, key_kind: str, offset: int = 0) -> tuple[list, 
             if shift and (min(keys) < INT64_MIN >> shift or max(keys) > INT64_MAX >> shift):
                 raise CorruptionError(f"int64 keys << {shift} do not fit in int64")
             return ([key << shift for key in keys] if shift else keys), end
-        array, end = decode_int64_deltas(buf, count, offset, first)
+        words, end = decode_int64_deltas(buf, count, offset, first)
         if shift:
-            shifted = array << shift
-            if ((shifted >> shift) != array).any():
+            shifted = words << shift
+            if ((shifted >> shift) != words).any():
                 raise CorruptionError(f"int64 keys << {shift} do not fit in int64")
-            array = shifted
-        return array.tolist(), end
+            words = shifted
+        return words.tolist(), end
     encoded, end = front_decode(buf, count, offset)
     if key_kind == "str":
         return [bytes(k).decode("utf-8", "surrogatepass") for k in encoded], end
@@ -291,7 +311,8 @@ def encode_leaf(keys, values, key_kind: str, value_serializer, codec=None) -> by
     if not count:
         return bytes((LEAF, 0))
     value_kind = _VALUE_KIND_NUMBERS.get(value_serializer)
-    if _compiled_pages is not None and value_kind is not None and type(keys) is type(values) is list:
+    if (_compiled_pages is not None and value_kind is not None and type(values) is list
+            and type(keys) in (list, array)):
         raw = _compiled_pages.encode_leaf(keys, values, _KEY_KIND_NUMBERS[key_kind], value_kind)
         if raw is not None:
             if codec is None or codec.name == "none":
@@ -300,8 +321,8 @@ def encode_leaf(keys, values, key_kind: str, value_serializer, codec=None) -> by
     return _seal(LEAF, count, encode_leaf_body(keys, values, key_kind, value_serializer), codec)
 
 
-def decode_leaf(page, key_kind: str, value_serializer) -> tuple[list, list]:
-    """(keys, values) of a leaf page, both Python lists (the caller owns them)."""
+def decode_leaf(page, key_kind: str, value_serializer) -> tuple[array | list, list]:
+    """(keys, values) of a leaf page: a :func:`key_column` and a list (the caller owns them)."""
     value_kind = _VALUE_KIND_NUMBERS.get(value_serializer)
     compiled = _compiled_pages if value_kind is not None else None
     if compiled is not None:  # raw pages whole; None for a compressed one, or one it declines
@@ -310,7 +331,7 @@ def decode_leaf(page, key_kind: str, value_serializer) -> tuple[list, list]:
             return entries
     count, body, offset = _open(page, LEAF)
     if not count:
-        return [], []
+        return key_column(key_kind), []
     if compiled is not None and body is not page:
         entries = compiled.decode_leaf_body(body, offset, count, _KEY_KIND_NUMBERS[key_kind],
                                             value_kind)
@@ -325,10 +346,12 @@ def encode_leaf_body(keys, values, key_kind: str, value_serializer) -> bytes:
 
 
 def decode_leaf_body(body, offset: int, count: int, key_kind: str,
-                     value_serializer) -> tuple[list, list]:
-    """(keys, values) of the ``count``-entry leaf body at ``body[offset:]``, the reference."""
+                     value_serializer) -> tuple[array | list, list]:
+    """(keys, values) of the ``count``-entry leaf body at ``body[offset:]``, the reference: the
+    keys as a :func:`key_column`."""
     try:
-        keys, offset = decode_keys(body, count, key_kind, offset)
+        decoded, offset = decode_keys(body, count, key_kind, offset)
+        keys = array("q", decoded) if key_kind == "int64" else decoded
         values, _ = value_serializer.unpack_column(body, count, offset)
     except (IndexError, ValueError) as exc:
         raise CorruptionError(f"leaf page of {count} entries is damaged: {exc}") from None

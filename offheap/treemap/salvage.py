@@ -19,7 +19,7 @@ around that record alone.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -66,7 +66,7 @@ def tree_meta(store: RecordStore, meta_recid: int, report: WalkReport,
 
 
 def read_tree(store: RecordStore, meta: TreeMeta, report: WalkReport,
-              reading: RecordReading = RecordReading()) -> Iterator[tuple[list, list]]:
+              reading: RecordReading = RecordReading()) -> Iterator[tuple[Sequence, list]]:
     """Yield ``(keys, values)`` of every leaf that passes the checks of the module docstring,
     in key order; count what fails in ``report``. Reads trees of either format (the entry
     counts of format 2 inner pages are not needed here)."""
@@ -87,9 +87,9 @@ def read_tree(store: RecordStore, meta: TreeMeta, report: WalkReport,
             if not page:
                 raise CorruptionError("empty page")
             if is_inner(page):
-                keys, children, _ = decode_inner(page, key_kind, with_counts)
-                _check_rising(keys, lo, hi)
-                bounds = [lo] + keys + [hi]
+                separators, children, _ = decode_inner(page, key_kind, with_counts)
+                _check_rising(separators, lo, hi)
+                bounds = [lo] + separators + [hi]
                 stack.extend((child, depth + 1, bounds[i], bounds[i + 1])
                              for i, child in reversed(list(enumerate(children))))
                 continue
@@ -106,7 +106,7 @@ def read_tree(store: RecordStore, meta: TreeMeta, report: WalkReport,
         yield keys, values
 
 
-def _check_rising(keys: list, lo, hi) -> None:
+def _check_rising(keys: Sequence, lo, hi) -> None:
     """CorruptionError unless ``keys`` rise strictly and lie in ``[lo, hi)``."""
     if any(a >= b for a, b in zip(keys, keys[1:])):
         raise CorruptionError("keys out of order")

@@ -25,6 +25,7 @@ from bisect import bisect_left, bisect_right
 from offheap.treemap.cursor import Cursor
 from offheap.treemap.meta import TreeShape
 from offheap.treemap.nodecache import NodeCache
+from offheap.treemap.page import key_list
 
 
 class RangeScan:
@@ -72,7 +73,7 @@ class RangeScan:
             self._seek, self._seek_inclusive = upper, True
         if start >= end:
             return [], None
-        return keys[step], leaf_values[step] if with_values else None
+        return key_list(keys[step]), leaf_values[step] if with_values else None
 
     def first(self, shape: TreeShape, with_value: bool = False):
         """The first key of the range in scan order (its ``(key, value)`` with ``with_value``),

@@ -38,6 +38,7 @@ from offheap.treemap.meta import TreeMeta, TreeShape, encode_meta
 from offheap.treemap.node import Inner, Leaf, Node
 from offheap.treemap.nodecache import NodeCache, node_costs, unwritten_budget
 from offheap.treemap.nodestore import NodeStore
+from offheap.treemap.page import key_column
 from offheap.treemap.scan import RangeScan
 from offheap.treemap.structure import Rebalancer
 from offheap.treemap.writearound import WriteAround
@@ -110,9 +111,13 @@ class Tree:
         if self.descent is not None:
             self.descent.set_shape(shape.root, shape.height)
 
+    def _empty_leaf(self) -> Leaf:
+        """A new empty leaf in a newly reserved record."""
+        return Leaf(self.nodes.reserve(1)[0], key_column(self.nodes.key_kind), [])
+
     def create(self) -> None:
         """Make this an empty tree: one empty root leaf, written."""
-        root = Leaf(self.nodes.reserve(1)[0], [], [])
+        root = self._empty_leaf()
         self.shape = TreeShape.single_leaf(root.recid)
         self.cache.add(root)
         self.nodes.write(root)
@@ -380,7 +385,7 @@ class Tree:
 
     def clear(self) -> None:
         """Remove every entry: the tree's records are freed and an empty root leaf remains."""
-        root = Leaf(self.nodes.reserve(1)[0], [], [])
+        root = self._empty_leaf()
         self.replace(TreeShape.single_leaf(root.recid), 0, 0, 0)
         self.cache.add(root)
         self.nodes.write(root)

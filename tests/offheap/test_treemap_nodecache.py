@@ -6,6 +6,7 @@ slots and on the reference (a map whose slots are detached)."""
 from __future__ import annotations
 
 import random
+from array import array
 
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -13,6 +14,8 @@ from sortedcontainers import SortedDict
 
 from offheap import TreeMap, TreeSet
 from offheap.db.database import DB
+from offheap.errors import CorruptionError
+from offheap.treemap import page
 from offheap.treemap.nodecache import DEFAULT_CACHE_BYTES, MIN_NODES, node_costs
 
 COSTS = node_costs(4, "int64")
@@ -115,3 +118,33 @@ def test_the_options_reach_sets_and_db_collections(tmp_path):
         db.commit()
     with DB.file(tmp_path / "db") as db:
         assert db.tree_map("m")._tree.cache.cache_bytes == LEAST + 1
+
+
+@pytest.mark.parametrize("key_kind, make", [("int64", lambda i: i * 7919 % 100_003),
+                                            ("str", lambda i: f"k{i * 7919 % 100_003}")])
+def test_decoded_leaves_keep_int64_keys_as_arrays_and_others_as_lists(key_kind, make):
+    """Every path that makes, decodes, splits, evens out or merges a leaf leaves it the key column
+    of its kind: inserts (splits), deletes (merges), flush and reads after a clear (decodes)."""
+    tree = TreeMap(key=key_kind, node_size=8, cache_size=MIN_NODES)
+    oracle = SortedDict()
+    for i in range(3000):
+        tree[make(i)] = oracle[make(i)] = i
+    for i in range(0, 3000, 3):
+        del tree[make(i)], oracle[make(i)]
+    tree.flush()
+    tree._tree.cache.clear()
+    assert list(tree.items()) == list(oracle.items())
+    expected = array if key_kind == "int64" else list
+    leaves = tree._tree.cache._leaves.values()
+    assert leaves and all(type(leaf.keys) is expected for leaf in leaves)
+    tree._tree.check()
+
+
+@pytest.mark.skipif(not page.COMPILED, reason="the compiled core checks the column it reads")
+def test_the_compiled_read_refuses_a_leaf_whose_keys_are_not_a_key_column():
+    tree = TreeMap(((k, "") for k in range(100)), key="int64")
+    assert tree[50] == ""  # the read caches its leaf
+    leaf = next(iter(tree._tree.cache._leaves.values()))
+    leaf.keys = tuple(leaf.keys)
+    with pytest.raises(CorruptionError, match="array"):
+        tree.get(50)

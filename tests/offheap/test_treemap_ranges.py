@@ -21,6 +21,7 @@ from offheap import TreeMap
 from offheap.errors import ClosedError
 from offheap.treemap import views
 from offheap.treemap.cursor import Cursor
+from offheap.treemap.page import key_list
 
 COMPILED = views._compiled is not None
 KEYS = st.integers(-200, 200)
@@ -121,8 +122,8 @@ def test_seek_finds_the_leaf_and_bounds_the_cursor_finds(keys, probes):
             leaf = cursor.seek(shape, key, below)
             for with_values in (False, True):
                 found = inner.descent.seek(shape.root, shape.height, key, below, with_values)
-                assert found == (leaf.keys, leaf.values if with_values else None, cursor.lo,
-                                 cursor.hi)
+                assert found == (key_list(leaf.keys), leaf.values if with_values else None,
+                                 cursor.lo, cursor.hi)
 
 
 # -- the compiled walk against the reference, changes in the middle included ---------------------

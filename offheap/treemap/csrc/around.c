@@ -148,21 +148,19 @@ decoded_from_cached(PyObject *node, PyObject *recid, Decoded *leaf)
     if (leaf_lists(node, &keys, &values) < 0)
         return -1;
     int result = -1;
-    Py_ssize_t count = PyList_GET_SIZE(keys);
-    if (count > PAGE_MAX_ENTRIES) {
+    KeyWords words;
+    if (key_words_open(keys, &words) < 0)
+        goto done;
+    Py_ssize_t count = words.count;
+    if (count > PAGE_MAX_ENTRIES)
         page_corrupt("a cached TreeMap leaf holds more entries than a page");
-        goto done;
-    }
-    leaf->keys = (size_t)count + 1 <= SMALL_WORDS ? leaf->small_keys
-        : PyMem_Malloc(((size_t)count + 1) * sizeof(uint64_t));
-    if (leaf->keys == NULL) {
+    else if ((leaf->keys = (size_t)count + 1 <= SMALL_WORDS ? leaf->small_keys
+              : PyMem_Malloc(((size_t)count + 1) * sizeof(uint64_t))) == NULL)
         PyErr_NoMemory();
-        goto done;
-    }
-    for (Py_ssize_t i = 0; i < count; i++)
-        if (key_word(PyList_GET_ITEM(keys, i), (int64_t *)&leaf->keys[i]) < 0)
-            goto done;
-    if ((leaf->values = PyList_GetSlice(values, 0, count)) == NULL)
+    else
+        memcpy(leaf->keys, words.words, (size_t)count * sizeof(uint64_t));
+    key_words_close(&words);
+    if (leaf->keys == NULL || (leaf->values = PyList_GetSlice(values, 0, count)) == NULL)
         goto done;
     leaf->count = count;
     result = 1;
@@ -179,14 +177,9 @@ static int
 cached_takes(PyObject *node, const uint64_t *keys, PyObject *values, Py_ssize_t start,
              Py_ssize_t stop)
 {
-    PyObject *words = PyList_New(stop - start), *node_keys = NULL, *node_values = NULL;
+    PyObject *words = new_int64_column(keys + start, stop - start), *node_keys = NULL,
+        *node_values = NULL;
     int result = -1;
-    for (Py_ssize_t i = start; words != NULL && i < stop; i++) {
-        PyObject *key = PyLong_FromLongLong((int64_t)keys[i]);
-        if (key == NULL)
-            goto done;
-        PyList_SET_ITEM(words, i - start, key);
-    }
     if (words == NULL || leaf_lists(node, &node_keys, &node_values) < 0
             || list_take(node_keys, words, 0, stop - start) < 0
             || list_take(node_values, values, start, stop) < 0

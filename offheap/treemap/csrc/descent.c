@@ -286,10 +286,10 @@ form_separator(Descent *self, const InnerForm *form, Py_ssize_t i)
 /* A leaf being read: a Leaf's lists, or a page copied out of the store and its decoded keys. */
 typedef struct {
     PyObject *recid;       /* strong */
-    PyObject *keys;        /* strong: the Leaf's keys, or the page's str/bytes keys; else NULL */
+    PyObject *keys;        /* strong: the str/bytes keys of a Leaf or a page; NULL for int64 keys */
     PyObject *values;      /* strong: the Leaf's values; NULL for a page */
     Py_ssize_t count;
-    uint64_t *words;       /* int64 keys of a page (small_words or PyMem) */
+    uint64_t *words;       /* int64 keys of a page or a Leaf (small_words or PyMem) */
     uint8_t *page;         /* the page copy (small_page or PyMem) */
     PageReader value_column;
     uint64_t small_words[SMALL_LEAF_ENTRIES];
@@ -320,19 +320,57 @@ leaf_close(Leaf *leaf)
     leaf->page = NULL;
 }
 
-/* Take the lists of a Leaf object (a new reference, consumed; NULL: the error of the call that
- * gave it). */
+/* Room for `count` int64 keys in leaf->words (the stack array when they fit), dropping any. */
+static int
+leaf_words_reserve(Leaf *leaf, Py_ssize_t count)
+{
+    if (leaf->words != leaf->small_words)
+        PyMem_Free(leaf->words);
+    leaf->words = count <= SMALL_LEAF_ENTRIES ? leaf->small_words
+                                              : PyMem_Malloc(sizeof(uint64_t) * (size_t)count);
+    if (leaf->words == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return 0;
+}
+
+/* The keys of a Leaf's key column into the leaf: an int64 column's words are copied into
+ * leaf->words (so no buffer stays open while Python code may run), a list is held. */
+static int
+leaf_take_keys(Leaf *leaf, PyObject *column)
+{
+    if (!is_int64_column(column)) {
+        leaf->keys = Py_NewRef(column);
+        leaf->count = PyList_GET_SIZE(column);
+        return 0;
+    }
+    KeyWords words;
+    if (key_words_open(column, &words) < 0)
+        return -1;
+    int status = leaf_words_reserve(leaf, words.count);
+    if (status == 0) {
+        memcpy(leaf->words, words.words, (size_t)words.count * sizeof(uint64_t));
+        leaf->count = words.count;
+    }
+    key_words_close(&words);
+    return status;
+}
+
+/* Take the keys and values of a Leaf object (a new reference, consumed; NULL: the error of the
+ * call that gave it). */
 static int
 leaf_take_node(Leaf *leaf, PyObject *node)
 {
     if (node == NULL)
         return -1;
-    leaf->keys = node_list(node, &leaf_keys_field);
-    leaf->values = leaf->keys ? node_list(node, &leaf_values_field) : NULL;
+    PyObject *keys = node_key_column(node, &leaf_keys_field);
+    leaf->values = keys ? node_list(node, &leaf_values_field) : NULL;
     Py_DECREF(node);
-    if (leaf->values == NULL)
+    int status = leaf->values == NULL ? -1 : leaf_take_keys(leaf, keys);
+    Py_XDECREF(keys);
+    if (status < 0)
         return -1;
-    leaf->count = PyList_GET_SIZE(leaf->keys);
     if (PyList_GET_SIZE(leaf->values) != leaf->count)
         return page_corrupt("TreeMap leaf %S has %zd keys and %zd values", leaf->recid,
                             leaf->count, PyList_GET_SIZE(leaf->values));
@@ -399,12 +437,8 @@ read_page_keys(Descent *self, Leaf *leaf, Py_ssize_t size)
         return page_corrupt("page counts %llu entries, more than a page holds (%d): the data "
                             "is corrupt", (unsigned long long)count, PAGE_MAX_ENTRIES);
     leaf->count = (Py_ssize_t)count;
-    leaf->words = count <= SMALL_LEAF_ENTRIES ? leaf->small_words
-                                              : PyMem_Malloc(sizeof(uint64_t) * count);
-    if (leaf->words == NULL) {
-        PyErr_NoMemory();
+    if (leaf_words_reserve(leaf, leaf->count) < 0)
         return -1;
-    }
     if (count == 0) {
         leaf->value_column = reader;
         return 0;
@@ -787,7 +821,7 @@ page_key_list(Leaf *leaf)
 }
 
 /* The (keys, values) lists of leaf `recid`, a new tuple, values None unless `with_values`: the
- * cached Leaf's own lists, else new ones decoded from its raw page (the keys alone when that is
+ * cached Leaf's own lists (a new list of its keys when they are an int64 column), else new ones decoded from its raw page (the keys alone when that is
  * all that is asked), else those of the Leaf cache.read_leaf gives (a compressed page, or one
  * the reference decodes). Nothing enters the cache. */
 static PyObject *
@@ -814,7 +848,7 @@ leaf_lists(Descent *self, int64_t recid, int with_values)
             result = count == 0 ? Py_BuildValue("([][])")
                      : read_entries(&reader, count > PAGE_MAX_ENTRIES ? PAGE_MAX_ENTRIES + 1
                                                                        : (Py_ssize_t)count,
-                                    self->key_kind, self->value_kind);
+                                    self->key_kind, self->value_kind, 0);
             if (result == Py_None) {
                 Py_CLEAR(result);
                 copied = 1;
@@ -824,8 +858,11 @@ leaf_lists(Descent *self, int64_t recid, int with_values)
     if (copied > 0) {
         int status = node != NULL ? leaf_take_node(&leaf, Py_NewRef(node))
                                   : leaf_from_reference(self, &leaf);
-        if (status == 0)
-            result = PyTuple_Pack(2, leaf.keys, with_values ? leaf.values : Py_None);
+        PyObject *keys = status < 0 ? NULL
+            : leaf.keys != NULL ? Py_NewRef(leaf.keys) : page_key_list(&leaf);
+        if (keys != NULL)
+            result = PyTuple_Pack(2, keys, with_values ? leaf.values : Py_None);
+        Py_XDECREF(keys);
     }
     leaf_close(&leaf);
     return result;

@@ -81,3 +81,15 @@ node_list(PyObject *node, SlotField *field)
     }
     return list;
 }
+
+PyObject *
+node_key_column(PyObject *node, SlotField *field)
+{
+    PyObject *column = field_get(field, node);
+    if (column != NULL && !PyList_CheckExact(column) && !is_int64_column(column)) {
+        Py_DECREF(column);
+        page_corrupt("a TreeMap leaf's %s are neither a list nor an array('q')", field->text);
+        return NULL;
+    }
+    return column;
+}

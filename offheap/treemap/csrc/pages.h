@@ -6,6 +6,7 @@
  * _pages.c     int64 key blocks, the value columns, and the module (encode/decode of leaf bodies)
  * descent.c    the compiled read path of the B+tree (type Descent) over the node cache and store
  * forms.c      compact forms of cached inner nodes, which the descent bisects, and their table
+ * columns.c    the key columns of decoded leaves: array('q') for int64 keys, else lists
  * fields.c     attributes of the tree's objects read at their __slots__ offsets
  * slots.c      TreeSlots, the base type whose slots run a TreeMap's m[k], get, `in` and m[k] = v
  * ranges.c     RangeItems, the item-by-item iteration of a range, leaf by leaf
@@ -69,6 +70,30 @@ PyObject *field_get(SlotField *field, PyObject *object);
 int field_set(SlotField *field, PyObject *object, PyObject *value);
 /* field_get of a list attribute of a cached node, CorruptionError if it is not a list. */
 PyObject *node_list(PyObject *node, SlotField *field);
+/* field_get of a leaf's key column (columns.c), CorruptionError if it is neither kind. */
+PyObject *node_key_column(PyObject *node, SlotField *field);
+
+/* columns.c: the key column of a decoded leaf, as offheap.treemap.page.key_column makes it: an
+ * array('q') of int64 keys (is_int64_column), a list of str or bytes keys. */
+int init_key_columns(void);
+int is_int64_column(PyObject *column);
+/* A new array('q') of `count` words. */
+PyObject *new_int64_column(const uint64_t *words, Py_ssize_t count);
+/* The words of an int64 column, read through its buffer: valid until key_words_close, which
+ * must come before any Python code can run (the array cannot resize while it is open).
+ * key_words_open raises CorruptionError for anything but an array('q'). */
+typedef struct {
+    Py_buffer view;
+    const int64_t *words;
+    Py_ssize_t count;
+} KeyWords;
+int key_words_open(PyObject *column, KeyWords *out);
+void key_words_close(KeyWords *words);
+/* len(column), column[i] (a new reference; IndexError outside), column.insert(at, key): for
+ * either kind of column. */
+Py_ssize_t key_column_size(PyObject *column);
+PyObject *key_column_item(PyObject *column, Py_ssize_t i);
+int key_column_insert(PyObject *column, Py_ssize_t at, PyObject *key);
 
 /* A read position in a page body. `data` is borrowed from the caller's Py_buffer and valid for
  * the one call that reads it; `pos` never passes `size`. */
@@ -202,8 +227,10 @@ void form_table_clear(FormTable *table);
 int form_table_traverse(const FormTable *table, visitproc visit, void *arg);
 
 /* _pages.c: (keys, values) of the `count` entries of a leaf body at the reader, a new tuple of
- * new lists; Py_None (a new reference) when the reference must decode them (declined forms). */
-PyObject *read_entries(PageReader *reader, Py_ssize_t count, int key_kind, int value_kind);
+ * the keys (a new key column with `key_column`, columns.c, else a new list) and a new list of
+ * the values; Py_None (a new reference) when the reference must decode them (declined forms). */
+PyObject *read_entries(PageReader *reader, Py_ssize_t count, int key_kind, int value_kind,
+                       int key_column);
 
 /* The compiled descent (descent.c): adds the type Descent to the module; 0, or -1 with an
  * exception set. */

@@ -291,12 +291,36 @@ compare_keys(PyObject *key, PyObject *other)
     return above < 0 ? -2 : above;
 }
 
-/* The place of `key` in the sorted list `keys` (bisect_left, in *at): 1 when the key is there,
- * 0 when not, -1 with an exception. A key above the last is found without a bisect (ascending
- * inserts). */
+/* find_key in an int64 key column: `key` an int in int64's range. */
+static int
+find_word(PyObject *keys, PyObject *key, Py_ssize_t *at)
+{
+    int64_t word;
+    KeyWords words;
+    if (key_word(key, &word) < 0 || key_words_open(keys, &words) < 0)
+        return -1;
+    Py_ssize_t n = words.count, low = n && word > words.words[n - 1] ? n : 0, high = n;
+    while (low < high) {
+        Py_ssize_t mid = low + (high - low) / 2;
+        if (words.words[mid] < word)
+            low = mid + 1;
+        else
+            high = mid;
+    }
+    int found = low < n && words.words[low] == word;
+    key_words_close(&words);
+    *at = low;
+    return found;
+}
+
+/* The place of `key` in the sorted key column `keys` (bisect_left, in *at): 1 when the key is
+ * there, 0 when not, -1 with an exception. A key above the last is found without a bisect
+ * (ascending inserts). */
 static int
 find_key(PyObject *keys, PyObject *key, Py_ssize_t *at)
 {
+    if (!PyList_CheckExact(keys))
+        return find_word(keys, key, at);
     Py_ssize_t n = PyList_GET_SIZE(keys), low = 0, high = n;
     int side;
     if (n) {
@@ -468,8 +492,8 @@ leaf_lists(PyObject *leaf, PyObject **keys, PyObject **values)
     *values = NULL;
     if ((*keys = field_get(&leaf_keys, leaf)) != NULL
             && (*values = field_get(&leaf_values, leaf)) != NULL) {
-        if (PyList_CheckExact(*keys) && PyList_CheckExact(*values)
-                && PyList_GET_SIZE(*keys) == PyList_GET_SIZE(*values))
+        if ((PyList_CheckExact(*keys) || is_int64_column(*keys)) && PyList_CheckExact(*values)
+                && key_column_size(*keys) == PyList_GET_SIZE(*values))
             return 0;
         PyErr_SetString(page_corruption_error, "a TreeMap leaf's keys and values differ");
     }
@@ -478,12 +502,12 @@ leaf_lists(PyObject *leaf, PyObject **keys, PyObject **values)
     return -1;
 }
 
-/* Insert key -> value at `at` of a leaf's `keys` and `values` lists, both or neither: 0, or -1
- * with an exception. */
+/* Insert key -> value at `at` of a leaf's `keys` column and `values` list, both or neither: 0,
+ * or -1 with an exception. */
 static int
 insert_entry(PyObject *keys, PyObject *values, Py_ssize_t at, PyObject *key, PyObject *value)
 {
-    if (PyList_Insert(keys, at, key) < 0)
+    if (key_column_insert(keys, at, key) < 0)
         return -1;
     if (PyList_Insert(values, at, value) < 0) {
         PySequence_DelItem(keys, at);
@@ -514,18 +538,30 @@ key_word(PyObject *item, int64_t *word)
     return value == -1 && PyErr_Occurred() ? -1 : 0;
 }
 
-/* The separator of the int64 keys left[-1] < right[0] (lists of the two leaves): a new int, or
- * NULL with an exception. */
+/* The int64 key at `i` of a leaf's key column in *word: 0, or -1 with an exception. */
+static int
+column_word(PyObject *keys, Py_ssize_t i, int64_t *word)
+{
+    PyObject *item = key_column_item(keys, i);
+    int status = item == NULL ? -1 : key_word(item, word);
+    Py_XDECREF(item);
+    return status;
+}
+
+/* The separator of the int64 keys left[-1] < right[0] (key columns of the two leaves): a new
+ * int, or NULL with an exception. */
 static PyObject *
 separator_of(PyObject *left, PyObject *right)
 {
     int64_t left_max, right_min;
-    if (PyList_GET_SIZE(left) == 0 || PyList_GET_SIZE(right) == 0) {
+    Py_ssize_t left_size = key_column_size(left), right_size = key_column_size(right);
+    if (left_size < 0 || right_size < 0)
+        return NULL;
+    if (left_size == 0 || right_size == 0) {
         PyErr_SetString(page_corruption_error, "a TreeMap split left an empty leaf");
         return NULL;
     }
-    if (key_word(PyList_GET_ITEM(left, PyList_GET_SIZE(left) - 1), &left_max) < 0
-            || key_word(PyList_GET_ITEM(right, 0), &right_min) < 0)
+    if (column_word(left, left_size - 1, &left_max) < 0 || column_word(right, 0, &right_min) < 0)
         return NULL;
     return PyLong_FromLongLong(separator_between(left_max, right_min));
 }
@@ -534,8 +570,15 @@ separator_of(PyObject *left, PyObject *right)
 int
 list_take(PyObject *list, PyObject *items, Py_ssize_t start, Py_ssize_t stop)
 {
-    PyObject *part = PyList_GetSlice(items, start, stop);
-    int status = part == NULL ? -1 : PyList_SetSlice(list, 0, PyList_GET_SIZE(list), part);
+    if (PyList_CheckExact(list) && PyList_CheckExact(items)) {
+        PyObject *part = PyList_GetSlice(items, start, stop);
+        int status = part == NULL ? -1 : PyList_SetSlice(list, 0, PyList_GET_SIZE(list), part);
+        Py_XDECREF(part);
+        return status;
+    }
+    Py_ssize_t size = PySequence_Size(list);
+    PyObject *part = size < 0 ? NULL : PySequence_GetSlice(items, start, stop);
+    int status = part == NULL ? -1 : PySequence_SetSlice(list, 0, size, part);
     Py_XDECREF(part);
     return status;
 }
@@ -566,7 +609,7 @@ shift_into_cached(const Held *self, PyObject *leaf, PyObject *keys, PyObject *va
     if ((all_keys = PySequence_Concat(left_keys, right_keys)) == NULL
             || (all_values = PySequence_Concat(left_values, right_values)) == NULL)
         goto done;
-    Py_ssize_t total = PyList_GET_SIZE(all_keys), half = total / 2;
+    Py_ssize_t total = key_column_size(all_keys), half = total / 2;
     /* the entry is in: what follows only fails on a damaged tree or without memory, as its
      * Python twin would */
     if (list_take(left_keys, all_keys, 0, half) < 0
@@ -575,8 +618,8 @@ shift_into_cached(const Held *self, PyObject *leaf, PyObject *keys, PyObject *va
             || list_take(right_values, all_values, half, total) < 0
             || (separator = separator_of(left_keys, right_keys)) == NULL
             || PyList_SetItem(lists->keys, left_is_sibling ? si : ci, Py_NewRef(separator)) < 0
-            || set_number(lists->counts, ci, PyList_GET_SIZE(keys)) < 0
-            || set_number(lists->counts, si, PyList_GET_SIZE(sibling_keys)) < 0
+            || set_number(lists->counts, ci, key_column_size(keys)) < 0
+            || set_number(lists->counts, si, key_column_size(sibling_keys)) < 0
             || PyList_Append(changed, leaf) < 0 || PyList_Append(changed, sibling) < 0
             || PyList_Append(changed, parent) < 0)
         goto done;
@@ -619,9 +662,9 @@ split_cached(const Held *self, PyObject *leaf, PyObject *keys, PyObject *values,
     if (insert_entry(keys, values, low, key, value) < 0)
         goto done;
     Py_ssize_t total = size + 1, cut = low == size ? size : low == 0 ? 1 : (size + 1) / 2;
-    if ((right_keys = PyList_GetSlice(keys, cut, total)) == NULL
+    if ((right_keys = PySequence_GetSlice(keys, cut, total)) == NULL
             || (right_values = PyList_GetSlice(values, cut, total)) == NULL
-            || PyList_SetSlice(keys, cut, total, NULL) < 0
+            || PySequence_DelSlice(keys, cut, total) < 0
             || PyList_SetSlice(values, cut, total, NULL) < 0)
         goto done;
     PyObject *args[] = {right_id, right_keys, right_values};
@@ -696,7 +739,7 @@ insert_into_full_hint(const Held *self, PyObject *leaf, PyObject *keys, PyObject
                       Py_ssize_t low, PyObject *key, PyObject *value)
 {
     Py_ssize_t size = self->node_size, ci, gi = 0;
-    if (PyList_GET_SIZE(keys) != size || !PyLong_CheckExact(key))
+    if (key_column_size(keys) != size || !PyLong_CheckExact(key))
         return 0;
     int result = -1;
     NodeLists lists = {NULL, NULL, NULL}, grand = {NULL, NULL, NULL};
@@ -825,7 +868,7 @@ store_in_hint(const Held *self, PyObject *key, PyObject *value)
         result = side == -2 ? -1 : 0;
         goto done;
     }
-    Py_ssize_t n = PyList_GET_SIZE(keys), low;
+    Py_ssize_t n = key_column_size(keys), low;
     int found = find_key(keys, key, &low);
     if (found < 0)
         goto done;
@@ -915,7 +958,7 @@ delete_in_hint(const Held *self, PyObject *key)
     result = -1;
     Py_ssize_t at, min_entries = self->node_size / 4 > 1 ? self->node_size / 4 : 1;
     int found = find_key(keys, key, &at);
-    if (found <= 0 || PyList_GET_SIZE(keys) - 1 < min_entries) {  /* absent, or an underflow */
+    if (found <= 0 || key_column_size(keys) - 1 < min_entries) {  /* absent, or an underflow */
         result = found < 0 ? -1 : 0;
         goto done;
     }

@@ -63,13 +63,15 @@ typedef struct {
  * (some may be set then). nodelists_close drops them (NULL ones too). (slots.c) */
 int nodelists_open(PyObject *node, NodeLists *lists);
 void nodelists_close(NodeLists *lists);
-/* The keys and values lists of Leaf `leaf` (new references), checked to agree: 0, or -1 with an
- * exception (neither set). (slots.c) */
+/* The key column (a list, or an array('q') of int64 keys: columns.c) and the values list of Leaf
+ * `leaf` (new references), checked to agree: 0, or -1 with an exception (neither set).
+ * (slots.c) */
 int leaf_lists(PyObject *leaf, PyObject **keys, PyObject **values);
 /* The int64 value of the int `item`, a key of a node of an int64 tree, in *word: 0, or -1 with
  * an exception (CorruptionError for anything else). (slots.c) */
 int key_word(PyObject *item, int64_t *word);
-/* Replace the whole of `list` with items[start:stop]: 0, or -1 with an exception. (slots.c) */
+/* Replace the whole of `list` (a list or a key column) with items[start:stop] (of the same kind):
+ * 0, or -1 with an exception. (slots.c) */
 int list_take(PyObject *list, PyObject *items, Py_ssize_t start, Py_ssize_t stop);
 
 /* Split inner `node` (`lists`), one child over node_size after its child `child` split, at
