@@ -151,7 +151,7 @@ def test_the_write_around_edits_the_forms_of_the_parents_it_changes():
     separators and children, and the parent's form follows the edit in place: it is still there
     after the change, says what the node says, and the table's byte count follows its size."""
     keys = np.arange(0, 100_000, 10)
-    tree = TreeMap(key="int64", value="object", cache_bytes=1 << 19)  # about 300 leaves cached
+    tree = TreeMap(key="int64", value="object", cache_bytes=1 << 18)  # about 230 leaves cached
     tree.put_many(keys, [""] * len(keys))  # full leaves and parents
     oracle = SortedDict.fromkeys(keys.tolist(), "")
     descent, rng = tree._tree.descent, random.Random(5)

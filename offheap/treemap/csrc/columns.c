@@ -14,7 +14,8 @@
 #include "pages.h"
 
 static PyObject *array_type;  /* array.array, strong, for the life of the process */
-static PyObject *int64_typecode, *str_insert;
+static PyObject *int64_typecode;
+static PyObject *array_insert;  /* array.array.insert, the method descriptor: no lookup per call */
 
 int
 init_key_columns(void)
@@ -27,7 +28,7 @@ init_key_columns(void)
     array_type = PyObject_GetAttrString(module, "array");
     Py_DECREF(module);
     if (array_type == NULL || (int64_typecode = PyUnicode_InternFromString("q")) == NULL
-            || (str_insert = PyUnicode_InternFromString("insert")) == NULL)
+            || (array_insert = PyObject_GetAttrString(array_type, "insert")) == NULL)
         return -1;
     return 0;
 }
@@ -107,7 +108,7 @@ key_column_insert(PyObject *column, Py_ssize_t at, PyObject *key)
     if (where == NULL)
         return -1;
     PyObject *args[] = {column, where, key};
-    PyObject *done = PyObject_VectorcallMethod(str_insert, args, 3, NULL);
+    PyObject *done = PyObject_Vectorcall(array_insert, args, 3, NULL);
     Py_DECREF(where);
     Py_XDECREF(done);
     return done == NULL ? -1 : 0;
