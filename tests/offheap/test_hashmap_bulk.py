@@ -95,6 +95,43 @@ def test_a_build_whose_placement_overflows_the_slack_grows_the_index_until_it_fi
     built._check()
 
 
+def unmix64(h: int) -> int:
+    """The int64 key whose mix64 is ``h``: mix64's xor-shifts by 33 are their own inverses and
+    its odd multipliers have inverses modulo 2**64."""
+    mask = 2**64 - 1
+    for multiplier in (0xC4CEB9FE1A85EC53, 0xFF51AFD7ED558CCD):
+        h ^= h >> 33
+        h = h * pow(multiplier, -1, 2**64) & mask
+    h ^= h >> 33
+    return h - 2**64 if h >= 2**63 else h
+
+
+@needs_compiled
+def test_keys_whose_hashes_share_their_top_bits_in_large_groups_build_the_bytes_of_the_incremental_path():
+    """Groups of 50 keys with the top 20 bits of their hashes equal: the bulk sort's radix digits
+    leave each group unsorted and the index runs are 50 long, so both finish by sorting group by
+    group instead of by insertion over the whole array."""
+    rng = np.random.default_rng(11)
+
+    def grouped(groups: int) -> np.ndarray:
+        prefixes = rng.integers(0, 2**20, groups).tolist()
+        low = rng.integers(0, 2**44, groups * 50).tolist()
+        return np.array([unmix64(prefixes[i // 50] << 44 | low[i]) for i in range(groups * 50)],
+                        np.int64)
+
+    first, second = grouped(60), grouped(20)
+    second = np.concatenate([second, first[::7], second[:30]])  # keys present, keys repeated
+    built, oracle, reference = LongHashMap(value="int64"), LongHashMap(value="int64"), \
+        ReferenceLongHashMap(value="int64")
+    for keys in (first, second):
+        values = rng.integers(-(2**63), 2**63 - 1, len(keys), dtype=np.int64)
+        built.put_many(keys, values)
+        incremental_put_many(oracle, keys, values)
+        reference.put_many(keys, values)
+        assert table_state(built) == table_state(oracle) == table_state(reference)
+    built._check()
+
+
 @pytest.mark.parametrize("core", CORES)
 @settings(max_examples=25, deadline=None)
 @given(steps=st.lists(st.tuples(st.sampled_from(["put", "get", "contains", "delete"]),
