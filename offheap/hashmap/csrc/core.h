@@ -413,6 +413,22 @@ entry_holds(const MapCore *self, Py_ssize_t e, int64_t int_key, const uint8_t *k
     return same && is_live_at(self, e);
 }
 
+/* Starts loading the int64 keys of the entries in the two slots after `home`. A hit passes
+ * about one displaced entry on average at the table's load, each a key read from a random place
+ * in memory; with these in flight beside the home's, a probe waits for about one such read
+ * instead of one per slot passed. Reads only index words (mostly on the home's cache line) and
+ * the chunk table. (Keyed probes gained nothing measurable from it: their time is the key's hash.) */
+static inline void
+prefetch_keys_after(const MapCore *self, const uint32_t *index, Py_ssize_t home,
+                    Py_ssize_t n_slots, size_t limit)
+{
+    for (Py_ssize_t s = home + 1; s <= home + 2 && s < n_slots; s++) {
+        size_t e = (size_t)index[s] - 1; /* an empty slot's 0 wraps past limit */
+        if (e < limit)
+            __builtin_prefetch(&self->table.chunks[e >> CHUNK_BITS].keys[e & CHUNK_MASK]);
+    }
+}
+
 /* The entry holding `key`, -1 when there is none, or -2 with CorruptionError set; *slot is its
  * slot, or the slot where it would go (_n_slots when the probe passed the last slot). With
  * can_match 0 no stored key equals `key` (an int outside int64 whose low 64 bits these are).
@@ -425,6 +441,7 @@ find(const MapCore *self, int64_t key, int can_match, Py_ssize_t *slot)
     const size_t limit = entry_limit(self);
     const Py_ssize_t home = home_of(key, homes);
     Py_ssize_t s = home;
+    prefetch_keys_after(self, index, home, n_slots, limit);
     for (; s < n_slots; s++) {
         uint32_t ix = index[s];
         if (ix == 0)
