@@ -221,3 +221,51 @@ def test_a_failed_page_write_leaves_the_map_as_it_was(slots, fail_at, ops):
     tree.flush()
     tree._check()
     assert dict(tree.items()) == oracle
+
+
+def _cached_leaves(tree: TreeMap) -> list[tuple]:
+    """Every cached leaf as its fields: what a leaf read into the cache in C must equal."""
+    return [(recid, list(leaf.keys), leaf.values, leaf.dirty, leaf.raw_bytes, leaf.stored_bytes)
+            for recid, leaf in tree._tree.cache._leaves.items()]
+
+
+@pytest.mark.parametrize("codec", [None, "zlib"])
+def test_changes_past_a_cache_of_clean_leaves_cache_and_trim_as_the_reference(codec):
+    """Reads fill the cache with clean leaves; a change of a leaf not cached then reads it in
+    past capacity (the least recently used leaf is clean, so nothing goes around), marks the
+    cache over capacity, and the next change trims it first: in C (descent_cache_leaf,
+    trim_clean_leaves) the cache holds what the reference's holds after every step, down to
+    each leaf's fields (compressed pages: the reference decodes those)."""
+    rng = random.Random(5)
+    keys = list(range(0, 60_000, 2))
+    maps = [TreeMap(key="int64", value="object", node_size=16, cache_bytes=1 << 16,
+                    compression=codec) for _ in range(2)]
+    compiled, reference = maps
+    reference._detach_slots()
+    oracle = dict.fromkeys(keys, "")
+    for tree in maps:
+        tree.put_many(keys, [""] * len(keys))
+        for key in keys[::7]:
+            assert tree[key] == ""
+    assert not any(leaf.dirty for leaf in compiled._tree.cache._leaves.values())
+    assert _cached_leaves(compiled) == _cached_leaves(reference)
+    passed_capacity = 0
+    for _ in range(1500):
+        key = rng.randrange(60_000)
+        op = rng.choice(["set", "set", "del", "get"] * 5 + ["flush"])  # a flush cleans them all
+        for tree in maps:
+            _apply(tree, oracle, op, key)
+        _oracle_step(oracle, op, key)
+        caches = [tree._tree.cache for tree in maps]
+        assert caches[0].over_capacity == caches[1].over_capacity
+        passed_capacity += len(caches[0]._leaves) > caches[0].capacity
+        assert _cached_leaves(compiled) == _cached_leaves(reference)
+        assert _cache_order(compiled) == _cache_order(reference)
+    assert passed_capacity > 100  # the case under test happened
+    for tree in maps:
+        tree.flush()
+        tree._check()
+        assert dict(tree.items()) == oracle
+    assert _pages(compiled) == _pages(reference)
+    for tree in maps:
+        tree.close()

@@ -7,8 +7,10 @@
  * cached, the cache's leaves are at capacity and the least recently used one is dirty. The
  * descent is Tree.put's, made on the Descent's compact inner forms (descent_walk: the same path
  * of the same Inner objects, the same LRU moves as _pages.walk), so the two paths read, decide
- * and write alike. A leaf the cache holds, or has room for (read into it by NodeCache.leaf, as
- * the reference's descent reads it), becomes the hint's leaf and the change runs in the cache
+ * and write alike. Any other leaf (one the cache holds; else read into it as NodeCache.leaf reads
+ * it for the reference's descent, by descent_cache_leaf: with room, or past capacity when the
+ * least recently used leaf is clean, the cache then marked over capacity and trimmed by the next
+ * operation, slots.c: trim_clean_leaves) becomes the hint's leaf and the change runs in the cache
  * (slots.c: store_in_hint, delete_in_hint), as Tree.put and Tree.pop run it there.
  *
  * What. The leaf's raw page is copied out of the store and decoded into 64-bit key words and a
@@ -745,6 +747,22 @@ done:
 
 enum { LEAF_CACHED = 2 };
 
+/* Read leaf `recid` into the cache as Tree.put's and Tree.pop's descent reads it
+ * (NodeCache.leaf): LEAF_CACHED, or -1 with an exception. `past_capacity`: the cache's leaves
+ * were at capacity (its least recently used leaf is clean), so the cache is now over it, and
+ * marked so: the next operation trims it first, writing nothing. */
+static int
+cache_walked_leaf(const Held *self, PyObject *recid, int past_capacity)
+{
+    PyObject *loaded = descent_cache_leaf(self->descent, recid);
+    if (loaded == Py_None)
+        Py_SETREF(loaded, PyObject_CallMethodOneArg(self->cache, str_leaf, recid));
+    else if (loaded != NULL && past_capacity && mark_over_capacity(self->cache) < 0)
+        Py_CLEAR(loaded);
+    Py_XDECREF(loaded);
+    return loaded == NULL ? -1 : LEAF_CACHED;
+}
+
 /* Walk to the leaf of `key` (an int in int64's range) as Tree.put and Tree.pop do
  * (descent_walk) and, when its change goes around the cache, decode it into `leaf`: 1;
  * LEAF_CACHED when the cache holds the leaf, or had room for it and now holds it (read by
@@ -768,13 +786,8 @@ around_open(const Held *self, PyObject *key, Walk *walk, PyObject **leaves, Deco
         return -1;
     if ((status = PyDict_Contains(*leaves, walk->leaf)) != 0)
         return status < 0 ? -1 : LEAF_CACHED;
-    if ((status = goes_around(self, *leaves)) == CACHE_HAS_ROOM) {
-        PyObject *loaded = PyObject_CallMethodOneArg(self->cache, str_leaf, walk->leaf);
-        Py_XDECREF(loaded);
-        return loaded == NULL ? -1 : LEAF_CACHED;
-    }
-    if (status != 1)
-        return status;
+    if ((status = goes_around(self, *leaves)) != 1)
+        return status < 0 ? -1 : cache_walked_leaf(self, walk->leaf, status == 0);
     result = decoded_read(self, walk->leaf, leaf);
     return result;
 }

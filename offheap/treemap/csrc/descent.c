@@ -13,7 +13,8 @@
  * (forget, forget_all), and the entry counts are read from the live Inner, so a form is never
  * stale. A leaf is the cached Leaf when there is one (dirty leaves live only there, so the cache
  * is always consulted first). An uncached leaf is decoded and cached while the cache's leaves are
- * below their capacity (descent_leaves_have_room, then cache.leaf_for_read), so a map whose leaves
+ * below their capacity (descent_leaves_have_room, then descent_cache_leaf: the Leaf that
+ * cache.leaf_for_read would make, made here from a raw page), so a map whose leaves
  * fit in the cache is read from decoded leaves after the first read of each; no read evicts
  * anything. Past that, its page is copied out of the record store (the memoryviews
  * _addr_at/_size_at of the store's index arrays, which are cheaper to take a buffer of than the
@@ -454,6 +455,73 @@ read_page_keys(Descent *self, Leaf *leaf, Py_ssize_t size)
     return 0;
 }
 
+static PyObject *leaf_class; /* offheap.treemap.node.Leaf, imported by the first descent_init */
+static SlotField new_leaf_raw_field = SLOT_FIELD("raw_bytes"),
+    new_leaf_stored_field = SLOT_FIELD("stored_bytes");
+
+/* The Leaf object of the raw page copied into `leaf` (`size` bytes), as NodeStore.load makes it
+ * (decode_node: Leaf(recid, key column, values list), both byte sizes the page's); Py_None for
+ * a page whose entries the reference decodes (an empty leaf, values the codec declines). */
+static PyObject *
+new_leaf_node(Descent *self, Leaf *leaf, Py_ssize_t size)
+{
+    PageReader reader = {leaf->page, size, 1};
+    uint64_t count;
+    if (read_varint(&reader, &count) < 0)
+        return NULL;
+    if (count == 0)
+        Py_RETURN_NONE;
+    PyObject *entries = read_entries(&reader, count > PAGE_MAX_ENTRIES ? PAGE_MAX_ENTRIES + 1
+                                                                        : (Py_ssize_t)count,
+                                     self->key_kind, self->value_kind, 1);
+    if (entries == NULL || entries == Py_None)
+        return entries;
+    PyObject *args[3] = {leaf->recid, PyTuple_GET_ITEM(entries, 0), PyTuple_GET_ITEM(entries, 1)};
+    PyObject *node = PyObject_Vectorcall(leaf_class, args, 3, NULL);
+    Py_DECREF(entries);
+    PyObject *bytes = node == NULL ? NULL : PyLong_FromSsize_t(size);
+    int status = bytes == NULL ? -1
+        : (field_set(&new_leaf_raw_field, node, bytes) < 0
+           || field_set(&new_leaf_stored_field, node, bytes) < 0) ? -1 : 0;
+    Py_XDECREF(bytes);
+    if (status < 0)
+        Py_CLEAR(node);
+    return node;
+}
+
+/* Leaf `recid` (an int), which the cache does not hold, read into the cache as its most recent
+ * leaf as NodeCache.leaf reads it: decoded here from a raw page as NodeStore.load decodes it.
+ * Py_None (nothing cached) for a page the reference decodes (a compressed one, an empty leaf,
+ * values the codec declines): the caller asks the cache. Whether the cache is now over capacity
+ * is the caller's to mark. A new reference, NULL with an exception (nothing cached then). */
+PyObject *
+descent_cache_leaf(PyObject *descent, PyObject *recid)
+{
+    Descent *self = (Descent *)descent;
+    Leaf leaf;
+    leaf_init(&leaf);
+    leaf.recid = Py_NewRef(recid);
+    Py_ssize_t size = 0;
+    int copied = copy_page(self, &leaf, &size);
+    PyObject *node = copied > 0 ? Py_NewRef(Py_None)
+                     : copied == 0 ? new_leaf_node(self, &leaf, size) : NULL;
+    leaf_close(&leaf);
+    if (node != NULL && node != Py_None
+            && PyObject_SetItem(self->leaves, recid, node) < 0)  /* the OrderedDict's own */
+        Py_CLEAR(node);
+    return node;
+}
+
+/* A leaf read into the cache while it has room (descent_leaves_have_room): leaf_for_read's. */
+static PyObject *
+cache_leaf_with_room(Descent *self, PyObject *recid)
+{
+    PyObject *node = descent_cache_leaf((PyObject *)self, recid);
+    if (node == Py_None)
+        Py_SETREF(node, PyObject_CallOneArg(self->load_leaf, recid));
+    return node;
+}
+
 /* Open leaf `recid` for reading. */
 static int
 leaf_open(Descent *self, int64_t recid, Leaf *leaf)
@@ -467,7 +535,7 @@ leaf_open(Descent *self, int64_t recid, Leaf *leaf)
     if (PyErr_Occurred())
         return -1;
     if (descent_leaves_have_room((PyObject *)self))  /* cached now, as a Python descent does */
-        return leaf_take_node(leaf, PyObject_CallOneArg(self->load_leaf, leaf->recid));
+        return leaf_take_node(leaf, cache_leaf_with_room(self, leaf->recid));
     Py_ssize_t size = 0;
     int copied = copy_page(self, leaf, &size);
     if (copied < 0)
@@ -790,17 +858,28 @@ descent_leaves(PyObject *descent)
     return ((Descent *)descent)->leaves;
 }
 
-int
-descent_leaves_have_room(PyObject *descent)
+Py_ssize_t
+descent_leaf_capacity(PyObject *descent)
 {
     const Descent *self = (const Descent *)descent;
     Py_ssize_t kept = PyDict_GET_SIZE(self->inner_nodes);
     if (kept > self->cap_inner_kept)
         kept = self->cap_inner_kept;
     Py_ssize_t capacity = (self->cap_budget - kept * self->cap_inner_cost) / self->cap_leaf_cost;
-    if (capacity > self->cap_nodes)
-        capacity = self->cap_nodes;
-    return PyDict_GET_SIZE(self->leaves) < capacity;
+    return capacity > self->cap_nodes ? self->cap_nodes : capacity;
+}
+
+int
+descent_inner_over_capacity(PyObject *descent)
+{
+    const Descent *self = (const Descent *)descent;
+    return PyDict_GET_SIZE(self->inner_nodes) > self->cap_inner_kept;
+}
+
+int
+descent_leaves_have_room(PyObject *descent)
+{
+    return PyDict_GET_SIZE(((Descent *)descent)->leaves) < descent_leaf_capacity(descent);
 }
 
 /* The keys of a leaf opened from its page (leaf_open), as a new list. */
@@ -1430,6 +1509,13 @@ descent_init(Descent *self, PyObject *args, PyObject *kwargs)
     Py_XDECREF(terms);
     if (!parsed)
         return -1;
+    if (leaf_class == NULL) {
+        PyObject *module = PyImport_ImportModule("offheap.treemap.node");
+        leaf_class = module == NULL ? NULL : PyObject_GetAttrString(module, "Leaf");
+        Py_XDECREF(module);
+        if (leaf_class == NULL)
+            return -1;
+    }
     if (leaf_cost <= 0) {
         PyErr_SetString(PyExc_ValueError, "NodeCache.leaf_cap_terms(): a leaf costs nothing");
         return -1;

@@ -292,6 +292,13 @@ PyObject *descent_leaves(PyObject *descent);
  * NodeCache.leaf_cap_terms, read when the Descent was made, and the inner nodes cached now), so
  * that caching one more leaf keeps the cache within it. (descent.c) */
 int descent_leaves_have_room(PyObject *descent);
+/* The leaves the cache keeps beside the inner nodes cached now (NodeCache._leaf_cap), and whether
+ * the inner nodes are past theirs (_inner_cap). (descent.c) */
+Py_ssize_t descent_leaf_capacity(PyObject *descent);
+int descent_inner_over_capacity(PyObject *descent);
+/* Leaf `recid`, not cached, read into the cache as NodeCache.leaf reads it, from a raw page in C;
+ * Py_None for a page the reference decodes. (descent.c) */
+PyObject *descent_cache_leaf(PyObject *descent, PyObject *recid);
 
 /* Range scans that walk the tree in C (ranges.c drives them, descent.c reads the leaves). A scan
  * remembers between two leaves only where the next one starts (`seek`, a key), so no node is held

@@ -93,6 +93,7 @@ static SlotField hint_leaf = SLOT_FIELD("leaf"), hint_lo = SLOT_FIELD("lo"),
     leaf_values = SLOT_FIELD("values"), leaf_dirty = SLOT_FIELD("dirty"),
     inner_keys = SLOT_FIELD("keys"), inner_counts = SLOT_FIELD("counts"),
     inner_dirty = SLOT_FIELD("dirty"), cache_over = SLOT_FIELD("over_capacity"),
+    cache_over_set = SLOT_FIELD("over_capacity"),
     tree_entries = SLOT_FIELD("n_entries"), tree_mods = SLOT_FIELD("mods"),
     split_keys = SLOT_FIELD("keys"), split_children = SLOT_FIELD("children"),
     split_counts = SLOT_FIELD("counts"), recount_counts = SLOT_FIELD("counts");
@@ -105,6 +106,13 @@ over_capacity(PyObject *cache)
     int status = over == NULL ? -1 : PyObject_IsTrue(over);
     Py_XDECREF(over);
     return status;
+}
+
+/* slots.h */
+int
+mark_over_capacity(PyObject *cache)
+{
+    return field_set(&cache_over_set, cache, Py_True);
 }
 
 /* The reference path: self._lookup(key, dflt, stored). */
@@ -993,14 +1001,68 @@ key_in_range(PyObject *key)
     return !overflow;
 }
 
-/* Tree.put's first step: trim the node cache when it is over capacity (Tree.trim); 0, or -1
- * with an exception (CapacityError from a write, as the reference raises it). */
+enum { TRIM_AT_MOST = 8 };  /* leaves trim_clean_leaves drops at once; past it Tree.trim does */
+
+static SlotField trim_budget = SLOT_FIELD("budget_bytes"), trim_dirty = SLOT_FIELD("dirty"),
+    trim_hint_leaf = SLOT_FIELD("leaf");
+
+/* Tree.trim when all it has to do is drop clean leaves: no write budget, the inner nodes within
+ * their capacity, the least recently used leaves past the leaves' capacity clean and none of them
+ * the hint's (what the cache holds after a change took one leaf past capacity: around.c,
+ * cache_walked_leaf). It drops them, as NodeCache.trim evicts them, and clears over_capacity, as
+ * its last step does. 1 done, 0 not this case (nothing changed), -1 with an exception. */
+static int
+trim_clean_leaves(const Held *self)
+{
+    PyObject *leaves = descent_leaves(self->descent), *oldest[TRIM_AT_MOST];
+    Py_ssize_t n = PyDict_GET_SIZE(leaves) - descent_leaf_capacity(self->descent), taken = 0;
+    if (n < 0 || n > TRIM_AT_MOST || descent_inner_over_capacity(self->descent))
+        return 0;
+    PyObject *budget = field_get(&trim_budget, self->cache);
+    PyObject *hint_leaf = budget == NULL ? NULL : field_get(&trim_hint_leaf, self->hint);
+    PyObject *order = hint_leaf == NULL ? NULL : PyObject_GetIter(leaves);
+    int result = order == NULL ? -1 : budget == Py_None;
+    while (result == 1 && taken < n) {  /* least recently used first */
+        PyObject *recid = PyIter_Next(order), *node = NULL, *dirty = NULL;
+        if (recid == NULL) {
+            result = PyErr_Occurred() ? -1 : 0;
+            break;
+        }
+        oldest[taken++] = recid;
+        if ((node = PyDict_GetItemWithError(leaves, recid)) == NULL)  /* borrowed */
+            result = PyErr_Occurred() ? -1 : 0;
+        else if (node == hint_leaf)
+            result = 0;
+        else if ((dirty = field_get(&trim_dirty, node)) == NULL)
+            result = -1;
+        else
+            result = dirty == Py_False;
+        Py_XDECREF(dirty);
+    }
+    for (Py_ssize_t i = 0; i < taken; i++) {
+        if (result == 1 && PyObject_DelItem(leaves, oldest[i]) < 0)  /* the OrderedDict's own */
+            result = -1;
+        Py_DECREF(oldest[i]);
+    }
+    Py_XDECREF(order);
+    Py_XDECREF(hint_leaf);
+    Py_XDECREF(budget);
+    if (result == 1 && field_set(&cache_over_set, self->cache, Py_False) < 0)
+        result = -1;
+    return result;
+}
+
+/* Tree.put's first step: trim the node cache when it is over capacity (Tree.trim: here when it
+ * only drops clean leaves); 0, or -1 with an exception (CapacityError from a write, as the
+ * reference raises it). */
 static int
 trim_first(const Held *self)
 {
     int trim = over_capacity(self->cache);
     if (trim <= 0)
         return trim;
+    if ((trim = trim_clean_leaves(self)) != 0)
+        return trim < 0 ? -1 : 0;
     PyObject *done = call_method(self->tree, str_trim, NULL, 0);
     Py_XDECREF(done);
     return done == NULL ? -1 : 0;

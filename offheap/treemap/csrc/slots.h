@@ -23,6 +23,9 @@ typedef struct {
 /* NodeCache.over_capacity (a __slots__ member, read by its offset): 1, 0, or -1 with an
  * exception. (slots.c) */
 int over_capacity(PyObject *cache);
+/* NodeCache.over_capacity = True (a cache that took a leaf past its capacity, as NodeCache.leaf
+ * marks it); 0, or -1 with an exception. */
+int mark_over_capacity(PyObject *cache);
 
 /* The bookkeeping of an insert (`delta` 1) or a delete (-1) in the leaf at the end of `path` (a
  * list of (Inner, child index) pairs): the counts along the path, whose nodes become dirty, and
