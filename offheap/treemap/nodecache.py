@@ -38,7 +38,14 @@ Interface. A descent asks for the kind of node it expects (:meth:`NodeCache.inne
 :meth:`NodeCache.leaf`, :meth:`NodeCache.leaf_for_read` for reads that cache a leaf only
 while the leaves are below capacity, and :meth:`NodeCache.read_inner`, :meth:`NodeCache.read_leaf`
 for reads that leave the cache as it is); a page of the other kind there is a :class:`CorruptionError`. A
-compiled descent keeps to these calls, or to a cache of its own with the same eviction rules.
+compiled descent keeps to these calls, or makes their effect itself on the same two
+``OrderedDict`` objects: the compiled item slots read a leaf into ``_leaves`` as :meth:`leaf`
+does (``descent_cache_leaf`` in ``offheap/treemap/csrc/descent.c``: the :class:`Leaf` that
+:meth:`NodeStore.load <offheap.treemap.nodestore.NodeStore.load>` makes, from a raw page), and
+evict leaves as :meth:`trim` does when that is all a trim has to do (``trim_leaves`` in
+``offheap/treemap/csrc/slots.c``: no write budget, the inner nodes within capacity, a dirty leaf
+written as :meth:`NodeStore.write <offheap.treemap.nodestore.NodeStore.write>` writes it), so
+both code paths leave the same nodes in the same order.
 
 Forms. The compiled descent keeps a compact form of each cached inner node it reads (its
 separators and child record ids as C arrays: ``offheap/treemap/csrc/forms.c``), registered as

@@ -6,14 +6,17 @@ TreeMap._put_item), and a failed page write leaves the map as it was."""
 
 from __future__ import annotations
 
+import collections
 import random
 
 import pytest
 from hypothesis import given, settings, strategies as st
 
+import offheap
 from offheap import TreeMap
 from offheap.errors import CapacityError
 from offheap.store.records import RecordStore
+from offheap.treemap.tree import Tree
 
 SMALL = dict(node_size=4, cache_size=8)  # 8 cached leaves of at most 4 entries: most go around
 
@@ -230,15 +233,16 @@ def _cached_leaves(tree: TreeMap) -> list[tuple]:
 
 
 @pytest.mark.parametrize("codec", [None, "zlib"])
-def test_changes_past_a_cache_of_clean_leaves_cache_and_trim_as_the_reference(codec):
+def test_changes_past_a_cache_of_clean_leaves_cache_and_trim_as_the_reference(codec, monkeypatch):
     """Reads fill the cache with clean leaves; a change of a leaf not cached then reads it in
     past capacity (the least recently used leaf is clean, so nothing goes around), marks the
-    cache over capacity, and the next change trims it first: in C (descent_cache_leaf,
-    trim_clean_leaves) the cache holds what the reference's holds after every step, down to
-    each leaf's fields (compressed pages: the reference decodes those)."""
+    cache over capacity, and the next change trims it first, writing the leaves it evicts that
+    changes made dirty: in C (descent_cache_leaf, trim_leaves) the cache holds what the
+    reference's holds after every step, down to each leaf's fields, and the node store counts
+    the same bytes (compressed pages: the reference decodes and writes those)."""
     rng = random.Random(5)
     keys = list(range(0, 60_000, 2))
-    maps = [TreeMap(key="int64", value="object", node_size=16, cache_bytes=1 << 16,
+    maps = [TreeMap(key="int64", value="object", node_size=16, cache_bytes=1 << 19,
                     compression=codec) for _ in range(2)]
     compiled, reference = maps
     reference._detach_slots()
@@ -249,19 +253,33 @@ def test_changes_past_a_cache_of_clean_leaves_cache_and_trim_as_the_reference(co
             assert tree[key] == ""
     assert not any(leaf.dirty for leaf in compiled._tree.cache._leaves.values())
     assert _cached_leaves(compiled) == _cached_leaves(reference)
-    passed_capacity = 0
-    for _ in range(1500):
+    passed_capacity = evicted_dirty = 0
+    caches = [tree._tree.cache for tree in maps]
+    step = {"op": "", "python trims": collections.Counter()}  # the compiled map's, by op
+    trim = Tree.trim
+    monkeypatch.setattr(Tree, "trim", lambda tree, strict=True: (
+        step["python trims"].update([step["op"]] if tree is compiled._tree else []),
+        trim(tree, strict))[1])
+    for _ in range(3000):
         key = rng.randrange(60_000)
-        op = rng.choice(["set", "set", "del", "get"] * 5 + ["flush"])  # a flush cleans them all
-        for tree in maps:
-            _apply(tree, oracle, op, key)
-        _oracle_step(oracle, op, key)
-        caches = [tree._tree.cache for tree in maps]
+        op = rng.choice(["set", "set", "del", "get", "fill"] * 20 + ["flush"])  # flush: all clean
+        dirty = {recid for recid, leaf in caches[0]._leaves.items() if leaf.dirty}
+        step["op"] = op
+        for k in range(key | 1, key + 16, 2) if op == "fill" else [key]:  # fill: splits a leaf
+            for tree in maps:
+                _apply(tree, oracle, "set" if op == "fill" else op, k)
+            _oracle_step(oracle, "set" if op == "fill" else op, k)
         assert caches[0].over_capacity == caches[1].over_capacity
         passed_capacity += len(caches[0]._leaves) > caches[0].capacity
+        evicted_dirty += len(dirty - set(caches[0]._leaves))  # written as they left
         assert _cached_leaves(compiled) == _cached_leaves(reference)
         assert _cache_order(compiled) == _cache_order(reference)
-    assert passed_capacity > 100  # the case under test happened
+        assert ((compiled._tree.nodes.raw_bytes, compiled._tree.nodes.stored_bytes)
+                == (reference._tree.nodes.raw_bytes, reference._tree.nodes.stored_bytes))
+    assert passed_capacity > 100 and evicted_dirty > 20  # the cases under test happened
+    if codec is None and offheap.compiled:  # ... and changes trimmed in C (reads call Tree.trim)
+        changes = sum(step["python trims"][op] for op in ("set", "fill", "del"))
+        assert changes < passed_capacity // 10
     for tree in maps:
         tree.flush()
         tree._check()

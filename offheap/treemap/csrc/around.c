@@ -10,7 +10,7 @@
  * and write alike. Any other leaf (one the cache holds; else read into it as NodeCache.leaf reads
  * it for the reference's descent, by descent_cache_leaf: with room, or past capacity when the
  * least recently used leaf is clean, the cache then marked over capacity and trimmed by the next
- * operation, slots.c: trim_clean_leaves) becomes the hint's leaf and the change runs in the cache
+ * operation, slots.c: trim_leaves) becomes the hint's leaf and the change runs in the cache
  * (slots.c: store_in_hint, delete_in_hint), as Tree.put and Tree.pop run it there.
  *
  * What. The leaf's raw page is copied out of the store and decoded into 64-bit key words and a
@@ -288,6 +288,48 @@ rewrite_leaf(const Held *self, PyObject *recid, PyObject *page, Py_ssize_t old_s
     Py_DECREF(size);
     Py_XDECREF(rewritten);
     return rewritten == NULL ? -1 : 0;
+}
+
+static SlotField written_keys = SLOT_FIELD("keys"), written_values = SLOT_FIELD("values"),
+    written_raw = SLOT_FIELD("raw_bytes"), written_stored = SLOT_FIELD("stored_bytes"),
+    written_dirty = SLOT_FIELD("dirty");
+
+/* slots.h */
+int
+write_cached_leaf(const Held *self, PyObject *recid, PyObject *node)
+{
+    if (self->store == NULL || self->key_kind != 0)
+        return 0;
+    PyObject *keys = node_key_column(node, &written_keys);
+    PyObject *values = keys == NULL ? NULL : node_list(node, &written_values);
+    PyObject *old_size = values == NULL ? NULL : field_get(&written_raw, node);
+    Py_ssize_t old = old_size == NULL ? -1 : PyLong_AsSsize_t(old_size);
+    PyObject *page = NULL;
+    KeyWords words;
+    if (!(old == -1 && PyErr_Occurred()) && old_size != NULL
+            && key_words_open(keys, &words) == 0) {
+        if (words.count != PyList_GET_SIZE(values))
+            page_corrupt("TreeMap leaf %S has %zd keys and %zd values", recid, words.count,
+                         PyList_GET_SIZE(values));
+        else
+            page = encode_int64_leaf_page((const uint64_t *)words.words, words.count,
+                                          PySequence_Fast_ITEMS(values), self->value_kind);
+        key_words_close(&words);
+    }
+    Py_XDECREF(keys);
+    Py_XDECREF(values);
+    Py_XDECREF(old_size);
+    int result = page == NULL ? -1 : page != Py_None;
+    if (result == 1 && rewrite_leaf(self, recid, page, old) < 0)
+        result = -1;
+    PyObject *size = result == 1 ? PyLong_FromSsize_t(PyBytes_GET_SIZE(page)) : NULL;
+    if (result == 1 && (size == NULL || field_set(&written_raw, node, size) < 0
+                        || field_set(&written_stored, node, size) < 0
+                        || field_set(&written_dirty, node, Py_False) < 0))
+        result = -1;
+    Py_XDECREF(size);
+    Py_XDECREF(page);
+    return result;
 }
 
 /* Store two pages, the first as record `first` (raw page of `first_size` bytes before, whose old

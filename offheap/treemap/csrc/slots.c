@@ -1001,50 +1001,50 @@ key_in_range(PyObject *key)
     return !overflow;
 }
 
-enum { TRIM_AT_MOST = 8 };  /* leaves trim_clean_leaves drops at once; past it Tree.trim does */
-
 static SlotField trim_budget = SLOT_FIELD("budget_bytes"), trim_dirty = SLOT_FIELD("dirty"),
     trim_hint_leaf = SLOT_FIELD("leaf");
 
-/* Tree.trim when all it has to do is drop clean leaves: no write budget, the inner nodes within
- * their capacity, the least recently used leaves past the leaves' capacity clean and none of them
- * the hint's (what the cache holds after a change took one leaf past capacity: around.c,
- * cache_walked_leaf). It drops them, as NodeCache.trim evicts them, and clears over_capacity, as
- * its last step does. 1 done, 0 not this case (nothing changed), -1 with an exception. */
+/* Evict the least recently used leaf as NodeCache._evict does (written first if dirty), unless it
+ * is `hint_leaf`, or dirty without `writes`: 1 done, 0 not this case (nothing changed), -1 with
+ * an exception. */
 static int
-trim_clean_leaves(const Held *self)
+evict_oldest_leaf(const Held *self, PyObject *leaves, PyObject *hint_leaf, int writes)
 {
-    PyObject *leaves = descent_leaves(self->descent), *oldest[TRIM_AT_MOST];
-    Py_ssize_t n = PyDict_GET_SIZE(leaves) - descent_leaf_capacity(self->descent), taken = 0;
-    if (n < 0 || n > TRIM_AT_MOST || descent_inner_over_capacity(self->descent))
+    PyObject *order = PyObject_GetIter(leaves);  /* least recently used first */
+    PyObject *recid = order == NULL ? NULL : PyIter_Next(order);
+    Py_XDECREF(order);
+    if (recid == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    PyObject *node = PyDict_GetItemWithError(leaves, recid);  /* borrowed */
+    PyObject *dirty = node == NULL || node == hint_leaf ? NULL : field_get(&trim_dirty, node);
+    int result = dirty == NULL ? (PyErr_Occurred() ? -1 : 0)
+                 : dirty == Py_False ? 1 : writes ? write_cached_leaf(self, recid, node) : 0;
+    if (result == 1 && PyObject_DelItem(leaves, recid) < 0)  /* the OrderedDict's own */
+        result = -1;
+    Py_XDECREF(dirty);
+    Py_DECREF(recid);
+    return result;
+}
+
+/* Tree.trim when all it has to do is evict leaves: no write budget, the inner nodes within their
+ * capacity, and none of the leaves to evict the hint's or one the compiled write declines (what
+ * the cache holds after a change took it one leaf past capacity: around.c, cache_walked_leaf;
+ * or a split cached a new leaf). It evicts them as NodeCache.trim does, least recently used
+ * first, each dirty one written first (without `writes`, a dirty one is Tree.trim's), then
+ * clears over_capacity, as its last step does. 1 done, 0 the rest is Tree.trim's (the leaves
+ * evicted so far are those it would have evicted first), -1 with an exception (CapacityError
+ * from a write: the leaf stays cached and dirty, as the reference leaves it). */
+static int
+trim_leaves(const Held *self, int writes)
+{
+    if (descent_inner_over_capacity(self->descent))
         return 0;
     PyObject *budget = field_get(&trim_budget, self->cache);
     PyObject *hint_leaf = budget == NULL ? NULL : field_get(&trim_hint_leaf, self->hint);
-    PyObject *order = hint_leaf == NULL ? NULL : PyObject_GetIter(leaves);
-    int result = order == NULL ? -1 : budget == Py_None;
-    while (result == 1 && taken < n) {  /* least recently used first */
-        PyObject *recid = PyIter_Next(order), *node = NULL, *dirty = NULL;
-        if (recid == NULL) {
-            result = PyErr_Occurred() ? -1 : 0;
-            break;
-        }
-        oldest[taken++] = recid;
-        if ((node = PyDict_GetItemWithError(leaves, recid)) == NULL)  /* borrowed */
-            result = PyErr_Occurred() ? -1 : 0;
-        else if (node == hint_leaf)
-            result = 0;
-        else if ((dirty = field_get(&trim_dirty, node)) == NULL)
-            result = -1;
-        else
-            result = dirty == Py_False;
-        Py_XDECREF(dirty);
-    }
-    for (Py_ssize_t i = 0; i < taken; i++) {
-        if (result == 1 && PyObject_DelItem(leaves, oldest[i]) < 0)  /* the OrderedDict's own */
-            result = -1;
-        Py_DECREF(oldest[i]);
-    }
-    Py_XDECREF(order);
+    int result = hint_leaf == NULL ? -1 : budget == Py_None;
+    PyObject *leaves = descent_leaves(self->descent);
+    while (result == 1 && PyDict_GET_SIZE(leaves) > descent_leaf_capacity(self->descent))
+        result = evict_oldest_leaf(self, leaves, hint_leaf, writes);
     Py_XDECREF(hint_leaf);
     Py_XDECREF(budget);
     if (result == 1 && field_set(&cache_over_set, self->cache, Py_False) < 0)
@@ -1053,7 +1053,7 @@ trim_clean_leaves(const Held *self)
 }
 
 /* Tree.put's first step: trim the node cache when it is over capacity (Tree.trim: here when it
- * only drops clean leaves); 0, or -1 with an exception (CapacityError from a write, as the
+ * only evicts leaves); 0, or -1 with an exception (CapacityError from a write, as the
  * reference raises it). */
 static int
 trim_first(const Held *self)
@@ -1061,7 +1061,7 @@ trim_first(const Held *self)
     int trim = over_capacity(self->cache);
     if (trim <= 0)
         return trim;
-    if ((trim = trim_clean_leaves(self)) != 0)
+    if ((trim = trim_leaves(self, 1)) != 0)
         return trim < 0 ? -1 : 0;
     PyObject *done = call_method(self->tree, str_trim, NULL, 0);
     Py_XDECREF(done);
@@ -1079,11 +1079,16 @@ store_in_c(const Held *held, PyObject *key, PyObject *value)
     return stored == 0 && held->nodes != NULL ? store_around(held, key, value) : stored;
 }
 
-/* del m[key] in C: around the cache (around.c); `value` is NULL. */
+/* del m[key] in C: the cache trimmed first as Tree.pop trims it when that only drops clean
+ * leaves (its trim is strict=False: a write that fails stops it quietly, which the reference
+ * does), then around the cache (around.c); `value` is NULL. */
 static int
 delete_in_c(const Held *held, PyObject *key, PyObject *Py_UNUSED(value))
 {
-    return delete_around(held, key);
+    int trim = over_capacity(held->cache);
+    if (trim > 0)
+        trim = trim_leaves(held, 0);
+    return trim < 0 ? -1 : delete_around(held, key);
 }
 
 /* Run `change` (store_in_c or delete_in_c) under the map's lock with what it uses held, when the

@@ -27,6 +27,13 @@ int over_capacity(PyObject *cache);
  * marks it); 0, or -1 with an exception. */
 int mark_over_capacity(PyObject *cache);
 
+/* Write the dirty cached leaf `node` (record `recid`) as NodeStore.write writes it when the
+ * pages are raw and the keys int64 (the stores around the cache run): its page stored, the node
+ * store's totals and the node's sizes updated, the node clean. 1 written, 0 not this case (no
+ * store around the cache, or the codec declines the page: nothing changed), -1 with an
+ * exception (CapacityError from the store: nothing changed). (around.c) */
+int write_cached_leaf(const Held *self, PyObject *recid, PyObject *node);
+
 /* The bookkeeping of an insert (`delta` 1) or a delete (-1) in the leaf at the end of `path` (a
  * list of (Inner, child index) pairs): the counts along the path, whose nodes become dirty, and
  * the tree's n_entries take the change, and its mods one more. Fails only on a damaged tree or
