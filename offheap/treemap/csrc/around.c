@@ -365,13 +365,9 @@ goes_around(const Held *self, PyObject *leaves)
 {
     if (descent_leaves_have_room(self->descent))
         return CACHE_HAS_ROOM;
-    PyObject *order = PyObject_GetIter(leaves);  /* least recently used first */
-    PyObject *oldest = order == NULL ? NULL : PyIter_Next(order);
-    Py_XDECREF(order);
-    if (oldest == NULL)
-        return PyErr_Occurred() ? -1 : 0;
-    PyObject *node = PyDict_GetItemWithError(leaves, oldest);  /* borrowed */
-    Py_DECREF(oldest);
+    PyObject *oldest;
+    PyObject *node = oldest_leaf(leaves, &oldest);  /* borrowed */
+    Py_XDECREF(oldest);
     if (node == NULL)
         return PyErr_Occurred() ? -1 : 0;
     PyObject *dirty = PyObject_GetAttr(node, str_dirty);

@@ -1004,18 +1004,26 @@ key_in_range(PyObject *key)
 static SlotField trim_budget = SLOT_FIELD("budget_bytes"), trim_dirty = SLOT_FIELD("dirty"),
     trim_hint_leaf = SLOT_FIELD("leaf");
 
+/* slots.h */
+PyObject *
+oldest_leaf(PyObject *leaves, PyObject **recid)
+{
+    PyObject *order = PyObject_GetIter(leaves);  /* least recently used first */
+    *recid = order == NULL ? NULL : PyIter_Next(order);
+    Py_XDECREF(order);
+    return *recid == NULL ? NULL : PyDict_GetItemWithError(leaves, *recid);
+}
+
 /* Evict the least recently used leaf as NodeCache._evict does (written first if dirty), unless it
  * is `hint_leaf`, or dirty without `writes`: 1 done, 0 not this case (nothing changed), -1 with
  * an exception. */
 static int
 evict_oldest_leaf(const Held *self, PyObject *leaves, PyObject *hint_leaf, int writes)
 {
-    PyObject *order = PyObject_GetIter(leaves);  /* least recently used first */
-    PyObject *recid = order == NULL ? NULL : PyIter_Next(order);
-    Py_XDECREF(order);
+    PyObject *recid;
+    PyObject *node = oldest_leaf(leaves, &recid);
     if (recid == NULL)
         return PyErr_Occurred() ? -1 : 0;
-    PyObject *node = PyDict_GetItemWithError(leaves, recid);  /* borrowed */
     PyObject *dirty = node == NULL || node == hint_leaf ? NULL : field_get(&trim_dirty, node);
     int result = dirty == NULL ? (PyErr_Occurred() ? -1 : 0)
                  : dirty == Py_False ? 1 : writes ? write_cached_leaf(self, recid, node) : 0;

@@ -27,6 +27,10 @@ int over_capacity(PyObject *cache);
  * marks it); 0, or -1 with an exception. */
 int mark_over_capacity(PyObject *cache);
 
+/* The least recently used of the cache's `leaves` (borrowed), its record id in *recid (a new
+ * reference); NULL with *recid NULL when there is none or on an error (set). (slots.c) */
+PyObject *oldest_leaf(PyObject *leaves, PyObject **recid);
+
 /* Write the dirty cached leaf `node` (record `recid`) as NodeStore.write writes it when the
  * pages are raw and the keys int64 (the stores around the cache run): its page stored, the node
  * store's totals and the node's sizes updated, the node clean. 1 written, 0 not this case (no
