@@ -255,20 +255,25 @@ def test_changes_past_a_cache_of_clean_leaves_cache_and_trim_as_the_reference(co
     assert _cached_leaves(compiled) == _cached_leaves(reference)
     passed_capacity = evicted_dirty = 0
     caches = [tree._tree.cache for tree in maps]
-    step = {"op": "", "python trims": collections.Counter()}  # the compiled map's, by op
+    python_trims: collections.Counter = collections.Counter()  # the compiled map's, by op
+    op = ""
     trim = Tree.trim
-    monkeypatch.setattr(Tree, "trim", lambda tree, strict=True: (
-        step["python trims"].update([step["op"]] if tree is compiled._tree else []),
-        trim(tree, strict))[1])
+
+    def counted_trim(tree: Tree, strict: bool = True) -> None:
+        if tree is compiled._tree:
+            python_trims[op] += 1
+        trim(tree, strict)
+
+    monkeypatch.setattr(Tree, "trim", counted_trim)
     for _ in range(3000):
         key = rng.randrange(60_000)
         op = rng.choice(["set", "set", "del", "get", "fill"] * 20 + ["flush"])  # flush: all clean
         dirty = {recid for recid, leaf in caches[0]._leaves.items() if leaf.dirty}
-        step["op"] = op
-        for k in range(key | 1, key + 16, 2) if op == "fill" else [key]:  # fill: splits a leaf
+        change, changed = ("set", range(key | 1, key + 16, 2)) if op == "fill" else (op, [key])
+        for k in changed:  # a fill sets 8 absent keys in a row: it splits a leaf
             for tree in maps:
-                _apply(tree, oracle, "set" if op == "fill" else op, k)
-            _oracle_step(oracle, "set" if op == "fill" else op, k)
+                _apply(tree, oracle, change, k)
+            _oracle_step(oracle, change, k)
         assert caches[0].over_capacity == caches[1].over_capacity
         passed_capacity += len(caches[0]._leaves) > caches[0].capacity
         evicted_dirty += len(dirty - set(caches[0]._leaves))  # written as they left
@@ -278,7 +283,7 @@ def test_changes_past_a_cache_of_clean_leaves_cache_and_trim_as_the_reference(co
                 == (reference._tree.nodes.raw_bytes, reference._tree.nodes.stored_bytes))
     assert passed_capacity > 100 and evicted_dirty > 20  # the cases under test happened
     if codec is None and offheap.compiled:  # ... and changes trimmed in C (reads call Tree.trim)
-        changes = sum(step["python trims"][op] for op in ("set", "fill", "del"))
+        changes = sum(python_trims[name] for name in ("set", "fill", "del"))
         assert changes < passed_capacity // 10
     for tree in maps:
         tree.flush()

@@ -803,11 +803,10 @@ cache_walked_leaf(const Held *self, PyObject *recid, int past_capacity)
 
 /* Walk to the leaf of `key` (an int in int64's range) as Tree.put and Tree.pop do
  * (descent_walk) and, when its change goes around the cache, decode it into `leaf`: 1;
- * LEAF_CACHED when the cache holds the leaf, or had room for it and now holds it (read by
- * NodeCache.leaf, as the reference's descent reads it: the cache stays within capacity, so the
- * reference, were it to take the change over, would not trim first either); 0 when none of
- * these (nothing changed), -1 with an exception. The caller closes `walk` and `leaf` either
- * way. */
+ * LEAF_CACHED when the cache holds the leaf, or now holds it (cache_walked_leaf: read in as
+ * NodeCache.leaf reads it for the reference's descent, with room, or past capacity and marked
+ * so when the least recently used leaf is clean); 0 when none of these (nothing changed), -1
+ * with an exception. The caller closes `walk` and `leaf` either way. */
 static int
 around_open(const Held *self, PyObject *key, Walk *walk, PyObject **leaves, Decoded *leaf)
 {
