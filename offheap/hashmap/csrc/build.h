@@ -35,14 +35,14 @@ typedef struct {
  * cache. Only addresses inside the attached table are touched; a detached table is skipped. */
 #define PREFETCH_AHEAD 16
 
-static inline void
+PREFETCHING
 prefetch_slot(const MapCore *self, int64_t key)
 {
     if (ATTACHED(self))
         __builtin_prefetch(&self->table.index[home_of(key, self->homes)]);
 }
 
-static inline void
+PREFETCHING
 prefetch_entry(const MapCore *self, int64_t key, int with_value)
 {
     if (!ATTACHED(self))
@@ -58,7 +58,7 @@ prefetch_entry(const MapCore *self, int64_t key, int with_value)
 }
 
 /* Both stages for the keys ahead of keys[i]. */
-static inline void
+PREFETCHING
 prefetch_ahead(const MapCore *self, const int64_t *keys, Py_ssize_t i, Py_ssize_t n,
                int with_value)
 {

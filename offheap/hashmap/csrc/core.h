@@ -413,12 +413,21 @@ entry_holds(const MapCore *self, Py_ssize_t e, int64_t int_key, const uint8_t *k
     return same && is_live_at(self, e);
 }
 
+/* The declaration of a function that does nothing but issue prefetches. GCC judges such a
+ * function free of side effects (a prefetch changes no memory) and deletes every call to it, so
+ * its prefetches never run; inlined always, its body joins its caller's first and survives. */
+#if defined(__GNUC__)
+#define PREFETCHING static inline __attribute__((always_inline)) void
+#else
+#define PREFETCHING static inline void
+#endif
+
 /* Starts loading the int64 keys of the entries in the two slots after `home`. A hit passes
  * about one displaced entry on average at the table's load, each a key read from a random place
  * in memory; with these in flight beside the home's, a probe waits for about one such read
  * instead of one per slot passed. Reads only index words (mostly on the home's cache line) and
  * the chunk table. (Keyed probes gained nothing measurable from it: their time is the key's hash.) */
-static inline void
+PREFETCHING
 prefetch_keys_after(const MapCore *self, const uint32_t *index, Py_ssize_t home,
                     Py_ssize_t n_slots, size_t limit)
 {
