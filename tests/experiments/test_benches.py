@@ -74,6 +74,7 @@ def test_maps_bench_times_every_operation_of_every_map(tmp_path):
     assert all(seconds > 0 for row in goals["seconds_per_op"].values() for seconds in row.values())
     assert goals["bytes_per_entry"]["n"] == 50_000 and goals["bytes_per_entry"]["value"] > 8
     assert "LongHashMap against dict" in table and "put_many vs a dict loop" in table
+    assert all("get hit, random, another order" in row for row in goals["seconds_per_op"].values())
     tree = document["treemap_goals"]
     assert list(tree["paths"]) == (["compiled", "pure"] if available_cores() == CORES else ["pure"])
     for result in tree["paths"].values():
