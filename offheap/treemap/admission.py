@@ -35,8 +35,10 @@ SCALAR_TYPES = NATIVE_TYPES
 ``object`` tree."""
 
 
-_AS_IS: dict[str, tuple[type, ...]] = {"float64": (float,), "str": (str,), "bytes": (bytes,)}
-"""Typed serializers whose ``validate`` returns a value of exactly these types unchanged."""
+_AS_IS: dict[str, tuple[type, ...]] = {"int64": (int,), "float64": (float,), "str": (str,),
+                                       "bytes": (bytes,)}
+"""Typed serializers whose ``validate`` returns a value of exactly these types unchanged (an int
+only within int64: a hot path taking ``int`` values checks their range, as it does for keys)."""
 
 
 def _int64_key(key) -> int:
@@ -90,7 +92,8 @@ class Admission:
     """Key and value checks of one tree.
 
     ``stored_as_is``: the value types :meth:`value` returns unchanged for every value of exactly
-    that type (none for int64 values, which must also be in range), so a hot path may skip it.
+    that type, an ``int`` only within int64 (a hot path checks the range), so a hot path may skip
+    it.
     ``key(k)`` is the checked, normalized key to store; ``lookup(k)`` the normalized key to
     search for, or None when no key of the tree can equal ``k``; ``key_type`` the type a
     normalized key has, so a hot path may skip the call when ``type(k) is key_type`` (for int64

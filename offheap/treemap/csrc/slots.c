@@ -49,7 +49,8 @@ typedef struct {
     PyObject *tree;         /* the Tree, for stores (n_entries, mods); NULL: stores go to _put_item */
     PyObject *hint;         /* its hint Cursor (leaf, lo, hi, path) */
     Py_ssize_t node_size;
-    PyObject *stored_types; /* a tuple: values of these exact types are stored as they are */
+    PyObject *stored_types; /* a tuple: values of these exact types are stored as they are (an
+                               int only within int64) */
     PyObject *nodes;        /* the Tree's NodeStore, for stores around the cache; else NULL */
     PyObject *store;        /* its RecordStore */
     int key_kind;           /* the page kinds of the tree's keys and values */
@@ -987,15 +988,16 @@ done:
     return result;
 }
 
-/* Whether a key of the key type is one the fast paths take: an int in int64's range, or any str
- * or bytes; -1 with an exception. */
+/* Whether a key of the key type, or a value of a stored type, is one the fast paths take: an int
+ * in int64's range, or any object of another type; -1 with an exception. (An int value beyond
+ * int64 is an int64 tree's OverflowError, or an "object" tree's big int: its Python method's.) */
 static int
-key_in_range(PyObject *key)
+in_int64_range(PyObject *object)
 {
-    if (!PyLong_CheckExact(key))
+    if (!PyLong_CheckExact(object))
         return 1;
     int overflow;
-    long long word = PyLong_AsLongLongAndOverflow(key, &overflow);
+    long long word = PyLong_AsLongLongAndOverflow(object, &overflow);
     if (word == -1 && PyErr_Occurred())
         return -1;
     return !overflow;
@@ -1108,7 +1110,7 @@ change_in_c(TreeSlots *self, PyObject **needed, PyObject *key, PyObject *value,
             int (*change)(const Held *, PyObject *, PyObject *))
 {
     int in_range = *needed != NULL && (PyObject *)Py_TYPE(key) == self->key_type
-        ? key_in_range(key) : 0;
+        ? in_int64_range(key) : 0;
     if (in_range <= 0)
         return in_range;
     PyObject *release = take_lock(self);
@@ -1140,7 +1142,9 @@ slots_ass_subscript(TreeSlots *self, PyObject *key, PyObject *value)
         return done == NULL ? -1 : 0;
     }
     if (self->tree != NULL && is_scalar(self->stored_types, value)) {
-        int stored = change_in_c(self, &self->tree, key, value, store_in_c);
+        int stored = in_int64_range(value);
+        if (stored > 0)
+            stored = change_in_c(self, &self->tree, key, value, store_in_c);
         if (stored != 0)
             return stored < 0 ? -1 : 0;
     }
@@ -1186,12 +1190,12 @@ PyDoc_STRVAR(attach_doc,
 "Answer lookups of keys of exactly key_type in C, under lock, through the Descent (whose shape\n"
 "the Tree keeps current) unless the NodeCache is over capacity; values of the scalar_types\n"
 "tuple as they are, others through fresh(value). With a Tree (not None), store values of the\n"
-"stored_types tuple in the leaf of its hint Cursor when that leaf holds the key's range and has\n"
-"room (fewer than node_size entries), or split it when full for a key above its last, as\n"
-"Tree.put does with the write cache, after trimming the cache as it does. With around a\n"
-"tuple (nodes, key_kind, value_kind): the Tree's NodeStore, whose pages are raw, and the page\n"
-"kinds of its keys and values, also store in a leaf the cache does not hold when WriteAround.put\n"
-"would change only that leaf, as it does.");
+"stored_types tuple (an int only within int64) in the leaf of its hint Cursor when that leaf\n"
+"holds the key's range and has room (fewer than node_size entries), or split it when full for a\n"
+"key above its last, as Tree.put does with the write cache, after trimming the cache as it does.\n"
+"With around a tuple (nodes, key_kind, value_kind): the Tree's NodeStore, whose pages are raw,\n"
+"and the page kinds of its keys and values, also store in a leaf the cache does not hold when\n"
+"WriteAround.put would change only that leaf, as it does.");
 
 static PyObject *
 slots_attach(TreeSlots *self, PyObject *const *args, Py_ssize_t nargs)
