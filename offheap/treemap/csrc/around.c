@@ -11,7 +11,8 @@
  * it for the reference's descent, by descent_cache_leaf: with room, or past capacity when the
  * least recently used leaf is clean, the cache then marked over capacity and trimmed by the next
  * operation, slots.c: trim_leaves) becomes the hint's leaf and the change runs in the cache
- * (slots.c: store_in_hint, delete_in_hint), as Tree.put and Tree.pop run it there.
+ * (slots.c: store_in_hint, delete_in_hint), as Tree.put and Tree.pop run it there. That part
+ * takes str and bytes keys too; the changes around the cache below take int64 keys only.
  *
  * What. The leaf's raw page is copied out of the store and decoded into 64-bit key words and a
  * list of values (no int object per key); then
@@ -801,14 +802,21 @@ cache_walked_leaf(const Held *self, PyObject *recid, int past_capacity)
     return loaded == NULL ? -1 : LEAF_CACHED;
 }
 
-/* Walk to the leaf of `key` (an int in int64's range) as Tree.put and Tree.pop do
- * (descent_walk) and, when its change goes around the cache, decode it into `leaf`: 1;
+/* Walk to the leaf of `key` (of the key type, an int in int64's range) as Tree.put and Tree.pop
+ * do (descent_walk) and, when its change goes around the cache, decode it into `leaf`: 1;
  * LEAF_CACHED when the cache holds the leaf, or now holds it (cache_walked_leaf: read in as
  * NodeCache.leaf reads it for the reference's descent, with room, or past capacity and marked
- * so when the least recently used leaf is clean); 0 when none of these (nothing changed), -1
- * with an exception. The caller closes `walk` and `leaf` either way. */
+ * so when the least recently used leaf is clean); 0 when none of these (nothing changed but the
+ * walked inner nodes' LRU places, which the Python path's walk gives them again), -1 with an
+ * exception. The caller closes `walk` and `leaf` either way.
+ *
+ * Without `int64_keys` (str and bytes keys) only the cached leaf and the read with room are
+ * taken: their changes around the cache are Python's (Decoded holds int64 words), and so is an
+ * insert into a full leaf (insert_into_full_hint takes int keys), which after a read past
+ * capacity would find the cache marked over it, and trim first where the reference does not. */
 static int
-around_open(const Held *self, PyObject *key, Walk *walk, PyObject **leaves, Decoded *leaf)
+around_open(const Held *self, PyObject *key, Walk *walk, PyObject **leaves, Decoded *leaf,
+            int int64_keys)
 {
     int result = -1, status;
     int64_t recid;
@@ -823,8 +831,12 @@ around_open(const Held *self, PyObject *key, Walk *walk, PyObject **leaves, Deco
         return -1;
     if ((status = PyDict_Contains(*leaves, walk->leaf)) != 0)
         return status < 0 ? -1 : LEAF_CACHED;
-    if ((status = goes_around(self, *leaves)) != 1)
-        return status < 0 ? -1 : cache_walked_leaf(self, walk->leaf, status == 0);
+    if ((status = goes_around(self, *leaves)) < 0)
+        return -1;
+    if (!int64_keys && status != CACHE_HAS_ROOM)
+        return 0;
+    if (status != 1)
+        return cache_walked_leaf(self, walk->leaf, status == 0);
     result = decoded_read(self, walk->leaf, leaf);
     return result;
 }
@@ -865,9 +877,10 @@ typedef struct {
     Decoded leaf;
 } Change;
 
-/* Begin the change of `key` (around_open when it is an int64 key in range): 1 when it goes
- * around the cache, LEAF_CACHED when its leaf is cached, 0 neither, -1 with an exception;
- * change_end follows either way. */
+/* Begin the change of `key`, of the key type (around_open; an int key in int64's range): 1 when
+ * it goes around the cache (int64 keys only: Decoded holds int64 words; a change of str or bytes
+ * keys around the cache is the Python path's), LEAF_CACHED when its leaf is cached, 0 neither,
+ * -1 with an exception; change_end follows either way. */
 static int
 change_begin(const Held *self, PyObject *key, Change *change)
 {
@@ -875,9 +888,10 @@ change_begin(const Held *self, PyObject *key, Change *change)
     change->walk.leaf = NULL;
     change->leaves = NULL;
     decoded_init(&change->leaf);
-    if (!int64_key(self, key, &change->word))
+    int int64_keys = self->key_kind == 0;
+    if (int64_keys && !int64_key(self, key, &change->word))
         return 0;
-    return around_open(self, key, &change->walk, &change->leaves, &change->leaf);
+    return around_open(self, key, &change->walk, &change->leaves, &change->leaf, int64_keys);
 }
 
 /* The change's leaf is cached: make it the most recently used and the hint's leaf, as
