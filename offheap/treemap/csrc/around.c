@@ -803,20 +803,16 @@ cache_walked_leaf(const Held *self, PyObject *recid, int past_capacity)
 }
 
 /* Walk to the leaf of `key` (of the key type, an int in int64's range) as Tree.put and Tree.pop
- * do (descent_walk) and, when its change goes around the cache, decode it into `leaf`: 1;
+ * do (descent_walk) and, when its change goes around the cache, decode it into `leaf` (int64
+ * keys only: Decoded holds int64 words; without `int64_keys` that change is Python's): 1;
  * LEAF_CACHED when the cache holds the leaf, or now holds it (cache_walked_leaf: read in as
  * NodeCache.leaf reads it for the reference's descent, with room, or past capacity and marked
- * so when the least recently used leaf is clean); 0 when none of these (nothing changed but the
- * walked inner nodes' LRU places, which the Python path's walk gives them again), -1 with an
- * exception. The caller closes `walk` and `leaf` either way.
- *
- * Without `int64_keys` (str and bytes keys) only the cached leaf and the read with room are
- * taken: their changes around the cache are Python's (Decoded holds int64 words), and so is an
- * insert into a full leaf (insert_into_full_hint takes int keys), which after a read past
- * capacity would find the cache marked over it, and trim first where the reference does not. */
+ * so when the least recently used leaf is clean: then *marked is 1); 0 when none of these
+ * (nothing changed but the walked inner nodes' LRU places, which the Python path's walk gives
+ * them again), -1 with an exception. The caller closes `walk` and `leaf` either way. */
 static int
 around_open(const Held *self, PyObject *key, Walk *walk, PyObject **leaves, Decoded *leaf,
-            int int64_keys)
+            int int64_keys, int *marked)
 {
     int result = -1, status;
     int64_t recid;
@@ -833,10 +829,12 @@ around_open(const Held *self, PyObject *key, Walk *walk, PyObject **leaves, Deco
         return status < 0 ? -1 : LEAF_CACHED;
     if ((status = goes_around(self, *leaves)) < 0)
         return -1;
-    if (!int64_keys && status != CACHE_HAS_ROOM)
-        return 0;
-    if (status != 1)
+    if (status != 1) {
+        *marked = status == 0;
         return cache_walked_leaf(self, walk->leaf, status == 0);
+    }
+    if (!int64_keys)
+        return 0;
     result = decoded_read(self, walk->leaf, leaf);
     return result;
 }
@@ -875,23 +873,26 @@ typedef struct {
     Walk walk;
     PyObject *leaves;      /* the cache's leaves, a new reference (NULL before the walk) */
     Decoded leaf;
+    int marked;            /* the walk read the leaf in past capacity (around_open) */
 } Change;
 
 /* Begin the change of `key`, of the key type (around_open; an int key in int64's range): 1 when
- * it goes around the cache (int64 keys only: Decoded holds int64 words; a change of str or bytes
- * keys around the cache is the Python path's), LEAF_CACHED when its leaf is cached, 0 neither,
- * -1 with an exception; change_end follows either way. */
+ * it goes around the cache (int64 keys only: a change of str or bytes keys around the cache is
+ * the Python path's), LEAF_CACHED when its leaf is cached, 0 neither, -1 with an exception;
+ * change_end follows either way. */
 static int
 change_begin(const Held *self, PyObject *key, Change *change)
 {
     change->walk.n = 0;
     change->walk.leaf = NULL;
     change->leaves = NULL;
+    change->marked = 0;
     decoded_init(&change->leaf);
     int int64_keys = self->key_kind == 0;
     if (int64_keys && !int64_key(self, key, &change->word))
         return 0;
-    return around_open(self, key, &change->walk, &change->leaves, &change->leaf, int64_keys);
+    return around_open(self, key, &change->walk, &change->leaves, &change->leaf, int64_keys,
+                       &change->marked);
 }
 
 /* The change's leaf is cached: make it the most recently used and the hint's leaf, as
@@ -913,6 +914,17 @@ hint_at_cached(const Held *self, const Change *change)
     return status;
 }
 
+/* The result of the in-cache change (store_in_hint, delete_in_hint) of a cached leaf: as it is,
+ * but a change left to the Python method after the walk read the leaf in past capacity is
+ * CHANGE_IN_PYTHON_THEN_MARK, the cache's mark off (slots.h). */
+static int
+in_cache_result(const Held *self, const Change *change, int result)
+{
+    if (result != 0 || !change->marked)
+        return result;
+    return unmark_over_capacity(self->cache) < 0 ? -1 : CHANGE_IN_PYTHON_THEN_MARK;
+}
+
 static int
 change_end(Change *change, int result)
 {
@@ -929,7 +941,8 @@ store_around(const Held *self, PyObject *key, PyObject *value)
     int result = change_begin(self, key, &change);
     if (result == LEAF_CACHED)  /* changed in the cache, as Tree.put changes the hint's leaf */
         return change_end(&change, hint_at_cached(self, &change) < 0 ? -1
-                                   : store_in_hint(self, key, value));
+                                   : in_cache_result(self, &change,
+                                                     store_in_hint(self, key, value)));
     if (result != 1)
         return change_end(&change, result);
     Decoded *leaf = &change.leaf;
@@ -966,7 +979,7 @@ delete_around(const Held *self, PyObject *key)
     int result = change_begin(self, key, &change);
     if (result == LEAF_CACHED)  /* changed in the cache, as Tree.pop changes the hint's leaf */
         return change_end(&change, hint_at_cached(self, &change) < 0 ? -1
-                                   : delete_in_hint(self, key));
+                                   : in_cache_result(self, &change, delete_in_hint(self, key)));
     if (result != 1)
         return change_end(&change, result);
     Decoded *leaf = &change.leaf;

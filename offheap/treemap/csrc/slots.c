@@ -116,6 +116,13 @@ mark_over_capacity(PyObject *cache)
     return field_set(&cache_over_set, cache, Py_True);
 }
 
+/* slots.h */
+int
+unmark_over_capacity(PyObject *cache)
+{
+    return field_set(&cache_over_set, cache, Py_False);
+}
+
 /* The reference path: self._lookup(key, dflt, stored). */
 static PyObject *
 slow_lookup(TreeSlots *self, PyObject *key, PyObject *dflt, int stored)
@@ -1126,33 +1133,57 @@ change_in_c(TreeSlots *self, PyObject **needed, PyObject *key, PyObject *value,
     return lock_give(release) < 0 ? -1 : done;
 }
 
+/* The map's _put_item(key, value), or _delete_item(key) for value NULL; with `then_mark`
+ * (CHANGE_IN_PYTHON_THEN_MARK) the cache is marked over capacity again afterwards, whatever the
+ * method's outcome, under the map's lock when the slots are still attached. 0, or -1 with an
+ * exception (the method's first). */
+static int
+python_change(TreeSlots *self, PyObject *key, PyObject *value, int then_mark)
+{
+    PyObject *args[] = {(PyObject *)self, key, value};
+    PyObject *done = PyObject_VectorcallMethod(value == NULL ? str_delete_item : str_put_item, args,
+                                               (value == NULL ? 2 : 3)
+                                               | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    int result = done == NULL ? -1 : 0;
+    Py_XDECREF(done);
+    if (!then_mark)
+        return result;
+    PyObject *type, *error, *trace;
+    PyErr_Fetch(&type, &error, &trace);
+    int marked = 0;
+    if (self->acquire != NULL) {  /* else detached meanwhile: the map is closed */
+        PyObject *release = take_lock(self);
+        marked = release == NULL ? -1 : self->cache == NULL ? 0 : mark_over_capacity(self->cache);
+        if (release != NULL && lock_give(release) < 0)
+            marked = -1;
+    }
+    if (type != NULL) {  /* the method's exception first */
+        if (marked < 0)
+            PyErr_Clear();
+        PyErr_Restore(type, error, trace);
+        return -1;
+    }
+    return marked < 0 ? -1 : result;
+}
+
 /* m[key] = value, and del m[key] (value NULL): in C when that is all it takes, else through the
  * map's _put_item / _delete_item. */
 static int
 slots_ass_subscript(TreeSlots *self, PyObject *key, PyObject *value)
 {
-    if (value == NULL) {
-        int deleted = change_in_c(self, &self->nodes, key, NULL, delete_in_c);
-        if (deleted != 0)
-            return deleted < 0 ? -1 : 0;
-        PyObject *args[] = {(PyObject *)self, key};
-        PyObject *done = PyObject_VectorcallMethod(str_delete_item, args,
-                                                   2 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
-        Py_XDECREF(done);
-        return done == NULL ? -1 : 0;
+    int changed = 0;
+    if (value == NULL)
+        changed = change_in_c(self, &self->nodes, key, NULL, delete_in_c);
+    else if (self->tree != NULL && is_scalar(self->stored_types, value)) {
+        changed = in_int64_range(value);
+        if (changed > 0)
+            changed = change_in_c(self, &self->tree, key, value, store_in_c);
     }
-    if (self->tree != NULL && is_scalar(self->stored_types, value)) {
-        int stored = in_int64_range(value);
-        if (stored > 0)
-            stored = change_in_c(self, &self->tree, key, value, store_in_c);
-        if (stored != 0)
-            return stored < 0 ? -1 : 0;
-    }
-    PyObject *args[] = {(PyObject *)self, key, value};
-    PyObject *done = PyObject_VectorcallMethod(str_put_item, args, 3 | PY_VECTORCALL_ARGUMENTS_OFFSET,
-                                               NULL);
-    Py_XDECREF(done);
-    return done == NULL ? -1 : 0;
+    if (changed < 0)
+        return -1;
+    if (changed != 0 && changed != CHANGE_IN_PYTHON_THEN_MARK)
+        return 0;
+    return python_change(self, key, value, changed == CHANGE_IN_PYTHON_THEN_MARK);
 }
 
 PyDoc_STRVAR(get_doc,

@@ -26,6 +26,16 @@ int over_capacity(PyObject *cache);
 /* NodeCache.over_capacity = True (a cache that took a leaf past its capacity, as NodeCache.leaf
  * marks it); 0, or -1 with an exception. */
 int mark_over_capacity(PyObject *cache);
+/* NodeCache.over_capacity = False; 0, or -1 with an exception. */
+int unmark_over_capacity(PyObject *cache);
+
+/* What a change in C (store_around, delete_around) returns, beside 1 done, 0 the Python method
+ * follows and -1 an error, when it read its leaf in past capacity (marking the cache over it)
+ * and then left the change to the Python method: the mark is off again, for the Python method
+ * not to trim first where the reference's would not (its own read comes after its trim), and
+ * the slot marks the cache again once the Python method returns, as the reference's read leaves
+ * it. */
+enum { CHANGE_IN_PYTHON_THEN_MARK = 3 };
 
 /* The least recently used of the cache's `leaves` (borrowed), its record id in *recid (a new
  * reference); NULL with *recid NULL when there is none or on an error (set). (slots.c) */
