@@ -247,6 +247,32 @@ def _cached_leaves(tree: TreeMap) -> list[tuple]:
             for recid, leaf in tree._tree.cache._leaves.items()]
 
 
+def _flush_check_and_close(compiled: TreeMap, reference: TreeMap, oracle: dict) -> None:
+    """Flush both maps and check them: consistent, holding the oracle's items, their pages the
+    same bytes; then close them."""
+    for tree in (compiled, reference):
+        tree.flush()
+        tree._check()
+        assert dict(tree.items()) == oracle
+    assert _pages(compiled) == _pages(reference)
+    for tree in (compiled, reference):
+        tree.close()
+
+
+def _read_bulk_loaded_pair(keys: list, read_every: int,
+                           **options) -> tuple[TreeMap, TreeMap, dict]:
+    """A compiled map and a reference map (``options``) of ``keys`` -> "" loaded by put_many,
+    then every ``read_every``-th key read, which fills their caches with clean leaves; and the
+    oracle."""
+    compiled, reference = (TreeMap(value="object", **options) for _ in range(2))
+    reference._detach_slots()
+    for tree in (compiled, reference):
+        tree.put_many(keys, [""] * len(keys))
+        for key in keys[::read_every]:
+            assert tree[key] == ""
+    return compiled, reference, dict.fromkeys(keys, "")
+
+
 @pytest.mark.parametrize("codec, key_type", [(None, "int64"), ("zlib", "int64"), (None, "str"),
                                              (None, "bytes")])
 def test_changes_past_a_cache_of_clean_leaves_cache_and_trim_as_the_reference(codec, key_type,
@@ -262,15 +288,9 @@ def test_changes_past_a_cache_of_clean_leaves_cache_and_trim_as_the_reference(co
     rng = random.Random(5)
     key_of = KEY_OF[key_type]
     keys = [key_of(k) for k in range(0, 60_000, 2)]
-    maps = [TreeMap(key=key_type, value="object", node_size=16, cache_bytes=1 << 19,
-                    compression=codec) for _ in range(2)]
-    compiled, reference = maps
-    reference._detach_slots()
-    oracle = dict.fromkeys(keys, "")
-    for tree in maps:
-        tree.put_many(keys, [""] * len(keys))
-        for key in keys[::7]:
-            assert tree[key] == ""
+    compiled, reference, oracle = _read_bulk_loaded_pair(
+        keys, 7, key=key_type, node_size=16, cache_bytes=1 << 19, compression=codec)
+    maps = [compiled, reference]
     assert not any(leaf.dirty for leaf in compiled._tree.cache._leaves.values())
     assert _cached_leaves(compiled) == _cached_leaves(reference)
     passed_capacity = evicted_dirty = 0
@@ -308,13 +328,7 @@ def test_changes_past_a_cache_of_clean_leaves_cache_and_trim_as_the_reference(co
         # leaves of str and bytes keys)
         changes = sum(python_trims[name] for name in ("set", "fill", "del"))
         assert changes < passed_capacity // 10
-    for tree in maps:
-        tree.flush()
-        tree._check()
-        assert dict(tree.items()) == oracle
-    assert _pages(compiled) == _pages(reference)
-    for tree in maps:
-        tree.close()
+    _flush_check_and_close(compiled, reference, oracle)
 
 
 @pytest.mark.parametrize("key_type", ["int64", "str"])
@@ -329,15 +343,9 @@ def test_a_change_left_to_python_after_a_read_past_capacity_trims_where_the_refe
     key_of = KEY_OF[key_type]
     rng = random.Random(1)
     keys = [key_of(k) for k in range(0, 20_000, 2)]
-    maps = [TreeMap(key=key_type, value="object", node_size=5, cache_bytes=1 << 17)
-            for _ in range(2)]
-    compiled, reference = maps
-    reference._detach_slots()
-    oracle = dict.fromkeys(keys, "")
-    for tree in maps:
-        tree.put_many(keys, [""] * len(keys))
-        for key in keys[::5]:
-            assert tree[key] == ""
+    compiled, reference, oracle = _read_bulk_loaded_pair(keys, 5, key=key_type, node_size=5,
+                                                         cache_bytes=1 << 17)
+    maps = [compiled, reference]
     caches = [tree._tree.cache for tree in maps]
     for _ in range(1500):
         at = rng.randrange(20_000)
@@ -350,10 +358,4 @@ def test_a_change_left_to_python_after_a_read_past_capacity_trims_where_the_refe
             _oracle_step(oracle, change, key)
             assert caches[0].over_capacity == caches[1].over_capacity
             assert _cache_order(compiled) == _cache_order(reference)
-    for tree in maps:
-        tree.flush()
-        tree._check()
-        assert dict(tree.items()) == oracle
-    assert _pages(compiled) == _pages(reference)
-    for tree in maps:
-        tree.close()
+    _flush_check_and_close(compiled, reference, oracle)
