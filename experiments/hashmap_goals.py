@@ -76,11 +76,15 @@ def scalar_timers(keys: list, misses: list, values: list, shuffled: list | None 
     """The scalar loops of the table, each a function of a filled map returning seconds;
     ``shuffled`` (the keys in another order) adds the get hit in another order."""
 
-    def get_hit(m):
-        started = time.perf_counter()
-        for k in keys:
-            m[k]
-        return time.perf_counter() - started
+    def get_hits(order: list):
+        def get_hit(m):
+            started = time.perf_counter()
+            for k in order:
+                m[k]
+            return time.perf_counter() - started
+        return get_hit
+
+    get_hit = get_hits(keys)
 
     def get_miss(m):
         started = time.perf_counter()
@@ -106,12 +110,6 @@ def scalar_timers(keys: list, misses: list, values: list, shuffled: list | None 
             m[k] = v
         return time.perf_counter() - started
 
-    def get_hit_shuffled(m):
-        started = time.perf_counter()
-        for k in shuffled:
-            m[k]
-        return time.perf_counter() - started
-
     def iterate(m):
         started = time.perf_counter()
         for _ in m.items():
@@ -121,7 +119,7 @@ def scalar_timers(keys: list, misses: list, values: list, shuffled: list | None 
     timers = {"get hit": get_hit, "get miss": get_miss, "in (hit)": in_hit, "in (miss)": in_miss,
               "set (overwrite)": overwrite, "get hit, random": get_hit, "iterate items": iterate}
     if shuffled is not None:
-        timers["get hit, random, another order"] = get_hit_shuffled
+        timers["get hit, random, another order"] = get_hits(shuffled)
     return timers
 
 

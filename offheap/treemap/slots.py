@@ -13,9 +13,9 @@ everything else;
 The contract with the map: ``_attach_slots(lock, descent, cache, key_type, scalar_types, fresh,
 tree, hint, node_size, stored_types, around)`` once the map is set up (``tree`` None: no store
 runs in C; ``stored_types``: the value types a store keeps as they are, an ``int`` only within
-int64, which the compiled slots check; ``around``: None, or the
-tree's NodeStore and the page kinds of its keys and values when a store into a leaf the cache
-does not hold may also run in C, as :meth:`~offheap.treemap.writearound.WriteAround.put`),
+int64, which the compiled slots check; ``around``: None, or the tree's NodeStore and the page
+kinds of its keys and values when a store into a leaf the cache does not hold may also run in C,
+as :meth:`~offheap.treemap.writearound.WriteAround.put`),
 ``_detach_slots()`` when it closes. The compiled slots run only while attached; the reference
 has nothing to attach, as its methods read the map's attributes at each call.
 """

@@ -137,9 +137,9 @@ def test_random_changes_to_a_bulk_loaded_map_build_the_reference_tree(key_type, 
     record ids and the cache's LRU order. Values of mixed types make the compiled codec decline
     some pages (the reference writes those), which must happen before any record is reserved;
     int64 values, int64's extremes among them, are stored in C as they are. With str and bytes
-    keys the changes of cached leaves (and of leaves read into the cache with room) run in C,
-    the changes around the cache in Python; their cache of 1 MiB has room for about a third of
-    the stores to run in C."""
+    keys the changes of cached leaves (and of leaves read into the cache) run in C, the changes
+    around the cache in Python; their cache of 1 MiB lets about a third of the stores run in
+    C."""
     rng = random.Random(11)
     key_of = KEY_OF[key_type]
     keys = [key_of(k) for k in range(0, 90_000, 3)]

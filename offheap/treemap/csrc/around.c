@@ -804,7 +804,7 @@ cache_walked_leaf(const Held *self, PyObject *recid, int past_capacity)
 
 /* Walk to the leaf of `key` (of the key type, an int in int64's range) as Tree.put and Tree.pop
  * do (descent_walk) and, when its change goes around the cache, decode it into `leaf` (int64
- * keys only: Decoded holds int64 words; without `int64_keys` that change is Python's): 1;
+ * keys only: Decoded holds int64 words; for str and bytes keys that change is Python's): 1;
  * LEAF_CACHED when the cache holds the leaf, or now holds it (cache_walked_leaf: read in as
  * NodeCache.leaf reads it for the reference's descent, with room, or past capacity and marked
  * so when the least recently used leaf is clean: then *marked is 1); 0 when none of these
@@ -812,7 +812,7 @@ cache_walked_leaf(const Held *self, PyObject *recid, int past_capacity)
  * them again), -1 with an exception. The caller closes `walk` and `leaf` either way. */
 static int
 around_open(const Held *self, PyObject *key, Walk *walk, PyObject **leaves, Decoded *leaf,
-            int int64_keys, int *marked)
+            int *marked)
 {
     int result = -1, status;
     int64_t recid;
@@ -833,7 +833,7 @@ around_open(const Held *self, PyObject *key, Walk *walk, PyObject **leaves, Deco
         *marked = status == 0;
         return cache_walked_leaf(self, walk->leaf, status == 0);
     }
-    if (!int64_keys)
+    if (self->key_kind != 0)
         return 0;
     result = decoded_read(self, walk->leaf, leaf);
     return result;
@@ -888,11 +888,9 @@ change_begin(const Held *self, PyObject *key, Change *change)
     change->leaves = NULL;
     change->marked = 0;
     decoded_init(&change->leaf);
-    int int64_keys = self->key_kind == 0;
-    if (int64_keys && !int64_key(self, key, &change->word))
+    if (self->key_kind == 0 && !int64_key(self, key, &change->word))
         return 0;
-    return around_open(self, key, &change->walk, &change->leaves, &change->leaf, int64_keys,
-                       &change->marked);
+    return around_open(self, key, &change->walk, &change->leaves, &change->leaf, &change->marked);
 }
 
 /* The change's leaf is cached: make it the most recently used and the hint's leaf, as

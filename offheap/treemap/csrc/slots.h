@@ -38,7 +38,8 @@ int unmark_over_capacity(PyObject *cache);
 enum { CHANGE_IN_PYTHON_THEN_MARK = 3 };
 
 /* The least recently used of the cache's `leaves` (borrowed), its record id in *recid (a new
- * reference); NULL with *recid NULL when there is none or on an error (set). (slots.c) */
+ * reference, or NULL when there is none); NULL when there is none or on an error (set; *recid
+ * may be set then, for the caller to release). (slots.c) */
 PyObject *oldest_leaf(PyObject *leaves, PyObject **recid);
 
 /* Write the dirty cached leaf `node` (record `recid`) as NodeStore.write writes it when the
