@@ -119,6 +119,16 @@ class Cursor:
         self.path, self.leaf, self.lo, self.hi = path, leaf, lo, hi
         return leaf
 
+    def holds(self, shape: TreeShape, key) -> bool:
+        """Whether the tree holds ``key``, read as :meth:`NodeCache.read_inner` and
+        :meth:`NodeCache.read_leaf` read: the cache (its nodes and LRU order) and this cursor
+        stay as they are. A store that keeps a present key asks before its descent."""
+        cache = self._cache
+        recid = _walk(cache.read_inner, shape.root, shape.height - 1, key)[3]
+        keys = cache.read_leaf(recid).keys
+        i = bisect_left(keys, key)
+        return i < len(keys) and keys[i] == key
+
     def descend_to_position(self, shape: TreeShape, index: int) -> tuple[Leaf, int]:
         """Move to the leaf that holds the entry at ``index`` (``0 <= index < entries``), as
         :meth:`descend` does; return the leaf and the entry's offset in it. O(height *

@@ -3,12 +3,16 @@
 
 A TreeSet keeps its elements as the keys of a TreeMap, its ``_tree``, whose values are all
 ``b""`` (:mod:`offheap.treemap.treeset`). :class:`SetSlots` is the reference: each operation is
-the tree's (``in``, ``len``, ``tree[x] = b""``, ``tree.pop(x, None)``, ``tree.pop(x)``), and
-``add`` and ``discard`` test membership first, as SortedSet does: an element already present is
-not stored again (its leaf stays clean, its page unwritten), an absent one costs a lookup, not a
-deletion's descent. Between the test and the change another thread may change the element; the
-store or removal that follows is idempotent, so each call still takes effect as one change. The
-compiled twin, ``offheap.treemap._pages.SetSlots`` (``offheap/treemap/csrc/setslots.c``), does
+the tree's (``in``, ``len``, a store, ``tree.pop(x, None)``, ``tree.pop(x)``).
+
+``add`` is one store that keeps a present key (the tree's ``_put_item(x, b"", keep=True)``): an
+element already present is not stored again (its leaf stays clean, its page unwritten), and an
+absent one costs one descent, not a lookup and then a store's. The descent is a store's either
+way: a present element's leaf may be read into the cache and the hint moved, as ``tree[x] = v``
+would. ``discard`` tests membership first, as SortedSet does: an absent element costs a lookup,
+not a deletion's descent. Between that test and the removal another thread may remove the
+element; the removal that follows is idempotent, so each call still takes effect as one change.
+The compiled twin, ``offheap.treemap._pages.SetSlots`` (``offheap/treemap/csrc/setslots.c``), does
 the same by C calls into the tree's compiled item slots, without a Python frame between;
 :data:`SetSlotsBase` is whichever :mod:`offheap.kernels.native` selects, the first base of
 :class:`~offheap.treemap.treeset.TreeSet`. Both hold the tree in the one slot ``_tree``, which the
@@ -46,8 +50,7 @@ class SetSlots:
 
     def add(self, element, /) -> None:
         """Add ``element`` (a TypeError if no element of the set's type can equal it)."""
-        if element not in self._tree:
-            self._tree[element] = NO_VALUE
+        self._tree._put_item(element, NO_VALUE, True)
 
     def discard(self, element, /) -> None:
         """Remove ``element`` if it is present."""

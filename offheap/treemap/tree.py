@@ -247,8 +247,11 @@ class Tree:
 
     # -- changes ------------------------------------------------------------------------------
 
-    def put(self, key, value) -> bool:
-        """Map ``key`` to ``value``; True if the key is new. A key above the hint leaf's last
+    def put(self, key, value, keep: bool = False) -> bool:
+        """Map ``key`` to ``value``; True if the key is new. With ``keep`` a key already present
+        keeps its value and nothing changes past the trim (a TreeSet's ``add``): the hint's leaf
+        is searched, else the tree as a lookup reads it (:meth:`Cursor.holds`), before the
+        store's descent. A key above the hint leaf's last
         is appended without a ``bisect`` (ascending inserts), and with the write cache an
         in-place change only marks the leaf and its path dirty, here rather than through
         :meth:`NodeWriter.commit_leaf` (the same effect, one call less per insert). After an
@@ -260,6 +263,8 @@ class Tree:
         leaf = hint.leaf
         if (leaf is None or (hint.lo is not None and key < hint.lo)
                 or (hint.hi is not None and key >= hint.hi)):
+            if keep and hint.holds(self.shape, key):
+                return False
             around = self.around
             leaf = hint.descend(self.shape, key, None if around is None else around.takes)
             if hint.leaf is None:  # not cached: written around the cache
@@ -278,8 +283,9 @@ class Tree:
         else:
             i = bisect_left(keys, key)
             if i < n and keys[i] == key:
-                leaf.values[i] = value
-                self.writer.commit_leaf(leaf, hint.path, 0)
+                if not keep:
+                    leaf.values[i] = value
+                    self.writer.commit_leaf(leaf, hint.path, 0)
                 return False
         if n >= self.node_size:
             path = hint.path

@@ -316,23 +316,30 @@ class TreeMap(TreeSlotsBase, StandaloneFileMap, SortedRangeAPI, DictAPI, Mutable
 
     # -- changes ------------------------------------------------------------------------------
 
-    def _put_item(self, key, value) -> None:
+    def _put_item(self, key, value, keep: bool = False) -> None:
         """``self[key] = value``: what the store slot (:mod:`offheap.treemap.slots`) does not
-        do in C itself, and all of it on the reference path."""
+        do in C itself, and all of it on the reference path. With ``keep`` (a TreeSet's
+        ``add``) a present key keeps its value and nothing is written; a key not exactly of the
+        key type (``True`` or ``1.0`` for ``1``) or a map under a ``limit`` budget is looked up
+        first, so an equal key present is no error and the budget counts only what is stored."""
         lock = self._lock
         lock.acquire()
         try:
             admit = self._admit
             if type(key) is not admit.key_type or (
                     admit.key_type is int and not INT64_MIN <= key <= INT64_MAX):
+                if keep and self._lookup(key, MISSING, True) is not MISSING:
+                    return
                 key = admit.key(key)
+            elif keep and self._budgeted and self._lookup(key, MISSING, True) is not MISSING:
+                return
             if not (admit.copies_values and type(value) in SCALAR_TYPES):
                 value = admit.value(value)  # PickleNotAllowedError before anything changes
             if self._closed:
                 raise ClosedError(_CLOSED)
             if self._budgeted:
                 self._tree.cache.admit(admit.held_bytes(key, value))
-            if self._tree.put(key, value) and self._timer is not None:
+            if self._tree.put(key, value, keep) and self._timer is not None:
                 self._timer.arm()
         finally:
             lock.release()

@@ -20,11 +20,12 @@ lookups), ``add_many`` a direct build into an empty set.
 
 The scalar operations ``x in s``, ``len(s)``, ``add``, ``discard`` and ``remove`` are the
 set's first base, :mod:`offheap.treemap.setslots` (compiled: C calls into the tree's item
-slots, no Python frame between); ``add`` and ``discard`` test membership first, as SortedSet
-does, so an element already present is not stored again and an absent one is not deleted.
+slots, no Python frame between); ``add`` is one store that keeps a present element (one
+descent either way; an element already present is not stored again), and ``discard`` tests
+membership first, as SortedSet does, so an absent element is not deleted.
 
-Thread safety: the tree's lock; each method is one atomic operation of the tree (``add`` and
-``discard``: a lookup, then an idempotent store or removal).
+Thread safety: the tree's lock; each method is one atomic operation of the tree (``discard``:
+a lookup, then an idempotent removal).
 """
 
 from __future__ import annotations

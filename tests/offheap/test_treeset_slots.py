@@ -12,11 +12,14 @@ cache, so that stores and deletes go through the cache, around it and through sp
 
 from __future__ import annotations
 
+import random
+
 import pytest
 from hypothesis import given, settings, strategies as st
 from sortedcontainers import SortedSet
 
-from offheap import TreeSet
+import offheap
+from offheap import TreeMap, TreeSet
 from offheap.errors import ClosedError
 from offheap.treemap import setslots
 
@@ -116,11 +119,92 @@ def test_slots_without_a_tree_raise_attribute_error(cls):
 def test_adding_a_present_element_or_discarding_an_absent_one_changes_nothing(cls):
     s = cls(range(0, 400, 2), **SMALL)
     s.flush()
-    pages, mods = _pages(s), s._tree._tree.mods
+    pages, mods, cached = _pages(s), s._tree._tree.mods, _cache_state(s)
     for element in range(0, 400, 2):
         s.add(element)
+    assert _cache_state(s) == cached  # no node read in, none moved in the LRU order
+    for element in range(0, 400, 2):
         s.discard(element + 1)
     assert s.stats().dirty_nodes == 0
     assert s._tree._tree.mods == mods
     s.flush()
     assert _pages(s) == pages
+
+
+def _cache_state(s: TreeSet) -> tuple:
+    """Every cached node in LRU order (a leaf with its keys and dirty flag), the mark of a cache
+    over capacity, the hint's leaf and the tree's mods: what an add changes besides the pages."""
+    tree = s._tree._tree
+    cache = tree.cache
+    leaves = [(recid, list(leaf.keys), leaf.dirty) for recid, leaf in cache._leaves.items()]
+    hint = tree.hint.leaf
+    return (leaves, list(cache._inner), cache.over_capacity,
+            None if hint is None else hint.recid, tree.mods)
+
+
+@pytest.mark.parametrize("cache_bytes, in_c", [(1 << 16, False), (1 << 18, True)],
+                         ids=["inner-nodes-not-all-cached", "in-c"])
+def test_an_add_is_one_store_that_keeps_a_present_element_as_the_reference(cache_bytes, in_c,
+                                                                          monkeypatch):
+    """Adds of present and absent elements, and discards, into a bulk-loaded set whose cache
+    first holds clean leaves read in and then the dirty leaves of the adds: the compiled add
+    (one store that keeps a present key, in C: one walk, whose LRU moves wait until the leaf is
+    known not to hold the element) leaves the cache, its order, the hint, the mods and, flushed,
+    the pages and their places as the reference's (the tree's Python
+    ``_put_item(x, b"", keep=True)``), with the present elements' leaves clean. A cache too
+    small for the inner nodes sends most adds to that Python method (with ``keep``)."""
+    rng = random.Random(11)
+    elements = list(range(0, 80_000, 4))
+    sets = ours, reference = TreeSet(node_size=16, cache_bytes=cache_bytes), \
+        ReferenceTreeSet(node_size=16, cache_bytes=cache_bytes)
+    python_puts = [0]
+    put_item = TreeMap._put_item
+
+    def counted_put_item(tree, key, value, keep=False):
+        python_puts[0] += tree is ours._tree
+        return put_item(tree, key, value, keep)
+
+    monkeypatch.setattr(TreeMap, "_put_item", counted_put_item)
+    for s in sets:
+        s.add_many(elements)
+        for element in elements[::9]:
+            assert element in s
+    oracle = SortedSet(elements)
+    assert _cache_state(ours) == _cache_state(reference)
+    for step in range(3_000):
+        element = rng.randrange(0, 80_000)
+        op = "discard" if step % 10 == 9 else "add"
+        for s in sets:
+            getattr(s, op)(element)
+        getattr(oracle, op)(element)
+        assert _cache_state(ours) == _cache_state(reference), (step, op, element)
+    if offheap.compiled:
+        assert python_puts[0] < 300 if in_c else python_puts[0] > 1_000
+    for s in sets:
+        s.flush()
+        s._check()
+        assert list(s) == list(oracle)
+    assert _pages(ours) == _pages(reference)
+    stores = [s._tree._tree.nodes.store for s in sets]
+    assert stores[0]._addr.tolist() == stores[1]._addr.tolist()
+
+
+@pytest.mark.parametrize("cls", [TreeSet, ReferenceTreeSet])
+def test_an_equal_element_of_another_type_or_under_a_limit_is_kept_as_present(cls):
+    """``add(True)`` or ``add(1.0)`` with 1 present is no error and no change, as in a set; under
+    a ``limit`` a present element's add counts nothing against the unwritten budget."""
+    s = cls([1, 2, 3], **SMALL)
+    s.add(True)
+    s.add(1.0)
+    assert list(s) == [1, 2, 3]
+    with pytest.raises(TypeError, match="int64 keys, not float"):
+        s.add(4.0)
+    limited = cls(range(100), limit=1 << 22)
+    limited.flush()
+    cache = limited._tree._tree.cache
+    unwritten = cache.unwritten_bytes
+    for element in range(100):
+        limited.add(element)
+    assert cache.unwritten_bytes == unwritten and limited.stats().dirty_nodes == 0
+    limited.add(100)
+    assert cache.unwritten_bytes > unwritten and 100 in limited

@@ -784,7 +784,7 @@ done:
 
 /* -- the entry points ------------------------------------------------------------------------- */
 
-enum { LEAF_CACHED = 2 };
+enum { LEAF_CACHED = 2, KEY_KEPT = 4 };
 
 /* Read leaf `recid` into the cache as Tree.put's and Tree.pop's descent reads it
  * (NodeCache.leaf): LEAF_CACHED, or -1 with an exception. `past_capacity`: the cache's leaves
@@ -802,31 +802,73 @@ cache_walked_leaf(const Held *self, PyObject *recid, int past_capacity)
     return loaded == NULL ? -1 : LEAF_CACHED;
 }
 
+/* For a store that keeps a present key (Held.keep_present), after the walk that left the LRU
+ * order as it was: whether the walked leaf holds `key`, as Cursor.holds reads it (the cached
+ * leaf where the cache holds it, `cached`, else its page decoded into `leaf`, int64 keys only,
+ * without caching it). KEY_KEPT when it does (nothing changed); else the walk's inner nodes
+ * become the most recently used, as the store's descent leaves them, and 1 (`leaf` decoded
+ * when it was read). 0 when the Python path must read the leaf (str or bytes keys of a leaf
+ * not cached, a page the reference reads), -1 with an exception. */
+static int
+kept_present(const Held *self, PyObject *key, const Walk *walk, PyObject *leaves, int cached,
+             Decoded *leaf)
+{
+    int present;
+    if (cached) {
+        PyObject *node = PyDict_GetItemWithError(leaves, walk->leaf);  /* borrowed */
+        present = node != NULL ? leaf_holds_key(node, key)
+            : PyErr_Occurred() ? -1 : page_corrupt("a cached TreeMap leaf left the cache");
+    }
+    else if (self->key_kind != 0)
+        return 0;
+    else {
+        Py_ssize_t at;
+        int64_t word = PyLong_AsLongLong(key);  /* an int in int64's range: change_begin's */
+        int status = decoded_read(self, walk->leaf, leaf);
+        if (status != 1)
+            return status;
+        present = decoded_find(leaf, word, &at);
+    }
+    if (present != 0)
+        return present < 0 ? -1 : KEY_KEPT;
+    return descent_walk_touch(self->descent, walk->steps, walk->n) < 0 ? -1 : 1;
+}
+
 /* Walk to the leaf of `key` (of the key type, an int in int64's range) as Tree.put and Tree.pop
  * do (descent_walk) and, when its change goes around the cache, decode it into `leaf` (int64
  * keys only: Decoded holds int64 words; for str and bytes keys that change is Python's): 1;
  * LEAF_CACHED when the cache holds the leaf, or now holds it (cache_walked_leaf: read in as
  * NodeCache.leaf reads it for the reference's descent, with room, or past capacity and marked
- * so when the least recently used leaf is clean: then *marked is 1); 0 when none of these
- * (nothing changed but the walked inner nodes' LRU places, which the Python path's walk gives
- * them again), -1 with an exception. The caller closes `walk` and `leaf` either way. */
+ * so when the least recently used leaf is clean: then *marked is 1); KEY_KEPT when the store
+ * keeps a present key and the leaf holds it (kept_present: nothing changed); 0 when none of
+ * these (nothing changed but the walked inner nodes' LRU places, which the Python path's walk
+ * gives them again), -1 with an exception. The caller closes `walk` and `leaf` either way. */
 static int
 around_open(const Held *self, PyObject *key, Walk *walk, PyObject **leaves, Decoded *leaf,
             int *marked)
 {
-    int result = -1, status;
+    int status, decoded = 0;
     int64_t recid;
     if ((status = over_capacity(self->cache)) != 0)  /* the Python path trims first */
         return status < 0 ? -1 : 0;
-    if ((status = descent_walk(self->descent, key, walk->steps, &walk->n, &recid)) != 1)
+    if ((status = descent_walk(self->descent, key, walk->steps, &walk->n, &recid,
+                               !self->keep_present)) != 1)
         return status;
     *leaves = Py_NewRef(descent_leaves(self->descent));  /* set: the walk checked the Descent */
     if (walk->n == 0)  /* a single leaf: the root, which stays cached */
         return 0;
     if ((walk->leaf = PyLong_FromLongLong(recid)) == NULL)
         return -1;
-    if ((status = PyDict_Contains(*leaves, walk->leaf)) != 0)
-        return status < 0 ? -1 : LEAF_CACHED;
+    int cached = PyDict_Contains(*leaves, walk->leaf);
+    if (cached < 0)
+        return -1;
+    if (self->keep_present) {
+        if ((status = kept_present(self, key, walk, *leaves, cached, leaf)) != 1)
+            return status;
+        decoded = !cached;
+    }
+    if (cached)
+        return LEAF_CACHED;
     if ((status = goes_around(self, *leaves)) < 0)
         return -1;
     if (status != 1) {
@@ -835,8 +877,7 @@ around_open(const Held *self, PyObject *key, Walk *walk, PyObject **leaves, Deco
     }
     if (self->key_kind != 0)
         return 0;
-    result = decoded_read(self, walk->leaf, leaf);
-    return result;
+    return decoded ? 1 : decoded_read(self, walk->leaf, leaf);
 }
 
 /* Store the whole of `leaf` as its record, then make the hint name no leaf: 1, 0 when the codec
@@ -878,8 +919,8 @@ typedef struct {
 
 /* Begin the change of `key`, of the key type (around_open; an int key in int64's range): 1 when
  * it goes around the cache (int64 keys only: a change of str or bytes keys around the cache is
- * the Python path's), LEAF_CACHED when its leaf is cached, 0 neither, -1 with an exception;
- * change_end follows either way. */
+ * the Python path's), LEAF_CACHED when its leaf is cached, KEY_KEPT when a store that keeps a
+ * present key found it, 0 none of these, -1 with an exception; change_end follows either way. */
 static int
 change_begin(const Held *self, PyObject *key, Change *change)
 {
@@ -937,6 +978,8 @@ store_around(const Held *self, PyObject *key, PyObject *value)
 {
     Change change;
     int result = change_begin(self, key, &change);
+    if (result == KEY_KEPT)
+        return change_end(&change, 1);
     if (result == LEAF_CACHED)  /* changed in the cache, as Tree.put changes the hint's leaf */
         return change_end(&change, hint_at_cached(self, &change) < 0 ? -1
                                    : in_cache_result(self, &change,

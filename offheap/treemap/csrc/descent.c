@@ -774,9 +774,31 @@ descent_lookup(PyObject *descent, PyObject *key, PyObject *dflt)
     return get_in(self, self->root, self->height, key, dflt);
 }
 
+/* Make inner node `recid` the most recently used, as NodeCache.inner does: 0, or -1 with an
+ * exception. */
+static int
+touch_inner(Descent *self, int64_t recid)
+{
+    PyObject *id = PyLong_FromLongLong(recid);
+    PyObject *moved = id == NULL ? NULL : PyObject_CallOneArg(self->move_inner, id);
+    Py_XDECREF(id);
+    Py_XDECREF(moved);
+    return moved == NULL ? -1 : 0;
+}
+
+/* pages.h */
+int
+descent_walk_touch(PyObject *descent, const WalkStep *steps, Py_ssize_t n)
+{
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (touch_inner((Descent *)descent, steps[i].recid) < 0)
+            return -1;
+    return 0;
+}
+
 int
 descent_walk(PyObject *descent, PyObject *key, WalkStep *steps, Py_ssize_t *n_steps,
-             int64_t *leaf)
+             int64_t *leaf, int touch)
 {
     Descent *self = (Descent *)descent;
     Key checked;
@@ -796,7 +818,7 @@ descent_walk(PyObject *descent, PyObject *key, WalkStep *steps, Py_ssize_t *n_st
         }
         if (cached == 1 && inner_open(self, recid, &level) == 0) {
             /* as NodeCache.inner: the node is now the most recently used */
-            moved = PyObject_CallOneArg(self->move_inner, id);
+            moved = touch ? PyObject_CallOneArg(self->move_inner, id) : Py_NewRef(Py_None);
             Py_ssize_t child = moved == NULL ? -1 : form_bisect(self, level.form, &checked);
             if (child >= 0) {
                 steps[n].node = Py_NewRef(level.form->node);

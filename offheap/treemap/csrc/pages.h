@@ -269,14 +269,19 @@ typedef struct {
 
 /* The walk of a change (Cursor.descend's inner levels, as walk below and _walk do) by the
  * Descent's compact forms, from the root of the shape it was last given: the (Inner, child)
- * steps (room for MAX_HEIGHT) and the leaf's record id; each inner node becomes the most
- * recently used in the cache, as NodeCache.inner leaves it. `key` is an exact key of the tree's
- * kind (an int in int64's range for int64 trees). 1; 0 when an inner node on the way is not
- * cached (loading it may put the cache over capacity, which the reference trims before its
- * walk: the caller leaves the change to it), -1 with an exception; no step is held unless 1.
+ * steps (room for MAX_HEIGHT) and the leaf's record id; with `touch` each inner node becomes
+ * the most recently used in the cache as it is walked, as NodeCache.inner leaves it, else the
+ * LRU order is left as it is and descent_walk_touch does the same later (a walk that may end in
+ * no change: a TreeSet's add of a present element). `key` is an exact key of the tree's kind (an
+ * int in int64's range for int64 trees). 1; 0 when an inner node on the way is not cached
+ * (loading it may put the cache over capacity, which the reference trims before its walk: the
+ * caller leaves the change to it), -1 with an exception; no step is held unless 1.
  * walk_steps_clear drops the first `n` steps' references. (descent.c) */
 int descent_walk(PyObject *descent, PyObject *key, WalkStep *steps, Py_ssize_t *n_steps,
-                 int64_t *leaf);
+                 int64_t *leaf, int touch);
+/* Make the inner nodes of a walk's `n` steps the most recently used, in order: 0, or -1 with an
+ * exception. */
+int descent_walk_touch(PyObject *descent, const WalkStep *steps, Py_ssize_t n);
 void walk_steps_clear(WalkStep *steps, Py_ssize_t n);
 /* The Descent's form of inner node `recid` after a structural change edited the node: as
  * form_table_set_separator and form_table_insert_child (forms.c) say, or dropped. (descent.c) */

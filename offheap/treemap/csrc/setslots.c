@@ -5,12 +5,13 @@
  * Why a base type. A TreeSet keeps its elements as the keys of a TreeMap (its `_tree`) whose
  * values are all b"". A Python-level method costs a frame and two attribute loads before it
  * reaches the tree's own compiled slots (slots.c); here each operation is C calls into those
- * slots: `x in s` is the tree's sq_contains, remove its deletion; add and discard first test
- * membership, as SortedSet does, and store b"" (mp_ass_subscript) or delete only when that
- * changes the set: an element already present is not stored again (which would dirty its leaf
- * and write its page), an absent one is not looked for by a deletion (the tree's Python path).
- * A KeyError from the deletion of a discard (another thread removed the element in between) ends
- * it quietly. Everything else is the tree's: its lock, its fast paths and the Python methods they
+ * slots: `x in s` is the tree's sq_contains, remove its deletion; add is one store of b"" that
+ * keeps a present key (slots_put_absent: an element already present is not stored again, which
+ * would dirty its leaf and write its page; the descent is the store's, one for both cases);
+ * discard first tests membership, as SortedSet does, and deletes only when the element is
+ * there, so an absent one is not looked for by a deletion (the tree's Python path). A KeyError
+ * from the deletion of a discard (another thread removed the element in between) ends it
+ * quietly. Everything else is the tree's: its lock, its fast paths and the Python methods they
  * fall back to, so the answers and the errors are the reference's.
  *
  * Ownership: `_tree` is a strong reference, set once by the TreeSet (a member, as the reference's
@@ -18,7 +19,7 @@
  * in use. Unset, every operation raises the AttributeError the reference's `self._tree` raises.
  * Thread safety: the tree's.
  */
-#include "pages.h"
+#include "slots.h"
 
 #include <structmember.h>
 
@@ -73,8 +74,7 @@ set_add(SetSlots *self, PyObject *element)
     PyObject *tree = set_tree(self);
     if (tree == NULL)
         return NULL;
-    int found = PySequence_Contains(tree, element);
-    int stored = found == 0 ? PyObject_SetItem(tree, element, no_value) : found;
+    int stored = slots_put_absent(tree, element, no_value);
     Py_DECREF(tree);
     if (stored < 0)
         return NULL;

@@ -37,6 +37,8 @@
  */
 #include "slots.h"
 
+static PyTypeObject slots_type;
+
 typedef struct {
     PyObject_HEAD
     PyObject *acquire;      /* the lock's bound acquire(), or NULL while detached */
@@ -69,6 +71,7 @@ hold(const TreeSlots *slots, Held *held)
     held->node_size = slots->node_size;
     held->key_kind = slots->key_kind;
     held->value_kind = slots->value_kind;
+    held->keep_present = 0;
 }
 
 static void
@@ -845,6 +848,20 @@ done:
     return result;
 }
 
+/* slots.h */
+int
+leaf_holds_key(PyObject *leaf, PyObject *key)
+{
+    PyObject *keys, *values;
+    if (leaf_lists(leaf, &keys, &values) < 0)
+        return -1;
+    Py_ssize_t at;
+    int found = find_key(keys, key, &at);
+    Py_DECREF(keys);
+    Py_DECREF(values);
+    return found;
+}
+
 /* The hint's leaf and its keys and values lists (new references, checked to agree): 1, 0 when
  * the hint names no leaf (nothing set), -1 with an exception (nothing set). */
 static int
@@ -888,6 +905,10 @@ store_in_hint(const Held *self, PyObject *key, PyObject *value)
     int found = find_key(keys, key, &low);
     if (found < 0)
         goto done;
+    if (found && self->keep_present) {  /* kept as it is */
+        result = 1;
+        goto done;
+    }
     if (found) {  /* an overwrite */
         if (PyList_SetItem(values, low, Py_NewRef(value)) < 0
                 || field_set(&leaf_dirty, leaf, Py_True) < 0)
@@ -1108,13 +1129,13 @@ delete_in_c(const Held *held, PyObject *key, PyObject *Py_UNUSED(value))
     return trim < 0 ? -1 : delete_around(held, key);
 }
 
-/* Run `change` (store_in_c or delete_in_c) under the map's lock with what it uses held, when the
- * slots are attached for it (`needed`: the Tree, or the NodeStore, is there once the lock is
- * taken) and the key is of the key type and in range: 1 done, 0 the Python method follows, -1
- * with an exception. */
+/* Run `change` (store_in_c or delete_in_c) under the map's lock with what it uses held (and
+ * `keep_present`, Held's), when the slots are attached for it (`needed`: the Tree, or the
+ * NodeStore, is there once the lock is taken) and the key is of the key type and in range: 1
+ * done, 0 the Python method follows, -1 with an exception. */
 static int
 change_in_c(TreeSlots *self, PyObject **needed, PyObject *key, PyObject *value,
-            int (*change)(const Held *, PyObject *, PyObject *))
+            int (*change)(const Held *, PyObject *, PyObject *), int keep_present)
 {
     int in_range = *needed != NULL && (PyObject *)Py_TYPE(key) == self->key_type
         ? in_int64_range(key) : 0;
@@ -1127,23 +1148,24 @@ change_in_c(TreeSlots *self, PyObject **needed, PyObject *key, PyObject *value,
     if (*needed != NULL) {  /* still attached once the lock was taken */
         Held held;
         hold(self, &held);
+        held.keep_present = keep_present;
         done = change(&held, key, value);
         unhold(&held);
     }
     return lock_give(release) < 0 ? -1 : done;
 }
 
-/* The map's _put_item(key, value), or _delete_item(key) for value NULL; with `then_mark`
- * (CHANGE_IN_PYTHON_THEN_MARK) the cache is marked over capacity again afterwards, whatever the
- * method's outcome, under the map's lock when the slots are still attached. 0, or -1 with an
- * exception (the method's first). */
+/* The map's _put_item(key, value) (_put_item(key, value, True) with `keep_present`), or
+ * _delete_item(key) for value NULL; with `then_mark` (CHANGE_IN_PYTHON_THEN_MARK) the cache is
+ * marked over capacity again afterwards, whatever the method's outcome, under the map's lock
+ * when the slots are still attached. 0, or -1 with an exception (the method's first). */
 static int
-python_change(TreeSlots *self, PyObject *key, PyObject *value, int then_mark)
+python_change(TreeSlots *self, PyObject *key, PyObject *value, int then_mark, int keep_present)
 {
-    PyObject *args[] = {(PyObject *)self, key, value};
+    PyObject *args[] = {(PyObject *)self, key, value, Py_True};
+    size_t nargs = value == NULL ? 2 : keep_present ? 4 : 3;
     PyObject *done = PyObject_VectorcallMethod(value == NULL ? str_delete_item : str_put_item, args,
-                                               (value == NULL ? 2 : 3)
-                                               | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+                                               nargs | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
     int result = done == NULL ? -1 : 0;
     Py_XDECREF(done);
     if (!then_mark)
@@ -1166,24 +1188,43 @@ python_change(TreeSlots *self, PyObject *key, PyObject *value, int then_mark)
     return marked < 0 ? -1 : result;
 }
 
-/* m[key] = value, and del m[key] (value NULL): in C when that is all it takes, else through the
- * map's _put_item / _delete_item. */
+/* m[key] = value (with `keep_present`, unless key is present), and del m[key] (value NULL): in
+ * C when that is all it takes, else through the map's _put_item / _delete_item. */
 static int
-slots_ass_subscript(TreeSlots *self, PyObject *key, PyObject *value)
+change_item(TreeSlots *self, PyObject *key, PyObject *value, int keep_present)
 {
     int changed = 0;
     if (value == NULL)
-        changed = change_in_c(self, &self->nodes, key, NULL, delete_in_c);
+        changed = change_in_c(self, &self->nodes, key, NULL, delete_in_c, 0);
     else if (self->tree != NULL && is_scalar(self->stored_types, value)) {
         changed = in_int64_range(value);
         if (changed > 0)
-            changed = change_in_c(self, &self->tree, key, value, store_in_c);
+            changed = change_in_c(self, &self->tree, key, value, store_in_c, keep_present);
     }
     if (changed < 0)
         return -1;
     if (changed != 0 && changed != CHANGE_IN_PYTHON_THEN_MARK)
         return 0;
-    return python_change(self, key, value, changed == CHANGE_IN_PYTHON_THEN_MARK);
+    return python_change(self, key, value, changed == CHANGE_IN_PYTHON_THEN_MARK, keep_present);
+}
+
+static int
+slots_ass_subscript(TreeSlots *self, PyObject *key, PyObject *value)
+{
+    return change_item(self, key, value, 0);
+}
+
+/* slots.h */
+int
+slots_put_absent(PyObject *map, PyObject *key, PyObject *value)
+{
+    if (PyObject_TypeCheck(map, &slots_type))
+        return change_item((TreeSlots *)map, key, value, 1);
+    PyObject *args[] = {map, key, value, Py_True};
+    PyObject *done = PyObject_VectorcallMethod(str_put_item, args,
+                                               4 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    Py_XDECREF(done);
+    return done == NULL ? -1 : 0;
 }
 
 PyDoc_STRVAR(get_doc,

@@ -18,6 +18,7 @@ typedef struct {
     PyObject *store;        /* that NodeStore's RecordStore, or NULL */
     Py_ssize_t node_size;
     int key_kind, value_kind;
+    int keep_present;       /* a store of a key already present changes nothing (TreeSet.add) */
 } Held;
 
 /* NodeCache.over_capacity (a __slots__ member, read by its offset): 1, 0, or -1 with an
@@ -92,6 +93,9 @@ void nodelists_close(NodeLists *lists);
  * `leaf` (new references), checked to agree: 0, or -1 with an exception (neither set).
  * (slots.c) */
 int leaf_lists(PyObject *leaf, PyObject **keys, PyObject **values);
+/* Whether the cached Leaf `leaf` holds `key` (of the key type; an int in int64's range for
+ * int64 keys): 1, 0, or -1 with an exception. (slots.c) */
+int leaf_holds_key(PyObject *leaf, PyObject *key);
 /* The int64 value of the int `item`, a key of a node of an int64 tree, in *word: 0, or -1 with
  * an exception (CorruptionError for anything else). (slots.c) */
 int key_word(PyObject *item, int64_t *word);
@@ -124,5 +128,10 @@ PyObject *reserve_records(PyObject *nodes, Py_ssize_t count);
 int store_around(const Held *held, PyObject *key, PyObject *value);
 int delete_around(const Held *held, PyObject *key);
 int init_around(void);
+
+/* tree[key] = value unless `key` is present (the map's _put_item(key, value, keep=True), a
+ * TreeSet's add), `map` a TreeMap on the compiled item slots: in C when m[key] = value would
+ * be, else through that method. 0, or -1 with an exception. (slots.c) */
+int slots_put_absent(PyObject *map, PyObject *key, PyObject *value);
 
 #endif
