@@ -35,8 +35,8 @@ from offheap.hashmap.longhashset import LongHashSet
 from offheap.hashmap.reader import HashReader, HashSetReader
 from offheap.store.records import RecordStore
 from offheap.treemap.reader import TreeReader
-from offheap.treemap.treemap import TreeMap
-from offheap.treemap.treeset import TreeSet, TreeSetReader
+from offheap.treemap.treemap import NEW_MAP_DEFAULTS, TreeMap
+from offheap.treemap.treeset import NEW_SET_DEFAULTS, TreeSet, TreeSetReader
 from offheap.treemap.meta import standalone_meta_recid as tree_meta_recid
 from offheap.treemap.nodecache import DEFAULT_CACHE_BYTES
 
@@ -111,7 +111,7 @@ def _hash_in_store(store: RecordStore, options: dict[str, Any], meta_recid: int 
 
 TREE_MAP = CollectionKind(
     name="tree_map", collection=TreeMap, reader=TreeReader,
-    defaults=MappingProxyType(dict(key="int64", value="object", node_size=32, compression=None,
+    defaults=MappingProxyType(dict(NEW_MAP_DEFAULTS, compression=None,
                                    write_cache=True, flush_delay=None,
                                    cache_bytes=DEFAULT_CACHE_BYTES, cache_size=None)),
     fixed=("key", "value", "node_size"), in_store=_tree_in_store,
@@ -143,7 +143,8 @@ def _tree_set_region_bytes(treeset: TreeSet) -> int:
 
 TREE_SET = CollectionKind(
     name="tree_set", collection=TreeSet, reader=TreeSetReader,
-    defaults=MappingProxyType(dict(key="int64", node_size=32, compression=None,
+    defaults=MappingProxyType(dict(key="int64", node_size=NEW_SET_DEFAULTS["node_size"],
+                                   compression=None,
                                    write_cache=True, flush_delay=None,
                                    cache_bytes=DEFAULT_CACHE_BYTES, cache_size=None)),
     fixed=("key", "node_size"), in_store=_tree_set_in_store,

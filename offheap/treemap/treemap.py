@@ -32,7 +32,9 @@ from __future__ import annotations
 import os
 import threading
 from bisect import bisect_left
-from collections.abc import Iterator, MutableMapping
+from collections.abc import Iterator, Mapping, MutableMapping
+from types import MappingProxyType
+from typing import Any
 
 import numpy as np
 
@@ -123,22 +125,32 @@ class TreeMap(TreeSlotsBase, StandaloneFileMap, SortedRangeAPI, DictAPI, Mutable
         options = dict(key=key, value=value, node_size=node_size, compression=compression,
                        write_cache=write_cache, flush_delay=flush_delay, cache_bytes=cache_bytes,
                        cache_size=cache_size)
+        self._build(options, NEW_MAP_DEFAULTS, limit=limit, path=path, durability=durability,
+                    verify=verify, recover=recover, create=create, allow_pickle=allow_pickle)
+        self.update(data, **entries)
+
+    def _build(self, options: dict, new_defaults: Mapping[str, Any], *, limit: ByteLimit, path,
+               durability: str, verify: bool, recover: bool, create: bool,
+               allow_pickle: bool) -> None:
+        """Set up the map of ``options`` (the constructor's; a fixed option None: the file's, or
+        ``new_defaults``' for a new map), in memory or in the file at ``path``; the other
+        arguments are the constructor's. A TreeSet builds its tree here with its own defaults."""
         if path is None:
             store = RecordStore(Arena.anonymous(limit_bytes=limit))
             self._setup(store, owns_store=True, meta_recid=None, allow_pickle=True,
-                        **with_stored_options(options))
+                        **with_stored_options(options, new_defaults))
         else:
             store = RecordStore.file(path, limit_bytes=limit, durability=durability,
                                      verify=verify, recover=recover, create=create)
-            self._open_file(store, options, allow_pickle)
-        self.update(data, **entries)
+            self._open_file(store, options, new_defaults, allow_pickle)
 
-    def _open_file(self, store: RecordStore, options: dict, allow_pickle: bool) -> None:
+    def _open_file(self, store: RecordStore, options: dict, new_defaults: Mapping[str, Any],
+                   allow_pickle: bool) -> None:
         """Set up on the store of a map's own file: the map it holds, or a new empty one."""
         try:
             meta_recid = standalone_meta_recid(store.root) if store.root else None
             self._setup(store, owns_store=True, meta_recid=meta_recid, allow_pickle=allow_pickle,
-                        **with_stored_options(options, store, meta_recid))
+                        **with_stored_options(options, new_defaults, store, meta_recid))
             if meta_recid is None:
                 store.root = standalone_root(self._meta_recid)
                 self.commit()  # a new file holds an empty TreeMap from its first moment on disk
@@ -162,7 +174,8 @@ class TreeMap(TreeSlotsBase, StandaloneFileMap, SortedRangeAPI, DictAPI, Mutable
             meta_recid = standalone_meta_recid(store.root)
             given = dict(key=key, value=value, node_size=options.pop("node_size", None))
             tree._setup(store, owns_store=True, meta_recid=meta_recid, lock=lock,
-                        allow_pickle=allow_pickle, **with_stored_options(given, store, meta_recid),
+                        allow_pickle=allow_pickle,
+                        **with_stored_options(given, NEW_MAP_DEFAULTS, store, meta_recid),
                         **options)
             return tree
 
@@ -744,15 +757,17 @@ class TreeMap(TreeSlotsBase, StandaloneFileMap, SortedRangeAPI, DictAPI, Mutable
         self._tree.install(meta)
 
 
-_FIXED_DEFAULTS = dict(key="int64", value="object", node_size=32)
+NEW_MAP_DEFAULTS: Mapping[str, Any] = MappingProxyType(dict(key="int64", value="object",
+                                                             node_size=32))
+"""The fixed options of a new TreeMap given none (a TreeSet's tree has its own)."""
 
 
-def with_stored_options(options: dict, store: RecordStore | None = None,
-                        meta_recid: int | None = None) -> dict:
+def with_stored_options(options: dict, new_defaults: Mapping[str, Any],
+                        store: RecordStore | None = None, meta_recid: int | None = None) -> dict:
     """``options`` with each fixed option given as None (``key``, ``value``, ``node_size``)
     filled in: from the tree whose metadata is record ``meta_recid`` of ``store`` (a file's, so
-    that ``TreeMap(path=...)`` alone reopens it), else the default of a new map. A fixed option
-    given explicitly is kept; ``_load_meta`` then checks it against the file's."""
+    that ``TreeMap(path=...)`` alone reopens it), else from ``new_defaults`` (a new map). A
+    fixed option given explicitly is kept; ``_load_meta`` then checks it against the file's."""
     missing = [name for name in FIXED_OPTIONS if options.get(name) is None]
     stored: dict = {}
     if missing and store is not None and meta_recid is not None:
@@ -763,4 +778,4 @@ def with_stored_options(options: dict, store: RecordStore | None = None,
         if meta is not None:
             meta.check_fixed()
             stored = meta.fixed_options
-    return {**options, **{name: stored.get(name, _FIXED_DEFAULTS[name]) for name in missing}}
+    return {**options, **{name: stored.get(name, new_defaults[name]) for name in missing}}

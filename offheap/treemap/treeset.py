@@ -31,7 +31,8 @@ a lookup, then an idempotent removal).
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator, MutableSet
+from collections.abc import Iterable, Iterator, Mapping, MutableSet
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -45,11 +46,18 @@ from offheap.store.serializers import Serializer, get_serializer
 from offheap.treemap.nodecache import DEFAULT_CACHE_BYTES
 from offheap.treemap.setslots import NO_VALUE, SetSlotsBase
 from offheap.treemap.stats import TreeStats
-from offheap.treemap.treemap import TreeMap
+from offheap.treemap.treemap import NEW_MAP_DEFAULTS, TreeMap
 
 _ABSENT = object()
 TREE_SET_VALUE = "bytes"
 """The value type of a TreeSet's tree (module docstring)."""
+
+NEW_SET_DEFAULTS: Mapping[str, Any] = MappingProxyType(dict(NEW_MAP_DEFAULTS, node_size=64))
+"""The fixed options of a new TreeSet given none: leaves of 64 elements, where a TreeMap's
+hold 32 entries. A set's leaf has no values to decode, copy or encode, and at 1M random int64
+elements 64 made ``add`` of a new element 8-14% faster than 32 (with fewer splits and a tree
+one level lower), ``irange`` faster, ``in`` no slower and the pages 4% smaller, at the cost of
+some 6% on adding a present element (docs/sets.md)."""
 
 
 class TreeSet(SetSlotsBase, SetAPI, MutableSet):
@@ -58,7 +66,9 @@ class TreeSet(SetSlotsBase, SetAPI, MutableSet):
 
     ``TreeSet(elements, /, *, key="int64", node_size=None, compression=None, write_cache=True,
     flush_delay=None, cache_bytes=8 << 20, cache_size=None, limit=None, path=None,
-    durability="commit", verify=True, recover=False)``: the options are TreeMap's; with
+    durability="commit", verify=True, recover=False)``: the options are TreeMap's, but
+    ``node_size`` None is 64 for a new set (:data:`NEW_SET_DEFAULTS`), the file's for one that
+    exists; with
     ``path`` the set lives in that file, with TreeMap's durability rules, and
     ``TreeSet(path=...)`` alone reopens it.
     Iteration is in sorted order. An element that no element can equal (``"a" in s`` for int64
@@ -72,12 +82,13 @@ class TreeSet(SetSlotsBase, SetAPI, MutableSet):
                  durability: str = "commit", readonly: bool = False, verify: bool = True,
                  recover: bool = False, create: bool = True) -> None:
         StandaloneFileMap._refuse_readonly(self, readonly)  # type: ignore[arg-type]  # its name only
-        self._tree = TreeMap(key=key, value=TREE_SET_VALUE, node_size=node_size,
-                             compression=compression, write_cache=write_cache,
-                             flush_delay=flush_delay, cache_bytes=cache_bytes,
-                             cache_size=cache_size, limit=limit,
-                             path=path, durability=durability, readonly=readonly, verify=verify,
-                             recover=recover, create=create)
+        tree = TreeMap.__new__(TreeMap)
+        tree._build(dict(key=key, value=TREE_SET_VALUE, node_size=node_size,
+                         compression=compression, write_cache=write_cache,
+                         flush_delay=flush_delay, cache_bytes=cache_bytes, cache_size=cache_size),
+                    NEW_SET_DEFAULTS, limit=limit, path=path, durability=durability,
+                    verify=verify, recover=recover, create=create, allow_pickle=False)
+        self._tree = tree
         self.update(elements)
 
     @classmethod

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from offheap import LongHashMap, TreeMap
+from offheap import DB, LongHashMap, TreeMap, TreeSet
 
 
 def test_a_tree_file_reopens_with_its_path_alone(tmp_path):
@@ -49,3 +49,25 @@ def test_a_hash_map_file_reopens_with_its_path_alone(tmp_path):
     with LongHashMap(path=tmp_path / "new.offheap", allow_pickle=True) as m:
         m[1] = ["any", "object"]
         assert m[1] == ["any", "object"]
+
+
+def test_a_new_tree_set_has_leaves_of_64_and_an_existing_one_keeps_its_own(tmp_path):
+    """A TreeSet's own default (``NEW_SET_DEFAULTS``) applies to a new set only: in memory, in a
+    new file, in a DB; a set file made with another node size reopens with it, from its path
+    alone, as does its reader."""
+    path = tmp_path / "set.offheap"
+    with TreeSet([3, 1, 2], path=path, node_size=32) as made:
+        assert made.options["node_size"] == 32
+    with TreeSet(path=path) as reopened:
+        assert reopened.options["node_size"] == 32 and list(reopened) == [1, 2, 3]
+    reader = TreeSet.reader(path)
+    assert list(reader) == [1, 2, 3]
+    reader.close()
+    with pytest.raises(ValueError, match="created with node_size=32"):
+        TreeSet(path=path, node_size=64)
+    with DB.memory() as db:
+        new_sets = [TreeSet(), TreeSet(path=tmp_path / "new.offheap"), db.tree_set("s")]
+        assert [s.options["node_size"] for s in new_sets] == [64, 64, 64]
+        assert db.tree_map("m").options["node_size"] == 32
+        new_sets[1].close()
+    assert TreeSet(node_size=8).options["node_size"] == 8

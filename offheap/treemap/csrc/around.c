@@ -81,6 +81,7 @@ typedef struct {
     Py_ssize_t count;
     uint8_t *page;         /* the page as it was: small_page, or PyMem */
     Py_ssize_t size;
+    Py_ssize_t values_at;  /* where the page's value column begins */
     uint64_t small_keys[SMALL_WORDS];
     uint8_t small_page[SMALL_PAGE];
 } Decoded;
@@ -106,11 +107,11 @@ decoded_close(Decoded *leaf)
     leaf->page = NULL;
 }
 
-/* Copy and decode the raw leaf page of record `recid` (borrowed) into `leaf`: 1, 0 when the
- * reference must read it (a compressed page, an empty one, a declined value column), -1 with an
- * exception. */
+/* Copy the raw leaf page of record `recid` (borrowed) into `leaf` and decode its keys, not yet
+ * its values (decoded_values): 1, 0 when the reference must read it (a compressed page, an
+ * empty one), -1 with an exception. */
 static int
-decoded_read(const Held *self, PyObject *recid, Decoded *leaf)
+decoded_keys(const Held *self, PyObject *recid, Decoded *leaf)
 {
     leaf->recid = recid;
     int status = copy_record_page(self->store, NULL, recid, leaf->small_page, SMALL_PAGE,
@@ -133,11 +134,30 @@ decoded_read(const Held *self, PyObject *recid, Decoded *leaf)
     }
     if (read_int64_key_words(&reader, leaf->count, leaf->keys) < 0)
         return -1;
+    leaf->values_at = reader.pos;
+    return 1;
+}
+
+/* Decode the values of the leaf decoded_keys read: 1, 0 when the reference must (a declined
+ * value column), -1 with an exception. */
+static int
+decoded_values(const Held *self, Decoded *leaf)
+{
+    PageReader reader = {leaf->page, leaf->size, leaf->values_at};
     leaf->values = read_values(&reader, leaf->count, self->value_kind,
                                leaf->keys + leaf->count + 1);
     if (leaf->values == NULL)
         return -1;
     return leaf->values != Py_None;
+}
+
+/* Copy and decode the raw leaf page of record `recid` (borrowed) into `leaf`, keys and values:
+ * 1, 0 when the reference must read it, -1 with an exception. */
+static int
+decoded_read(const Held *self, PyObject *recid, Decoded *leaf)
+{
+    int status = decoded_keys(self, recid, leaf);
+    return status == 1 ? decoded_values(self, leaf) : status;
 }
 
 /* The entries of the cached Leaf `node` of record `recid` (borrowed) into `leaf`, as if decoded
@@ -804,11 +824,11 @@ cache_walked_leaf(const Held *self, PyObject *recid, int past_capacity)
 
 /* For a store that keeps a present key (Held.keep_present), after the walk that left the LRU
  * order as it was: whether the walked leaf holds `key`, as Cursor.holds reads it (the cached
- * leaf where the cache holds it, `cached`, else its page decoded into `leaf`, int64 keys only,
- * without caching it). KEY_KEPT when it does (nothing changed); else the walk's inner nodes
- * become the most recently used, as the store's descent leaves them, and 1 (`leaf` decoded
- * when it was read). 0 when the Python path must read the leaf (str or bytes keys of a leaf
- * not cached, a page the reference reads), -1 with an exception. */
+ * leaf where the cache holds it, `cached`, else the keys of its page decoded into `leaf`, int64
+ * keys only, without caching it). KEY_KEPT when it does (nothing changed); else the walk's
+ * inner nodes become the most recently used, as the store's descent leaves them, and 1 (`leaf`
+ * decoded, values too, when it was read). 0 when the Python path must read the leaf (str or
+ * bytes keys of a leaf not cached, a page the reference reads), -1 with an exception. */
 static int
 kept_present(const Held *self, PyObject *key, const Walk *walk, PyObject *leaves, int cached,
              Decoded *leaf)
@@ -824,10 +844,12 @@ kept_present(const Held *self, PyObject *key, const Walk *walk, PyObject *leaves
     else {
         Py_ssize_t at;
         int64_t word = PyLong_AsLongLong(key);  /* an int in int64's range: change_begin's */
-        int status = decoded_read(self, walk->leaf, leaf);
+        int status = decoded_keys(self, walk->leaf, leaf);
         if (status != 1)
             return status;
         present = decoded_find(leaf, word, &at);
+        if (present == 0 && (status = decoded_values(self, leaf)) != 1)
+            return status;
     }
     if (present != 0)
         return present < 0 ? -1 : KEY_KEPT;
