@@ -774,6 +774,19 @@ descent_lookup(PyObject *descent, PyObject *key, PyObject *dflt)
     return get_in(self, self->root, self->height, key, dflt);
 }
 
+/* Whether inner node `recid` is cached: its form is made (no int object needed), or it is in
+ * the cache's dict. 1, 0, or -1 with an exception. */
+static int
+inner_cached(Descent *self, int64_t recid)
+{
+    if (form_table_find(&self->forms, recid) != NULL)
+        return 1;
+    PyObject *id = PyLong_FromLongLong(recid);
+    int cached = id == NULL ? -1 : PyDict_Contains(self->inner_nodes, id);
+    Py_XDECREF(id);
+    return cached;
+}
+
 /* Make inner node `recid` the most recently used, as NodeCache.inner does: 0, or -1 with an
  * exception. */
 static int
@@ -808,34 +821,27 @@ descent_walk(PyObject *descent, PyObject *key, WalkStep *steps, Py_ssize_t *n_st
     Py_ssize_t n = 0;
     for (; n < self->height - 1; n++) {
         Level level = {NULL, 0};
-        PyObject *id = PyLong_FromLongLong(recid), *moved = NULL;
-        int cached = id == NULL ? -1 : form_table_find(&self->forms, recid) != NULL ? 1
-            : PyDict_Contains(self->inner_nodes, id);
+        int cached = inner_cached(self, recid);
         if (cached == 0) {  /* loading it may fill the cache: the reference's walk does that */
-            Py_DECREF(id);
             walk_steps_clear(steps, n);
             return 0;
         }
-        if (cached == 1 && inner_open(self, recid, &level) == 0) {
-            /* as NodeCache.inner: the node is now the most recently used */
-            moved = touch ? PyObject_CallOneArg(self->move_inner, id) : Py_NewRef(Py_None);
-            Py_ssize_t child = moved == NULL ? -1 : form_bisect(self, level.form, &checked);
-            if (child >= 0) {
-                steps[n].node = Py_NewRef(level.form->node);
-                steps[n].recid = recid;
-                steps[n].child = child;
-                recid = level.form->children[child];
-            }
-            else
-                Py_CLEAR(moved);
+        Py_ssize_t child = -1;
+        /* with `touch`, as NodeCache.inner: the node is now the most recently used */
+        if (cached == 1 && inner_open(self, recid, &level) == 0
+                && (!touch || touch_inner(self, recid) == 0))
+            child = form_bisect(self, level.form, &checked);
+        if (child >= 0) {
+            steps[n].node = Py_NewRef(level.form->node);
+            steps[n].recid = recid;
+            steps[n].child = child;
+            recid = level.form->children[child];
         }
-        Py_XDECREF(id);
         level_clear(&level);
-        if (moved == NULL) {
+        if (child < 0) {
             walk_steps_clear(steps, n);
             return -1;
         }
-        Py_DECREF(moved);
     }
     *n_steps = n;
     *leaf = recid;
