@@ -7,9 +7,10 @@ the tree's (``in``, ``len``, a store, ``tree.pop(x, None)``, ``tree.pop(x)``).
 
 ``add`` is one store that keeps a present key (the tree's ``_put_item(x, b"", keep=True)``): an
 element already present is not stored again (its leaf stays clean, its page unwritten), and an
-absent one costs one descent, not a lookup and then a store's. The descent is a store's either
-way: a present element's leaf may be read into the cache and the hint moved, as ``tree[x] = v``
-would. ``discard`` tests membership first, as SortedSet does: an absent element costs a lookup,
+absent one costs one descent, not a lookup and then a store's. Past the trim that begins every
+store, adding a present element changes nothing: the tree looks for it as a lookup does (no node
+cached or moved, the hint kept) before the store's descent (:meth:`Tree.put
+<offheap.treemap.tree.Tree.put>` with ``keep``). ``discard`` tests membership first, as SortedSet does: an absent element costs a lookup,
 not a deletion's descent. Between that test and the removal another thread may remove the
 element; the removal that follows is idempotent, so each call still takes effect as one change.
 The compiled twin, ``offheap.treemap._pages.SetSlots`` (``offheap/treemap/csrc/setslots.c``), does

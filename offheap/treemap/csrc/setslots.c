@@ -7,7 +7,8 @@
  * reaches the tree's own compiled slots (slots.c); here each operation is C calls into those
  * slots: `x in s` is the tree's sq_contains, remove its deletion; add is one store of b"" that
  * keeps a present key (slots_put_absent: an element already present is not stored again, which
- * would dirty its leaf and write its page; the descent is the store's, one for both cases);
+ * would dirty its leaf and write its page, and one walk serves both cases, its LRU moves held
+ * until the element is known absent: around.c's kept_present);
  * discard first tests membership, as SortedSet does, and deletes only when the element is
  * there, so an absent one is not looked for by a deletion (the tree's Python path). A KeyError
  * from the deletion of a discard (another thread removed the element in between) ends it
