@@ -260,11 +260,12 @@ def measure(large: int, ops: int, *, repeat: int, random_fill: int = 0,
             row = best.setdefault(name, {})
             for goal, seconds in cells.items():
                 row[goal] = min(seconds, row.get(goal, seconds))
-    sizes = {"sequential, node 32, write cache": bytes_per_entry(large, "sequential")}
+    sizes = {"sequential, node 32, write cache": bytes_per_entry(large, "sequential",
+                                                                 node_size=32)}
     if random_fill:
         progress(f"TreeMap bytes/entry: {random_fill:,} random keys one by one")
         sizes[f"random ({random_fill:,}), node 32, write cache"] = bytes_per_entry(
-            random_fill, "random")
+            random_fill, "random", node_size=32)
     return {"seconds_per_op": best, "bytes_per_entry": sizes}
 
 
