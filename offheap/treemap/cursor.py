@@ -98,14 +98,16 @@ class Cursor:
         """Name no leaf any more (the next lookup descends)."""
         self.leaf = None
 
-    def descend(self, shape: TreeShape, key, around: Callable[[int], bool] | None = None) -> Leaf:
+    def descend(self, shape: TreeShape, key, around: Callable[[int], bool] | None = None,
+                read: Leaf | None = None) -> Leaf:
         """Move to the leaf whose range holds ``key``, caching the nodes on the way and recording
         the path; return the leaf.
 
         ``around`` (a change's descent): when it says so for the leaf's record id, the leaf is
         decoded for the change alone and not cached (the change writes it around the cache,
         :mod:`offheap.treemap.writearound`); the cursor then records the path but names no
-        leaf, which is how the caller tells the two apart."""
+        leaf, which is how the caller tells the two apart. ``read``: the leaf :meth:`peek` just
+        gave for ``key`` (nothing changed since), used instead of decoding it again."""
         cache = self._cache
         if _compiled_pages is not None:
             path, lo, hi, recid = _compiled_pages.walk(cache._inner, cache.inner, shape.root,
@@ -114,20 +116,19 @@ class Cursor:
             path, lo, hi, recid = _walk(cache.inner, shape.root, shape.height - 1, key)
         if around is not None and around(recid):
             self.path, self.leaf = path, None
-            return cache.read_leaf(recid)
-        leaf = cache.leaf(recid)
+            return read if read is not None else cache.read_leaf(recid)
+        leaf = cache.leaf(recid, read)
         self.path, self.leaf, self.lo, self.hi = path, leaf, lo, hi
         return leaf
 
-    def holds(self, shape: TreeShape, key) -> bool:
-        """Whether the tree holds ``key``, read as :meth:`NodeCache.read_inner` and
+    def peek(self, shape: TreeShape, key) -> Leaf:
+        """The leaf whose range holds ``key``, read as :meth:`NodeCache.read_inner` and
         :meth:`NodeCache.read_leaf` read: the cache (its nodes and LRU order) and this cursor
-        stay as they are. A store that keeps a present key asks before its descent."""
+        stay as they are. A store that keeps a present key looks there before its descent, and
+        hands the leaf on to it (:meth:`descend`'s ``read``). The cached leaf where the cache
+        holds it, else one decoded for the caller alone."""
         cache = self._cache
-        recid = _walk(cache.read_inner, shape.root, shape.height - 1, key)[3]
-        keys = cache.read_leaf(recid).keys
-        i = bisect_left(keys, key)
-        return i < len(keys) and keys[i] == key
+        return cache.read_leaf(_walk(cache.read_inner, shape.root, shape.height - 1, key)[3])
 
     def descend_to_position(self, shape: TreeShape, index: int) -> tuple[Leaf, int]:
         """Move to the leaf that holds the entry at ``index`` (``0 <= index < entries``), as

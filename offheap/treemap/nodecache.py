@@ -219,11 +219,13 @@ class NodeCache:
             self._inner.move_to_end(recid)
         return node
 
-    def leaf(self, recid: int) -> Leaf:
-        """The leaf ``recid``, decoded from the store if it is not cached; now most recent."""
+    def leaf(self, recid: int, read: Leaf | None = None) -> Leaf:
+        """The leaf ``recid``, decoded from the store if it is not cached (or ``read``, the
+        caller's decode of it that nothing else holds, :meth:`read_leaf`'s); now most recent."""
         node = self._leaves.get(recid)
         if node is None:
-            node = self._leaves[recid] = _as_leaf(self._load(recid), recid)
+            node = self._leaves[recid] = read if read is not None else _as_leaf(self._load(recid),
+                                                                                 recid)
             if self._over():
                 self.over_capacity = True
         else:

@@ -250,8 +250,8 @@ class Tree:
     def put(self, key, value, keep: bool = False) -> bool:
         """Map ``key`` to ``value``; True if the key is new. With ``keep`` a key already present
         keeps its value and nothing changes past the trim (a TreeSet's ``add``): the hint's leaf
-        is searched, else the tree as a lookup reads it (:meth:`Cursor.holds`), before the
-        store's descent. A key above the hint leaf's last
+        is searched, else the leaf a read that changes nothing finds (:meth:`Cursor.peek`,
+        handed on to the store's descent), before the store's descent. A key above the hint leaf's last
         is appended without a ``bisect`` (ascending inserts), and with the write cache an
         in-place change only marks the leaf and its path dirty, here rather than through
         :meth:`NodeWriter.commit_leaf` (the same effect, one call less per insert). After an
@@ -263,10 +263,14 @@ class Tree:
         leaf = hint.leaf
         if (leaf is None or (hint.lo is not None and key < hint.lo)
                 or (hint.hi is not None and key >= hint.hi)):
-            if keep and hint.holds(self.shape, key):
-                return False
+            read = None
+            if keep:
+                read = hint.peek(self.shape, key)
+                i = bisect_left(read.keys, key)
+                if i < len(read.keys) and read.keys[i] == key:
+                    return False
             around = self.around
-            leaf = hint.descend(self.shape, key, None if around is None else around.takes)
+            leaf = hint.descend(self.shape, key, None if around is None else around.takes, read)
             if hint.leaf is None:  # not cached: written around the cache
                 assert around is not None
                 shape, added = around.put(self.shape, hint.path, leaf, key, value)

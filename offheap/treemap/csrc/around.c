@@ -823,12 +823,13 @@ cache_walked_leaf(const Held *self, PyObject *recid, int past_capacity)
 }
 
 /* For a store that keeps a present key (Held.keep_present), after the walk that left the LRU
- * order as it was: whether the walked leaf holds `key`, as Cursor.holds reads it (the cached
- * leaf where the cache holds it, `cached`, else the keys of its page decoded into `leaf`, int64
- * keys only, without caching it). KEY_KEPT when it does (nothing changed); else the walk's
- * inner nodes become the most recently used, as the store's descent leaves them, and 1 (`leaf`
- * decoded, values too, when it was read). 0 when the Python path must read the leaf (str or
- * bytes keys of a leaf not cached, a page the reference reads), -1 with an exception. */
+ * order as it was: whether the walked leaf holds `key`, as the reference reads it (Cursor.peek:
+ * the cached leaf where the cache holds it, `cached`, else its page; here the keys of the page,
+ * int64 keys only, decoded into `leaf` without caching it). KEY_KEPT when it does (nothing
+ * changed); else the walk's inner nodes become the most recently used, as the store's descent
+ * leaves them, and 1 (`leaf` decoded, values too, when it was read). 0 when the Python path
+ * must read the leaf (str or bytes keys of a leaf not cached, a page the reference reads), -1
+ * with an exception. */
 static int
 kept_present(const Held *self, PyObject *key, const Walk *walk, PyObject *leaves, int cached,
              Decoded *leaf)
