@@ -250,8 +250,8 @@ class Tree:
     def put(self, key, value, keep: bool = False) -> bool:
         """Map ``key`` to ``value``; True if the key is new. With ``keep`` a key already present
         keeps its value and nothing changes past the trim (a TreeSet's ``add``): the hint's leaf
-        is searched, else the leaf a read that changes nothing finds (:meth:`Cursor.peek`,
-        handed on to the store's descent), before the store's descent. A key above the hint leaf's last
+        is searched, else the leaf a read that changes nothing finds (:meth:`Cursor.peek`, whose
+        leaf the store's descent then takes). A key above the hint leaf's last
         is appended without a ``bisect`` (ascending inserts), and with the write cache an
         in-place change only marks the leaf and its path dirty, here rather than through
         :meth:`NodeWriter.commit_leaf` (the same effect, one call less per insert). After an

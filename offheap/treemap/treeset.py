@@ -67,9 +67,8 @@ class TreeSet(SetSlotsBase, SetAPI, MutableSet):
     ``TreeSet(elements, /, *, key="int64", node_size=None, compression=None, write_cache=True,
     flush_delay=None, cache_bytes=8 << 20, cache_size=None, limit=None, path=None,
     durability="commit", verify=True, recover=False)``: the options are TreeMap's, but
-    ``node_size`` None is 64 for a new set (:data:`NEW_SET_DEFAULTS`), the file's for one that
-    exists; with
-    ``path`` the set lives in that file, with TreeMap's durability rules, and
+    ``node_size`` None is 64 for a new set (:data:`NEW_SET_DEFAULTS`) and the file's for one
+    that exists. With ``path`` the set lives in that file, with TreeMap's durability rules, and
     ``TreeSet(path=...)`` alone reopens it.
     Iteration is in sorted order. An element that no element can equal (``"a" in s`` for int64
     elements) is a miss; adding one is a TypeError.
