@@ -142,9 +142,11 @@ def _cache_state(s: TreeSet) -> tuple:
             None if hint is None else hint.recid, tree.mods)
 
 
-@pytest.mark.parametrize("cache_bytes, in_c", [(1 << 16, False), (1 << 18, True)],
-                         ids=["inner-nodes-not-all-cached", "in-c"])
-def test_an_add_is_one_store_that_keeps_a_present_element_as_the_reference(cache_bytes, in_c,
+@pytest.mark.parametrize("key, cache_bytes, in_c", [
+    ("int64", 1 << 16, False), ("int64", 1 << 18, True), ("str", 1 << 16, False),
+    ("str", 1 << 22, True)], ids=["int64-inner-nodes-not-all-cached", "int64-in-c",
+                                  "str-inner-nodes-not-all-cached", "str-leaves-cached-in-c"])
+def test_an_add_is_one_store_that_keeps_a_present_element_as_the_reference(key, cache_bytes, in_c,
                                                                           monkeypatch):
     """Adds of present and absent elements, and discards, into a bulk-loaded set whose cache
     first holds clean leaves read in and then the dirty leaves of the adds: the compiled add
@@ -152,11 +154,14 @@ def test_an_add_is_one_store_that_keeps_a_present_element_as_the_reference(cache
     known not to hold the element) leaves the cache, its order, the hint, the mods and, flushed,
     the pages and their places as the reference's (the tree's Python
     ``_put_item(x, b"", keep=True)``), with the present elements' leaves clean. A cache too
-    small for the inner nodes sends most adds to that Python method (with ``keep``)."""
+    small for the inner nodes sends most adds to that Python method (with ``keep``); with str
+    keys the adds of leaves the cache does not hold are Python's too, so their C case is a cache
+    that holds every leaf."""
     rng = random.Random(11)
-    elements = list(range(0, 80_000, 4))
-    sets = ours, reference = TreeSet(node_size=16, cache_bytes=cache_bytes), \
-        ReferenceTreeSet(node_size=16, cache_bytes=cache_bytes)
+    element_of = (lambda k: k) if key == "int64" else (lambda k: f"e{k:06d}")
+    elements = [element_of(k) for k in range(0, 80_000, 4)]
+    sets = ours, reference = TreeSet(key=key, node_size=16, cache_bytes=cache_bytes), \
+        ReferenceTreeSet(key=key, node_size=16, cache_bytes=cache_bytes)
     python_puts = [0]
     put_item = TreeMap._put_item
 
@@ -172,14 +177,14 @@ def test_an_add_is_one_store_that_keeps_a_present_element_as_the_reference(cache
     oracle = SortedSet(elements)
     assert _cache_state(ours) == _cache_state(reference)
     for step in range(3_000):
-        element = rng.randrange(0, 80_000)
+        element = element_of(rng.randrange(0, 80_000))
         op = "discard" if step % 10 == 9 else "add"
         for s in sets:
             getattr(s, op)(element)
         getattr(oracle, op)(element)
         assert _cache_state(ours) == _cache_state(reference), (step, op, element)
-    if offheap.compiled:
-        assert python_puts[0] < 300 if in_c else python_puts[0] > 1_000
+    if offheap.compiled:  # of some 2,700 adds: most in C, or most in Python
+        assert python_puts[0] < 500 if in_c else python_puts[0] > 1_000
     for s in sets:
         s.flush()
         s._check()
