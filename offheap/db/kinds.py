@@ -36,7 +36,7 @@ from offheap.hashmap.reader import HashReader, HashSetReader
 from offheap.store.records import RecordStore
 from offheap.treemap.reader import TreeReader
 from offheap.treemap.treemap import NEW_MAP_DEFAULTS, TreeMap
-from offheap.treemap.treeset import NEW_SET_DEFAULTS, TreeSet, TreeSetReader
+from offheap.treemap.treeset import TreeSet, TreeSetReader, new_set_defaults
 from offheap.treemap.meta import standalone_meta_recid as tree_meta_recid
 from offheap.treemap.nodecache import DEFAULT_CACHE_BYTES
 
@@ -64,6 +64,9 @@ class CollectionKind(Generic[CollectionT, ReaderT]):
     another store, with ``source``'s entries in its most compact form."""
     region_bytes: Callable[[CollectionT], int]
     """Bytes the collection keeps in arena regions of its own rather than in store records."""
+    derived_defaults: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None
+    """Defaults that depend on other options (a TreeSet's node size on its key): given the
+    merged options, the values of those not given."""
 
     @property
     def class_name(self) -> str:
@@ -79,6 +82,9 @@ class CollectionKind(Generic[CollectionT, ReaderT]):
         """The catalog options of a new collection: every default, overridden by ``options``,
         with a serializer given as an object kept by its name."""
         merged = {**self.defaults, **options}
+        if self.derived_defaults is not None:
+            merged.update({name: value for name, value in self.derived_defaults(merged).items()
+                           if name not in options})
         if "value" in merged and not isinstance(merged["value"], str):
             merged["value"] = merged["value"].name
         return merged
@@ -143,13 +149,14 @@ def _tree_set_region_bytes(treeset: TreeSet) -> int:
 
 TREE_SET = CollectionKind(
     name="tree_set", collection=TreeSet, reader=TreeSetReader,
-    defaults=MappingProxyType(dict(key="int64", node_size=NEW_SET_DEFAULTS["node_size"],
+    defaults=MappingProxyType(dict(key="int64", node_size=new_set_defaults(None)["node_size"],
                                    compression=None,
                                    write_cache=True, flush_delay=None,
                                    cache_bytes=DEFAULT_CACHE_BYTES, cache_size=None)),
     fixed=("key", "node_size"), in_store=_tree_set_in_store,
     standalone_meta_recid=tree_meta_recid, copy_compacted=TreeSet._copy_compacted,
-    region_bytes=_tree_set_region_bytes)
+    region_bytes=_tree_set_region_bytes,
+    derived_defaults=lambda merged: {"node_size": new_set_defaults(merged["key"])["node_size"]})
 
 HASH_SET = CollectionKind(
     name="hash_set", collection=LongHashSet, reader=HashSetReader,

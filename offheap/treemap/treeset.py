@@ -52,12 +52,23 @@ _ABSENT = object()
 TREE_SET_VALUE = "bytes"
 """The value type of a TreeSet's tree (module docstring)."""
 
-NEW_SET_DEFAULTS: Mapping[str, Any] = MappingProxyType(dict(NEW_MAP_DEFAULTS, node_size=64))
-"""The fixed options of a new TreeSet given none: leaves of 64 elements, where a TreeMap's
-hold 32 entries. A set's leaf has no values to decode, copy or encode, and at 1M random int64
+INT64_SET_NODE_SIZE = 64
+"""The node size of a new TreeSet of int64 elements given none, where a TreeMap's leaves hold
+32 entries. A set's leaf has no values to decode, copy or encode, and at 1M random int64
 elements 64 made ``add`` of a new element 8-14% faster than 32 (with fewer splits and a tree
 one level lower), ``irange`` faster, ``in`` no slower and the pages 4% smaller, at the cost of
-some 6% on adding a present element (docs/sets.md)."""
+some 6% on adding a present element. str and bytes elements keep 32: their leaves are searched
+as key objects, and at 64 ``in`` took twice as long (docs/sets.md)."""
+
+
+_INT64_SET_DEFAULTS: Mapping[str, Any] = MappingProxyType(dict(NEW_MAP_DEFAULTS,
+                                                                node_size=INT64_SET_NODE_SIZE))
+
+
+def new_set_defaults(key: str | None) -> Mapping[str, Any]:
+    """The fixed options a new TreeSet of ``key`` elements (None: int64) takes when not given:
+    TreeMap's, with :data:`INT64_SET_NODE_SIZE` for int64 elements."""
+    return _INT64_SET_DEFAULTS if key is None or key == "int64" else NEW_MAP_DEFAULTS
 
 
 class TreeSet(SetSlotsBase, SetAPI, MutableSet):
@@ -67,8 +78,8 @@ class TreeSet(SetSlotsBase, SetAPI, MutableSet):
     ``TreeSet(elements, /, *, key="int64", node_size=None, compression=None, write_cache=True,
     flush_delay=None, cache_bytes=8 << 20, cache_size=None, limit=None, path=None,
     durability="commit", verify=True, recover=False)``: the options are TreeMap's, but
-    ``node_size`` None is 64 for a new set (:data:`NEW_SET_DEFAULTS`) and the file's for one
-    that exists. With ``path`` the set lives in that file, with TreeMap's durability rules, and
+    ``node_size`` None is the file's for a set that exists, else 64 for int64 elements
+    (:data:`INT64_SET_NODE_SIZE`) and 32 for str and bytes. With ``path`` the set lives in that file, with TreeMap's durability rules, and
     ``TreeSet(path=...)`` alone reopens it.
     Iteration is in sorted order. An element that no element can equal (``"a" in s`` for int64
     elements) is a miss; adding one is a TypeError.
@@ -85,7 +96,7 @@ class TreeSet(SetSlotsBase, SetAPI, MutableSet):
         tree._build(dict(key=key, value=TREE_SET_VALUE, node_size=node_size,
                          compression=compression, write_cache=write_cache,
                          flush_delay=flush_delay, cache_bytes=cache_bytes, cache_size=cache_size),
-                    NEW_SET_DEFAULTS, limit=limit, path=path, durability=durability,
+                    new_set_defaults(key), limit=limit, path=path, durability=durability,
                     verify=verify, recover=recover, create=create, allow_pickle=False)
         self._tree = tree
         self.update(elements)

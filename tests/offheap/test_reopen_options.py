@@ -51,10 +51,11 @@ def test_a_hash_map_file_reopens_with_its_path_alone(tmp_path):
         assert m[1] == ["any", "object"]
 
 
-def test_a_new_tree_set_has_leaves_of_64_and_an_existing_one_keeps_its_own(tmp_path):
-    """A TreeSet's own default (``NEW_SET_DEFAULTS``) applies to a new set only: in memory, in a
-    new file, in a DB; a set file made with another node size reopens with it, from its path
-    alone, as does its reader."""
+def test_a_new_int64_tree_set_has_leaves_of_64_and_an_existing_one_keeps_its_own(tmp_path):
+    """A TreeSet's own default node size (``INT64_SET_NODE_SIZE`` for int64 elements, TreeMap's
+    32 for str and bytes) applies to a new set only: in memory, in a new file, in a DB; a set
+    file made with another node size reopens with it, from its path alone, as does its
+    reader."""
     path = tmp_path / "set.offheap"
     with TreeSet([3, 1, 2], path=path, node_size=32) as made:
         assert made.options["node_size"] == 32
@@ -66,8 +67,10 @@ def test_a_new_tree_set_has_leaves_of_64_and_an_existing_one_keeps_its_own(tmp_p
     with pytest.raises(ValueError, match="created with node_size=32"):
         TreeSet(path=path, node_size=64)
     with DB.memory() as db:
-        new_sets = [TreeSet(), TreeSet(path=tmp_path / "new.offheap"), db.tree_set("s")]
-        assert [s.options["node_size"] for s in new_sets] == [64, 64, 64]
+        new_sets = [TreeSet(), TreeSet(path=tmp_path / "new.offheap"), db.tree_set("s"),
+                    TreeSet(key="int64"), TreeSet(key="str"), db.tree_set("b", key="bytes"),
+                    db.tree_set("i", key="int64"), db.tree_set("n", key="str", node_size=64)]
+        assert [s.options["node_size"] for s in new_sets] == [64, 64, 64, 64, 32, 32, 64, 64]
         assert db.tree_map("m").options["node_size"] == 32
         new_sets[1].close()
     assert TreeSet(node_size=8).options["node_size"] == 8

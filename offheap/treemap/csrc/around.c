@@ -823,25 +823,20 @@ cache_walked_leaf(const Held *self, PyObject *recid, int past_capacity)
 }
 
 /* For a store that keeps a present key (Held.keep_present), after the walk that left the LRU
- * order as it was: whether the walked leaf holds `key`, as the reference reads it (Cursor.peek:
- * the cached leaf where the cache holds it, `cached`, else its page; here the keys of the page,
- * int64 keys only, decoded into `leaf` without caching it). KEY_KEPT when it does (nothing
- * changed); else the walk's inner nodes become the most recently used, as the store's descent
- * leaves them, and 1 (`leaf` decoded, values too, when it was read). 0 when the Python path
- * must read the leaf (str or bytes keys of a leaf not cached, a page the reference reads), -1
- * with an exception. */
+ * order as it was: whether the walked leaf (record `recid`) holds `key`, as the reference reads
+ * it (Cursor.peek: the cached leaf where the cache holds it, else its page, nothing cached):
+ * descent_leaf_holds, or for int64 keys of a leaf not cached the keys of its page decoded into
+ * `leaf`, which the store then goes on with. KEY_KEPT when it does (nothing changed); else the
+ * walk's inner nodes become the most recently used, as the store's descent leaves them, and 1
+ * (`leaf` decoded, values too, when it was read). 0 when the Python path must read the leaf (a
+ * page the reference reads), -1 with an exception. */
 static int
-kept_present(const Held *self, PyObject *key, const Walk *walk, PyObject *leaves, int cached,
+kept_present(const Held *self, PyObject *key, const Walk *walk, int64_t recid, int cached,
              Decoded *leaf)
 {
     int present;
-    if (cached) {
-        PyObject *node = PyDict_GetItemWithError(leaves, walk->leaf);  /* borrowed */
-        present = node != NULL ? leaf_holds_key(node, key)
-            : PyErr_Occurred() ? -1 : page_corrupt("a cached TreeMap leaf left the cache");
-    }
-    else if (self->key_kind != 0)
-        return 0;
+    if (cached || self->key_kind != 0)
+        present = descent_leaf_holds(self->descent, recid, key);
     else {
         Py_ssize_t at;
         int64_t word = PyLong_AsLongLong(key);  /* an int in int64's range: change_begin's */
@@ -886,7 +881,7 @@ around_open(const Held *self, PyObject *key, Walk *walk, PyObject **leaves, Deco
     if (cached < 0)
         return -1;
     if (self->keep_present) {
-        if ((status = kept_present(self, key, walk, *leaves, cached, leaf)) != 1)
+        if ((status = kept_present(self, key, walk, recid, cached, leaf)) != 1)
             return status;
         decoded = !cached;
     }

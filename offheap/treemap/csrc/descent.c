@@ -522,9 +522,10 @@ cache_leaf_with_room(Descent *self, PyObject *recid)
     return node;
 }
 
-/* Open leaf `recid` for reading. */
+/* Open leaf `recid` for reading; with `may_cache`, a leaf not cached is read into the cache
+ * while it has room (NodeCache.leaf_for_read), else it is read as NodeCache.read_leaf does. */
 static int
-leaf_open(Descent *self, int64_t recid, Leaf *leaf)
+leaf_open_as(Descent *self, int64_t recid, Leaf *leaf, int may_cache)
 {
     leaf_init(leaf);
     if ((leaf->recid = PyLong_FromLongLong(recid)) == NULL)
@@ -534,7 +535,7 @@ leaf_open(Descent *self, int64_t recid, Leaf *leaf)
         return leaf_take_node(leaf, Py_NewRef(node));
     if (PyErr_Occurred())
         return -1;
-    if (descent_leaves_have_room((PyObject *)self))  /* cached now, as a Python descent does */
+    if (may_cache && descent_leaves_have_room((PyObject *)self))  /* as a Python descent does */
         return leaf_take_node(leaf, cache_leaf_with_room(self, leaf->recid));
     Py_ssize_t size = 0;
     int copied = copy_page(self, leaf, &size);
@@ -544,6 +545,13 @@ leaf_open(Descent *self, int64_t recid, Leaf *leaf)
         return leaf_from_reference(self, leaf);
     return read_page_keys(self, leaf, size);
 }
+
+static int
+leaf_open(Descent *self, int64_t recid, Leaf *leaf)
+{
+    return leaf_open_as(self, recid, leaf, 1);
+}
+
 
 /* bisect_right (right 1) or bisect_left (0) of `key` in the leaf's keys. */
 static Py_ssize_t
@@ -588,6 +596,23 @@ leaf_holds(Leaf *leaf, Py_ssize_t i, const Key *key)
     int equal = PyObject_RichCompareBool(item, key->object, Py_EQ);
     Py_DECREF(item);
     return equal;
+}
+
+/* pages.h */
+int
+descent_leaf_holds(PyObject *descent, int64_t recid, PyObject *key_object)
+{
+    Descent *self = (Descent *)descent;
+    Key key;
+    Leaf leaf;
+    leaf_init(&leaf);
+    int holds = -1;
+    if (checked_key(self, key_object, &key) == 0 && leaf_open_as(self, recid, &leaf, 0) == 0) {
+        Py_ssize_t i = leaf_bisect(self, &leaf, &key, 0);
+        holds = i < 0 ? -1 : leaf_holds(&leaf, i, &key);
+    }
+    leaf_close(&leaf);
+    return holds;
 }
 
 /* The value at `i` < count, a new reference. */

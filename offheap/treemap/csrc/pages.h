@@ -282,6 +282,10 @@ int descent_walk(PyObject *descent, PyObject *key, WalkStep *steps, Py_ssize_t *
 /* Make the inner nodes of a walk's `n` steps the most recently used, in order: 0, or -1 with an
  * exception. */
 int descent_walk_touch(PyObject *descent, const WalkStep *steps, Py_ssize_t n);
+/* Whether leaf `recid` holds `key` (an exact key of the tree's kind), read as NodeCache.read_leaf
+ * reads it: the cached leaf, else its page (searched in place when the compiled codec reads
+ * it), nothing cached or moved. 1, 0, or -1 with an exception. (descent.c) */
+int descent_leaf_holds(PyObject *descent, int64_t recid, PyObject *key);
 void walk_steps_clear(WalkStep *steps, Py_ssize_t n);
 /* The Descent's form of inner node `recid` after a structural change edited the node: as
  * form_table_set_separator and form_table_insert_child (forms.c) say, or dropped. (descent.c) */

@@ -848,20 +848,6 @@ done:
     return result;
 }
 
-/* slots.h */
-int
-leaf_holds_key(PyObject *leaf, PyObject *key)
-{
-    PyObject *keys, *values;
-    if (leaf_lists(leaf, &keys, &values) < 0)
-        return -1;
-    Py_ssize_t at;
-    int found = find_key(keys, key, &at);
-    Py_DECREF(keys);
-    Py_DECREF(values);
-    return found;
-}
-
 /* The hint's leaf and its keys and values lists (new references, checked to agree): 1, 0 when
  * the hint names no leaf (nothing set), -1 with an exception (nothing set). */
 static int

@@ -93,9 +93,6 @@ void nodelists_close(NodeLists *lists);
  * `leaf` (new references), checked to agree: 0, or -1 with an exception (neither set).
  * (slots.c) */
 int leaf_lists(PyObject *leaf, PyObject **keys, PyObject **values);
-/* Whether the cached Leaf `leaf` holds `key` (of the key type; an int in int64's range for
- * int64 keys): 1, 0, or -1 with an exception. (slots.c) */
-int leaf_holds_key(PyObject *leaf, PyObject *key);
 /* The int64 value of the int `item`, a key of a node of an int64 tree, in *word: 0, or -1 with
  * an exception (CorruptionError for anything else). (slots.c) */
 int key_word(PyObject *item, int64_t *word);
