@@ -339,13 +339,13 @@ class TreeMap(TreeSlotsBase, StandaloneFileMap, SortedRangeAPI, DictAPI, Mutable
         lock.acquire()
         try:
             admit = self._admit
-            if type(key) is not admit.key_type or (
-                    admit.key_type is int and not INT64_MIN <= key <= INT64_MAX):
-                if keep and self._lookup(key, MISSING, True) is not MISSING:
-                    return
-                key = admit.key(key)
-            elif keep and self._budgeted and self._lookup(key, MISSING, True) is not MISSING:
+            normalized = type(key) is admit.key_type and (
+                admit.key_type is not int or INT64_MIN <= key <= INT64_MAX)
+            if (keep and (not normalized or self._budgeted)
+                    and self._lookup(key, MISSING, True) is not MISSING):
                 return
+            if not normalized:
+                key = admit.key(key)
             if not (admit.copies_values and type(value) in SCALAR_TYPES):
                 value = admit.value(value)  # PickleNotAllowedError before anything changes
             if self._closed:

@@ -822,49 +822,57 @@ cache_walked_leaf(const Held *self, PyObject *recid, int past_capacity)
     return loaded == NULL ? -1 : LEAF_CACHED;
 }
 
+/* A change around the cache in progress: its key, walk and decoded leaf. */
+typedef struct {
+    int64_t word;
+    Walk walk;
+    PyObject *leaves;      /* the cache's leaves, a new reference (NULL before the walk) */
+    Decoded leaf;
+    int marked;            /* the walk read the leaf in past capacity (around_open) */
+} Change;
+
 /* For a store that keeps a present key (Held.keep_present), after the walk that left the LRU
  * order as it was: whether the walked leaf (record `recid`) holds `key`, as the reference reads
  * it (Cursor.peek: the cached leaf where the cache holds it, else its page, nothing cached):
  * descent_leaf_holds, or for int64 keys of a leaf not cached the keys of its page decoded into
- * `leaf`, which the store then goes on with. KEY_KEPT when it does (nothing changed); else the
+ * the change's leaf, which the store then goes on with. KEY_KEPT when it does (nothing changed); else the
  * walk's inner nodes become the most recently used, as the store's descent leaves them, and 1
- * (`leaf` decoded, values too, when it was read). 0 when the Python path must read the leaf (a
+ * (the leaf decoded, values too, when it was read). 0 when the Python path must read the leaf (a
  * page the reference reads), -1 with an exception. */
 static int
-kept_present(const Held *self, PyObject *key, const Walk *walk, int64_t recid, int cached,
-             Decoded *leaf)
+kept_present(const Held *self, PyObject *key, Change *change, int64_t recid, int cached)
 {
     int present;
     if (cached || self->key_kind != 0)
         present = descent_leaf_holds(self->descent, recid, key);
     else {
         Py_ssize_t at;
-        int64_t word = PyLong_AsLongLong(key);  /* an int in int64's range: change_begin's */
-        int status = decoded_keys(self, walk->leaf, leaf);
+        int status = decoded_keys(self, change->walk.leaf, &change->leaf);
         if (status != 1)
             return status;
-        present = decoded_find(leaf, word, &at);
-        if (present == 0 && (status = decoded_values(self, leaf)) != 1)
+        present = decoded_find(&change->leaf, change->word, &at);
+        if (present == 0 && (status = decoded_values(self, &change->leaf)) != 1)
             return status;
     }
     if (present != 0)
         return present < 0 ? -1 : KEY_KEPT;
-    return descent_walk_touch(self->descent, walk->steps, walk->n) < 0 ? -1 : 1;
+    return descent_walk_touch(self->descent, change->walk.steps, change->walk.n) < 0 ? -1 : 1;
 }
 
-/* Walk to the leaf of `key` (of the key type, an int in int64's range) as Tree.put and Tree.pop
- * do (descent_walk) and, when its change goes around the cache, decode it into `leaf` (int64
- * keys only: Decoded holds int64 words; for str and bytes keys that change is Python's): 1;
- * LEAF_CACHED when the cache holds the leaf, or now holds it (cache_walked_leaf: read in as
- * NodeCache.leaf reads it for the reference's descent, with room, or past capacity and marked
- * so when the least recently used leaf is clean: then *marked is 1); KEY_KEPT when the store
- * keeps a present key and the leaf holds it (kept_present: nothing changed); 0 when none of
- * these (nothing changed but the walked inner nodes' LRU places, which the Python path's walk
- * gives them again), -1 with an exception. The caller closes `walk` and `leaf` either way. */
+/* Walk to the leaf of `key` (of the key type, an int in int64's range, its word in
+ * change->word) as Tree.put and Tree.pop do (descent_walk) and, when its change goes around the
+ * cache, decode it into change->leaf (int64 keys only: Decoded holds int64 words; for str and
+ * bytes keys that change is Python's): 1; LEAF_CACHED when the cache holds the leaf, or now
+ * holds it (cache_walked_leaf: read in as NodeCache.leaf reads it for the reference's descent,
+ * with room, or past capacity and marked so when the least recently used leaf is clean: then
+ * change->marked is 1); KEY_KEPT when the store keeps a present key and the leaf holds it
+ * (kept_present: nothing changed); 0 when none of these (nothing changed but the walked inner
+ * nodes' LRU places, which the Python path's walk gives them again), -1 with an exception.
+ * change_end closes the change either way. */
 static int
-around_open(const Held *self, PyObject *key, Walk *walk, PyObject **leaves, Decoded *leaf,
-            int *marked)
+around_open(const Held *self, PyObject *key, Change *change)
 {
+    Walk *walk = &change->walk;
     int status, decoded = 0;
     int64_t recid;
     if ((status = over_capacity(self->cache)) != 0)  /* the Python path trims first */
@@ -872,30 +880,31 @@ around_open(const Held *self, PyObject *key, Walk *walk, PyObject **leaves, Deco
     if ((status = descent_walk(self->descent, key, walk->steps, &walk->n, &recid,
                                !self->keep_present)) != 1)
         return status;
-    *leaves = Py_NewRef(descent_leaves(self->descent));  /* set: the walk checked the Descent */
+    /* set: the walk checked the Descent */
+    change->leaves = Py_NewRef(descent_leaves(self->descent));
     if (walk->n == 0)  /* a single leaf: the root, which stays cached */
         return 0;
     if ((walk->leaf = PyLong_FromLongLong(recid)) == NULL)
         return -1;
-    int cached = PyDict_Contains(*leaves, walk->leaf);
+    int cached = PyDict_Contains(change->leaves, walk->leaf);
     if (cached < 0)
         return -1;
     if (self->keep_present) {
-        if ((status = kept_present(self, key, walk, recid, cached, leaf)) != 1)
+        if ((status = kept_present(self, key, change, recid, cached)) != 1)
             return status;
         decoded = !cached;
     }
     if (cached)
         return LEAF_CACHED;
-    if ((status = goes_around(self, *leaves)) < 0)
+    if ((status = goes_around(self, change->leaves)) < 0)
         return -1;
     if (status != 1) {
-        *marked = status == 0;
+        change->marked = status == 0;
         return cache_walked_leaf(self, walk->leaf, status == 0);
     }
     if (self->key_kind != 0)
         return 0;
-    return decoded ? 1 : decoded_read(self, walk->leaf, leaf);
+    return decoded ? 1 : decoded_read(self, walk->leaf, &change->leaf);
 }
 
 /* Store the whole of `leaf` as its record, then make the hint name no leaf: 1, 0 when the codec
@@ -926,15 +935,6 @@ int64_key(const Held *self, PyObject *key, int64_t *word)
     return !overflow;
 }
 
-/* A change around the cache in progress: its key, walk and decoded leaf. */
-typedef struct {
-    int64_t word;
-    Walk walk;
-    PyObject *leaves;      /* the cache's leaves, a new reference (NULL before the walk) */
-    Decoded leaf;
-    int marked;            /* the walk read the leaf in past capacity (around_open) */
-} Change;
-
 /* Begin the change of `key`, of the key type (around_open; an int key in int64's range): 1 when
  * it goes around the cache (int64 keys only: a change of str or bytes keys around the cache is
  * the Python path's), LEAF_CACHED when its leaf is cached, KEY_KEPT when a store that keeps a
@@ -949,7 +949,7 @@ change_begin(const Held *self, PyObject *key, Change *change)
     decoded_init(&change->leaf);
     if (self->key_kind == 0 && !int64_key(self, key, &change->word))
         return 0;
-    return around_open(self, key, &change->walk, &change->leaves, &change->leaf, &change->marked);
+    return around_open(self, key, change);
 }
 
 /* The change's leaf is cached: make it the most recently used and the hint's leaf, as

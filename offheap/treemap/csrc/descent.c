@@ -552,7 +552,6 @@ leaf_open(Descent *self, int64_t recid, Leaf *leaf)
     return leaf_open_as(self, recid, leaf, 1);
 }
 
-
 /* bisect_right (right 1) or bisect_left (0) of `key` in the leaf's keys. */
 static Py_ssize_t
 leaf_bisect(Descent *self, Leaf *leaf, const Key *key, int right)
@@ -598,6 +597,15 @@ leaf_holds(Leaf *leaf, Py_ssize_t i, const Key *key)
     return equal;
 }
 
+/* bisect_left of `key` in the leaf's keys, in *at: 1 when the key is there, 0 when not, -1
+ * with an exception. */
+static int
+leaf_find(Descent *self, Leaf *leaf, const Key *key, Py_ssize_t *at)
+{
+    *at = leaf_bisect(self, leaf, key, 0);
+    return *at < 0 ? -1 : leaf_holds(leaf, *at, key);
+}
+
 /* pages.h */
 int
 descent_leaf_holds(PyObject *descent, int64_t recid, PyObject *key_object)
@@ -607,10 +615,9 @@ descent_leaf_holds(PyObject *descent, int64_t recid, PyObject *key_object)
     Leaf leaf;
     leaf_init(&leaf);
     int holds = -1;
-    if (checked_key(self, key_object, &key) == 0 && leaf_open_as(self, recid, &leaf, 0) == 0) {
-        Py_ssize_t i = leaf_bisect(self, &leaf, &key, 0);
-        holds = i < 0 ? -1 : leaf_holds(&leaf, i, &key);
-    }
+    Py_ssize_t at;
+    if (checked_key(self, key_object, &key) == 0 && leaf_open_as(self, recid, &leaf, 0) == 0)
+        holds = leaf_find(self, &leaf, &key, &at);
     leaf_close(&leaf);
     return holds;
 }
@@ -758,8 +765,8 @@ get_in(Descent *self, int64_t root, Py_ssize_t height, PyObject *key_object, PyO
         return Py_NewRef(dflt);
     if (descend_from(self, &path, root, height, BY_KEY, &key) == 0
             && leaf_open(self, path_end(&path, root), &leaf) == 0) {
-        Py_ssize_t i = leaf_bisect(self, &leaf, &key, 0);
-        int holds = i < 0 ? -1 : leaf_holds(&leaf, i, &key);
+        Py_ssize_t i;
+        int holds = leaf_find(self, &leaf, &key, &i);
         if (holds > 0)
             result = leaf_value(self, &leaf, i);
         else if (holds == 0)

@@ -1141,19 +1141,27 @@ change_in_c(TreeSlots *self, PyObject **needed, PyObject *key, PyObject *value,
     return lock_give(release) < 0 ? -1 : done;
 }
 
-/* The map's _put_item(key, value) (_put_item(key, value, True) with `keep_present`), or
- * _delete_item(key) for value NULL; with `then_mark` (CHANGE_IN_PYTHON_THEN_MARK) the cache is
- * marked over capacity again afterwards, whatever the method's outcome, under the map's lock
- * when the slots are still attached. 0, or -1 with an exception (the method's first). */
+/* map._put_item(key, value) (map._put_item(key, value, True) with `keep_present`), or
+ * map._delete_item(key) for value NULL: 0, or -1 with an exception. */
 static int
-python_change(TreeSlots *self, PyObject *key, PyObject *value, int then_mark, int keep_present)
+call_change_method(PyObject *map, PyObject *key, PyObject *value, int keep_present)
 {
-    PyObject *args[] = {(PyObject *)self, key, value, Py_True};
+    PyObject *args[] = {map, key, value, Py_True};
     size_t nargs = value == NULL ? 2 : keep_present ? 4 : 3;
     PyObject *done = PyObject_VectorcallMethod(value == NULL ? str_delete_item : str_put_item, args,
                                                nargs | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
-    int result = done == NULL ? -1 : 0;
     Py_XDECREF(done);
+    return done == NULL ? -1 : 0;
+}
+
+/* The map's Python method of the change (call_change_method); with `then_mark`
+ * (CHANGE_IN_PYTHON_THEN_MARK) the cache is marked over capacity again afterwards, whatever the
+ * method's outcome, under the map's lock when the slots are still attached. 0, or -1 with an
+ * exception (the method's first). */
+static int
+python_change(TreeSlots *self, PyObject *key, PyObject *value, int then_mark, int keep_present)
+{
+    int result = call_change_method((PyObject *)self, key, value, keep_present);
     if (!then_mark)
         return result;
     PyObject *type, *error, *trace;
@@ -1204,13 +1212,8 @@ slots_ass_subscript(TreeSlots *self, PyObject *key, PyObject *value)
 int
 slots_put_absent(PyObject *map, PyObject *key, PyObject *value)
 {
-    if (PyObject_TypeCheck(map, &slots_type))
-        return change_item((TreeSlots *)map, key, value, 1);
-    PyObject *args[] = {map, key, value, Py_True};
-    PyObject *done = PyObject_VectorcallMethod(str_put_item, args,
-                                               4 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
-    Py_XDECREF(done);
-    return done == NULL ? -1 : 0;
+    return PyObject_TypeCheck(map, &slots_type) ? change_item((TreeSlots *)map, key, value, 1)
+                                                : call_change_method(map, key, value, 1);
 }
 
 PyDoc_STRVAR(get_doc,
