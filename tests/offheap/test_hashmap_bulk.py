@@ -199,6 +199,71 @@ def test_capacity_error_in_a_bulk_build_leaves_the_map_unchanged(core):
 
 
 @pytest.mark.parametrize("core", CORES)
+@pytest.mark.parametrize("n_base", [0, 3000])
+def test_keys_changed_while_the_room_is_reserved_leave_a_whole_map(core, n_base):
+    """The map's _reserve runs Python code between the plan of a bulk build and its writes,
+    where another thread may write the caller's key array. The map must come out whole: its
+    index and entries agree, and it holds the batch either as given (the compiled core's bulk
+    build keeps each key's hash, never a pointer to the array) or as rewritten (a batch put key
+    by key reads each key after the reserve)."""
+    rng = np.random.default_rng(n_base)
+    keys = rng.integers(-2**63, 2**63 - 1, 5000, dtype=np.int64)
+    given = keys.copy()
+
+    class Scribbled(core):
+        armed = False
+
+        def _reserve(self, n_new, width):
+            if self.armed:
+                keys[:] = rng.integers(-2**63, 2**63 - 1, len(keys), dtype=np.int64)
+            super()._reserve(n_new, width)
+
+    m = Scribbled(value="int64")
+    base = rng.integers(-2**63, 2**63 - 1, n_base, dtype=np.int64)
+    m.put_many(base, base)
+    m.armed = True
+    m.put_many(keys, np.arange(len(keys)))
+    m._check()
+    held = list(m.items())
+    assert all(m[k] == v for k, v in held)
+    as_given, as_rewritten = (dict(zip(base.tolist(), base.tolist())) for _ in range(2))
+    as_given.update(zip(given.tolist(), range(len(given))))
+    as_rewritten.update(zip(keys.tolist(), range(len(keys))))
+    assert held in (list(as_given.items()), list(as_rewritten.items()))
+
+
+@needs_compiled
+@pytest.mark.parametrize("n_base", [0, 3000])
+def test_a_build_whose_words_are_too_wide_for_the_values_leaves_them_to_the_key_by_key_path(n_base):
+    """A bulk build checks each word against the value width as it reads it; a word too wide
+    (here: the reserve was asked for 2-byte values), found after 100 values were written past
+    the entries, gives the batch to the key-by-key path, which widens the values itself: the
+    table comes out as key by key."""
+    class Narrow(LongHashMap):
+        def _reserve(self, n_new, width):
+            super()._reserve(n_new, 2)
+
+    rng = np.random.default_rng(n_base)
+    base_keys = batch(rng, n_base, 2**62, "object")[0]
+    keys, values = batch(rng, 5000, 2**62, "object")
+    values[:40] = [None, True] * 20  # 2-byte words: the first one too wide is the 41st's
+    keys[-100:], values[-100:] = keys[:100], [True] * 100  # duplicates: first place, last value
+    keys[200:200 + n_base // 10] = base_keys[: n_base // 10]  # keys present or deleted
+    built, oracle = Narrow(value="object"), LongHashMap(value="object")
+    for m, put in ((built, LongHashMap.put_many), (oracle, incremental_put_many)):
+        put(m, base_keys, [None] * n_base)
+        m.delete_many(base_keys[::3])
+        put(m, keys, values)
+        m._check()
+    assert table_state(built) == table_state(oracle)
+    expected = dict.fromkeys(base_keys.tolist())
+    for k in base_keys[::3].tolist():
+        expected.pop(k, None)
+    expected.update(zip(keys.tolist(), values))
+    assert list(built.items()) == list(expected.items())
+
+
+@pytest.mark.parametrize("core", CORES)
 @pytest.mark.parametrize("view", ["keys", "items", "values"])
 def test_a_bulk_build_under_a_live_iterator_stops_it(core, view):
     m = core(value="object")

@@ -5,27 +5,33 @@
  *
  * Two steps, with the map's _reserve between them (bulk.c):
  *
- * - plan_batch copies the keys, sorts (hash, position) records by hash (a stable radix sort on
- *   the hash's top bits, then each group of equal top bits by the whole hash) and reduces equal
- *   hashes, which are equal keys since mix64 is a bijection, to one BatchKey each; it counts the
- *   keys the map does not hold, probing it in hash order, which is index order.
+ * - plan_batch sorts (hash, position) records of the batch by hash (a stable radix scatter on
+ *   the hash's top bits, then each bucket on its own: sort_batch_by_hash) and reduces equal
+ *   hashes, which are equal keys since mix64 is a bijection, to one record each; it counts the
+ *   keys the map does not hold, probing it in hash order, which is index order. It keeps no
+ *   copy of the keys: a new entry's key is unmix64 of its hash.
  * - build_batch sorts the map's live entries by hash the same way, merges them with the plan
  *   (an equal hash: the key is present, its value is overwritten), numbers the new keys by their
  *   first position (a bitmap of first positions and its prefix counts give each one's rank),
- *   checks that the placement fits the index (else BUILD_OVERFLOW: the index must grow) and
- *   that the room was reserved (else BUILD_NO_ROOM), and only then writes: the new entries in
- *   batch order, the overwritten values, and the index slot by slot. Placement in the merged
- *   order is Robin Hood order once each run of equal homes is sorted by entry number: entry j
- *   of the order takes slot max(home, previous slot + 1).
+ *   checks that the placement fits the index (else BUILD_OVERFLOW: the index must grow), that
+ *   the room was reserved and that every word fits the value width (else BUILD_NO_ROOM), and
+ *   only then makes the entries live: the new entries (values in batch order, keys in hash
+ *   order), the overwritten values, and the index slot by slot. Placement in the merged order is
+ *   Robin Hood order once each run of equal homes is sorted by entry number: entry j of the
+ *   order takes slot max(home, previous slot + 1).
  *
  * Example: an empty map of 16 homes and the batch [7, 3, 7] (values a, b, c), where home(7) = 5
  * and home(3) = 2: the plan is {3: first 1, last 1}, {7: first 0, last 2} in hash order, position
  * 0 is dropped (its value is replaced); entries 0 = (7, c) and 1 = (3, b); index[2] = 2,
  * index[5] = 1.
  *
- * Cost: O(n + batch) time, sequential but for the radix scatter; scratch memory of about 40
- * bytes per batch key and 32 per entry of the map, freed before the call returns. Nothing here
- * calls into Python; build_batch changes the table only once it cannot fail. */
+ * Cost: O(n + batch) time, sequential but for the radix scatters and the new keys' writes;
+ * scratch memory of about 16 bytes per batch key (24 with duplicate keys) and 32 per entry of
+ * the map, freed before the call returns. A 4 KiB page of fresh scratch costs about 1 us to map
+ * here, as much as the sort's own work on the 256 records it holds, so the scratch is kept
+ * small: a batch of 1M new keys into an empty map went from 48 to 39 ns a key when the plan
+ * stopped copying the keys and the words (16 bytes a key) and the sort its records (16 more).
+ * Nothing here calls into Python; build_batch changes the table only once it cannot fail. */
 
 #include "build.h"
 
@@ -115,27 +121,29 @@ finish_by_insertion(Record *records, Py_ssize_t n, Py_ssize_t most_moves)
     return 1;
 }
 
-/* Sort `n` records, which come in increasing tags (batch positions, entry numbers), stably by
- * hash, `scratch` holding as many: an LSD radix sort in one or two passes over the hash's top
- * ceil(log2 n) bits (at most one record per top bits on average), then the groups of equal top
- * bits by the whole hash: by insertion over the whole array while that stays within 2 moves a
- * record, as it does for evenly spread hashes (no branch per group), else group by group in
- * O(g log g). A digit has at most RADIX_BITS bits: scattering 1M records to 2**11 buckets took
- * 4.1 ms, to 2**10 2.2 ms (16-byte records, 32 KiB of L1). Returns the sorted array (records or
- * scratch), NULL with MemoryError. */
+/* Sort `n` records, which come in increasing tags (batch positions, entry numbers) and whose
+ * hashes share their top `skip` bits, stably by hash, `scratch` holding as many: an LSD radix
+ * sort in one or two passes over the hash's next ceil(log2 n) bits (at most one record per
+ * digit value on average), then the groups of equal bits by the whole hash: by insertion over
+ * the whole array while that stays within 2 moves a record, as it does for evenly spread hashes
+ * (no branch per group), else group by group in O(g log g). A digit has at most RADIX_BITS
+ * bits: scattering 1M records to 2**11 buckets took 4.1 ms, to 2**10 2.2 ms (16-byte records,
+ * 32 KiB of L1). Returns the sorted array (records or scratch), NULL with MemoryError. */
 static Record *
-sort_by_hash(Record *records, Record *scratch, Py_ssize_t n)
+sort_by_hash(Record *records, Record *scratch, Py_ssize_t n, int skip)
 {
     if (n <= SMALL_SORT) {
         insertion_sort(records, n, 0);
         return records;
     }
     int bits = 1;
-    while (bits < 32 && ((Py_ssize_t)1 << bits) < n)
+    while (bits < 32 && bits < 64 - skip && ((Py_ssize_t)1 << bits) < n)
         bits++;
     int passes = (bits + RADIX_BITS - 1) / RADIX_BITS;  /* bits spread over the passes */
     int digit = (bits + passes - 1) / passes;
-    const int top_shift = 64 - digit * passes;
+    if (skip + digit * passes > 64)
+        digit = (64 - skip) / passes;
+    const int top_shift = 64 - skip - digit * passes;
     const size_t buckets = (size_t)1 << digit, mask = buckets - 1;
     Py_ssize_t *counts = PyMem_Calloc(buckets * (size_t)passes, sizeof(Py_ssize_t));
     if (counts == NULL) {
@@ -175,47 +183,99 @@ sort_by_hash(Record *records, Record *scratch, Py_ssize_t n)
     return from;
 }
 
+/* The batch's (mix64(key), position) records sorted by (hash, position), in a new array of n
+ * records (the caller's to free); NULL with MemoryError. The first radix pass scatters straight
+ * from the keys by the hash's top bits, and each bucket is then sorted on its own in a scratch
+ * the size of the largest (sort_by_hash): scratch of 16 bytes per key in all, where records
+ * made first and sorted in two passes over the array take 32 (each 4 KiB page of it a page
+ * fault to map: about 1 us here, as much as the sort's own work on the records it holds). */
+static Record *
+sort_batch_by_hash(const int64_t *keys, Py_ssize_t n)
+{
+    const size_t items = n > 0 ? (size_t)n : 1;
+    Record *records = PyMem_Malloc(items * sizeof(Record));
+    if (records == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    int bits = 0;
+    while (bits < RADIX_BITS && ((Py_ssize_t)1 << (bits + 1)) <= n / SMALL_SORT)
+        bits++;
+    const size_t buckets = (size_t)1 << bits;
+    const int shift = 64 - bits; /* bits 0: one bucket, every hash's top 0 bits */
+    Py_ssize_t *offsets = PyMem_Calloc(buckets + 1, sizeof(Py_ssize_t));
+    Record *scratch = NULL;
+    if (offsets == NULL)
+        goto no_memory;
+    for (Py_ssize_t p = 0; p < n; p++)
+        offsets[bits ? (mix64((uint64_t)keys[p]) >> shift) + 1 : 1]++;
+    Py_ssize_t largest = 0;
+    for (size_t b = 0; b < buckets; b++) {
+        largest = offsets[b + 1] > largest ? offsets[b + 1] : largest;
+        offsets[b + 1] += offsets[b];
+    }
+    if ((scratch = PyMem_Malloc((largest ? (size_t)largest : 1) * sizeof(Record))) == NULL)
+        goto no_memory;
+    for (Py_ssize_t p = 0; p < n; p++) {
+        const uint64_t hash = mix64((uint64_t)keys[p]);
+        records[offsets[bits ? hash >> shift : 0]++] = (Record){hash, p};
+    }
+    /* offsets[b] is now bucket b's end, the next bucket's start */
+    for (size_t b = 0, start = 0; b < buckets; start = (size_t)offsets[b++]) {
+        Py_ssize_t size = offsets[b] - (Py_ssize_t)start;
+        Record *sorted = sort_by_hash(records + start, scratch, size, bits);
+        if (sorted == NULL)
+            goto fail;
+        if (sorted != records + start)
+            memcpy(records + start, sorted, (size_t)size * sizeof(Record));
+    }
+    PyMem_Free(offsets);
+    PyMem_Free(scratch);
+    return records;
+no_memory:
+    PyErr_NoMemory();
+fail:
+    PyMem_Free(offsets);
+    PyMem_Free(scratch);
+    PyMem_Free(records);
+    return NULL;
+}
+
 void
 free_plan(BatchPlan *plan)
 {
-    PyMem_Free(plan->keys);
-    PyMem_Free(plan->words);
+    PyMem_Free(plan->own_words);
     PyMem_Free(plan->distinct);
     PyMem_Free(plan->dropped);
     memset(plan, 0, sizeof *plan);
 }
 
-/* Plan a batch of `n` keys and words (see the file's comment); -1 with an error, nothing held.
- * Precondition: attached. */
+/* Plan a batch of `n` keys and words (see the file's comment and BatchPlan's); -1 with an
+ * error, nothing held. Each key is read once. Precondition: attached. */
 int
 plan_batch(const MapCore *self, const int64_t *keys, const uint64_t *words, Py_ssize_t n,
            BatchPlan *plan)
 {
     memset(plan, 0, sizeof *plan);
     plan->n = n;
+    plan->words = words;
     size_t items = n > 0 ? (size_t)n : 1;
-    Record *records = PyMem_Malloc(items * sizeof(Record));
-    Record *scratch = PyMem_Malloc(items * sizeof(Record));
-    plan->keys = PyMem_Malloc(items * sizeof(int64_t));
-    plan->words = PyMem_Malloc(items * sizeof(uint64_t));
-    Record *sorted = NULL;
-    if (records == NULL || scratch == NULL || plan->keys == NULL || plan->words == NULL) {
-        PyErr_NoMemory();
-        goto fail;
-    }
-    memcpy(plan->keys, keys, (size_t)n * sizeof(int64_t));
-    memcpy(plan->words, words, (size_t)n * sizeof(uint64_t));
-    for (Py_ssize_t p = 0; p < n; p++)
-        records[p] = (Record){mix64((uint64_t)plan->keys[p]), p};
-    if ((sorted = sort_by_hash(records, scratch, n)) == NULL)
-        goto fail;
+    Record *sorted = sort_batch_by_hash(keys, n);
+    if (sorted == NULL)
+        return -1;
+    plan->distinct = sorted; /* reduced in place below */
     Py_ssize_t n_distinct = 0;
     for (Py_ssize_t i = 0; i < n; i++)
         n_distinct += i == 0 || sorted[i].hash != sorted[i - 1].hash;
-    if (n > n_distinct
-        && (plan->dropped = PyMem_Malloc((size_t)(n - n_distinct) * sizeof(Record))) == NULL) {
-        PyErr_NoMemory();
-        goto fail;
+    if (n > n_distinct) {
+        plan->dropped = PyMem_Malloc((size_t)(n - n_distinct) * sizeof(Record));
+        plan->own_words = PyMem_Malloc(items * sizeof(uint64_t));
+        if (plan->dropped == NULL || plan->own_words == NULL) {
+            PyErr_NoMemory();
+            goto fail;
+        }
+        memcpy(plan->own_words, words, (size_t)n * sizeof(uint64_t));
+        plan->words = plan->own_words;
     }
     /* One record per distinct key, in place (a group's first record is never behind the write
      * position); its first position gets its last value. */
@@ -223,23 +283,20 @@ plan_batch(const MapCore *self, const int64_t *keys, const uint64_t *words, Py_s
         Py_ssize_t j = i + 1, first = sorted[i].tag;
         for (; j < n && sorted[j].hash == sorted[i].hash; j++)
             plan->dropped[plan->n_dropped++] = (Record){(uint64_t)sorted[j].tag,
-                                                        (int64_t)plan->words[sorted[j - 1].tag]};
+                                                        (int64_t)plan->own_words[sorted[j - 1].tag]};
         if (j - i > 1)
-            plan->words[first] = plan->words[sorted[j - 1].tag];
+            plan->own_words[first] = plan->own_words[sorted[j - 1].tag];
         sorted[plan->n_distinct++] = sorted[i];
         i = j;
     }
-    plan->distinct = sorted;
-    PyMem_Free(sorted == records ? scratch : records);
-    records = scratch = NULL;
     plan->n_absent = plan->n_distinct;
     if (self->n > 0) {
         const Record *distinct = plan->distinct;
         Py_ssize_t slot;
         for (Py_ssize_t g = 0; g < plan->n_distinct; g++) {
             if (g + PREFETCH_AHEAD / 2 < plan->n_distinct)
-                prefetch_entry(self, plan->keys[distinct[g + PREFETCH_AHEAD / 2].tag], 0);
-            Py_ssize_t e = find(self, plan->keys[distinct[g].tag], 1, &slot);
+                prefetch_entry(self, unmix64(distinct[g + PREFETCH_AHEAD / 2].hash), 0);
+            Py_ssize_t e = find(self, unmix64(distinct[g].hash), 1, &slot);
             if (e == -2)
                 goto fail;
             plan->n_absent -= e >= 0;
@@ -247,10 +304,6 @@ plan_batch(const MapCore *self, const int64_t *keys, const uint64_t *words, Py_s
     }
     return 0;
 fail:
-    if (plan->distinct == NULL) {
-        PyMem_Free(records);
-        PyMem_Free(scratch);
-    }
     free_plan(plan);
     return -1;
 }
@@ -274,7 +327,7 @@ sorted_entries(const MapCore *self, Record *records, Record *scratch)
                      "table is damaged", self->n);
         return NULL;
     }
-    return sort_by_hash(records, scratch, count);
+    return sort_by_hash(records, scratch, count, 0);
 }
 
 /* Bits set in a word (without the library call __builtin_popcountll makes on a baseline CPU). */
@@ -331,12 +384,32 @@ placement_fits(const Record *order, Py_ssize_t m, Py_ssize_t homes, Py_ssize_t n
     return previous < n_slots;
 }
 
+/* Whether a word fits the table's value width. */
+static inline int
+word_fits(const MapCore *self, uint64_t word)
+{
+    return TYPED_CODEC(self->value_codec) || word_width(word) <= self->width;
+}
+
+/* Keep the word past _used at entry e, before a build writes it, in kept[*n_kept] as (e, word)
+ * when it is not 0 and the word written may turn out too wide (not typed). */
+static inline void
+keep_old_word(const MapCore *self, Py_ssize_t e, Record *kept, Py_ssize_t *n_kept)
+{
+    if (TYPED_CODEC(self->value_codec))
+        return;
+    const uint64_t old = value_at(self, e);
+    if (old != 0)
+        kept[(*n_kept)++] = (Record){(uint64_t)e, (int64_t)old};
+}
+
 /* Apply a plan to the table (see the file's comment): BUILD_DONE, with the words the map no
  * longer holds (replaced values that own a record, the batch's dropped ones) in released[0 ..
  * *n_released) for the caller to release (room for plan->n words), the plan used up;
- * BUILD_OVERFLOW or BUILD_NO_ROOM with the table and the plan unchanged; BUILD_FAILED with an
- * error, the table unchanged. *n_new is the number of keys the batch adds. Preconditions:
- * attached and writable, 0 <= _used <= _capacity, every word fits the value width. */
+ * BUILD_OVERFLOW, or BUILD_NO_ROOM (no room reserved, or some word of the batch too wide for
+ * the values), with the map and the plan unchanged; BUILD_FAILED with an error, the map
+ * unchanged. *n_new is the number of keys the batch adds. Each of the caller's words is read
+ * once, checked as it is read. Preconditions: attached and writable, 0 <= _used <= _capacity. */
 int
 build_batch(MapCore *self, BatchPlan *plan, uint64_t *released, Py_ssize_t *n_released,
             Py_ssize_t *n_new)
@@ -344,9 +417,10 @@ build_batch(MapCore *self, BatchPlan *plan, uint64_t *released, Py_ssize_t *n_re
     const Py_ssize_t n = self->n, used = self->used, n_distinct = plan->n_distinct;
     const Py_ssize_t n_words = (plan->n + 63) / 64, m_most = n + n_distinct;
     const Record *distinct = plan->distinct;
+    const uint64_t *words = plan->words;
     int status = BUILD_FAILED;
     Record *entries = NULL, *entry_scratch = NULL, *existing = NULL, *merged = NULL;
-    Py_ssize_t *present = NULL;
+    Py_ssize_t *present = NULL; /* (entry, first position, word) of each key the map holds */
     uint64_t *firsts = PyMem_Calloc(n_words ? (size_t)n_words : 1, sizeof(uint64_t));
     Py_ssize_t *prefix = PyMem_Malloc((n_words ? (size_t)n_words : 1) * sizeof(Py_ssize_t));
     Record *scratch = PyMem_Malloc((m_most ? (size_t)m_most : 1) * sizeof(Record)); /* long runs only */
@@ -357,7 +431,7 @@ build_batch(MapCore *self, BatchPlan *plan, uint64_t *released, Py_ssize_t *n_re
         entries = PyMem_Malloc((size_t)n * sizeof(Record));
         entry_scratch = PyMem_Malloc((size_t)n * sizeof(Record));
         merged = PyMem_Malloc((size_t)m_most * sizeof(Record));
-        present = PyMem_Malloc((n_distinct ? (size_t)n_distinct : 1) * 2 * sizeof(Py_ssize_t));
+        present = PyMem_Malloc((n_distinct ? (size_t)n_distinct : 1) * 3 * sizeof(Py_ssize_t));
     }
     if (firsts == NULL || prefix == NULL || scratch == NULL || releasing == NULL
         || releasing_scratch == NULL
@@ -369,7 +443,7 @@ build_batch(MapCore *self, BatchPlan *plan, uint64_t *released, Py_ssize_t *n_re
         goto done;
 
     /* The entries and the batch's keys by hash: an equal hash is a key present. With no
-     * entries, the plan's keys are the order. */
+     * entries, the plan's records are the order, their tags -1 - first position meanwhile. */
     Py_ssize_t i = 0, g = 0, m = 0, n_present = 0, added = 0;
     Record *order = n > 0 ? merged : plan->distinct;
     while (i < n || g < n_distinct) {
@@ -382,24 +456,25 @@ build_batch(MapCore *self, BatchPlan *plan, uint64_t *released, Py_ssize_t *n_re
             added++;
         }
         else {
-            present[2 * n_present] = existing[i].tag;
-            present[2 * n_present++ + 1] = distinct[g++].tag;
+            present[3 * n_present] = existing[i].tag;
+            present[3 * n_present++ + 1] = distinct[g++].tag;
             order[m++] = existing[i++];
         }
     }
     *n_new = added;
+    status = BUILD_NO_ROOM;
     if (used + added > self->capacity || n + added > self->max_n)
-        status = BUILD_NO_ROOM;
-    else if (!placement_fits(order, m, self->homes, self->n_slots))
+        goto unplanned;
+    if (!placement_fits(order, m, self->homes, self->n_slots)) {
         status = BUILD_OVERFLOW;
-    if (status != BUILD_FAILED) {
-        if (n == 0) /* the plan's records are the order: back to (hash, first position) */
-            for (Py_ssize_t k = 0; k < m; k++)
-                plan->distinct[k].tag = -1 - plan->distinct[k].tag;
-        goto done;
+        goto unplanned;
     }
 
-    /* Nothing can fail from here on: the new entries, the overwritten values, the index. */
+    /* The words, each read once and checked before the map changes: the new entries' values go
+     * to their places past _used (no entry yet; the words there that are not 0, left by removed
+     * entries, are kept in `releasing` until every word has passed), the present keys' into
+     * `present`. A typed word always fits. */
+    Py_ssize_t n_kept = 0;
     const int all_new = added == plan->n; /* then position p is entry used + p */
     for (Py_ssize_t w = 0, sum = 0; w < n_words; w++) {
         prefix[w] = sum;
@@ -408,26 +483,39 @@ build_batch(MapCore *self, BatchPlan *plan, uint64_t *released, Py_ssize_t *n_re
     Py_ssize_t e = used;
     if (all_new)
         for (Py_ssize_t p = 0; p < plan->n; p++, e++) {
-            self->table.chunks[e >> CHUNK_BITS].keys[e & CHUNK_MASK] = plan->keys[p];
-            set_value_at(self, e, plan->words[p]);
-            set_live_at(self, e, 1);
+            const uint64_t word = words[p];
+            if (!word_fits(self, word))
+                goto too_wide;
+            keep_old_word(self, e, releasing, &n_kept);
+            set_value_at(self, e, word);
         }
     else
         for (Py_ssize_t w = 0; w < n_words; w++)
             for (uint64_t set = firsts[w]; set; set &= set - 1, e++) {
-                Py_ssize_t p = w * 64 + __builtin_ctzll(set);
-                self->table.chunks[e >> CHUNK_BITS].keys[e & CHUNK_MASK] = plan->keys[p];
-                set_value_at(self, e, plan->words[p]);
-                set_live_at(self, e, 1);
+                const uint64_t word = words[w * 64 + __builtin_ctzll(set)];
+                if (!word_fits(self, word))
+                    goto too_wide;
+                keep_old_word(self, e, releasing, &n_kept);
+                set_value_at(self, e, word);
             }
+    for (Py_ssize_t k = 0; k < n_present; k++)
+        if (!word_fits(self, (uint64_t)(present[3 * k + 2] = (Py_ssize_t)words[present[3 * k + 1]])))
+            goto too_wide;
+    for (Py_ssize_t k = 0; k < plan->n_dropped; k++)
+        if (!word_fits(self, (uint64_t)plan->dropped[k].tag))
+            goto too_wide;
+
+    /* Nothing can fail from here on: the new entries, the overwritten values, the index. */
+    for (e = used; e < used + added; e++)
+        set_live_at(self, e, 1);
     /* The words given up, in the order the key-by-key path releases them: each when the next
      * occurrence of its key overwrites it (an entry's old word at its key's first position). */
     Py_ssize_t n_releasing = 0;
     for (Py_ssize_t k = 0; k < n_present; k++) {
-        uint64_t old = value_at(self, present[2 * k]);
-        set_value_at(self, present[2 * k], plan->words[present[2 * k + 1]]);
+        uint64_t old = value_at(self, present[3 * k]);
+        set_value_at(self, present[3 * k], (uint64_t)present[3 * k + 2]);
         if (owns_record(self, old))
-            releasing[n_releasing++] = (Record){(uint64_t)present[2 * k + 1], (int64_t)old};
+            releasing[n_releasing++] = (Record){(uint64_t)present[3 * k + 1], (int64_t)old};
     }
     for (Py_ssize_t k = 0; k < plan->n_dropped; k++)
         if (owns_record(self, (uint64_t)plan->dropped[k].tag))
@@ -436,11 +524,14 @@ build_batch(MapCore *self, BatchPlan *plan, uint64_t *released, Py_ssize_t *n_re
     for (Py_ssize_t k = 0; k < n_releasing; k++)
         released[k] = (uint64_t)releasing[k].tag;
     *n_released = n_releasing;
+    /* The new entries' keys, each unmix64 of its hash, and every entry's home. */
     const Py_ssize_t homes = self->homes;
     for (Py_ssize_t k = 0; k < m; k++) {
         if (order[k].tag < 0) {
             Py_ssize_t first = -1 - order[k].tag;
-            order[k].tag = used + (all_new ? first : rank_of(firsts, prefix, first));
+            e = used + (all_new ? first : rank_of(firsts, prefix, first));
+            self->table.chunks[e >> CHUNK_BITS].keys[e & CHUNK_MASK] = unmix64(order[k].hash);
+            order[k].tag = e;
         }
         order[k].hash = (uint64_t)home_of_hash(order[k].hash, homes);
     }
@@ -449,6 +540,16 @@ build_batch(MapCore *self, BatchPlan *plan, uint64_t *released, Py_ssize_t *n_re
     self->n = n + added;
     self->mods++;
     status = BUILD_DONE;
+    goto done;
+too_wide: /* the words past _used as they were */
+    for (Py_ssize_t written = used; written < e; written++)
+        set_value_at(self, written, 0);
+    for (Py_ssize_t k = 0; k < n_kept; k++)
+        set_value_at(self, (Py_ssize_t)releasing[k].hash, (uint64_t)releasing[k].tag);
+unplanned:
+    if (n == 0) /* the plan's records were the order: back to (hash, first position) */
+        for (Py_ssize_t k = 0; k < m; k++)
+            plan->distinct[k].tag = -1 - plan->distinct[k].tag;
 done:
     PyMem_Free(firsts);
     PyMem_Free(prefix);
@@ -474,20 +575,17 @@ int
 find_by_merge(const MapCore *self, const int64_t *keys, Py_ssize_t n, int64_t *out)
 {
     const Py_ssize_t n_entries = self->n;
-    const size_t items = n > 0 ? (size_t)n : 1, entries = n_entries > 0 ? (size_t)n_entries : 1;
-    Record *batch = PyMem_Malloc(items * sizeof(Record));
-    Record *batch_scratch = PyMem_Malloc(items * sizeof(Record));
+    const size_t entries = n_entries > 0 ? (size_t)n_entries : 1;
+    Record *wanted = NULL;
     Record *map = PyMem_Malloc(entries * sizeof(Record));
     Record *map_scratch = PyMem_Malloc(entries * sizeof(Record));
     int status = -1;
-    if (batch == NULL || batch_scratch == NULL || map == NULL || map_scratch == NULL) {
+    if (map == NULL || map_scratch == NULL) {
         PyErr_NoMemory();
         goto done;
     }
-    for (Py_ssize_t p = 0; p < n; p++)
-        batch[p] = (Record){mix64((uint64_t)keys[p]), p};
-    const Record *wanted = sort_by_hash(batch, batch_scratch, n);
-    const Record *held = wanted == NULL ? NULL : sorted_entries(self, map, map_scratch);
+    const Record *held = (wanted = sort_batch_by_hash(keys, n)) == NULL ? NULL
+                         : sorted_entries(self, map, map_scratch);
     if (held == NULL)
         goto done;
     for (Py_ssize_t i = 0, j = 0; i < n; i++) {
@@ -498,8 +596,7 @@ find_by_merge(const MapCore *self, const int64_t *keys, Py_ssize_t n, int64_t *o
     }
     status = 0;
 done:
-    PyMem_Free(batch);
-    PyMem_Free(batch_scratch);
+    PyMem_Free(wanted);
     PyMem_Free(map);
     PyMem_Free(map_scratch);
     return status;

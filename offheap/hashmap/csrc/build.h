@@ -12,20 +12,24 @@ typedef struct {
     int64_t tag; /* a batch position, or an entry number */
 } Record;
 
-/* A batch's plan, owned by the call that made it (free_plan). It holds copies, not pointers
- * into the caller's buffers: the map's _reserve runs Python code between the plan and the
- * build, and the caller's arrays may change meanwhile. */
+/* A batch's plan, owned by the call that made it (free_plan). The map's _reserve runs Python
+ * code between the plan and the build, and the caller's arrays may change meanwhile, so the plan
+ * keeps no pointer to the caller's keys: a key is unmix64 of its hash (mix64 is a bijection), and
+ * the index and the entries a build writes come from the same hashes whatever happens to the
+ * array. The words are the caller's, read once each by the build, which checks each against the
+ * value width as it reads it; with duplicate keys the plan holds a copy of its own, where a key's
+ * first position has its last word. */
 typedef struct {
-    int64_t *keys;       /* the batch's keys, copied */
-    uint64_t *words;     /* its words, copied; at a key's first position, its last word */
-    Py_ssize_t n;        /* batch positions */
-    Record *distinct;    /* (hash, first position) of each distinct key, in hash order; equal
-                            hashes are equal keys, mix64 being a bijection */
+    const uint64_t *words; /* the caller's words, or own_words */
+    uint64_t *own_words;   /* the copy a batch with duplicates needs, else NULL */
+    Py_ssize_t n;          /* batch positions */
+    Record *distinct;      /* (hash, first position) of each distinct key, in hash order; equal
+                              hashes are equal keys, mix64 being a bijection */
     Py_ssize_t n_distinct;
-    Record *dropped;     /* (position, word): the word of an earlier occurrence of the key at
-                            that position, which the occurrence replaces */
+    Record *dropped;       /* (position, word): the word of an earlier occurrence of the key at
+                              that position, which the occurrence replaces */
     Py_ssize_t n_dropped;
-    Py_ssize_t n_absent; /* distinct keys the map did not hold when planned */
+    Py_ssize_t n_absent;   /* distinct keys the map did not hold when planned */
 } BatchPlan;
 
 /* Prefetching. A batch of random keys is memory-bound: each probe waits on an index slot, then
@@ -66,6 +70,17 @@ prefetch_ahead(const MapCore *self, const int64_t *keys, Py_ssize_t i, Py_ssize_
         prefetch_slot(self, keys[i + PREFETCH_AHEAD]);
     if (i + PREFETCH_AHEAD / 2 < n)
         prefetch_entry(self, keys[i + PREFETCH_AHEAD / 2], with_value);
+}
+
+/* mix64's inverse: the int64 key whose mix64 is `h`. */
+static inline int64_t
+unmix64(uint64_t h)
+{
+    h ^= h >> 33;
+    h *= 0x9CB4B2F8129337DBull; /* the inverse of 0xC4CEB9FE1A85EC53 modulo 2**64 */
+    h ^= h >> 33;
+    h *= 0x4F74430C22A54005ull; /* the inverse of 0xFF51AFD7ED558CCD */
+    return (int64_t)(h ^ (h >> 33));
 }
 
 enum { BUILD_DONE = 0, BUILD_FAILED = -1, BUILD_OVERFLOW = 1, BUILD_NO_ROOM = 2 };

@@ -346,18 +346,6 @@ call_growth(MapCore *self, const char *method, Py_ssize_t a, Py_ssize_t b)
     return result == NULL ? -1 : 0;
 }
 
-/* Whether every word fits the table's value width. */
-static int
-words_fit(const MapCore *self, const uint64_t *words, Py_ssize_t n)
-{
-    if (TYPED_CODEC(self->value_codec))
-        return 1;
-    for (Py_ssize_t i = 0; i < n; i++)
-        if (word_width(words[i]) > self->width)
-            return 0;
-    return 1;
-}
-
 /* Release words the table gave up, all of them even when one release fails (the first error is
  * the one raised); -1 with an error. */
 static int
@@ -403,8 +391,6 @@ put_built(MapCore *self, const int64_t *keys, const uint64_t *words, Py_ssize_t 
             status = closed_error(self);
         else if (check_writable(self) < 0 || check_used(self) < 0)
             status = BUILD_FAILED;
-        else if (!words_fit(self, plan.words, n))
-            status = BUILD_NO_ROOM;
         else
             status = build_batch(self, &plan, released, &n_released, &n_new);
         if (status == BUILD_OVERFLOW) { /* the map's _outgrow_index(needed) */
