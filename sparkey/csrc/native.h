@@ -24,6 +24,14 @@
 #include <stdint.h>
 #include <string.h>
 
+/* A function the extension exports beside PyInit (it builds with hidden visibility):
+ * benchmarks/sparkey_lookup_floor.c calls these through ctypes. */
+#if defined(__GNUC__)
+#define SPARKEY_EXPORTED __attribute__((visibility("default")))
+#else
+#define SPARKEY_EXPORTED
+#endif
+
 #define SPARKEY_LOG_HEADER_SIZE 84
 #define SPARKEY_INDEX_HEADER_SIZE 112
 #define SPARKEY_MAX_VLQ_BYTES 10
@@ -85,7 +93,8 @@ static inline void store_le(uint8_t *p, unsigned size, uint64_t v)
 
 /* MurmurHash3_x86_32 (hash_size 4) or the first word of MurmurHash3_x64_128 with both lanes
  * seeded by the 32-bit seed (hash_size 8), as sparkey.murmur. */
-uint64_t sparkey_hash(const uint8_t *key, size_t len, uint32_t seed, unsigned hash_size);
+SPARKEY_EXPORTED uint64_t sparkey_hash(const uint8_t *key, size_t len, uint32_t seed,
+                                       unsigned hash_size);
 
 /* ---- entries.c */
 
@@ -272,7 +281,7 @@ int sparkey_is_lookup(PyObject *object);
 /* The value a Lookup stores for `key` (a new bytes object; with found_only, True, or the
  * value of a compressed store), None when absent, NULL with an exception (ClosedError once
  * released, EntryTypeError for a key of another type). */
-PyObject *sparkey_lookup_value(PyObject *lookup, PyObject *key, int found_only);
+SPARKEY_EXPORTED PyObject *sparkey_lookup_value(PyObject *lookup, PyObject *key, int found_only);
 
 /* ---- slots.c */
 
