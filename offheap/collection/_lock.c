@@ -16,13 +16,51 @@ monotonic_seconds(void)
     return (double)now.tv_sec + (double)now.tv_nsec * 1e-9;
 }
 
-/* Take the PyThread lock, giving up the GIL while waiting (timeout < 0: no limit) and running
- * the signal handlers when a signal interrupts the wait: 1 when taken, 0 when the timeout
- * passed, -1 with the exception a handler raised. */
-static int
-acquire_mutex(PyThread_type_lock mutex, double timeout)
+static void
+enqueue(MapLock *lock, LockWaiter *waiter)
 {
+    waiter->next = NULL;
+    waiter->queued = 1;
+    if (lock->last_waiter == NULL)
+        lock->first_waiter = waiter;
+    else
+        lock->last_waiter->next = waiter;
+    lock->last_waiter = waiter;
+}
+
+/* Take `waiter` out of the queue if a release has not already. */
+static void
+dequeue(MapLock *lock, LockWaiter *waiter)
+{
+    if (!waiter->queued)
+        return;
+    LockWaiter *before = NULL;
+    for (LockWaiter *w = lock->first_waiter; w != waiter; w = w->next)
+        before = w;
+    if (before == NULL)
+        lock->first_waiter = waiter->next;
+    else
+        before->next = waiter->next;
+    if (lock->last_waiter == waiter)
+        lock->last_waiter = before;
+    waiter->queued = 0;
+}
+
+/* Wait, with the GIL given up, until the lock is free and take it (timeout < 0: no limit),
+ * running the signal handlers when a signal interrupts the wait: 1 when taken, 0 when the
+ * timeout passed, -1 with an exception (a handler's, or MemoryError). A waiter woken by a release
+ * takes the lock if no other thread took it first, else it queues again at the end. */
+static int
+wait_and_take(MapLock *lock, unsigned long me, double timeout)
+{
+    LockWaiter waiter = {PyThread_allocate_lock(), NULL, 0};
+    if (waiter.wake == NULL) {
+        PyErr_SetString(PyExc_MemoryError, "cannot allocate a lock");
+        return -1;
+    }
+    PyThread_acquire_lock(waiter.wake, WAIT_LOCK); /* its own: free, taken at once */
     double deadline = timeout < 0 ? 0.0 : monotonic_seconds() + timeout;
+    int result;
     for (;;) {
         PY_TIMEOUT_T wait_us = -1;
         if (timeout >= 0) {
@@ -31,17 +69,29 @@ acquire_mutex(PyThread_type_lock mutex, double timeout)
             if (wait_us > PY_TIMEOUT_MAX)
                 wait_us = PY_TIMEOUT_MAX;
         }
+        enqueue(lock, &waiter);
         PyLockStatus status;
         Py_BEGIN_ALLOW_THREADS
-        status = PyThread_acquire_lock_timed(mutex, wait_us, 1);
+        status = PyThread_acquire_lock_timed(waiter.wake, wait_us, 1);
         Py_END_ALLOW_THREADS
-        if (status == PY_LOCK_ACQUIRED)
-            return 1;
-        if (status == PY_LOCK_FAILURE)
-            return 0;
-        if (Py_MakePendingCalls() < 0) /* PY_LOCK_INTR: a signal */
-            return -1;
+        dequeue(lock, &waiter);
+        if (lock->depth == 0) { /* free, even at the deadline: take it */
+            lock->owner = me;
+            lock->depth = 1;
+            result = 1;
+            break;
+        }
+        if (status == PY_LOCK_FAILURE) {
+            result = 0;
+            break;
+        }
+        if (status == PY_LOCK_INTR && Py_MakePendingCalls() < 0) {
+            result = -1;
+            break;
+        }
     }
+    PyThread_free_lock(waiter.wake);
+    return result;
 }
 
 /* Acquire for the calling thread (re-entrant): 1 when it holds the lock, 0 when it did not get
@@ -52,7 +102,12 @@ maplock_acquire(MapLock *lock, int blocking, double timeout, int *waited)
 {
     unsigned long me = PyThread_get_thread_ident();
     *waited = 0;
-    if (lock->depth > 0 && lock->owner == me) {
+    if (lock->depth == 0) {
+        lock->owner = me;
+        lock->depth = 1;
+        return 1;
+    }
+    if (lock->owner == me) {
         if (lock->depth == PY_SSIZE_T_MAX) {
             PyErr_SetString(PyExc_OverflowError, "MapLock acquired too many times");
             return -1;
@@ -60,27 +115,24 @@ maplock_acquire(MapLock *lock, int blocking, double timeout, int *waited)
         lock->depth++;
         return 1;
     }
-    int taken = PyThread_acquire_lock(lock->mutex, NOWAIT_LOCK);
-    if (!taken && blocking) {
-        *waited = 1;
-        taken = acquire_mutex(lock->mutex, timeout);
-        if (taken < 0)
-            return -1;
-    }
-    if (!taken)
+    if (!blocking)
         return 0;
-    lock->owner = me;
-    lock->depth = 1;
-    return 1;
+    *waited = 1;
+    return wait_and_take(lock, me, timeout);
 }
 
-/* One level of the calling thread's hold; precondition: it holds the lock. */
+/* One level of the calling thread's hold; precondition: it holds the lock. The release to depth
+ * 0 wakes the oldest waiter. */
 static void
 maplock_release_held(MapLock *lock)
 {
-    if (--lock->depth == 0) {
-        lock->owner = 0;
-        PyThread_release_lock(lock->mutex);
+    if (--lock->depth > 0)
+        return;
+    lock->owner = 0;
+    LockWaiter *waiter = lock->first_waiter;
+    if (waiter != NULL) {
+        dequeue(lock, waiter);
+        PyThread_release_lock(waiter->wake);
     }
 }
 
@@ -95,26 +147,12 @@ MapLock_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     static char *names[] = {NULL};
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, ":MapLock", names))
         return NULL;
-    MapLock *lock = (MapLock *)type->tp_alloc(type, 0);
-    if (lock == NULL)
-        return NULL;
-    lock->mutex = PyThread_allocate_lock();
-    if (lock->mutex == NULL) {
-        Py_DECREF(lock);
-        PyErr_SetString(PyExc_MemoryError, "cannot allocate a lock");
-        return NULL;
-    }
-    return (PyObject *)lock;
+    return type->tp_alloc(type, 0); /* free, no waiter */
 }
 
 static void
-MapLock_dealloc(MapLock *lock)
+MapLock_dealloc(MapLock *lock) /* no waiter: each holds a reference through its acquire call */
 {
-    if (lock->mutex != NULL) {
-        if (lock->depth > 0)
-            PyThread_release_lock(lock->mutex);
-        PyThread_free_lock(lock->mutex);
-    }
     Py_TYPE(lock)->tp_free((PyObject *)lock);
 }
 

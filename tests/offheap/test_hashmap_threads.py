@@ -7,7 +7,10 @@ iterator's RuntimeError (a dict's rule for a size changed during iteration)."""
 from __future__ import annotations
 
 import functools
+import signal
+import sys
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -315,3 +318,67 @@ def test_the_lock_type_is_a_reentrant_lock():
     with lock:
         assert lock._is_owned()
     assert not lock._is_owned()
+
+
+def test_waiters_take_the_lock_in_turn_and_one_that_times_out_leaves_the_queue():
+    """Threads that find the lock held wait on locks of their own and each release wakes the
+    oldest: every increment made under the lock survives (no two holders at once), every waiter
+    gets it (no wakeup lost), and a waiter whose timeout passes leaves the queue behind it."""
+    lock, counter, timed_out = new_lock(), [0], []
+
+    def increment() -> None:
+        for _ in range(50):
+            with lock:
+                seen = counter[0]
+                time.sleep(0)  # let another thread run while the lock is held
+                counter[0] = seen + 1
+
+    lock.acquire()
+    workers = [threading.Thread(target=increment) for _ in range(4)]
+    impatient = threading.Thread(target=lambda: timed_out.append(lock.acquire(timeout=0.05)))
+    for thread in (*workers, impatient):
+        thread.start()
+    impatient.join()
+    assert timed_out == [False]
+    time.sleep(0.05)
+    lock.release()
+    for thread in workers:
+        thread.join()
+    assert counter == [200]
+    assert lock.acquire(blocking=False)
+    lock.release()
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="needs SIGALRM")
+def test_a_signal_handler_runs_while_the_main_thread_waits_for_the_lock():
+    """A handler that raises ends the wait with its exception, and the waiter leaves the
+    queue: the holder's release later wakes nobody, and the lock is taken again normally."""
+    lock, holding, release = new_lock(), threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with lock:
+            holding.set()
+            release.wait()
+
+    class Alarm(Exception):
+        pass
+
+    def ring(signum, frame):
+        raise Alarm
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    holding.wait()
+    previous = signal.signal(signal.SIGALRM, ring)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.05)
+        with pytest.raises(Alarm):
+            lock.acquire()
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert not lock._is_owned()
+    release.set()
+    holder.join()
+    assert lock.acquire(timeout=1)
+    lock.release()

@@ -4,11 +4,13 @@
  * without a Python call (offheap/treemap/csrc/slots.c). An extension reaches the interface
  * through the capsule LOCK_API_CAPSULE (lock_api_import, with the GIL held).
  *
- * A MapLock is a PyThread lock with an owner thread and a depth, as threading.RLock: acquire()
- * and release() from the owner nest; the lock is free when the depth is 0. Its state changes
- * only while the changing thread holds the GIL, so a thread that holds the GIL reads a state no
- * other thread is changing (a thread blocked in the PyThread lock sets owner and depth only
- * after taking the GIL back).
+ * A MapLock is an owner thread and a depth, as threading.RLock: acquire() and release() from
+ * the owner nest; the lock is free when the depth is 0. Its state changes only while the
+ * changing thread holds the GIL, so a thread that holds the GIL reads a state no other thread is
+ * changing, and taking a free lock is two stores: no atomic operation, no system call. A thread
+ * that finds the lock held waits with the GIL given up, as threading.Condition's waiters do, on
+ * a PyThread lock of its own queued in `waiters`; each release to depth 0 wakes the oldest, which
+ * takes the lock if it is still free once it has the GIL back, or queues again.
  *
  * acquire(lock, blocking, timeout, &waited): for the calling thread, re-entrantly; 1 held, 0
  * not taken (not blocking, or the timeout, in seconds, passed; timeout < 0: no limit), -1 with
@@ -27,11 +29,20 @@
 
 #define LOCK_API_CAPSULE "offheap.collection._lock._C_API"
 
+/* A thread waiting in acquire: `wake` is held by that thread until a release dequeues the
+ * waiter and releases it. Lives on the waiting thread's stack; queued only while it waits. */
+typedef struct LockWaiter {
+    PyThread_type_lock wake;
+    struct LockWaiter *next;
+    int queued;
+} LockWaiter;
+
 typedef struct {
     PyObject_HEAD
-    PyThread_type_lock mutex; /* held while depth > 0 */
     unsigned long owner;      /* the holding thread's ident while depth > 0 */
     Py_ssize_t depth;         /* the owner's nested acquires; 0: free */
+    LockWaiter *first_waiter; /* the threads waiting for it, oldest first (NULL: none) */
+    LockWaiter *last_waiter;
 } MapLock;
 
 typedef struct {
