@@ -6,6 +6,9 @@
 #include "lock_api.h"
 
 #include <time.h>
+#ifndef _WIN32
+#include <unistd.h>
+#endif
 
 /* Seconds on the monotonic clock. */
 static double
@@ -16,9 +19,31 @@ monotonic_seconds(void)
     return (double)now.tv_sec + (double)now.tv_nsec * 1e-9;
 }
 
+/* The calling process's id (0 where processes do not fork). */
+static long
+process_id(void)
+{
+#ifndef _WIN32
+    return (long)getpid();
+#else
+    return 0;
+#endif
+}
+
+/* Drop a queue of waiters another process made (this one is a child forked meanwhile), without
+ * reading it. */
+static void
+own_queue(MapLock *lock)
+{
+    if (lock->first_waiter != NULL && lock->waiters_pid != process_id())
+        lock->first_waiter = lock->last_waiter = NULL;
+}
+
 static void
 enqueue(MapLock *lock, LockWaiter *waiter)
 {
+    own_queue(lock);
+    lock->waiters_pid = process_id();
     waiter->next = NULL;
     waiter->queued = 1;
     if (lock->last_waiter == NULL)
@@ -28,22 +53,24 @@ enqueue(MapLock *lock, LockWaiter *waiter)
     lock->last_waiter = waiter;
 }
 
-/* Take `waiter` out of the queue if a release has not already. */
+/* Take `waiter` out of the queue if it is still there. */
 static void
 dequeue(MapLock *lock, LockWaiter *waiter)
 {
     if (!waiter->queued)
         return;
-    LockWaiter *before = NULL;
-    for (LockWaiter *w = lock->first_waiter; w != waiter; w = w->next)
+    waiter->queued = 0;
+    LockWaiter *before = NULL, *w = lock->first_waiter;
+    for (; w != NULL && w != waiter; w = w->next)
         before = w;
+    if (w == NULL)
+        return;
     if (before == NULL)
         lock->first_waiter = waiter->next;
     else
         before->next = waiter->next;
     if (lock->last_waiter == waiter)
         lock->last_waiter = before;
-    waiter->queued = 0;
 }
 
 /* Wait, with the GIL given up, until the lock is free and take it (timeout < 0: no limit),
@@ -129,6 +156,9 @@ maplock_release_held(MapLock *lock)
     if (--lock->depth > 0)
         return;
     lock->owner = 0;
+    if (lock->first_waiter == NULL)
+        return;
+    own_queue(lock);
     LockWaiter *waiter = lock->first_waiter;
     if (waiter != NULL) {
         dequeue(lock, waiter);

@@ -7,6 +7,7 @@ iterator's RuntimeError (a dict's rule for a size changed during iteration)."""
 from __future__ import annotations
 
 import functools
+import os
 import signal
 import sys
 import threading
@@ -382,3 +383,36 @@ def test_a_signal_handler_runs_while_the_main_thread_waits_for_the_lock():
     holder.join()
     assert lock.acquire(timeout=1)
     lock.release()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_child_forked_while_threads_waited_wakes_its_own_waiters():
+    """A fork copies the lock with its queue of waiters, whose threads the child has not (and
+    whose stacks it may reuse): the child drops that queue unread, and its release wakes the
+    child's own waiting thread at once, not at the waiter's timeout."""
+    lock = new_lock()
+    lock.acquire()
+    waiting = [threading.Thread(target=lambda: lock.acquire(timeout=10) and lock.release())
+               for _ in range(2)]
+    for thread in waiting:
+        thread.start()
+    time.sleep(0.1)  # both queued behind the main thread's hold
+    pid = os.fork()
+    if pid == 0:
+        status = 1
+        try:
+            got = []
+            child_waiter = threading.Thread(target=lambda: got.append(lock.acquire(timeout=5)))
+            child_waiter.start()
+            time.sleep(0.1)
+            released = time.monotonic()
+            lock.release()
+            child_waiter.join()
+            status = 0 if got == [True] and time.monotonic() - released < 2 else 2
+        finally:
+            os._exit(status)
+    lock.release()
+    for thread in waiting:
+        thread.join()
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0

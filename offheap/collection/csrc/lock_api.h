@@ -43,6 +43,9 @@ typedef struct {
     Py_ssize_t depth;         /* the owner's nested acquires; 0: free */
     LockWaiter *first_waiter; /* the threads waiting for it, oldest first (NULL: none) */
     LockWaiter *last_waiter;
+    long waiters_pid;         /* the process whose threads those are: a child forked while
+                                 threads waited has not their threads, and their stacks may be
+                                 reused, so it drops that queue unread */
 } MapLock;
 
 typedef struct {
