@@ -156,8 +156,6 @@ maplock_release_held(MapLock *lock)
     if (--lock->depth > 0)
         return;
     lock->owner = 0;
-    if (lock->first_waiter == NULL)
-        return;
     own_queue(lock);
     LockWaiter *waiter = lock->first_waiter;
     if (waiter != NULL) {

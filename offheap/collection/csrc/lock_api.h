@@ -9,8 +9,9 @@
  * changing thread holds the GIL, so a thread that holds the GIL reads a state no other thread is
  * changing, and taking a free lock is two stores: no atomic operation, no system call. A thread
  * that finds the lock held waits with the GIL given up, as threading.Condition's waiters do, on
- * a PyThread lock of its own queued in `waiters`; each release to depth 0 wakes the oldest, which
- * takes the lock if it is still free once it has the GIL back, or queues again.
+ * a PyThread lock of its own, queued from first_waiter to last_waiter; each release to depth 0
+ * wakes the oldest, which takes the lock if it is still free once it has the GIL back, or queues
+ * again.
  *
  * acquire(lock, blocking, timeout, &waited): for the calling thread, re-entrantly; 1 held, 0
  * not taken (not blocking, or the timeout, in seconds, passed; timeout < 0: no limit), -1 with
